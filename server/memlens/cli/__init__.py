@@ -1,0 +1,92 @@
+"""The ``memlens`` command line: a registry of small command modules.
+
+Each command lives in its own module under :mod:`memlens.cli` and provides:
+
+- ``HELP``: one line shown by ``memlens --help``;
+- ``add_arguments(parser)``: fills its argparse sub-parser;
+- ``run(args) -> int``: does the work and returns the exit code.
+
+Command modules import heavy dependencies (rich, pygls, the tracer) inside ``run`` so that
+``memlens run`` starts the profiled program quickly. Errors meant for the user are raised as
+:class:`memlens.errors.MemlensError` and printed here as one line: ``memlens: <message>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Protocol, cast
+
+from memlens._version import __version__
+from memlens.errors import MemlensError
+
+#: Sub-command name -> module under memlens.cli. The one place commands are registered.
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "show": "show",
+    "annotate": "annotate",
+    "flow": "flow",
+    "runs": "runs",
+    "baseline": "baseline",
+    "export": "export",
+    "diff": "diff",
+    "import": "importer",
+    "lsp": "lsp",
+}
+
+
+class Command(Protocol):
+    HELP: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _load(module: str) -> Command | None:
+    try:
+        mod: ModuleType = importlib.import_module(f"memlens.cli.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"memlens.cli.{module}":
+            return None  # command not built yet in this tree
+        raise
+    return cast(Command, mod)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memlens",
+        description="Line-level Python memory profiler whose results live in your editor.",
+    )
+    parser.add_argument("--version", action="version", version=f"memlens {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        command = _load(module)
+        if command is None:
+            continue
+        p = sub.add_parser(name, help=command.HELP, description=command.HELP)
+        command.add_arguments(p)
+        p.set_defaults(_command=command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Command | None = getattr(args, "_command", None)
+    if command is None:
+        parser.print_help()
+        return 2
+    try:
+        return command.run(args)
+    except MemlensError as exc:
+        print(f"memlens: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("memlens: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,23 @@
+"""Errors that memlens reports to users as one clear line."""
+
+from __future__ import annotations
+
+
+class MemlensError(Exception):
+    """An error with a message fit for the user; the CLI prints ``memlens: <message>``."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class RunFileError(MemlensError):
+    """A run file cannot be read (corrupt, truncated, foreign or newer version)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot read {path}: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,305 @@
+"""Read and write run files (``.mlrun``): one SQLite database per run. Stdlib only.
+
+The layout is specified in ``docs/file-format.md``. In short: a ``meta`` table whose first
+keys are the magic ``format = memlens-run`` and ``version``; then the run header
+(provenance and totals) as JSON under ``meta.run``; then ``files``, ``lines``, ``functions``,
+``nodes`` (call tree) and ``timeline``.
+
+Writers write to a temporary name in the same directory and rename it into place, so a reader
+never sees half a file. Readers reject anything that is not a complete memlens run of a
+version they understand with :class:`memlens.errors.RunFileError` (one clear line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from memlens.errors import RunFileError
+from memlens.model import (
+    ERRORS,
+    FIGURES,
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+
+MAGIC = "memlens-run"
+FORMAT_VERSION = 1
+SUFFIX = ".mlrun"
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, sha256 TEXT NOT NULL, text TEXT
+);
+CREATE TABLE lines (
+    file_id INTEGER NOT NULL, line INTEGER NOT NULL,
+    {", ".join(f"{f} INTEGER NOT NULL" for f in FIGURES)},
+    {", ".join(f"{e} REAL NOT NULL" for e in ERRORS)},
+    PRIMARY KEY (file_id, line)
+) WITHOUT ROWID;
+CREATE TABLE functions (
+    file_id INTEGER NOT NULL, qualname TEXT NOT NULL, first_line INTEGER NOT NULL,
+    last_line INTEGER NOT NULL, alloc_bytes INTEGER NOT NULL, alloc_count INTEGER NOT NULL,
+    live_bytes INTEGER NOT NULL, peak_bytes INTEGER NOT NULL
+);
+CREATE TABLE nodes (
+    id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, file_id INTEGER NOT NULL,
+    line INTEGER NOT NULL, function TEXT NOT NULL, alloc_bytes INTEGER NOT NULL,
+    alloc_count INTEGER NOT NULL, live_bytes INTEGER NOT NULL, peak_bytes INTEGER NOT NULL
+);
+CREATE TABLE timeline (t REAL NOT NULL, traced_bytes INTEGER NOT NULL, rss_bytes INTEGER NOT NULL);
+"""
+
+_RUN_KEYS = set(RunInfo.__dataclass_fields__)
+_REQUIRED_RUN_KEYS = {
+    "command",
+    "python",
+    "platform",
+    "started",
+    "ended",
+    "duration_s",
+    "pid",
+    "exit_code",
+    "mode",
+    "sample_interval_bytes",
+    "peak_traced_bytes",
+    "peak_rss_bytes",
+    "complete",
+}
+
+
+def write(run: Run, path: str | os.PathLike[str]) -> Path:
+    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        _write_db(run, tmp_name)
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    return target
+
+
+def _write_db(run: Run, filename: str) -> None:
+    con = sqlite3.connect(filename, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        con.execute("BEGIN")
+        _create(con)
+        info = asdict(run.info)
+        info["command"] = list(run.info.command)
+        con.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("format", MAGIC), ("version", str(FORMAT_VERSION)), ("run", json.dumps(info))],
+        )
+        file_ids: dict[str, int] = {}
+        for i, (key, sf) in enumerate(run.files.items(), start=1):
+            file_ids[key] = i
+            con.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (i, sf.path, sf.sha256, sf.text))
+            con.executemany(
+                f"INSERT INTO lines VALUES ({', '.join('?' * (2 + len(FIGURES) + len(ERRORS)))})",
+                (
+                    (i, line, *(getattr(st, f) for f in FIGURES), *(getattr(st, e) for e in ERRORS))
+                    for line, st in sf.lines.items()
+                ),
+            )
+            con.executemany(
+                "INSERT INTO functions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        i,
+                        fn.qualname,
+                        fn.first_line,
+                        fn.last_line,
+                        fn.alloc_bytes,
+                        fn.alloc_count,
+                        fn.live_bytes,
+                        fn.peak_bytes,
+                    )
+                    for fn in sf.functions
+                ),
+            )
+        con.executemany(
+            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _node_rows(run.call_tree, file_ids),
+        )
+        con.executemany(
+            "INSERT INTO timeline VALUES (?, ?, ?)",
+            ((p.t, p.traced_bytes, p.rss_bytes) for p in run.timeline),
+        )
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+def _create(con: sqlite3.Connection) -> None:
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            con.execute(statement)
+
+
+def _node_rows(nodes: Iterable[CallNode], file_ids: Mapping[str, int]) -> Iterable[tuple[Any, ...]]:
+    for n in nodes:
+        fid = file_ids.get(n.file)
+        if fid is None:
+            raise ValueError(f"call-tree node {n.id} names a file not in the run: {n.file}")
+        yield (
+            n.id,
+            n.parent,
+            fid,
+            n.line,
+            n.function,
+            n.alloc_bytes,
+            n.alloc_count,
+            n.live_bytes,
+            n.peak_bytes,
+        )
+
+
+def read(path: str | os.PathLike[str]) -> Run:
+    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        raise RunFileError(name, "no such file") from None
+    except IsADirectoryError:
+        raise RunFileError(name, "is a directory") from None
+    except OSError as exc:
+        raise RunFileError(name, exc.strerror or str(exc)) from None
+    if head != _SQLITE_HEADER:
+        raise RunFileError(name, "not a memlens run file")
+    try:
+        con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise RunFileError(name, f"not a readable database ({exc})") from None
+    try:
+        return _read_db(con, name)
+    except RunFileError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise RunFileError(name, f"corrupt or truncated file ({exc})") from None
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {exc})") from None
+    finally:
+        con.close()
+
+
+def _uri_path(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(os.path.abspath(name))
+
+
+def _read_db(con: sqlite3.Connection, name: str) -> Run:
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError:
+        raise RunFileError(name, "not a memlens run file (no meta table)") from None
+    if meta.get("format") != MAGIC:
+        raise RunFileError(name, "not a memlens run file")
+    try:
+        version = int(meta.get("version", ""))
+    except ValueError:
+        raise RunFileError(name, "bad format version") from None
+    if version > FORMAT_VERSION:
+        raise RunFileError(
+            name,
+            f"format version {version} is newer than this memlens understands "
+            f"({FORMAT_VERSION}); upgrade memlens",
+        )
+    if version < 1:
+        raise RunFileError(name, f"bad format version {version}")
+    raw = json.loads(meta["run"])
+    if not isinstance(raw, dict):
+        raise RunFileError(name, "bad run header")
+    missing = _REQUIRED_RUN_KEYS - raw.keys()
+    if missing:
+        raise RunFileError(name, f"run header lacks {', '.join(sorted(missing))}")
+    raw = {k: v for k, v in raw.items() if k in _RUN_KEYS}
+    raw["command"] = tuple(str(c) for c in raw["command"])
+    info = RunInfo(**raw)
+
+    paths: dict[int, str] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for fid, fpath, sha, text in con.execute("SELECT id, path, sha256, text FROM files"):
+        if not isinstance(fpath, str) or not isinstance(sha, str):
+            raise RunFileError(name, "bad file table")
+        if text is not None and not isinstance(text, str):
+            raise RunFileError(name, "bad file table")
+        paths[fid] = fpath
+        files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
+    cols = ", ".join((*FIGURES, *ERRORS))
+    for row in con.execute(f"SELECT file_id, line, {cols} FROM lines"):
+        fpath = paths[row[0]]
+        values = row[2:]
+        kwargs: dict[str, Any] = {}
+        for key, value in zip((*FIGURES, *ERRORS), values, strict=True):
+            kwargs[key] = _int(value) if key in FIGURES else float(value)
+        files[fpath]["lines"][_int(row[1])] = LineStats(**kwargs)
+    for row in con.execute(
+        "SELECT file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, "
+        "live_bytes, peak_bytes FROM functions"
+    ):
+        files[paths[row[0]]]["functions"].append(
+            FunctionStats(str(row[1]), *(_int(v) for v in row[2:]))
+        )
+    nodes = tuple(
+        CallNode(
+            _int(r[0]),
+            _int(r[1]),
+            paths[r[2]],
+            _int(r[3]),
+            str(r[4]),
+            *(_int(v) for v in r[5:]),
+        )
+        for r in con.execute(
+            "SELECT id, parent, file_id, line, function, alloc_bytes, alloc_count, "
+            "live_bytes, peak_bytes FROM nodes ORDER BY id"
+        )
+    )
+    timeline = tuple(
+        TimelinePoint(float(t), _int(tb), _int(rss))
+        for t, tb, rss in con.execute("SELECT t, traced_bytes, rss_bytes FROM timeline")
+    )
+    return Run(
+        info=info,
+        files={
+            p: SourceFile(
+                path=p,
+                sha256=d["sha256"],
+                text=d["text"],
+                lines=d["lines"],
+                functions=tuple(d["functions"]),
+            )
+            for p, d in files.items()
+        },
+        call_tree=nodes,
+        timeline=timeline,
+    )
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value

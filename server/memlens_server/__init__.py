@@ -1,0 +1,1 @@
+"""memlens language server (pygls): the only package that speaks LSP."""

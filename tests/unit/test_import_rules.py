@@ -1,0 +1,77 @@
+"""Architecture invariants (docs/ARCHITECTURE.md, "Code map"), enforced on the source tree."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SERVER = Path(__file__).resolve().parents[2] / "server"
+
+#: Modules of the core that must import only the standard library (and each other).
+STDLIB_ONLY = {
+    "memlens.model",
+    "memlens.fileformat",
+    "memlens.units",
+    "memlens.errors",
+    "memlens.diff",
+    "memlens.annotate",
+    "memlens.store",
+    "memlens.export",
+    "memlens.mapping",
+}
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(SERVER.rglob("*.py")):
+        rel = path.relative_to(SERVER).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out.append((".".join(parts), path))
+    return out
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _is(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda v: str(v))
+def test_import_rules(module: str, path: Path) -> None:
+    imports = _imports(path)
+    if _is(module, "memlens"):
+        bad = {
+            i for i in imports if any(_is(i, p) for p in ("memlens_server", "pygls", "lsprotocol"))
+        }
+        assert not bad, f"{module} must not import the language server or LSP libraries: {bad}"
+    if _is(module, "memlens_server"):
+        bad = {i for i in imports if _is(i, "memlens._tracer") or _is(i, "memlens.tracer")}
+        assert not bad, f"{module} must not import the tracer (run files are the contract): {bad}"
+    if module in STDLIB_ONLY:
+        import sys
+
+        allowed_roots = set(sys.stdlib_module_names) | {"memlens"}
+        bad = {i for i in imports if i.split(".")[0] not in allowed_roots and i != "__future__"}
+        bad |= {i for i in imports if _is(i, "memlens._tracer") or _is(i, "memlens.tracer")}
+        bad |= {i for i in imports if _is(i, "memlens.cli")}
+        assert not bad, f"{module} must use the standard library only: {bad}"
+
+
+def test_rules_see_every_package() -> None:
+    names = {m for m, _ in _modules()}
+    assert "memlens.model" in names
+    assert "memlens_server" in names
