@@ -17,10 +17,10 @@ import json
 import os
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memlens.errors import RunFileError
 from memlens.model import (
@@ -177,6 +177,18 @@ def _node_rows(nodes: Iterable[CallNode], file_ids: Mapping[str, int]) -> Iterab
 
 def read(path: str | os.PathLike[str]) -> Run:
     """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
+    return _with_db(path, _read_db)
+
+
+def read_info(path: str | os.PathLike[str]) -> RunInfo:
+    """Read only a run file's header (fast: for listings). Same errors as :func:`read`."""
+    return _with_db(path, _read_info)
+
+
+_T = TypeVar("_T")
+
+
+def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection, str], _T]) -> _T:
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
@@ -194,7 +206,7 @@ def read(path: str | os.PathLike[str]) -> Run:
     except sqlite3.Error as exc:
         raise RunFileError(name, f"not a readable database ({exc})") from None
     try:
-        return _read_db(con, name)
+        return reader(con, name)
     except RunFileError:
         raise
     except sqlite3.DatabaseError as exc:
@@ -211,7 +223,7 @@ def _uri_path(name: str) -> str:
     return quote(os.path.abspath(name))
 
 
-def _read_db(con: sqlite3.Connection, name: str) -> Run:
+def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
     try:
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.OperationalError:
@@ -238,7 +250,11 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
         raise RunFileError(name, f"run header lacks {', '.join(sorted(missing))}")
     raw = {k: v for k, v in raw.items() if k in _RUN_KEYS}
     raw["command"] = tuple(str(c) for c in raw["command"])
-    info = RunInfo(**raw)
+    return RunInfo(**raw)
+
+
+def _read_db(con: sqlite3.Connection, name: str) -> Run:
+    info = _read_info(con, name)
 
     paths: dict[int, str] = {}
     files: dict[str, dict[str, Any]] = {}
