@@ -1,7 +1,47 @@
-"""memlens: line-level Python memory profiler whose results live in your editor."""
+"""memlens: line-level Python memory profiler whose results live in your editor.
+
+Public API::
+
+    import memlens
+
+    with memlens.profile() as p:      # exact mode; profile(mode="sampling") to sample
+        work()
+    run = p.run                       # a memlens.model.Run
+
+    memlens.start(include=["myproj/*"])
+    work()
+    run = memlens.stop()
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from memlens._version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from memlens.model import Run
+    from memlens.tracer import Profile
+
+__all__ = ["__version__", "profile", "start", "stop"]
+
+
+def profile(**options: Any) -> Profile:
+    """Context manager that traces the block it wraps (options as :func:`start`)."""
+    from memlens.tracer import Profile
+
+    return Profile(**options)
+
+
+def start(**options: Any) -> None:
+    """Start tracing every thread of this process; see :func:`memlens.tracer.start`."""
+    from memlens import tracer
+
+    tracer.start(**options)
+
+
+def stop(**options: Any) -> Run:
+    """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`."""
+    from memlens import tracer
+
+    return tracer.stop(**options)

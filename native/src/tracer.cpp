@@ -1,0 +1,991 @@
+// See tracer.hpp for what this does. Notes on the design choices that are not obvious:
+//
+// * Reentrancy: a thread-local flag is checked first in every hook. An OBJ allocation above
+//   512 bytes falls through pymalloc into the RAW domain: it is counted once, at the outermost
+//   hook. Frees inside a hook are allocator internals and pass straight through.
+// * Locking: MEM/OBJ hooks run with the GIL held; RAW hooks may run without it, from any
+//   thread. One spinlock guards the tables (uncontended unless GIL-less RAW traffic exists).
+//   Frame capture happens outside the lock; it reads only the calling thread's frames.
+//   GIL-less RAW allocations are charged to the root node 0 ("no Python frame").
+// * Call tree: a stack is interned as a path of nodes (parent, code, offset). Each thread
+//   caches its last path, so an allocation re-interns only the frames that changed since the
+//   previous one (usually just the innermost).
+// * Exact peak in O(1): a global epoch increases whenever the total reaches a new maximum;
+//   before a node changes, if it has not changed since the latest maximum (its epoch is
+//   older), its current live bytes are its live bytes at that maximum, so they are saved.
+//   At snapshot, nodes untouched since the maximum take their current live bytes.
+// * Sampling: a per-thread countdown drawn from an exponential distribution of mean I; the
+//   unsampled path is one subtraction and a compare. A sampled block of size s stands for
+//   s / p bytes and 1 / p blocks, p = 1 - exp(-s / I). Only sampled blocks enter the address
+//   table; a counting filter keeps the free path of unsampled blocks to one load.
+// * All memory of the tracer comes from libc (malloc/calloc), never from the hooked domains.
+#include "tracer.hpp"
+
+#include <Python.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "frames.hpp"
+
+// Hooks run on every allocation: initial-exec TLS avoids a __tls_get_addr call per access.
+#define MEMLENS_TLS __attribute__((tls_model("initial-exec"))) thread_local
+
+namespace memlens {
+namespace {
+
+constexpr int kMaxDepthLimit = 512;
+constexpr uint32_t kNoParent = UINT32_MAX;
+constexpr uint64_t kSizeBits = 36;
+constexpr uint64_t kSizeMask = (uint64_t{1} << kSizeBits) - 1;
+constexpr uint64_t kMaxNode = (uint64_t{1} << (64 - kSizeBits)) - 1;
+constexpr int kFilterBits = 20;
+constexpr size_t kTimelineCap = 4096;
+
+inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+inline uint64_t hash_ptr(uintptr_t p) { return (uint64_t(p) >> 4) * 0x9E3779B97F4A7C15ULL; }
+
+// ---------------------------------------------------------------------------------------
+// Spinlock (no allocation, fork-safe with the atfork handlers below).
+std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+inline void lock() {
+    int spins = 0;
+    while (g_lock.test_and_set(std::memory_order_acquire)) {
+        if (++spins > 64) {
+            sched_yield();
+            spins = 0;
+        }
+    }
+}
+inline void unlock() { g_lock.clear(std::memory_order_release); }
+struct LockGuard {
+    LockGuard() { lock(); }
+    ~LockGuard() { unlock(); }
+};
+
+// ---------------------------------------------------------------------------------------
+// Address table: ptr -> (node, size), open addressing, linear probing, backward-shift delete.
+struct Slot {
+    uintptr_t key;  // 0 = empty
+    uint64_t val;   // node << kSizeBits | size
+};
+
+struct AddressTable {
+    Slot* slots = nullptr;
+    size_t mask = 0;
+    size_t count = 0;
+
+    bool init(size_t cap) {
+        slots = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+        mask = slots ? cap - 1 : 0;
+        count = 0;
+        return slots != nullptr;
+    }
+    void destroy() {
+        std::free(slots);
+        slots = nullptr;
+        mask = 0;
+        count = 0;
+    }
+    size_t index(uintptr_t key) const { return (hash_ptr(key) >> 20) & mask; }
+    bool grow() {
+        AddressTable bigger;
+        if (!bigger.init((mask + 1) * 2)) {
+            return false;
+        }
+        for (size_t i = 0; i <= mask; ++i) {
+            if (slots[i].key) {
+                bigger.put_new(slots[i].key, slots[i].val);
+            }
+        }
+        std::free(slots);
+        *this = bigger;
+        return true;
+    }
+    void put_new(uintptr_t key, uint64_t val) {
+        size_t i = index(key);
+        while (slots[i].key) {
+            i = (i + 1) & mask;
+        }
+        slots[i] = {key, val};
+        ++count;
+    }
+    // Inserts; if the key was present returns true and its previous value in *old.
+    bool put(uintptr_t key, uint64_t val, uint64_t* old) {
+        if ((count + 1) * 2 > mask + 1 && !grow()) {
+            return false;  // out of memory: the block stays untracked
+        }
+        size_t i = index(key);
+        while (slots[i].key) {
+            if (slots[i].key == key) {
+                *old = slots[i].val;
+                slots[i].val = val;
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+        slots[i] = {key, val};
+        ++count;
+        return false;
+    }
+    bool take(uintptr_t key, uint64_t* val) {
+        if (!slots) {
+            return false;
+        }
+        size_t i = index(key);
+        while (slots[i].key) {
+            if (slots[i].key == key) {
+                *val = slots[i].val;
+                // Backward-shift deletion keeps probe chains intact without tombstones.
+                size_t hole = i;
+                size_t j = i;
+                for (;;) {
+                    j = (j + 1) & mask;
+                    if (!slots[j].key) {
+                        break;
+                    }
+                    size_t home = index(slots[j].key);
+                    // Move slot j into the hole if its home is not cyclically in (hole, j].
+                    bool movable = (hole <= j) ? (home <= hole || home > j) : (home <= hole && home > j);
+                    if (movable) {
+                        slots[hole] = slots[j];
+                        hole = j;
+                    }
+                }
+                slots[hole] = {0, 0};
+                --count;
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+        return false;
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+// Call-tree nodes and their interning table.
+struct Node {
+    void* code;  // PyCodeObject*, strong reference held in g_codes
+    uint32_t parent;
+    int32_t offset;
+    int64_t alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes;
+    uint64_t epoch;
+    double alloc_var, live_var, peak_var;
+};
+
+struct NodeStore {
+    Node* nodes = nullptr;
+    size_t size = 0, cap = 0;
+    uint32_t* index = nullptr;  // open addressing over node ids + 1 (0 = empty)
+    size_t index_mask = 0;
+
+    bool init() {
+        cap = 1024;
+        nodes = static_cast<Node*>(std::calloc(cap, sizeof(Node)));
+        index_mask = 2047;
+        index = static_cast<uint32_t*>(std::calloc(index_mask + 1, sizeof(uint32_t)));
+        if (!nodes || !index) {
+            destroy();
+            return false;
+        }
+        nodes[0] = Node{};
+        nodes[0].parent = kNoParent;
+        size = 1;
+        return true;
+    }
+    void destroy() {
+        std::free(nodes);
+        std::free(index);
+        nodes = nullptr;
+        index = nullptr;
+        size = cap = 0;
+        index_mask = 0;
+    }
+    static uint64_t key_hash(uint32_t parent, void* code, int32_t offset) {
+        return mix(uint64_t(parent) * 0x100000001b3ULL ^ uint64_t(uintptr_t(code)) ^
+                   (uint64_t(uint32_t(offset)) << 40));
+    }
+    bool grow_index() {
+        size_t new_mask = index_mask * 2 + 1;
+        auto* fresh = static_cast<uint32_t*>(std::calloc(new_mask + 1, sizeof(uint32_t)));
+        if (!fresh) {
+            return false;
+        }
+        for (size_t id = 1; id < size; ++id) {
+            const Node& n = nodes[id];
+            size_t i = key_hash(n.parent, n.code, n.offset) & new_mask;
+            while (fresh[i]) {
+                i = (i + 1) & new_mask;
+            }
+            fresh[i] = uint32_t(id + 1);
+        }
+        std::free(index);
+        index = fresh;
+        index_mask = new_mask;
+        return true;
+    }
+    // Returns the node id, creating it when needed; *created tells whether it is new.
+    // Returns 0 (the root) when out of memory or ids.
+    uint32_t intern(uint32_t parent, void* code, int32_t offset, bool* created) {
+        *created = false;
+        size_t i = key_hash(parent, code, offset) & index_mask;
+        while (uint32_t slot = index[i]) {
+            const Node& n = nodes[slot - 1];
+            if (n.parent == parent && n.code == code && n.offset == offset) {
+                return slot - 1;
+            }
+            i = (i + 1) & index_mask;
+        }
+        if (size >= kMaxNode) {
+            return 0;
+        }
+        if (size == cap) {
+            auto* bigger = static_cast<Node*>(std::realloc(nodes, cap * 2 * sizeof(Node)));
+            if (!bigger) {
+                return 0;
+            }
+            nodes = bigger;
+            cap *= 2;
+        }
+        uint32_t id = uint32_t(size++);
+        nodes[id] = Node{};
+        nodes[id].code = code;
+        nodes[id].parent = parent;
+        nodes[id].offset = offset;
+        index[i] = id + 1;
+        *created = true;
+        if ((size + 1) * 2 > index_mask + 1) {
+            grow_index();
+        }
+        return id;
+    }
+};
+
+// Set of code objects we hold a strong reference to (so their addresses stay unique).
+struct CodeSet {
+    void** slots = nullptr;
+    size_t mask = 0, count = 0;
+    bool init() {
+        mask = 1023;
+        slots = static_cast<void**>(std::calloc(mask + 1, sizeof(void*)));
+        return slots != nullptr;
+    }
+    void destroy() {
+        std::free(slots);
+        slots = nullptr;
+        mask = count = 0;
+    }
+    // Returns true when newly added.
+    bool add(void* p) {
+        if ((count + 1) * 2 > mask + 1) {
+            size_t new_mask = mask * 2 + 1;
+            auto* fresh = static_cast<void**>(std::calloc(new_mask + 1, sizeof(void*)));
+            if (!fresh) {
+                return false;
+            }
+            for (size_t i = 0; i <= mask; ++i) {
+                if (slots[i]) {
+                    size_t j = hash_ptr(uintptr_t(slots[i])) >> 20 & new_mask;
+                    while (fresh[j]) {
+                        j = (j + 1) & new_mask;
+                    }
+                    fresh[j] = slots[i];
+                }
+            }
+            std::free(slots);
+            slots = fresh;
+            mask = new_mask;
+        }
+        size_t i = hash_ptr(uintptr_t(p)) >> 20 & mask;
+        while (slots[i]) {
+            if (slots[i] == p) {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+        slots[i] = p;
+        ++count;
+        return true;
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+// Global state.
+struct Domain {
+    PyMemAllocatorDomain id;
+    PyMemAllocatorEx original;
+    PyMemAllocatorEx ours;
+    bool installed;
+};
+
+Domain g_domains[3] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
+                       {PYMEM_DOMAIN_MEM, {}, {}, false},
+                       {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+
+std::atomic<bool> g_active{false};
+Options g_opts;
+bool g_sampling = false;
+double g_interval = 0;  // as double, sampling mode
+uint64_t g_generation = 0;  // bumps at each start: invalidates per-thread caches
+bool g_forked_child = false;
+pid_t g_owner_pid = 0;
+
+AddressTable g_addrs;
+NodeStore g_nodes;
+CodeSet g_codes;
+uint16_t* g_filter = nullptr;  // sampling mode: counting filter of tracked addresses
+
+int64_t g_total = 0;  // traced live bytes (exact) or estimated (sampling); under g_lock
+int64_t g_peak = 0;
+uint64_t g_epoch = 1;
+uint64_t g_allocations = 0;
+uint64_t g_samples = 0;
+std::atomic<uint64_t> g_thread_counter{0};
+
+std::chrono::steady_clock::time_point g_start_time;
+double g_duration = 0;
+int64_t g_peak_rss = 0;
+
+// Timeline (written by the sampler thread only, read after it stopped).
+TimelineOut* g_timeline = nullptr;
+size_t g_timeline_len = 0;
+std::thread* g_sampler = nullptr;
+std::mutex g_sampler_mutex;
+std::condition_variable g_sampler_cv;
+bool g_sampler_stop = false;
+
+// Per-thread path cache: the last stack seen (root first) and its node ids. Heap-allocated
+// on a thread's first attributed allocation, freed by a pthread key destructor at exit.
+struct PathCache {
+    int path_len;
+    void* path_code[kMaxDepthLimit];
+    int32_t path_off[kMaxDepthLimit];
+    uint32_t path_node[kMaxDepthLimit];
+    FrameRec frames[kMaxDepthLimit];
+};
+pthread_key_t g_cache_key;
+pthread_once_t g_cache_key_once = PTHREAD_ONCE_INIT;
+void free_cache(void* cache);
+void make_cache_key() { pthread_key_create(&g_cache_key, free_cache); }
+
+// Per-thread state. A few words of plain data, zero-initialised, in static TLS (cheap
+// access from the hooks; a dlopen'ed module only gets a small static TLS block).
+struct ThreadState {
+    bool in_hook;
+    bool paused;
+    uint64_t generation;
+    int64_t countdown;
+    uint64_t rng;
+    PathCache* cache;
+};
+MEMLENS_TLS ThreadState t_state;
+
+void free_cache(void* cache) {
+    t_state.cache = nullptr;  // a hook running later in this thread's exit makes a new one
+    std::free(cache);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampling helpers.
+inline uint64_t next_random(ThreadState& ts) {  // xorshift64*
+    uint64_t x = ts.rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    ts.rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+inline int64_t draw_countdown(ThreadState& ts) {
+    // Exponential with mean g_interval: -ln(U) * I, U uniform in (0, 1].
+    double u = double((next_random(ts) >> 11) + 1) * (1.0 / 9007199254740992.0);
+    double d = -std::log(u) * g_interval;
+    return d < 1.0 ? 1 : int64_t(d);
+}
+inline void thread_refresh(ThreadState& ts) {
+    if (ts.generation == g_generation) {
+        return;
+    }
+    ts.generation = g_generation;
+    if (ts.cache) {
+        ts.cache->path_len = 0;
+    }
+    if (g_sampling) {
+        uint64_t idx = g_thread_counter.fetch_add(1, std::memory_order_relaxed);
+        ts.rng = mix(g_opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
+        ts.countdown = draw_countdown(ts);
+    }
+}
+struct Weight {
+    int64_t bytes;
+    int64_t count;
+    double var;
+};
+inline Weight sample_weight(uint64_t size) {
+    if (!g_sampling) {
+        return {int64_t(size), 1, 0.0};
+    }
+    double s = double(size);
+    double p = -std::expm1(-s / g_interval);  // 1 - exp(-s/I), accurate for small s
+    if (p <= 0) {
+        p = 1e-300;
+    }
+    double w = s / p;
+    return {int64_t(std::llround(w)), int64_t(std::llround(1.0 / p)), w * w * (1.0 - p)};
+}
+inline size_t filter_index(uintptr_t p) { return hash_ptr(p) >> (64 - kFilterBits); }
+
+// ---------------------------------------------------------------------------------------
+// Attribution.
+
+// Current thread's leaf node; requires the GIL, called without the lock; takes the lock only
+// to intern frames that changed since the previous allocation of this thread.
+uint32_t current_node(ThreadState& t) {
+    if (!t.cache) {
+        t.cache = static_cast<PathCache*>(std::calloc(1, sizeof(PathCache)));
+        if (!t.cache) {
+            return 0;
+        }
+        pthread_setspecific(g_cache_key, t.cache);
+    }
+    PathCache& ts = *t.cache;
+    int depth = g_opts.max_depth;
+    int n = capture_stack(ts.frames, depth);
+    if (n == 0) {
+        return 0;
+    }
+    // Common prefix from the root side with the cached path.
+    int k = 0;
+    int cached = ts.path_len;
+    while (k < cached && k < n) {
+        const FrameRec& f = ts.frames[n - 1 - k];
+        if (ts.path_code[k] != f.code || ts.path_off[k] != f.offset) {
+            break;
+        }
+        ++k;
+    }
+    if (k == n && cached == n) {
+        return ts.path_node[n - 1];
+    }
+    if (k < n) {
+        LockGuard g;
+        uint32_t parent = k ? ts.path_node[k - 1] : 0;
+        for (int i = k; i < n; ++i) {
+            const FrameRec& f = ts.frames[n - 1 - i];
+            bool created = false;
+            uint32_t id = g_nodes.intern(parent, f.code, f.offset, &created);
+            if (created && g_codes.add(f.code)) {
+                Py_INCREF(static_cast<PyObject*>(f.code));  // keep the address unique
+            }
+            ts.path_code[i] = f.code;
+            ts.path_off[i] = f.offset;
+            ts.path_node[i] = id;
+            parent = id;
+        }
+    }
+    ts.path_len = n;
+    return ts.path_node[n - 1];
+}
+
+// Saves a node's live figures as its live-at-peak figures if it has not changed since the
+// latest maximum of the total. Under the lock.
+inline void touch(Node& node) {
+    if (node.epoch != g_epoch) {
+        node.peak_bytes = node.live_bytes;
+        node.peak_var = node.live_var;
+        node.epoch = g_epoch;
+    }
+}
+
+inline uint64_t pack(uint32_t node, uint64_t size) {
+    return (uint64_t(node) << kSizeBits) | (size > kSizeMask ? kSizeMask : size);
+}
+
+// Removes a tracked block's figures from its node. Under the lock.
+void forget_block(uint64_t val) {
+    uint32_t node_id = uint32_t(val >> kSizeBits);
+    uint64_t size = val & kSizeMask;
+    Weight w = sample_weight(size);
+    Node& node = g_nodes.nodes[node_id];
+    touch(node);
+    node.live_bytes -= w.bytes;
+    node.live_count -= w.count;
+    node.live_var -= w.var;
+    g_total -= w.bytes;
+}
+
+// Records a new block at a node. Under the lock.
+void record_block(uintptr_t ptr, uint64_t size, uint32_t node_id) {
+    Weight w = sample_weight(size);
+    uint64_t old = 0;
+    if (g_addrs.put(ptr, pack(node_id, size), &old)) {
+        forget_block(old);  // a stale entry for a reused address (freed untracked)
+    } else if (g_sampling) {
+        uint16_t& c = g_filter[filter_index(ptr)];
+        if (c != UINT16_MAX) {
+            __atomic_store_n(&c, uint16_t(c + 1), __ATOMIC_RELAXED);
+        }
+    }
+    Node& node = g_nodes.nodes[node_id];
+    touch(node);
+    node.alloc_bytes += w.bytes;
+    node.alloc_count += w.count;
+    node.alloc_var += w.var;
+    node.live_bytes += w.bytes;
+    node.live_count += w.count;
+    node.live_var += w.var;
+    g_total += w.bytes;
+    ++g_samples;
+    if (g_total > g_peak) {
+        g_peak = g_total;
+        ++g_epoch;
+    }
+}
+
+// Tracks an allocation just made by the original allocator.
+void on_alloc(void* ptr, size_t size, bool gil_known) {
+    ThreadState& ts = t_state;
+    thread_refresh(ts);
+    if (g_sampling) {
+        ts.countdown -= int64_t(size);
+        if (ts.countdown > 0) {
+            return;
+        }
+        ts.countdown = draw_countdown(ts);
+    }
+    bool gil = gil_known || thread_holds_gil();
+    uint32_t node = gil ? current_node(ts) : 0;
+    LockGuard g;
+    ++g_allocations;
+    record_block(uintptr_t(ptr), size, node);
+}
+
+// Forgets a block about to be freed. Returns the tracked value through *val when known.
+inline bool on_free(void* ptr, uint64_t* val) {
+    if (g_sampling) {
+        uint16_t c = __atomic_load_n(&g_filter[filter_index(uintptr_t(ptr))], __ATOMIC_RELAXED);
+        if (c == 0) {
+            return false;
+        }
+    }
+    LockGuard g;
+    if (!g_addrs.take(uintptr_t(ptr), val)) {
+        return false;
+    }
+    if (g_sampling) {
+        uint16_t& c = g_filter[filter_index(uintptr_t(ptr))];
+        if (c != UINT16_MAX && c > 0) {
+            __atomic_store_n(&c, uint16_t(c - 1), __ATOMIC_RELAXED);
+        }
+    }
+    forget_block(*val);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The hooks. Every hook checks the reentrancy flag first.
+template <int D>
+void* hook_malloc(void* ctx, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    ThreadState& ts = t_state;
+    if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
+        return d.original.malloc(d.original.ctx, size);
+    }
+    ts.in_hook = true;
+    void* p = d.original.malloc(d.original.ctx, size);
+    if (p) {
+        on_alloc(p, size, D != 0);
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <int D>
+void* hook_calloc(void* ctx, size_t nelem, size_t elsize) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    ThreadState& ts = t_state;
+    if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
+        return d.original.calloc(d.original.ctx, nelem, elsize);
+    }
+    ts.in_hook = true;
+    void* p = d.original.calloc(d.original.ctx, nelem, elsize);
+    if (p) {
+        on_alloc(p, nelem * elsize, D != 0);
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <int D>
+void* hook_realloc(void* ctx, void* ptr, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    ThreadState& ts = t_state;
+    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return d.original.realloc(d.original.ctx, ptr, size);
+    }
+    ts.in_hook = true;
+    // Forget the old block before the allocator may hand its address to another thread.
+    uint64_t old = 0;
+    bool had = ptr && on_free(ptr, &old);
+    void* p = d.original.realloc(d.original.ctx, ptr, size);
+    if (p) {
+        if (!ts.paused) {
+            on_alloc(p, size, D != 0);
+        }
+    } else if (had) {
+        LockGuard g;  // realloc failed: the old block is still alive, put it back
+        uint32_t node = uint32_t(old >> kSizeBits);
+        uint64_t sz = old & kSizeMask;
+        Weight w = sample_weight(sz);
+        g_addrs.put(uintptr_t(ptr), old, &old);
+        Node& n = g_nodes.nodes[node];
+        touch(n);
+        n.live_bytes += w.bytes;
+        n.live_count += w.count;
+        n.live_var += w.var;
+        g_total += w.bytes;
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <int D>
+void hook_free(void* ctx, void* ptr) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    ThreadState& ts = t_state;
+    if (ptr && !ts.in_hook && g_active.load(std::memory_order_relaxed)) {
+        ts.in_hook = true;
+        uint64_t val = 0;
+        on_free(ptr, &val);
+        ts.in_hook = false;
+    }
+    d.original.free(d.original.ctx, ptr);
+}
+
+template <int D>
+void set_hooks(Domain& d) {
+    d.ours.ctx = &d;
+    d.ours.malloc = hook_malloc<D>;
+    d.ours.calloc = hook_calloc<D>;
+    d.ours.realloc = hook_realloc<D>;
+    d.ours.free = hook_free<D>;
+}
+
+bool is_ours(const PyMemAllocatorEx& a, const Domain& d) {
+    return a.malloc == d.ours.malloc && a.ctx == &d;
+}
+
+// ---------------------------------------------------------------------------------------
+// Timeline sampler thread: reads the total and the RSS; touches no Python state.
+int64_t read_rss() {
+    static long page = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = 0;
+    char* p = buf;
+    while (*p && *p != ' ') {
+        ++p;
+    }
+    return int64_t(std::strtoll(p, nullptr, 10)) * page;
+}
+
+void sampler_main(double interval_ms) {
+    std::unique_lock<std::mutex> lk(g_sampler_mutex);
+    size_t stride = 1, tick = 0;
+    for (;;) {
+        if (g_sampler_stop) {
+            break;
+        }
+        if (tick++ % stride == 0) {
+            if (g_timeline_len == kTimelineCap) {
+                // Bounded however long the run: keep every other point, halve the rate.
+                for (size_t i = 0; i < kTimelineCap / 2; ++i) {
+                    g_timeline[i] = g_timeline[2 * i];
+                }
+                g_timeline_len = kTimelineCap / 2;
+                stride *= 2;
+            }
+            double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count();
+            int64_t total = __atomic_load_n(&g_total, __ATOMIC_RELAXED);
+            g_timeline[g_timeline_len++] = TimelineOut{t, total, read_rss()};
+        }
+        g_sampler_cv.wait_for(lk, std::chrono::duration<double, std::milli>(interval_ms));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// fork: the child is not traced. Hooks stay as pass-through; the parent's data is kept
+// untouched in the child's copy and never reported by it.
+void atfork_prepare() { lock(); }
+void atfork_parent() { unlock(); }
+void atfork_child() {
+    unlock();
+    if (g_active.load()) {
+        g_active.store(false);
+        g_forked_child = true;
+        g_sampler = nullptr;  // the thread does not exist in the child (leaked on purpose)
+    }
+}
+
+void free_tables() {
+    g_addrs.destroy();
+    g_nodes.destroy();
+    g_codes.destroy();
+    std::free(g_filter);
+    g_filter = nullptr;
+    std::free(g_timeline);
+    g_timeline = nullptr;
+    g_timeline_len = 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Public API.
+
+std::string start(const Options& options) {
+    static bool atfork_registered = false;
+    if (g_active.load()) {
+        return "memlens is already tracing this process";
+    }
+    if (g_forked_child) {
+        return "cannot trace in a child forked while its parent was tracing";
+    }
+    if (options.mode == Mode::Sampling && options.sample_interval == 0) {
+        return "sampling mode needs a sampling interval above 0";
+    }
+    for (Domain& d : g_domains) {
+        if (d.installed) {
+            return "memlens hooks from an earlier run are still installed below another "
+                   "allocator hook; restart the process to trace again";
+        }
+    }
+    reset();
+    g_opts = options;
+    if (g_opts.max_depth < 1) {
+        g_opts.max_depth = 1;
+    }
+    if (g_opts.max_depth > kMaxDepthLimit) {
+        g_opts.max_depth = kMaxDepthLimit;
+    }
+    g_sampling = options.mode == Mode::Sampling;
+    g_interval = double(options.sample_interval);
+    if (g_opts.seed == 0) {
+        g_opts.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    if (!g_addrs.init(g_sampling ? 4096 : 1 << 16) || !g_nodes.init() || !g_codes.init()) {
+        free_tables();
+        return "out of memory";
+    }
+    if (g_sampling) {
+        g_filter = static_cast<uint16_t*>(std::calloc(size_t{1} << kFilterBits, sizeof(uint16_t)));
+    }
+    g_timeline = static_cast<TimelineOut*>(std::calloc(kTimelineCap, sizeof(TimelineOut)));
+    if ((g_sampling && !g_filter) || !g_timeline) {
+        free_tables();
+        return "out of memory";
+    }
+    g_total = g_peak = 0;
+    g_epoch = 1;
+    g_allocations = g_samples = 0;
+    g_duration = 0;
+    g_peak_rss = 0;
+    ++g_generation;
+    g_owner_pid = getpid();
+    pthread_once(&g_cache_key_once, make_cache_key);
+    if (!atfork_registered) {
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        atfork_registered = true;
+    }
+    set_hooks<0>(g_domains[0]);
+    set_hooks<1>(g_domains[1]);
+    set_hooks<2>(g_domains[2]);
+    for (Domain& d : g_domains) {
+        PyMem_GetAllocator(d.id, &d.original);
+    }
+    g_start_time = std::chrono::steady_clock::now();
+    g_active.store(true);
+    for (Domain& d : g_domains) {
+        PyMem_SetAllocator(d.id, &d.ours);
+        d.installed = true;
+    }
+    if (options.timeline_interval_ms > 0) {
+        g_sampler_stop = false;
+        g_sampler = new std::thread(sampler_main, options.timeline_interval_ms);
+    }
+    return {};
+}
+
+void stop() {
+    if (!g_active.load()) {
+        return;
+    }
+    g_active.store(false);
+    g_duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count();
+    if (g_sampler) {
+        {
+            std::lock_guard<std::mutex> lk(g_sampler_mutex);
+            g_sampler_stop = true;
+        }
+        g_sampler_cv.notify_all();
+        Py_BEGIN_ALLOW_THREADS
+        g_sampler->join();
+        Py_END_ALLOW_THREADS
+        delete g_sampler;
+        g_sampler = nullptr;
+        if (g_timeline && g_timeline_len < kTimelineCap) {  // the state at stop, always
+            g_timeline[g_timeline_len++] = TimelineOut{g_duration, g_total, read_rss()};
+        }
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        g_peak_rss = int64_t(ru.ru_maxrss) * 1024;
+    }
+    for (Domain& d : g_domains) {
+        PyMemAllocatorEx current;
+        PyMem_GetAllocator(d.id, &current);
+        if (is_ours(current, d)) {
+            PyMem_SetAllocator(d.id, &d.original);
+            d.installed = false;
+        }
+        // Otherwise another hook sits on top of ours and calls into it: ours stays
+        // installed as a pass-through (g_active is false) for the life of the process.
+    }
+}
+
+bool is_active() { return g_active.load(); }
+
+bool hooks_installed() {
+    for (const Domain& d : g_domains) {
+        PyMemAllocatorEx current;
+        PyMem_GetAllocator(d.id, &current);
+        if (d.installed || is_ours(current, d)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool is_forked_child() { return g_forked_child; }
+
+void snapshot(SnapshotData& out) {
+    PauseScope pause;
+    out = SnapshotData{};
+    if (!g_nodes.nodes) {
+        return;
+    }
+    {
+        LockGuard g;
+        out.nodes.reserve(g_nodes.size);
+        for (size_t id = 0; id < g_nodes.size; ++id) {
+            const Node& n = g_nodes.nodes[id];
+            bool at_peak_now = n.epoch != g_epoch;
+            NodeOut o{};
+            o.parent = n.parent;
+            o.offset = n.offset;
+            o.code_index = -1;
+            o.alloc_bytes = n.alloc_bytes;
+            o.alloc_count = n.alloc_count;
+            o.live_bytes = n.live_bytes;
+            o.live_count = n.live_count;
+            o.peak_bytes = at_peak_now ? n.live_bytes : n.peak_bytes;
+            o.alloc_var = n.alloc_var;
+            o.live_var = n.live_var;
+            o.peak_var = at_peak_now ? n.live_var : n.peak_var;
+            out.nodes.push_back(o);
+        }
+        out.peak_traced_bytes = g_peak;
+        out.current_traced_bytes = g_total;
+        out.allocations = g_allocations;
+        out.samples = g_samples;
+    }
+    // Number the code objects (GIL held; no lock needed for reading node codes: nodes are
+    // only added by GIL holders).
+    for (size_t i = 0; i <= g_codes.mask; ++i) {
+        if (g_codes.slots[i]) {
+            out.codes.push_back(g_codes.slots[i]);
+        }
+    }
+    // Map code pointer -> index with a temporary open-addressing table.
+    size_t mask = 1;
+    while (mask < out.codes.size() * 2 + 2) {
+        mask = mask * 2 + 1;
+    }
+    std::vector<std::pair<void*, int64_t>> map(mask + 1, {nullptr, -1});
+    for (size_t c = 0; c < out.codes.size(); ++c) {
+        size_t i = hash_ptr(uintptr_t(out.codes[c])) >> 20 & mask;
+        while (map[i].first) {
+            i = (i + 1) & mask;
+        }
+        map[i] = {out.codes[c], int64_t(c)};
+    }
+    for (size_t id = 1; id < out.nodes.size(); ++id) {
+        void* code = g_nodes.nodes[id].code;
+        size_t i = hash_ptr(uintptr_t(code)) >> 20 & mask;
+        while (map[i].first && map[i].first != code) {
+            i = (i + 1) & mask;
+        }
+        out.nodes[id].code_index = map[i].first ? map[i].second : -1;
+    }
+    out.duration_s = g_active.load()
+                         ? std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count()
+                         : g_duration;
+    out.peak_rss_bytes = g_peak_rss;
+    out.max_depth = g_opts.max_depth;
+    out.mode = int(g_opts.mode);
+    out.sample_interval = g_opts.sample_interval;
+    if (!g_sampler && g_timeline) {  // the sampler thread has stopped: the buffer is stable
+        out.timeline.assign(g_timeline, g_timeline + g_timeline_len);
+    }
+}
+
+void reset() {
+    if (g_active.load()) {
+        return;
+    }
+    // Drop our references to code objects (may run deallocators: GIL held, not tracing).
+    if (g_codes.slots) {
+        void** slots = g_codes.slots;
+        size_t n = g_codes.mask + 1;
+        g_codes.slots = nullptr;
+        for (size_t i = 0; i < n; ++i) {
+            if (slots[i]) {
+                Py_DECREF(static_cast<PyObject*>(slots[i]));
+            }
+        }
+        std::free(slots);
+        g_codes.mask = g_codes.count = 0;
+    }
+    free_tables();
+    ++g_generation;
+}
+
+PauseScope::PauseScope() : previous(t_state.paused) { t_state.paused = true; }
+PauseScope::~PauseScope() { t_state.paused = previous; }
+
+}  // namespace memlens

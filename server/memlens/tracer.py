@@ -1,0 +1,429 @@
+"""The tracer façade: start/stop the native tracer and turn its snapshot into a :class:`Run`.
+
+The native module records a call tree whose nodes are (parent, code object, instruction
+offset) with self figures. Here, once per run, we:
+
+1. resolve each distinct (code, offset) to (file, line, function) with the code object's line
+   table (never per allocation);
+2. apply the include/exclude filters: a frame whose file does not pass is transparent, and an
+   allocation is charged to the innermost frame that passes (so by default an allocation inside
+   the standard library is charged to the library's line, and with ``--include 'myproj/*'`` to
+   the project line that called it). memlens's own files never pass;
+3. collapse the tree onto lines (filtered node = (filtered parent, file, line)) and compute
+   inclusive figures per line and per function, counting each stack once per line even under
+   recursion;
+4. record each file's source text and hash, so figures can be re-mapped after edits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import bisect
+import fnmatch
+import hashlib
+import math
+import os
+import platform
+import struct
+import sys
+import tokenize
+import types
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, final
+
+from memlens import _tracer
+from memlens._version import __version__
+from memlens.errors import MemlensError
+from memlens.model import (
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+
+#: Default mean sampling interval (bytes) for sampling mode; see docs/how-it-works.md.
+DEFAULT_SAMPLE_INTERVAL = 128 * 1024
+DEFAULT_MAX_DEPTH = 128
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "runpy.py")
+
+
+@dataclass
+class _Session:
+    mode: str
+    sample_interval: int | None
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    max_depth: int
+    pid: int
+    started: datetime
+    argv: list[str] = field(default_factory=list)
+
+
+_session: _Session | None = None
+
+
+def is_tracing() -> bool:
+    """True while this process is being traced."""
+    return _session is not None and bool(_tracer.is_active())
+
+
+def start(
+    mode: str = "exact",
+    sample_interval: int | None = None,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    timeline_interval_ms: float = 10.0,
+    seed: int | None = None,
+) -> None:
+    """Install the allocator hooks and start recording every thread of this process.
+
+    ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (each byte sampled with
+    probability 1/``sample_interval``; default :data:`DEFAULT_SAMPLE_INTERVAL`). ``include`` /
+    ``exclude`` are glob patterns matched against absolute file names (as PEP 454's filters).
+    """
+    global _session
+    if mode not in ("exact", "sampling"):
+        raise MemlensError(f"unknown mode {mode!r} (use 'exact' or 'sampling')")
+    interval = 0
+    if mode == "sampling":
+        interval = int(sample_interval or DEFAULT_SAMPLE_INTERVAL)
+        if interval <= 0:
+            raise MemlensError("the sampling interval must be a positive number of bytes")
+    if _session is not None:
+        raise MemlensError("memlens is already tracing this process")
+    session = _Session(
+        mode=mode,
+        sample_interval=interval or None,
+        include=tuple(include),
+        exclude=tuple(exclude),
+        max_depth=max_depth,
+        pid=os.getpid(),
+        started=datetime.now(timezone.utc),
+        argv=list(sys.argv),
+    )
+    try:
+        _tracer.start(mode, interval, seed or 0, max_depth, timeline_interval_ms)
+    except RuntimeError as exc:
+        raise MemlensError(str(exc)) from None
+    _session = session
+
+
+def stop(
+    command: Sequence[str] | None = None,
+    exit_code: int | None = 0,
+    complete: bool = True,
+) -> Run:
+    """Stop recording and return the run. Raises MemlensError when not tracing.
+
+    In a child process forked while tracing, the child was never traced: this raises too.
+    """
+    global _session
+    session = _session
+    if session is None:
+        raise MemlensError("memlens is not tracing")
+    _session = None
+    _tracer.stop()
+    if session.pid != os.getpid() or _tracer.is_forked_child():
+        raise MemlensError("this process was forked from a traced parent and was not traced")
+    snap = _tracer.snapshot()
+    try:
+        return _build_run(snap, session, command, exit_code, complete)
+    finally:
+        del snap
+        _tracer.reset()
+
+
+def _stop_at_exit() -> None:
+    if _session is not None and _session.pid == os.getpid():
+        _tracer.stop()
+        _tracer.reset()
+
+
+atexit.register(_stop_at_exit)
+
+
+@final
+class Profile:
+    """``with memlens.profile() as p: ...`` traces the block; ``p.run`` is the result."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self.run: Run | None = None
+
+    def __enter__(self) -> Profile:
+        start(**self._options)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.run = stop(exit_code=None, complete=exc_type is None)
+
+
+# ---------------------------------------------------------------------------------------
+# Snapshot -> Run
+
+
+class _Filter:
+    def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
+        self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
+        self.exclude = [os.path.abspath(p) if os.sep in p else p for p in exclude]
+
+    def passes(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False  # frozen modules, exec'd strings: no source to show
+        real = os.path.realpath(filename)
+        if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY:
+            return False  # memlens itself and its launcher are never attributed
+        if self.include and not any(_match(real, p) for p in self.include):
+            return False
+        return not any(_match(real, p) for p in self.exclude)
+
+
+def _match(path: str, pattern: str) -> bool:
+    return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
+
+
+class _CodeInfo:
+    __slots__ = ("file", "first_line", "last_line", "passes", "qualname", "starts", "values")
+
+    def __init__(self, code: types.CodeType, flt: _Filter) -> None:
+        self.file = os.path.realpath(code.co_filename) if code.co_filename else ""
+        self.passes = flt.passes(code.co_filename)
+        self.qualname: str = getattr(code, "co_qualname", code.co_name)
+        self.first_line = code.co_firstlineno
+        starts: list[int] = []
+        values: list[int] = []
+        last = code.co_firstlineno
+        for start, _end, line in code.co_lines():
+            if line is None:
+                continue
+            starts.append(start)
+            values.append(line)
+            last = max(last, line)
+        self.starts = starts
+        self.values = values
+        self.last_line = last
+
+    def line(self, offset_units: int) -> int:
+        i = bisect.bisect_right(self.starts, offset_units * 2) - 1
+        return self.values[i] if i >= 0 else self.first_line
+
+
+_NODE = struct.Struct("=Iiqqqqqqddd")
+_ROOT = 0xFFFFFFFF
+
+
+def _build_run(
+    snap: dict[str, Any],
+    session: _Session,
+    command: Sequence[str] | None,
+    exit_code: int | None,
+    complete: bool,
+) -> Run:
+    flt = _Filter(session.include, session.exclude)
+    codes = [_CodeInfo(c, flt) for c in snap["codes"]]
+    raw = list(_NODE.iter_unpack(snap["nodes"]))
+
+    # Collapse the native tree onto lines of files that pass the filter.
+    fid_of: list[int] = [-1] * len(raw)  # native node -> filtered node (-1: unattributed)
+    key_to_fid: dict[tuple[int, str, int], int] = {}
+    f_parent: list[int] = []
+    f_site: list[tuple[str, int]] = []
+    f_func: list[tuple[str, str, int, int]] = []  # file, qualname, first, last
+    # self figures: alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes
+    f_self: list[list[int]] = []
+    f_var: list[list[float]] = []
+    for nid, (parent, offset, code_index, *_rest) in enumerate(raw):
+        inherited = fid_of[parent] if parent != _ROOT and nid > 0 else -1
+        if code_index < 0:
+            fid_of[nid] = inherited
+            continue
+        info = codes[code_index]
+        if not info.passes:
+            fid_of[nid] = inherited
+            continue
+        line = info.line(offset)
+        key = (inherited, info.file, line)
+        fid = key_to_fid.get(key)
+        if fid is None:
+            fid = len(f_parent)
+            key_to_fid[key] = fid
+            f_parent.append(inherited)
+            f_site.append((info.file, line))
+            f_func.append((info.file, info.qualname, info.first_line, info.last_line))
+            f_self.append([0, 0, 0, 0, 0])
+            f_var.append([0.0, 0.0, 0.0])
+        fid_of[nid] = fid
+    for nid, (_p, _o, _c, ab, ac, lb, lc, pb, av, lv, pv) in enumerate(raw):
+        fid = fid_of[nid]
+        if fid < 0:
+            continue
+        s = f_self[fid]
+        s[0] += ab
+        s[1] += ac
+        s[2] += lb
+        s[3] += lc
+        s[4] += pb
+        v = f_var[fid]
+        v[0] += av
+        v[1] += lv
+        v[2] += pv
+
+    n = len(f_parent)
+    # Subtree sums (parents always precede children).
+    sub = [list(s) for s in f_self]
+    for fid in range(n - 1, -1, -1):
+        p = f_parent[fid]
+        if p >= 0:
+            sp, sf = sub[p], sub[fid]
+            for k in range(5):
+                sp[k] += sf[k]
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
+    for fid in range(n):
+        p = f_parent[fid]
+        (children[p] if p >= 0 else roots).append(fid)
+
+    # Inclusive figures: each subtree counted once per line (and per function) on its path.
+    line_self: dict[tuple[str, int], list[int]] = {}
+    line_var: dict[tuple[str, int], list[float]] = {}
+    line_incl: dict[tuple[str, int], list[int]] = {}
+    func_incl: dict[tuple[str, str, int, int], list[int]] = {}
+    active_sites: dict[tuple[str, int], int] = {}
+    active_funcs: dict[tuple[str, str, int, int], int] = {}
+    stack: list[tuple[int, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        fid, leaving = stack.pop()
+        site, func = f_site[fid], f_func[fid]
+        if leaving:
+            active_sites[site] -= 1
+            active_funcs[func] -= 1
+            continue
+        ls = line_self.setdefault(site, [0, 0, 0, 0, 0])
+        lv = line_var.setdefault(site, [0.0, 0.0, 0.0])
+        for k in range(5):
+            ls[k] += f_self[fid][k]
+        for k in range(3):
+            lv[k] += f_var[fid][k]
+        st = sub[fid]
+        if not active_sites.get(site):
+            li = line_incl.setdefault(site, [0, 0, 0, 0, 0])
+            for k in range(5):
+                li[k] += st[k]
+        if not active_funcs.get(func):
+            fi = func_incl.setdefault(func, [0, 0, 0, 0, 0])
+            for k in range(5):
+                fi[k] += st[k]
+        active_sites[site] = active_sites.get(site, 0) + 1
+        active_funcs[func] = active_funcs.get(func, 0) + 1
+        stack.append((fid, True))
+        stack.extend((c, False) for c in reversed(children[fid]))
+
+    # Per file.
+    per_file_lines: dict[str, dict[int, LineStats]] = {}
+    for (file, line), s in line_self.items():
+        incl = line_incl.get((file, line), [0, 0, 0, 0, 0])
+        v = line_var[(file, line)]
+        if not any(s) and not any(incl):
+            continue
+        per_file_lines.setdefault(file, {})[line] = LineStats(
+            alloc_bytes=s[0],
+            alloc_count=s[1],
+            live_bytes=s[2],
+            live_count=s[3],
+            peak_bytes=s[4],
+            incl_alloc_bytes=incl[0],
+            incl_live_bytes=incl[2],
+            incl_peak_bytes=incl[4],
+            alloc_err=math.sqrt(max(v[0], 0.0)),
+            live_err=math.sqrt(max(v[1], 0.0)),
+            peak_err=math.sqrt(max(v[2], 0.0)),
+        )
+    per_file_funcs: dict[str, list[FunctionStats]] = {}
+    for (file, qualname, first, last), fi in sorted(func_incl.items()):
+        if not any(fi):
+            continue
+        per_file_funcs.setdefault(file, []).append(
+            FunctionStats(
+                qualname=qualname,
+                first_line=first,
+                last_line=last,
+                alloc_bytes=fi[0],
+                alloc_count=fi[1],
+                live_bytes=fi[2],
+                peak_bytes=fi[4],
+            )
+        )
+    files: dict[str, SourceFile] = {}
+    for file in sorted(set(per_file_lines) | set(per_file_funcs)):
+        sha, text = _read_source(file)
+        files[file] = SourceFile(
+            path=file,
+            sha256=sha,
+            text=text,
+            lines=dict(sorted(per_file_lines.get(file, {}).items())),
+            functions=tuple(per_file_funcs.get(file, ())),
+        )
+
+    call_tree = tuple(
+        CallNode(
+            id=fid,
+            parent=f_parent[fid],
+            file=f_site[fid][0],
+            line=f_site[fid][1],
+            function=f_func[fid][1],
+            alloc_bytes=f_self[fid][0],
+            alloc_count=f_self[fid][1],
+            live_bytes=f_self[fid][2],
+            peak_bytes=f_self[fid][4],
+        )
+        for fid in range(n)
+        if f_site[fid][0] in files
+    )
+    duration = float(snap["duration_s"])
+    info = RunInfo(
+        command=tuple(command if command is not None else session.argv),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        started=session.started.isoformat(),
+        ended=(session.started + timedelta(seconds=duration)).isoformat(),
+        duration_s=duration,
+        pid=session.pid,
+        exit_code=exit_code,
+        mode=session.mode,
+        sample_interval_bytes=session.sample_interval,
+        peak_traced_bytes=int(snap["peak_traced_bytes"]),
+        peak_rss_bytes=int(snap["peak_rss_bytes"]),
+        complete=complete,
+        cwd=os.getcwd(),
+        memlens_version=__version__,
+        max_depth=int(snap["max_depth"]),
+    )
+    timeline = tuple(TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap["timeline"])
+    return Run(info=info, files=files, call_tree=call_tree, timeline=timeline)
+
+
+def _read_source(path: str) -> tuple[str, str | None]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return "", None
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        with tokenize.open(path) as fh:
+            return sha, fh.read()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return sha, data.decode("utf-8", errors="replace")
