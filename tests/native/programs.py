@@ -1,0 +1,73 @@
+"""Programs with known allocations on known lines. Lines are found by their ``# @tag``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+MIB = 1024 * 1024
+
+
+def kept_alive() -> list[bytearray]:
+    keep = [bytearray(4 * MIB)]  # @kept
+    return keep
+
+
+def freed() -> None:
+    tmp = bytearray(6 * MIB)  # @freed
+    del tmp
+
+
+def grown() -> bytearray:
+    buf = bytearray()
+    for _ in range(64):
+        buf.extend(b"x" * 65536)  # @grown
+    return buf
+
+
+def in_thread(out: list[bytearray]) -> None:
+    def work() -> None:
+        out.append(bytearray(3 * MIB))  # @thread
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+
+
+def gen() -> Iterator[bytearray]:
+    for _ in range(4):
+        yield bytearray(MIB)  # @gen
+
+
+def from_generator() -> list[bytearray]:
+    return list(gen())  # @gen_caller
+
+
+def comprehension() -> list[bytes]:
+    return [bytes(1000) for _ in range(2000)]  # @comp
+
+
+def leaf(n: int) -> bytearray:
+    return bytearray(n)  # @leaf
+
+
+def middle() -> list[bytearray]:
+    return [leaf(MIB), leaf(2 * MIB)]  # @middle
+
+
+def outer() -> list[bytearray]:
+    kept = middle()  # @outer
+    return kept
+
+
+def recurse(depth: int) -> list[bytearray]:
+    if depth == 0:
+        return [bytearray(MIB)]  # @rec_leaf
+    return recurse(depth - 1) + [bytearray(MIB)]  # @rec
+
+
+def peak_then_drop() -> bytearray:
+    big = bytearray(20 * MIB)  # @peak_big
+    del big
+    small = bytearray(2 * MIB)  # @peak_small
+    return small

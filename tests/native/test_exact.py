@@ -1,0 +1,233 @@
+"""Exact mode: known allocations on known lines, checked against the truth and tracemalloc."""
+
+from __future__ import annotations
+
+import gc
+import os
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memlens
+from memlens import _tracer, tracer
+from memlens.errors import MemlensError
+from memlens.model import LineStats, Run
+
+from . import programs
+
+MIB = programs.MIB
+SRC = Path(programs.__file__).resolve()
+
+
+def line_of(tag: str) -> int:
+    for i, text in enumerate(SRC.read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# @{tag}"):
+            return i
+    raise AssertionError(tag)
+
+
+def profile(fn: Callable[[], Any], **options: Any) -> tuple[Run, Any]:
+    gc.collect()
+    with memlens.profile(**options) as p:
+        result = fn()
+    assert p.run is not None
+    return p.run, result
+
+
+def stats(run: Run, tag: str) -> LineStats:
+    sf = run.files[str(SRC)]
+    return sf.lines[line_of(tag)]
+
+
+def near(value: int, expected: int, rel: float = 0.01, slack: int = 4096) -> bool:
+    return abs(value - expected) <= max(expected * rel, slack)
+
+
+def test_kept_alive_line_has_alloc_live_and_peak() -> None:
+    run, keep = profile(programs.kept_alive)
+    s = stats(run, "kept")
+    assert near(s.alloc_bytes, 4 * MIB)
+    assert near(s.live_bytes, 4 * MIB)
+    assert near(s.peak_bytes, 4 * MIB)
+    assert s.live_count >= 2  # the buffer and the bytearray object (and the list)
+    assert keep[0] is not None
+
+
+def test_freed_block_is_allocated_but_not_live() -> None:
+    run, _ = profile(programs.freed)
+    s = stats(run, "freed")
+    assert near(s.alloc_bytes, 6 * MIB)
+    assert s.live_bytes == 0
+    assert s.live_count == 0
+    assert near(s.peak_bytes, 6 * MIB)  # it was live when the total peaked
+
+
+def test_reallocs_are_matched_to_their_site() -> None:
+    run, buf = profile(programs.grown)
+    s = stats(run, "grown")
+    # The final buffer is live at its site; the reallocations' old blocks were freed.
+    assert near(s.live_bytes, len(buf), rel=0.3)
+    assert s.alloc_bytes >= 64 * 65536  # every b"x" * 65536 temporary, plus the buffer
+
+
+def test_threads_are_traced() -> None:
+    out: list[bytearray] = []
+    run, _ = profile(lambda: programs.in_thread(out))
+    s = stats(run, "thread")
+    assert near(s.live_bytes, 3 * MIB)
+
+
+def test_generator_body_and_caller_inclusive() -> None:
+    run, result = profile(programs.from_generator)
+    assert len(result) == 4
+    s = stats(run, "gen")
+    assert near(s.alloc_bytes, 4 * MIB)
+    caller = stats(run, "gen_caller")
+    assert caller.incl_alloc_bytes >= s.alloc_bytes
+
+
+def test_comprehension_line() -> None:
+    run, result = profile(programs.comprehension)
+    s = stats(run, "comp")
+    expected = sum(result[0].__sizeof__() for _ in result)
+    assert near(s.live_bytes, expected, rel=0.05)
+
+
+def test_inclusive_figures_follow_the_call_tree() -> None:
+    run, _ = profile(programs.outer)
+    leaf_s = stats(run, "leaf")
+    mid = stats(run, "middle")
+    out = stats(run, "outer")
+    assert near(leaf_s.alloc_bytes, 3 * MIB)
+    assert mid.incl_alloc_bytes >= leaf_s.alloc_bytes
+    assert near(out.incl_live_bytes, 3 * MIB, rel=0.02)
+    assert out.alloc_bytes < 4096  # self: nearly nothing happens on the call line itself
+    # The call tree has leaf nodes under the middle line under the outer line.
+    nodes = {n.id: n for n in run.call_tree}
+    leaf_nodes = [n for n in run.call_tree if n.line == line_of("leaf")]
+    assert leaf_nodes
+    parent = nodes[leaf_nodes[0].parent]
+    assert parent.line == line_of("middle")
+    assert nodes[parent.parent].line == line_of("outer")
+
+
+def test_recursion_counts_each_stack_once() -> None:
+    run, result = profile(lambda: programs.recurse(5))
+    assert len(result) == 6
+    rec = stats(run, "rec")
+    # 6 MiB allocated below the outermost recursive line, counted once despite 5 levels.
+    assert near(rec.incl_alloc_bytes, 6 * MIB, rel=0.05)
+    assert rec.incl_alloc_bytes < 7 * MIB
+
+
+def test_peak_is_attributed_to_what_was_live_at_the_peak() -> None:
+    run, _ = profile(programs.peak_then_drop)
+    assert near(stats(run, "peak_big").peak_bytes, 20 * MIB)
+    assert stats(run, "peak_small").peak_bytes < 64 * 1024
+    assert near(stats(run, "peak_small").live_bytes, 2 * MIB)
+    assert near(run.info.peak_traced_bytes, 20 * MIB, rel=0.1)
+
+
+def test_matches_tracemalloc_per_line_live_bytes() -> None:
+    def work() -> tuple[Any, ...]:
+        return programs.kept_alive(), programs.comprehension(), programs.outer()
+
+    run, _kept = profile(work)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        _kept2 = work()
+        snap = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    by_line = {
+        s.traceback[0].lineno: s.size
+        for s in snap.statistics("lineno")
+        if Path(s.traceback[0].filename).resolve() == SRC
+    }
+    for tag in ("kept", "comp", "leaf"):
+        ours = stats(run, tag).live_bytes
+        theirs = by_line[line_of(tag)]
+        assert near(ours, theirs, rel=0.02), (tag, ours, theirs)
+
+
+def test_include_filter_charges_the_innermost_included_frame() -> None:
+    # json's own lines are not included: their allocations land on our calling line.
+    import json
+
+    def work() -> str:
+        return json.dumps(list(range(200_000)))  # @json
+
+    run, text = profile(work, include=[str(SRC.parent / "*")])
+    this = Path(__file__).resolve()
+    assert set(run.files) == {str(this)}
+    lines = run.files[str(this)].lines
+    hot = max(lines.items(), key=lambda kv: kv[1].alloc_bytes)
+    assert near(hot[1].live_bytes, len(text), rel=0.2)
+
+
+def test_memlens_frames_are_never_attributed() -> None:
+    run, _ = profile(programs.kept_alive)
+    pkg = str(Path(memlens.__file__).resolve().parent)
+    assert not [f for f in run.files if f.startswith(pkg)]
+
+
+def test_stop_restores_allocators_even_on_exceptions() -> None:
+    with pytest.raises(ZeroDivisionError), memlens.profile():
+        _ = 1 / 0
+    assert not _tracer.hooks_installed()
+    with pytest.raises(SystemExit), memlens.profile():
+        raise SystemExit(3)
+    assert not _tracer.hooks_installed()
+
+
+def test_start_twice_and_stop_without_start_are_clear_errors() -> None:
+    tracer.start()
+    try:
+        with pytest.raises(MemlensError, match="already tracing"):
+            tracer.start()
+    finally:
+        tracer.stop()
+    with pytest.raises(MemlensError, match="not tracing"):
+        tracer.stop()
+
+
+def test_run_header_and_sources() -> None:
+    run, _ = profile(programs.kept_alive)
+    assert run.info.mode == "exact"
+    assert run.info.sample_interval_bytes is None
+    assert run.info.peak_rss_bytes > 0
+    assert run.timeline
+    assert run.timeline[-1].traced_bytes >= 0
+    sf = run.files[str(SRC)]
+    assert sf.text == SRC.read_text()
+    assert len(sf.sha256) == 64
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_is_not_traced_and_parent_is_unaffected() -> None:
+    tracer.start()
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: allocates, cannot report, must not crash
+            code = 0
+            try:
+                _ = [bytearray(MIB) for _ in range(5)]
+                try:
+                    tracer.stop()
+                    code = 10
+                except MemlensError:
+                    code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        keep = programs.kept_alive()
+    finally:
+        run = tracer.stop()
+    assert os.WIFEXITED(status)
+    assert os.WEXITSTATUS(status) == 0
+    assert near(stats(run, "kept").live_bytes, 4 * MIB)
+    assert keep
