@@ -50,7 +50,7 @@ constexpr uint32_t kNoParent = UINT32_MAX;
 constexpr uint64_t kSizeBits = 36;
 constexpr uint64_t kSizeMask = (uint64_t{1} << kSizeBits) - 1;
 constexpr uint64_t kMaxNode = (uint64_t{1} << (64 - kSizeBits)) - 1;
-constexpr int kFilterBits = 20;
+constexpr int kFilterBits = 16;  // 64 KiB of counters: stays in cache
 constexpr size_t kTimelineCap = 4096;
 
 inline uint64_t mix(uint64_t x) {
@@ -351,7 +351,7 @@ pid_t g_owner_pid = 0;
 AddressTable g_addrs;
 NodeStore g_nodes;
 CodeSet g_codes;
-uint16_t* g_filter = nullptr;  // sampling mode: counting filter of tracked addresses
+uint8_t* g_filter = nullptr;  // sampling mode: counting filter of tracked addresses
 
 int64_t g_total = 0;  // traced live bytes (exact) or estimated (sampling); under g_lock
 int64_t g_peak = 0;
@@ -538,9 +538,9 @@ void record_block(uintptr_t ptr, uint64_t size, uint32_t node_id) {
     if (g_addrs.put(ptr, pack(node_id, size), &old)) {
         forget_block(old);  // a stale entry for a reused address (freed untracked)
     } else if (g_sampling) {
-        uint16_t& c = g_filter[filter_index(ptr)];
-        if (c != UINT16_MAX) {
-            __atomic_store_n(&c, uint16_t(c + 1), __ATOMIC_RELAXED);
+        uint8_t& c = g_filter[filter_index(ptr)];
+        if (c != UINT8_MAX) {  // a saturated counter stays set: only costs false positives
+            __atomic_store_n(&c, uint8_t(c + 1), __ATOMIC_RELAXED);
         }
     }
     Node& node = g_nodes.nodes[node_id];
@@ -559,17 +559,11 @@ void record_block(uintptr_t ptr, uint64_t size, uint32_t node_id) {
     }
 }
 
-// Tracks an allocation just made by the original allocator.
-void on_alloc(void* ptr, size_t size, bool gil_known) {
+// Tracks an allocation just made by the original allocator. In sampling mode the caller
+// has already decided that this allocation is sampled (see sampled()).
+__attribute__((noinline)) void on_alloc(void* ptr, size_t size, bool gil_known) {
     ThreadState& ts = t_state;
     thread_refresh(ts);
-    if (g_sampling) {
-        ts.countdown -= int64_t(size);
-        if (ts.countdown > 0) {
-            return;
-        }
-        ts.countdown = draw_countdown(ts);
-    }
     bool gil = gil_known || thread_holds_gil();
     uint32_t node = gil ? current_node(ts) : 0;
     LockGuard g;
@@ -577,10 +571,24 @@ void on_alloc(void* ptr, size_t size, bool gil_known) {
     record_block(uintptr_t(ptr), size, node);
 }
 
+// Sampling mode's fast path: one subtraction and a compare (the countdown is refreshed at
+// each new run through thread_refresh, which sets it to a fresh draw).
+inline bool sampled(ThreadState& ts, size_t size) {
+    if (__builtin_expect(ts.generation != g_generation, 0)) {
+        thread_refresh(ts);
+    }
+    ts.countdown -= int64_t(size);
+    if (__builtin_expect(ts.countdown > 0, 1)) {
+        return false;
+    }
+    ts.countdown = draw_countdown(ts);
+    return true;
+}
+
 // Forgets a block about to be freed. Returns the tracked value through *val when known.
 inline bool on_free(void* ptr, uint64_t* val) {
     if (g_sampling) {
-        uint16_t c = __atomic_load_n(&g_filter[filter_index(uintptr_t(ptr))], __ATOMIC_RELAXED);
+        uint8_t c = __atomic_load_n(&g_filter[filter_index(uintptr_t(ptr))], __ATOMIC_RELAXED);
         if (c == 0) {
             return false;
         }
@@ -590,9 +598,9 @@ inline bool on_free(void* ptr, uint64_t* val) {
         return false;
     }
     if (g_sampling) {
-        uint16_t& c = g_filter[filter_index(uintptr_t(ptr))];
-        if (c != UINT16_MAX && c > 0) {
-            __atomic_store_n(&c, uint16_t(c - 1), __ATOMIC_RELAXED);
+        uint8_t& c = g_filter[filter_index(uintptr_t(ptr))];
+        if (c != UINT8_MAX && c > 0) {
+            __atomic_store_n(&c, uint8_t(c - 1), __ATOMIC_RELAXED);
         }
     }
     forget_block(*val);
@@ -610,7 +618,7 @@ void* hook_malloc(void* ctx, size_t size) {
     }
     ts.in_hook = true;
     void* p = d.original.malloc(d.original.ctx, size);
-    if (p) {
+    if (p && (!g_sampling || sampled(ts, size))) {
         on_alloc(p, size, D != 0);
     }
     ts.in_hook = false;
@@ -626,7 +634,7 @@ void* hook_calloc(void* ctx, size_t nelem, size_t elsize) {
     }
     ts.in_hook = true;
     void* p = d.original.calloc(d.original.ctx, nelem, elsize);
-    if (p) {
+    if (p && (!g_sampling || sampled(ts, nelem * elsize))) {
         on_alloc(p, nelem * elsize, D != 0);
     }
     ts.in_hook = false;
@@ -646,7 +654,7 @@ void* hook_realloc(void* ctx, void* ptr, size_t size) {
     bool had = ptr && on_free(ptr, &old);
     void* p = d.original.realloc(d.original.ctx, ptr, size);
     if (p) {
-        if (!ts.paused) {
+        if (!ts.paused && (!g_sampling || sampled(ts, size))) {
             on_alloc(p, size, D != 0);
         }
     } else if (had) {
@@ -803,7 +811,7 @@ std::string start(const Options& options) {
         return "out of memory";
     }
     if (g_sampling) {
-        g_filter = static_cast<uint16_t*>(std::calloc(size_t{1} << kFilterBits, sizeof(uint16_t)));
+        g_filter = static_cast<uint8_t*>(std::calloc(size_t{1} << kFilterBits, 1));
     }
     g_timeline = static_cast<TimelineOut*>(std::calloc(kTimelineCap, sizeof(TimelineOut)));
     if ((g_sampling && !g_filter) || !g_timeline) {

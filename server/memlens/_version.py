@@ -1,8 +1,5 @@
+# The single source of memlens's version: pyproject.toml reads it from here (scikit-build-core
+# regex provider), so `memlens --version` needs no importlib.metadata at start-up.
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("memlens")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+__version__ = "0.1.0"

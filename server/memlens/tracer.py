@@ -18,53 +18,59 @@ offset) with self figures. Here, once per run, we:
 from __future__ import annotations
 
 import atexit
-import bisect
-import fnmatch
-import hashlib
-import math
 import os
-import platform
-import struct
 import sys
-import tokenize
+import time
 import types
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 from memlens import _tracer
-from memlens._version import __version__
 from memlens.errors import MemlensError
-from memlens.model import (
-    CallNode,
-    FunctionStats,
-    LineStats,
-    Run,
-    RunInfo,
-    SourceFile,
-    TimelinePoint,
-)
+
+if TYPE_CHECKING:
+    from memlens.model import Run, SourceFile
+
+# Only what start() needs is imported at module level: `memlens run` imports this module
+# before the profiled program starts, so every import here is start-up overhead. The rest
+# (model, hashing, line tables) is imported by _build_run() after tracing stopped.
 
 #: Default mean sampling interval (bytes) for sampling mode; see docs/how-it-works.md.
 DEFAULT_SAMPLE_INTERVAL = 128 * 1024
 DEFAULT_MAX_DEPTH = 128
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 _RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "runpy.py")
 
 
-@dataclass
 class _Session:
-    mode: str
-    sample_interval: int | None
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    max_depth: int
-    pid: int
-    started: datetime
-    argv: list[str] = field(default_factory=list)
+    __slots__ = (
+        "argv",
+        "exclude",
+        "include",
+        "max_depth",
+        "mode",
+        "pid",
+        "sample_interval",
+        "started",
+    )
+
+    def __init__(
+        self,
+        mode: str,
+        sample_interval: int | None,
+        include: tuple[str, ...],
+        exclude: tuple[str, ...],
+        max_depth: int,
+    ) -> None:
+        self.mode = mode
+        self.sample_interval = sample_interval
+        self.include = include
+        self.exclude = exclude
+        self.max_depth = max_depth
+        self.pid = os.getpid()
+        self.started = time.time()  # seconds since the epoch (UTC)
+        self.argv = list(sys.argv)
 
 
 _session: _Session | None = None
@@ -106,9 +112,6 @@ def start(
         include=tuple(include),
         exclude=tuple(exclude),
         max_depth=max_depth,
-        pid=os.getpid(),
-        started=datetime.now(timezone.utc),
-        argv=list(sys.argv),
     )
     try:
         _tracer.start(mode, interval, seed or 0, max_depth, timeline_interval_ms)
@@ -193,6 +196,8 @@ class _Filter:
 
 
 def _match(path: str, pattern: str) -> bool:
+    import fnmatch
+
     return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
 
@@ -218,11 +223,12 @@ class _CodeInfo:
         self.last_line = last
 
     def line(self, offset_units: int) -> int:
+        import bisect
+
         i = bisect.bisect_right(self.starts, offset_units * 2) - 1
         return self.values[i] if i >= 0 else self.first_line
 
 
-_NODE = struct.Struct("=Iiqqqqqqddd")
 _ROOT = 0xFFFFFFFF
 
 
@@ -233,9 +239,18 @@ def _build_run(
     exit_code: int | None,
     complete: bool,
 ) -> Run:
+    import math
+    import platform
+    import struct
+    from datetime import datetime, timedelta, timezone
+
+    from memlens._version import __version__
+    from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
+
+    node_struct = struct.Struct(snap["node_format"])
     flt = _Filter(session.include, session.exclude)
     codes = [_CodeInfo(c, flt) for c in snap["codes"]]
-    raw = list(_NODE.iter_unpack(snap["nodes"]))
+    raw = list(node_struct.iter_unpack(snap["nodes"]))
 
     # Collapse the native tree onto lines of files that pass the filter.
     fid_of: list[int] = [-1] * len(raw)  # native node -> filtered node (-1: unattributed)
@@ -368,6 +383,8 @@ def _build_run(
             )
         )
     files: dict[str, SourceFile] = {}
+    from memlens.model import SourceFile
+
     for file in sorted(set(per_file_lines) | set(per_file_funcs)):
         sha, text = _read_source(file)
         files[file] = SourceFile(
@@ -394,12 +411,13 @@ def _build_run(
         if f_site[fid][0] in files
     )
     duration = float(snap["duration_s"])
+    started = datetime.fromtimestamp(session.started, timezone.utc)
     info = RunInfo(
         command=tuple(command if command is not None else session.argv),
         python=platform.python_version(),
         platform=platform.platform(),
-        started=session.started.isoformat(),
-        ended=(session.started + timedelta(seconds=duration)).isoformat(),
+        started=started.isoformat(),
+        ended=(started + timedelta(seconds=duration)).isoformat(),
         duration_s=duration,
         pid=session.pid,
         exit_code=exit_code,
@@ -417,6 +435,10 @@ def _build_run(
 
 
 def _read_source(path: str) -> tuple[str, str | None]:
+    import hashlib
+    import tokenize
+    from pathlib import Path
+
     try:
         data = Path(path).read_bytes()
     except OSError:

@@ -1,0 +1,15 @@
+"""A growing cache: a dict that keeps every computed value (a typical leak)."""
+
+cache = {}
+
+
+def compute(key):
+    if key not in cache:
+        cache[key] = [key] * 20
+    return cache[key]
+
+
+total = 0
+for i in range(150_000):
+    total += len(compute(i % 120_000))
+print(total, len(cache))

@@ -1,0 +1,12 @@
+"""JSON and string building: records serialised, joined and parsed back."""
+
+import json
+
+rows = [{"id": i, "name": f"user-{i}", "tags": ["a", "b", str(i % 7)]} for i in range(60_000)]
+text = json.dumps(rows)
+parts = []
+for r in rows:
+    parts.append(f"{r['id']},{r['name']},{'|'.join(r['tags'])}")
+csv = "\n".join(parts)
+back = json.loads(text)
+print(len(text), len(csv), len(back))
