@@ -84,7 +84,9 @@ def _row(name: str, r: dict[str, dict[str, float]]) -> str:
         mem = r[cfg]["rss_bytes"] / base_rss
         parts.append(f"{cfg} {over:+7.1%} (rss x{mem:.2f})")
     ex_over = r["memlens-exact"]["seconds"] / base - 1
-    parts.append(f"exact/tracemalloc overhead {ex_over / tm_over if tm_over > 0 else float('nan'):.2f}")
+    parts.append(
+        f"exact/tracemalloc overhead {ex_over / tm_over if tm_over > 0 else float('nan'):.2f}"
+    )
     return " | ".join(parts)
 
 

@@ -1,7 +1,9 @@
 """Big buffers: a few large bytearrays and bytes copies (memory-bound, few allocations)."""
 
+from __future__ import annotations
+
 blocks = []
-for i in range(40):
+for _ in range(40):
     b = bytearray(4 * 1024 * 1024)
     b[::4096] = b"x" * len(b[::4096])
     blocks.append(bytes(b))

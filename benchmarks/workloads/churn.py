@@ -1,5 +1,7 @@
 """Small-object churn: millions of short-lived tuples, lists and dicts."""
 
+from __future__ import annotations
+
 total = 0
 for i in range(600_000):
     t = (i, i + 1, str(i))

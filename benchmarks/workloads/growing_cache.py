@@ -1,5 +1,7 @@
 """A growing cache: a dict that keeps every computed value (a typical leak)."""
 
+from __future__ import annotations
+
 cache = {}
 
 

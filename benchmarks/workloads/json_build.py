@@ -1,5 +1,7 @@
 """JSON and string building: records serialised, joined and parsed back."""
 
+from __future__ import annotations
+
 import json
 
 rows = [{"id": i, "name": f"user-{i}", "tags": ["a", "b", str(i % 7)]} for i in range(60_000)]

@@ -1,5 +1,7 @@
 """numpy: array arithmetic with temporaries."""
 
+from __future__ import annotations
+
 import numpy as np
 
 rng = np.random.default_rng(0)

@@ -1,5 +1,7 @@
 """Threads: four threads building and dropping lists of strings."""
 
+from __future__ import annotations
+
 import threading
 
 results = [0] * 4

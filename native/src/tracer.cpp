@@ -824,6 +824,7 @@ std::string start(const Options& options) {
     g_duration = 0;
     g_peak_rss = 0;
     ++g_generation;
+    g_thread_counter.store(0);  // per-thread seeds are seed + thread order: reproducible
     g_owner_pid = getpid();
     pthread_once(&g_cache_key_once, make_cache_key);
     if (!atfork_registered) {

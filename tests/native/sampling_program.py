@@ -1,0 +1,30 @@
+"""A deterministic allocation-heavy program for the sampling accuracy test.
+
+Each tagged line allocates a known share of the run's bytes in small blocks that are freed at
+once (the regime sampling is for: many allocations, modest live memory).
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+KEPT: list[list[bytes]] = []  # what @s_keep allocates stays alive until the test clears it
+
+
+def churn(blocks: int, size: int) -> int:
+    total = 0
+    for _ in range(blocks):
+        b = bytes(size)  # @s_churn
+        total += len(b)
+    return total
+
+
+def main() -> int:
+    total = 0
+    for _ in range(300):
+        total += len(bytes(1000 * KIB))  # @s_big: 300 MiB in 1000 KiB blocks
+    total += churn(200_000, 1000)  # @s_call: 200 MB in 1000-byte blocks
+    keep = [bytes(2000) for _ in range(10_000)]  # @s_keep: 20 MB kept alive
+    KEPT.append(keep)
+    for _ in range(5_000):
+        total += len(bytes(2000))  # @s_small: 10 MB (about 1.6% of the run)
+    return total + len(keep)
