@@ -75,4 +75,13 @@ NB_MODULE(_tracer, m) {
     m.def("is_active", &memlens::is_active);
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("is_forked_child", &memlens::is_forked_child);
+    m.def(
+        "numpy_attach",
+        [](nb::handle capsule) {
+            std::string err = memlens::numpy_attach(capsule.ptr());
+            if (!err.empty()) {
+                throw std::runtime_error(err);
+            }
+        },
+        "Trace numpy's array data (numpy's _multiarray_umath._ARRAY_API capsule).");
 }

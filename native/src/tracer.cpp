@@ -608,61 +608,45 @@ inline bool on_free(void* ptr, uint64_t* val) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The hooks. Every hook checks the reentrancy flag first.
-template <int D>
-void* hook_malloc(void* ctx, size_t size) {
-    Domain& d = *static_cast<Domain*>(ctx);
+// The hooks. Every hook checks the reentrancy flag first. The three helpers below are shared
+// by the PEP 445 hooks and numpy's data-memory hooks; `call` performs the real operation.
+
+template <typename Call>
+inline void* traced_alloc(size_t size, bool gil_known, Call call) {
     ThreadState& ts = t_state;
     if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
-        return d.original.malloc(d.original.ctx, size);
+        return call();
     }
     ts.in_hook = true;
-    void* p = d.original.malloc(d.original.ctx, size);
+    void* p = call();
     if (p && (!g_sampling || sampled(ts, size))) {
-        on_alloc(p, size, D != 0);
+        on_alloc(p, size, gil_known);
     }
     ts.in_hook = false;
     return p;
 }
 
-template <int D>
-void* hook_calloc(void* ctx, size_t nelem, size_t elsize) {
-    Domain& d = *static_cast<Domain*>(ctx);
-    ThreadState& ts = t_state;
-    if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
-        return d.original.calloc(d.original.ctx, nelem, elsize);
-    }
-    ts.in_hook = true;
-    void* p = d.original.calloc(d.original.ctx, nelem, elsize);
-    if (p && (!g_sampling || sampled(ts, nelem * elsize))) {
-        on_alloc(p, nelem * elsize, D != 0);
-    }
-    ts.in_hook = false;
-    return p;
-}
-
-template <int D>
-void* hook_realloc(void* ctx, void* ptr, size_t size) {
-    Domain& d = *static_cast<Domain*>(ctx);
+template <typename Call>
+inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
     ThreadState& ts = t_state;
     if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
-        return d.original.realloc(d.original.ctx, ptr, size);
+        return call();
     }
     ts.in_hook = true;
     // Forget the old block before the allocator may hand its address to another thread.
     uint64_t old = 0;
     bool had = ptr && on_free(ptr, &old);
-    void* p = d.original.realloc(d.original.ctx, ptr, size);
+    void* p = call();
     if (p) {
         if (!ts.paused && (!g_sampling || sampled(ts, size))) {
-            on_alloc(p, size, D != 0);
+            on_alloc(p, size, gil_known);
         }
     } else if (had) {
         LockGuard g;  // realloc failed: the old block is still alive, put it back
         uint32_t node = uint32_t(old >> kSizeBits);
-        uint64_t sz = old & kSizeMask;
-        Weight w = sample_weight(sz);
-        g_addrs.put(uintptr_t(ptr), old, &old);
+        Weight w = sample_weight(old & kSizeMask);
+        uint64_t ignored = 0;
+        g_addrs.put(uintptr_t(ptr), old, &ignored);
         Node& n = g_nodes.nodes[node];
         touch(n);
         n.live_bytes += w.bytes;
@@ -674,9 +658,7 @@ void* hook_realloc(void* ctx, void* ptr, size_t size) {
     return p;
 }
 
-template <int D>
-void hook_free(void* ctx, void* ptr) {
-    Domain& d = *static_cast<Domain*>(ctx);
+inline void traced_free(void* ptr) {
     ThreadState& ts = t_state;
     if (ptr && !ts.in_hook && g_active.load(std::memory_order_relaxed)) {
         ts.in_hook = true;
@@ -684,7 +666,71 @@ void hook_free(void* ctx, void* ptr) {
         on_free(ptr, &val);
         ts.in_hook = false;
     }
+}
+
+// PEP 445 hooks; D is the domain (0 = RAW, which may run without the GIL).
+template <int D>
+void* hook_malloc(void* ctx, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    return traced_alloc(size, D != 0, [&] { return d.original.malloc(d.original.ctx, size); });
+}
+
+template <int D>
+void* hook_calloc(void* ctx, size_t nelem, size_t elsize) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    return traced_alloc(nelem * elsize, D != 0,
+                        [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
+}
+
+template <int D>
+void* hook_realloc(void* ctx, void* ptr, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    return traced_realloc(ptr, size, D != 0,
+                          [&] { return d.original.realloc(d.original.ctx, ptr, size); });
+}
+
+template <int D>
+void hook_free(void* ctx, void* ptr) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    traced_free(ptr);
     d.original.free(d.original.ctx, ptr);
+}
+
+// numpy allocates array data through its own handler (plain malloc by default), never
+// through PEP 445. numpy >= 1.22 lets a handler be set (PyDataMem_SetHandler, NEP 49); ours
+// chains to the handler that was current. The struct layout is numpy's version-1 ABI.
+struct NumpyAllocator {
+    void* ctx;
+    void* (*malloc)(void* ctx, size_t size);
+    void* (*calloc)(void* ctx, size_t nelem, size_t elsize);
+    void* (*realloc)(void* ctx, void* ptr, size_t new_size);
+    void (*free)(void* ctx, void* ptr, size_t size);
+};
+struct NumpyHandler {
+    char name[127];
+    uint8_t version;
+    NumpyAllocator allocator;
+};
+NumpyAllocator g_np_original;
+NumpyHandler g_np_handler;
+bool g_np_attached = false;
+
+void* np_malloc(void* ctx, size_t size) {
+    auto* o = static_cast<NumpyAllocator*>(ctx);
+    return traced_alloc(size, false, [&] { return o->malloc(o->ctx, size); });
+}
+void* np_calloc(void* ctx, size_t nelem, size_t elsize) {
+    auto* o = static_cast<NumpyAllocator*>(ctx);
+    return traced_alloc(nelem * elsize, false, [&] { return o->calloc(o->ctx, nelem, elsize); });
+}
+void* np_realloc(void* ctx, void* ptr, size_t size) {
+    auto* o = static_cast<NumpyAllocator*>(ctx);
+    return traced_realloc(ptr, size, false, [&] { return o->realloc(o->ctx, ptr, size); });
+}
+void np_free(void* ctx, void* ptr, size_t size) {
+    auto* o = static_cast<NumpyAllocator*>(ctx);
+    traced_free(ptr);
+    o->free(o->ctx, ptr, size);
 }
 
 template <int D>
@@ -901,6 +947,54 @@ bool hooks_installed() {
 }
 
 bool is_forked_child() { return g_forked_child; }
+
+std::string numpy_attach(void* api_capsule) {
+    PyObject* capsule = static_cast<PyObject*>(api_capsule);
+    void** api = static_cast<void**>(PyCapsule_GetPointer(capsule, nullptr));
+    if (api == nullptr) {
+        PyErr_Clear();
+        return "numpy's C API capsule is not readable";
+    }
+    using GetHandler = PyObject* (*)();
+    using SetHandler = PyObject* (*)(PyObject*);
+    PyObject* current = reinterpret_cast<GetHandler>(api[305])();
+    if (current == nullptr) {
+        PyErr_Clear();
+        return "numpy gave no memory handler";
+    }
+    auto* h = static_cast<NumpyHandler*>(PyCapsule_GetPointer(current, "mem_handler"));
+    if (h == nullptr || h->version != 1) {
+        PyErr_Clear();
+        Py_DECREF(current);
+        return "numpy's memory handler has an unknown layout";
+    }
+    if (h == &g_np_handler) {  // already ours (in this context)
+        Py_DECREF(current);
+        return {};
+    }
+    if (!g_np_attached) {
+        g_np_original = h->allocator;
+        std::memset(&g_np_handler, 0, sizeof(g_np_handler));
+        std::strncpy(g_np_handler.name, "memlens", sizeof(g_np_handler.name) - 1);
+        g_np_handler.version = 1;
+        g_np_handler.allocator = NumpyAllocator{&g_np_original, np_malloc, np_calloc, np_realloc, np_free};
+        g_np_attached = true;
+    }
+    Py_DECREF(current);
+    PyObject* ours = PyCapsule_New(&g_np_handler, "mem_handler", nullptr);
+    if (ours == nullptr) {
+        PyErr_Clear();
+        return "out of memory";
+    }
+    PyObject* old = reinterpret_cast<SetHandler>(api[304])(ours);
+    Py_DECREF(ours);
+    if (old == nullptr) {
+        PyErr_Clear();
+        return "numpy refused the memory handler";
+    }
+    Py_DECREF(old);
+    return {};
+}
 
 void snapshot(SnapshotData& out) {
     PauseScope pause;

@@ -66,6 +66,12 @@ bool is_active();
 bool hooks_installed();
 // True in a child process forked while tracing (the child is not traced).
 bool is_forked_child();
+// Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by setting
+// a numpy memory handler that chains to the current one. `api_capsule` is numpy's
+// `_multiarray_umath._ARRAY_API`. The handler stays set (as a pass-through when not tracing)
+// because arrays keep the handler that allocated them. Returns "" or why it could not.
+// Requires the GIL.
+std::string numpy_attach(void* api_capsule);
 // Copies the recorded figures. Requires the GIL. Safe while tracing (the calling thread's
 // own allocations are not tracked meanwhile).
 void snapshot(SnapshotData& out);

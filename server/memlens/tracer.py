@@ -48,6 +48,7 @@ class _Session:
         "argv",
         "exclude",
         "include",
+        "libraries",
         "max_depth",
         "mode",
         "pid",
@@ -62,8 +63,10 @@ class _Session:
         include: tuple[str, ...],
         exclude: tuple[str, ...],
         max_depth: int,
+        libraries: bool,
     ) -> None:
         self.mode = mode
+        self.libraries = libraries
         self.sample_interval = sample_interval
         self.include = include
         self.exclude = exclude
@@ -89,12 +92,15 @@ def start(
     max_depth: int = DEFAULT_MAX_DEPTH,
     timeline_interval_ms: float = 10.0,
     seed: int | None = None,
+    libraries: bool = False,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
     ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (each byte sampled with
     probability 1/``sample_interval``; default :data:`DEFAULT_SAMPLE_INTERVAL`). ``include`` /
     ``exclude`` are glob patterns matched against absolute file names (as PEP 454's filters).
+    Frames of the standard library and installed packages are transparent (their allocations
+    are charged to the calling line of your code) unless ``libraries`` is true.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -112,12 +118,14 @@ def start(
         include=tuple(include),
         exclude=tuple(exclude),
         max_depth=max_depth,
+        libraries=libraries,
     )
     try:
         _tracer.start(mode, interval, seed or 0, max_depth, timeline_interval_ms)
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
+    _watch_numpy()
 
 
 def stop(
@@ -135,6 +143,7 @@ def stop(
         raise MemlensError("memlens is not tracing")
     _session = None
     _tracer.stop()
+    _unwatch_numpy()
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
@@ -143,6 +152,70 @@ def stop(
     finally:
         del snap
         _tracer.reset()
+
+
+# numpy allocates array data through its own handler, not PEP 445: the native module can
+# chain a handler of ours onto numpy's (NEP 49). numpy is usually imported by the program
+# after tracing started, so a meta-path finder attaches right after numpy's core loads.
+_NUMPY_CORE = ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath")
+
+
+def _attach_numpy(module: types.ModuleType) -> None:
+    api = getattr(module, "_ARRAY_API", None)
+    if api is None:
+        return
+    try:
+        _tracer.numpy_attach(api)
+    except RuntimeError as exc:
+        print(f"memlens: numpy array data is not traced: {exc}", file=sys.stderr)
+
+
+class _AttachingLoader:
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        _attach_numpy(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _NumpyWatcher:
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in _NUMPY_CORE:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _AttachingLoader(spec.loader)
+                return spec
+        return None
+
+
+_numpy_watcher = _NumpyWatcher()
+
+
+def _watch_numpy() -> None:
+    for name in _NUMPY_CORE:
+        module = sys.modules.get(name)
+        if module is not None:
+            _attach_numpy(module)
+            return
+    sys.meta_path.insert(0, _numpy_watcher)
+
+
+def _unwatch_numpy() -> None:
+    if _numpy_watcher in sys.meta_path:
+        sys.meta_path.remove(_numpy_watcher)
 
 
 def _stop_at_exit() -> None:
@@ -179,10 +252,34 @@ class Profile:
 # Snapshot -> Run
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of the standard library and installed packages."""
+    import site
+    import sysconfig
+
+    dirs = {
+        sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
+    dirs.update(getattr(site, "getsitepackages", list)())
+    user = getattr(site, "getusersitepackages", lambda: "")()
+    dirs.add(user if isinstance(user, str) else "")
+    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
+
+
 class _Filter:
-    def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
+    """Which frames figures are charged to.
+
+    Frames that do not pass are transparent: their allocations are charged to the innermost
+    calling frame that passes. memlens's own files never pass. Unless ``libraries`` is set,
+    the standard library and installed packages do not pass either, so an allocation inside
+    numpy or json is charged to the user's line that called it (an explicit ``include``
+    pattern that matches a library file overrides this).
+    """
+
+    def __init__(self, include: Sequence[str], exclude: Sequence[str], libraries: bool) -> None:
         self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
         self.exclude = [os.path.abspath(p) if os.sep in p else p for p in exclude]
+        self.library_dirs = () if libraries else _library_dirs()
 
     def passes(self, filename: str) -> bool:
         if not filename or filename.startswith("<"):
@@ -190,7 +287,10 @@ class _Filter:
         real = os.path.realpath(filename)
         if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY:
             return False  # memlens itself and its launcher are never attributed
-        if self.include and not any(_match(real, p) for p in self.include):
+        if self.include:
+            if not any(_match(real, p) for p in self.include):
+                return False
+        elif real.startswith(self.library_dirs):
             return False
         return not any(_match(real, p) for p in self.exclude)
 
@@ -248,7 +348,7 @@ def _build_run(
     from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
 
     node_struct = struct.Struct(snap["node_format"])
-    flt = _Filter(session.include, session.exclude)
+    flt = _Filter(session.include, session.exclude, session.libraries)
     codes = [_CodeInfo(c, flt) for c in snap["codes"]]
     raw = list(node_struct.iter_unpack(snap["nodes"]))
 
