@@ -76,6 +76,14 @@ NB_MODULE(_tracer, m) {
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("is_forked_child", &memlens::is_forked_child);
     m.def(
+        "set_thread_paused",
+        [](bool paused) {
+            bool previous = memlens::thread_paused();
+            memlens::set_thread_paused(paused);
+            return previous;
+        },
+        "Stop (or resume) tracking the calling thread's allocations; returns the old state.");
+    m.def(
         "numpy_attach",
         [](nb::handle capsule) {
             std::string err = memlens::numpy_attach(capsule.ptr());

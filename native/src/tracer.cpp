@@ -1088,6 +1088,9 @@ void reset() {
     ++g_generation;
 }
 
+bool thread_paused() { return t_state.paused; }
+void set_thread_paused(bool paused) { t_state.paused = paused; }
+
 PauseScope::PauseScope() : previous(t_state.paused) { t_state.paused = true; }
 PauseScope::~PauseScope() { t_state.paused = previous; }
 

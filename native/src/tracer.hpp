@@ -78,6 +78,10 @@ void snapshot(SnapshotData& out);
 // Drops recorded data and the references to code objects. Requires the GIL, not active.
 void reset();
 
+// Whether the calling thread's allocations are not tracked (frees always are).
+bool thread_paused();
+void set_thread_paused(bool paused);
+
 // While a PauseScope lives, allocations of the calling thread are not tracked (frees are).
 struct PauseScope {
     PauseScope();

@@ -93,6 +93,9 @@ def start(
     timeline_interval_ms: float = 10.0,
     seed: int | None = None,
     libraries: bool = False,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_interval_s: float = 5.0,
+    command: Sequence[str] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -101,6 +104,11 @@ def start(
     ``exclude`` are glob patterns matched against absolute file names (as PEP 454's filters).
     Frames of the standard library and installed packages are transparent (their allocations
     are charged to the calling line of your code) unless ``libraries`` is true.
+
+    With ``checkpoint``, a background thread writes the run so far to that path every
+    ``checkpoint_interval_s`` seconds (atomically, marked incomplete), so that a program that
+    is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
+    allocations are not traced.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -126,6 +134,8 @@ def start(
         raise MemlensError(str(exc)) from None
     _session = session
     _watch_numpy()
+    if checkpoint is not None:
+        _start_checkpoints(session, os.fspath(checkpoint), checkpoint_interval_s, command)
 
 
 def stop(
@@ -142,6 +152,7 @@ def stop(
     if session is None:
         raise MemlensError("memlens is not tracing")
     _session = None
+    _stop_checkpoints()
     _tracer.stop()
     _unwatch_numpy()
     if session.pid != os.getpid() or _tracer.is_forked_child():
@@ -152,6 +163,51 @@ def stop(
     finally:
         del snap
         _tracer.reset()
+
+
+# Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
+_checkpointer: Any = None
+
+
+def _start_checkpoints(
+    session: _Session, path: str, interval: float, command: Sequence[str] | None
+) -> None:
+    import threading
+
+    global _checkpointer
+    done = threading.Event()
+
+    def loop() -> None:
+        _tracer.set_thread_paused(True)
+        while not done.wait(interval):
+            if not _tracer.is_active():
+                return
+            write_checkpoint(session, path, command)
+
+    thread = threading.Thread(target=loop, name="memlens-checkpoint", daemon=True)
+    _checkpointer = (thread, done)
+    thread.start()
+
+
+def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> None:
+    """Write the run so far to ``path`` (incomplete). The caller's thread must be paused."""
+    from memlens import fileformat
+
+    snap = _tracer.snapshot()
+    run = _build_run(snap, session, command, None, False)
+    try:
+        fileformat.write(run, path)
+    except OSError as exc:
+        print(f"memlens: cannot write checkpoint {path}: {exc}", file=sys.stderr)
+
+
+def _stop_checkpoints() -> None:
+    global _checkpointer
+    if _checkpointer is not None:
+        thread, done = _checkpointer
+        _checkpointer = None
+        done.set()
+        thread.join()
 
 
 # numpy allocates array data through its own handler, not PEP 445: the native module can

@@ -231,3 +231,36 @@ def test_forked_child_is_not_traced_and_parent_is_unaffected() -> None:
     assert os.WEXITSTATUS(status) == 0
     assert near(stats(run, "kept").live_bytes, 4 * MIB)
     assert keep
+
+
+def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from memlens import fileformat
+
+    out = tmp_path / "ckpt.mlrun"
+    script = tmp_path / "victim.py"
+    script.write_text(
+        "import time, memlens\n"
+        f"memlens.start(checkpoint={str(out)!r}, checkpoint_interval_s=0.2)\n"
+        "keep = [bytearray(1 << 20) for _ in range(8)]  # line 3\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 30
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # at least one checkpoint after the allocations
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run = fileformat.read(out)
+    assert run.info.complete is False
+    assert run.info.exit_code is None
+    line3 = run.files[str(script.resolve())].lines[3]
+    assert near(line3.live_bytes, 8 << 20)
