@@ -130,7 +130,9 @@ struct AddressTable {
     }
     // Inserts; if the key was present returns true and its previous value in *old.
     bool put(uintptr_t key, uint64_t val, uint64_t* old) {
-        if ((count + 1) * 2 > mask + 1 && !grow()) {
+        // Grow at 75% load: linear probing with a strong hash stays short there, and the table
+        // is the tracer's main memory cost (16 bytes a slot, 21 to 43 bytes per live block).
+        if ((count + 1) * 4 > (mask + 1) * 3 && !grow()) {
             return false;  // out of memory: the block stays untracked
         }
         size_t i = index(key);
@@ -824,6 +826,10 @@ void free_tables() {
 
 std::string start(const Options& options) {
     static bool atfork_registered = false;
+#ifdef Py_GIL_DISABLED
+    // The hooks rely on the GIL serialising MEM/OBJ allocations and frame reads.
+    return "free-threaded Python builds are not supported yet";
+#endif
     if (g_active.load()) {
         return "memlens is already tracing this process";
     }
