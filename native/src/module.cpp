@@ -76,6 +76,14 @@ NB_MODULE(_tracer, m) {
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("is_forked_child", &memlens::is_forked_child);
     m.def(
+        "totals",
+        []() {
+            int64_t current = 0, peak = 0;
+            memlens::totals(&current, &peak);
+            return nb::make_tuple(current, peak);
+        },
+        "(current, peak) traced bytes, for progress displays.");
+    m.def(
         "set_thread_paused",
         [](bool paused) {
             bool previous = memlens::thread_paused();

@@ -1094,6 +1094,11 @@ void reset() {
     ++g_generation;
 }
 
+void totals(int64_t* current, int64_t* peak) {
+    *current = __atomic_load_n(&g_total, __ATOMIC_RELAXED);
+    *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+}
+
 bool thread_paused() { return t_state.paused; }
 void set_thread_paused(bool paused) { t_state.paused = paused; }
 

@@ -78,6 +78,9 @@ void snapshot(SnapshotData& out);
 // Drops recorded data and the references to code objects. Requires the GIL, not active.
 void reset();
 
+// Current and peak traced bytes (racy read, for progress displays).
+void totals(int64_t* current, int64_t* peak);
+
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();
 void set_thread_paused(bool paused);

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memlens.errors import RunFileError
+from memlens.layout import RUN_SUFFIX
 from memlens.model import (
     ERRORS,
     FIGURES,
@@ -37,7 +38,7 @@ from memlens.model import (
 
 MAGIC = "memlens-run"
 FORMAT_VERSION = 1
-SUFFIX = ".mlrun"
+SUFFIX = RUN_SUFFIX
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 _SCHEMA = f"""

@@ -20,14 +20,13 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memlens import fileformat
 from memlens.errors import MemlensError, RunFileError
-from memlens.model import RunInfo
+from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR
 
-STORE_DIR = ".memlens"
-RUNS_DIR = "runs"
-POINTERS = ("latest", "baseline")
+if TYPE_CHECKING:
+    from memlens.model import RunInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +51,11 @@ class Store:
         """A fresh, unused path for a run starting now."""
         when = (started or datetime.now(timezone.utc)).astimezone(timezone.utc)
         stem = f"{when:%Y%m%d-%H%M%S}-{pid if pid is not None else os.getpid()}"
-        path = self.runs_dir / f"{stem}{fileformat.SUFFIX}"
+        path = self.runs_dir / f"{stem}{RUN_SUFFIX}"
         n = 1
         while path.exists():
             n += 1
-            path = self.runs_dir / f"{stem}-{n}{fileformat.SUFFIX}"
+            path = self.runs_dir / f"{stem}-{n}{RUN_SUFFIX}"
         return path
 
     def set_pointer(self, name: str, run_path: Path) -> None:
@@ -105,7 +104,7 @@ class Store:
         return sorted(
             p
             for p in self.runs_dir.iterdir()
-            if p.suffix == fileformat.SUFFIX and not p.name.startswith(".")
+            if p.suffix == RUN_SUFFIX and not p.name.startswith(".")
         )
 
     def _newest(self) -> Path | None:
@@ -114,6 +113,8 @@ class Store:
 
     def entries(self) -> list[RunEntry]:
         """Every run with its header; unreadable files are listed with their error."""
+        from memlens import fileformat
+
         out: list[RunEntry] = []
         for path in self.run_files():
             try:
@@ -136,7 +137,7 @@ class Store:
                 raise MemlensError(hint)
             return path
         as_path = Path(spec)
-        if as_path.suffix == fileformat.SUFFIX or os.sep in spec or as_path.is_file():
+        if as_path.suffix == RUN_SUFFIX or os.sep in spec or as_path.is_file():
             if not as_path.exists():
                 raise MemlensError(f"cannot read {spec}: no such file")
             return as_path

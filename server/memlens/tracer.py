@@ -47,6 +47,7 @@ class _Session:
     __slots__ = (
         "argv",
         "exclude",
+        "hidden",
         "include",
         "libraries",
         "max_depth",
@@ -64,9 +65,11 @@ class _Session:
         exclude: tuple[str, ...],
         max_depth: int,
         libraries: bool,
+        hidden: tuple[str, ...],
     ) -> None:
         self.mode = mode
         self.libraries = libraries
+        self.hidden = hidden
         self.sample_interval = sample_interval
         self.include = include
         self.exclude = exclude
@@ -93,6 +96,7 @@ def start(
     timeline_interval_ms: float = 10.0,
     seed: int | None = None,
     libraries: bool = False,
+    hidden: Iterable[str] = (),
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
     command: Sequence[str] | None = None,
@@ -108,7 +112,8 @@ def start(
     With ``checkpoint``, a background thread writes the run so far to that path every
     ``checkpoint_interval_s`` seconds (atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
-    allocations are not traced.
+    allocations are not traced. ``hidden`` names files (e.g. a launcher script) that are
+    never charged, like memlens's own.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -127,6 +132,7 @@ def start(
         exclude=tuple(exclude),
         max_depth=max_depth,
         libraries=libraries,
+        hidden=tuple(os.path.realpath(h) for h in hidden),
     )
     try:
         _tracer.start(mode, interval, seed or 0, max_depth, timeline_interval_ms)
@@ -332,7 +338,14 @@ class _Filter:
     pattern that matches a library file overrides this).
     """
 
-    def __init__(self, include: Sequence[str], exclude: Sequence[str], libraries: bool) -> None:
+    def __init__(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        libraries: bool,
+        hidden: Sequence[str] = (),
+    ) -> None:
+        self.hidden = frozenset(hidden)
         self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
         self.exclude = [os.path.abspath(p) if os.sep in p else p for p in exclude]
         self.library_dirs = () if libraries else _library_dirs()
@@ -341,8 +354,8 @@ class _Filter:
         if not filename or filename.startswith("<"):
             return False  # frozen modules, exec'd strings: no source to show
         real = os.path.realpath(filename)
-        if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY:
-            return False  # memlens itself and its launcher are never attributed
+        if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY or real in self.hidden:
+            return False  # memlens itself and its launchers are never attributed
         if self.include:
             if not any(_match(real, p) for p in self.include):
                 return False
@@ -404,7 +417,7 @@ def _build_run(
     from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
 
     node_struct = struct.Struct(snap["node_format"])
-    flt = _Filter(session.include, session.exclude, session.libraries)
+    flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
     codes = [_CodeInfo(c, flt) for c in snap["codes"]]
     raw = list(node_struct.iter_unpack(snap["nodes"]))
 

@@ -20,6 +20,8 @@ STDLIB_ONLY = {
     "memlens.store",
     "memlens.export",
     "memlens.mapping",
+    "memlens.layout",
+    "memlens.report",
 }
 
 

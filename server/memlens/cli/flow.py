@@ -1,0 +1,48 @@
+"""``memlens flow``: the call tree as a Graphviz flow graph."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "write the call tree as a Graphviz flow graph (--compare for several runs)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", nargs="?", default="latest", help="path, run id, latest or baseline")
+    parser.add_argument(
+        "--compare", nargs="+", metavar="RUN", help="several runs' figures in each node"
+    )
+    parser.add_argument("--dot", metavar="OUT.dot", help="write here (default: stdout)")
+    parser.add_argument("--by", choices=("alloc", "peak", "live"), default="alloc")
+    parser.add_argument("--min-node-fraction", type=float, default=0.01, metavar="F")
+    parser.add_argument("--min-edge-fraction", type=float, default=0.05, metavar="F")
+    parser.add_argument("--dir", default=".", help="store root (default: .)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memlens import fileformat
+    from memlens.errors import MemlensError
+    from memlens.flow import flow_graph, to_dot
+    from memlens.store import Store
+
+    store = Store(args.dir)
+    specs = args.compare or [args.run]
+    paths = [store.resolve(s) for s in specs]
+    graphs = [flow_graph(fileformat.read(p), args.by) for p in paths]
+    text = to_dot(
+        graphs,
+        names=[p.stem for p in paths],
+        min_node_fraction=args.min_node_fraction,
+        min_edge_fraction=args.min_edge_fraction,
+    )
+    if args.dot:
+        try:
+            with open(args.dot, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise MemlensError(f"cannot write {args.dot}: {exc.strerror or exc}") from None
+        print(f"memlens: flow graph written to {args.dot}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

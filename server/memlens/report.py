@@ -1,0 +1,245 @@
+"""Terminal reports of a run: the hottest lines and an annotated listing of a file.
+
+Rows are built by pure functions from a :class:`Run`; rendering is plain text (pipes, files,
+tests) or rich (a terminal). Labels come from :func:`memlens.annotate.line_label`, so the
+listing reads exactly as the editor's inlay hints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from memlens.annotate import FIGURE_NAMES, line_label
+from memlens.errors import MemlensError
+from memlens.model import LineStats, Run
+from memlens.units import fmt_bytes, fmt_count
+
+BY_CHOICES = ("peak", "alloc", "live")
+
+
+@dataclass(frozen=True, slots=True)
+class TopRow:
+    rank: int
+    file: str
+    line: int
+    value: int
+    stats: LineStats
+    share_of_peak: float  # this line's peak figure / the run's peak traced bytes
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListingRow:
+    line: int  # 0 for an elision marker ("...")
+    text: str
+    label: str
+
+
+def display_path(path: str, cwd: str | None = None) -> str:
+    """A path relative to the working directory when it is under it."""
+    cwd = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _source_lines(run: Run, file: str) -> list[str]:
+    text = run.files[file].text
+    return text.splitlines() if text is not None else []
+
+
+def top_lines(run: Run, by: str = "peak", n: int = 10) -> list[TopRow]:
+    """The ``n`` lines with the largest ``by`` figure (self), largest first."""
+    attr = FIGURE_NAMES[by]
+    peak = run.info.peak_traced_bytes or 1
+    rows: list[tuple[int, str, int, LineStats]] = []
+    for file, sf in run.files.items():
+        for line, st in sf.lines.items():
+            value = st.figure(attr)
+            if value > 0:
+                rows.append((value, file, line, st))
+    rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+    out: list[TopRow] = []
+    for rank, (value, file, line, st) in enumerate(rows[:n], start=1):
+        src = _source_lines(run, file)
+        out.append(
+            TopRow(
+                rank=rank,
+                file=file,
+                line=line,
+                value=value,
+                stats=st,
+                share_of_peak=st.peak_bytes / peak,
+                source=src[line - 1].strip() if 0 < line <= len(src) else "",
+            )
+        )
+    return out
+
+
+def hottest_file(run: Run, by: str = "peak") -> str | None:
+    rows = top_lines(run, by, 1)
+    return rows[0].file if rows else None
+
+
+def find_file(run: Run, name: str) -> str:
+    """Resolve a user-given file name to a file of the run (absolute, relative or suffix)."""
+    absolute = os.path.realpath(name)
+    if absolute in run.files:
+        return absolute
+    matches = [f for f in run.files if f.endswith(os.sep + name.lstrip(os.sep)) or f == name]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise MemlensError(f"the run has no figures for {name}")
+    raise MemlensError(f"{name} matches several files of the run: " + ", ".join(matches))
+
+
+def listing(
+    run: Run, file: str, by: str = "peak", context: int = 2, whole: bool = False
+) -> list[ListingRow]:
+    """The source of ``file`` with a label beside each line that has figures.
+
+    Unless ``whole``, only lines with figures and ``context`` lines around them are kept;
+    gaps are shown as one row with line 0 and text ``...``.
+    """
+    sf = run.files[file]
+    src = _source_lines(run, file)
+    if not src:
+        src = [""] * max(sf.lines, default=0)
+    labels = {ln: line_label(st, by) for ln, st in sf.lines.items() if _shown(st, by)}
+    if whole:
+        keep = set(range(1, len(src) + 1))
+    else:
+        keep = {k for ln in labels for k in range(ln - context, ln + context + 1)}
+    rows: list[ListingRow] = []
+    last = 0
+    for ln in range(1, len(src) + 1):
+        if ln not in keep:
+            continue
+        if last and ln != last + 1:
+            rows.append(ListingRow(0, "...", ""))
+        rows.append(ListingRow(ln, src[ln - 1], labels.get(ln, "")))
+        last = ln
+    return rows
+
+
+def _shown(st: LineStats, by: str) -> bool:
+    return st.figure(FIGURE_NAMES[by]) > 0 or st.alloc_bytes > 0
+
+
+def summary_line(run: Run) -> str:
+    info = run.info
+    mode = info.mode
+    if info.mode == "sampling" and info.sample_interval_bytes:
+        mode = f"sampling every ~{fmt_bytes(info.sample_interval_bytes)}"
+    state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
+    return (
+        f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS "
+        f"{fmt_bytes(info.peak_rss_bytes)} · {info.duration_s:.2f} s · {mode}{state}"
+    )
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+_HEADERS = ("#", "line", "{by}", "allocs", "share of peak", "live at exit", "code")
+
+
+def render(
+    run: Run,
+    out: TextIO,
+    *,
+    by: str = "peak",
+    top: int = 10,
+    file: str | None = None,
+    rich_output: bool | None = None,
+    show_listing: bool = True,
+) -> None:
+    """Print the report: summary, top lines, and the annotated hottest (or given) file."""
+    rows = top_lines(run, by, top)
+    target = file or (rows[0].file if rows else None)
+    use_rich = out.isatty() if rich_output is None else rich_output
+    if use_rich:
+        _render_rich(run, rows, target, by, out, show_listing)
+    else:
+        _render_plain(run, rows, target, by, out, show_listing)
+
+
+def _cells(row: TopRow) -> tuple[str, ...]:
+    return (
+        str(row.rank),
+        f"{display_path(row.file)}:{row.line}",
+        fmt_bytes(row.value),
+        fmt_count(row.stats.alloc_count),
+        f"{row.share_of_peak:.0%}",
+        fmt_bytes(row.stats.live_bytes),
+        row.source[:60],
+    )
+
+
+def _render_plain(
+    run: Run, rows: Sequence[TopRow], target: str | None, by: str, out: TextIO, show: bool
+) -> None:
+    print(f"memlens: {summary_line(run)}", file=out)
+    if not rows:
+        print("memlens: no allocations were attributed to any line", file=out)
+        return
+    headers = tuple(h.format(by=by) for h in _HEADERS)
+    table = [headers, *(_cells(r) for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
+    print(file=out)
+    for r in table:
+        cells = [
+            r[i].rjust(widths[i]) if i in (0, 2, 3, 4, 5) else r[i].ljust(widths[i])
+            for i in range(len(widths))
+        ]
+        print(("  " + "  ".join(cells) + "  " + r[-1]).rstrip(), file=out)
+    if show and target is not None:
+        print(file=out)
+        print(f"{display_path(target)}:", file=out)
+        rows_l = listing(run, target, by)
+        width = len(str(max((r.line for r in rows_l), default=1)))
+        for lr in rows_l:
+            if lr.line == 0:
+                print(f"  {'':>{width}}  ...", file=out)
+                continue
+            label = f"  # {lr.label}" if lr.label else ""
+            print(f"  {lr.line:>{width}}  {lr.text}{label}".rstrip(), file=out)
+
+
+def _render_rich(
+    run: Run, rows: Sequence[TopRow], target: str | None, by: str, out: TextIO, show: bool
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out)
+    console.print(f"[bold]memlens[/bold]: {summary_line(run)}")
+    if not rows:
+        console.print("no allocations were attributed to any line")
+        return
+    table = Table(show_edge=False, header_style="bold")
+    for i, h in enumerate(_HEADERS):
+        table.add_column(h.format(by=by), justify="right" if i in (0, 2, 3, 4, 5) else "left")
+    for r in rows:
+        table.add_row(*_cells(r))
+    console.print(table)
+    if show and target is not None:
+        console.print(Text(f"\n{display_path(target)}:", style="bold"))
+        rows_l = listing(run, target, by)
+        width = len(str(max((r.line for r in rows_l), default=1)))
+        for lr in rows_l:
+            line = Text()
+            if lr.line == 0:
+                line.append(f"  {'':>{width}}  ...", style="dim")
+            else:
+                line.append(f"  {lr.line:>{width}}  ", style="dim")
+                line.append(lr.text)
+                if lr.label:
+                    line.append(f"  {lr.label}", style="bold magenta")
+            console.print(line, soft_wrap=True, highlight=False)

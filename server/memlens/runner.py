@@ -1,0 +1,202 @@
+"""Run a program in this process exactly as ``python script.py`` / ``python -m mod`` would.
+
+``sys.argv``, ``sys.path[0]``, ``__main__``, ``__file__``, standard streams, the exit code
+(``sys.exit(n)``, uncaught exceptions -> 1 with the usual traceback) and death by signal are
+kept. The caller supplies ``on_exit(exit_code, complete)``, called exactly once when the program
+ends, however it ends (normal end, exception, SIGINT, SIGTERM), before the process exits.
+
+Imports are kept to what running the program needs: everything imported here is start-up
+overhead for every profiled program.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import types
+from collections.abc import Callable, Sequence
+
+from memlens.errors import MemlensError
+
+_OWN_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
+class Target:
+    """What to run: a script path or a module name (``-m``), and its arguments."""
+
+    def __init__(self, script: str | None, module: str | None, args: Sequence[str]) -> None:
+        if (script is None) == (module is None):
+            raise ValueError("give exactly one of script and module")
+        self.script = script
+        self.module = module
+        self.args = list(args)
+
+    @property
+    def display(self) -> str:
+        return f"-m {self.module}" if self.module else str(self.script)
+
+    def command(self) -> list[str]:
+        """The command line as the user would type it without memlens."""
+        head = ["python", "-m", self.module] if self.module else ["python", str(self.script)]
+        return [*head, *self.args]
+
+    def check(self) -> None:
+        """Raise a one-line MemlensError when the target cannot be run at all."""
+        if self.script is not None:
+            if not os.path.exists(self.script):
+                raise MemlensError(f"can't open file {self.script!r}: no such file")
+            if os.path.isdir(self.script) and not os.path.exists(
+                os.path.join(self.script, "__main__.py")
+            ):
+                raise MemlensError(f"can't find '__main__' module in {self.script!r}")
+        else:
+            import importlib.util
+
+            assert self.module is not None
+            sys.path.insert(0, os.getcwd())
+            try:
+                spec = importlib.util.find_spec(self.module)
+            except (ImportError, ValueError) as exc:
+                raise MemlensError(f"no module named {self.module!r} ({exc})") from None
+            finally:
+                sys.path.pop(0)
+            if spec is None:
+                raise MemlensError(f"no module named {self.module!r}")
+
+
+def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
+    """Run ``target``; return its exit code (or die by the signal that killed it)."""
+    import runpy
+
+    finished = False
+
+    def finish(code: int | None, complete: bool) -> None:
+        nonlocal finished
+        if not finished:
+            finished = True
+            on_exit(code, complete)
+
+    previous_term = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: types.FrameType | None) -> None:
+        # Without memlens, SIGTERM kills the program on the spot. Keep that: record the run,
+        # then die by the same signal (no unwinding, the same exit status).
+        finish(None, False)
+        _die_by(signal.SIGTERM)
+
+    if previous_term == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    if target.script is not None:
+        script = target.script
+        sys.argv = [script, *target.args]
+        sys.path[0] = os.path.dirname(os.path.realpath(script))
+    else:
+        assert target.module is not None
+        sys.argv = [target.module, *target.args]  # runpy sets argv[0] to the file
+        sys.path[0] = os.getcwd()
+
+    code: int = 0
+    complete = True
+    # Like the interpreter, run in a real __main__ module that stays alive after the program
+    # ends, so what its globals hold counts as live at exit (runpy.run_path would drop them).
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        if target.script is not None:
+            _run_script(target.script, main)
+        else:
+            # What `python -m` itself calls: runs the module in sys.modules["__main__"].
+            runpy._run_module_as_main(target.module, alter_argv=True)  # type: ignore[attr-defined]
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except KeyboardInterrupt as exc:
+        _print_exception(exc)
+        finish(None, False)
+        flush_streams()
+        _die_by(signal.SIGINT)
+    except BaseException as exc:  # noqa: BLE001 - whatever the program raised: report, exit 1
+        _print_exception(exc)
+        code = 1
+    finally:
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The program's own atexit handlers run after this, at interpreter exit, as usual.
+    finish(code, complete)
+    return code
+
+
+def _run_script(path: str, main: types.ModuleType) -> None:
+    if os.path.isdir(path) or (not path.endswith((".py", ".pyw")) and _is_zip(path)):
+        import runpy
+
+        runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
+        return
+    import importlib.machinery
+    import io
+
+    absolute = os.path.abspath(path)
+    main.__file__ = absolute
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", absolute)
+    with io.open_code(absolute) as fh:
+        source = fh.read()
+    code = compile(source, absolute, "exec", dont_inherit=True)
+    exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
+
+
+def _is_zip(path: str) -> bool:
+    import zipfile
+
+    return zipfile.is_zipfile(path)
+
+
+def _exit_code(value: object) -> int:
+    """What the interpreter does with ``sys.exit(value)``."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF  # what the OS keeps of exit(n)
+    try:
+        print(value, file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a broken __str__: Python prints nothing either
+        return 1
+    return 1
+
+
+def _print_exception(exc: BaseException) -> None:
+    """Print the traceback as the interpreter would, without memlens's own frames."""
+    tb = exc.__traceback__
+    while tb is not None and _is_own(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    exc = exc.with_traceback(tb)
+    flush_streams()
+    sys.excepthook(type(exc), exc, tb)
+
+
+def _is_own(filename: str) -> bool:
+    real = os.path.realpath(filename)
+    return (
+        real.startswith(_OWN_DIR + os.sep)
+        or os.path.basename(real) == "runpy.py"
+        or filename.startswith("<frozen runpy")
+    )
+
+
+def flush_streams() -> None:
+    """Flush stdout and stderr, ignoring closed or broken streams."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            continue
+
+
+def _die_by(signum: signal.Signals) -> None:
+    flush_streams()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    # Not reached unless the signal is blocked: exit as a shell reports death by signal.
+    os._exit(128 + int(signum))

@@ -1,0 +1,4 @@
+import sys
+
+data = sys.stdin.read()
+sys.stdout.write(data.upper())
