@@ -83,12 +83,40 @@ _REQUIRED_RUN_KEYS = {
 }
 
 
+_HEADER_TYPES: dict[str, tuple[type, ...]] = {
+    "command": (list,),
+    "python": (str,),
+    "platform": (str,),
+    "started": (str,),
+    "ended": (str,),
+    "duration_s": (int, float),
+    "pid": (int,),
+    "exit_code": (int, type(None)),
+    "mode": (str,),
+    "sample_interval_bytes": (int, type(None)),
+    "peak_traced_bytes": (int,),
+    "peak_rss_bytes": (int,),
+    "complete": (bool,),
+    "cwd": (str,),
+    "memlens_version": (str,),
+    "max_depth": (int,),
+    "source": (str,),
+}
+
+
+def _is(value: object, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False  # JSON true/false are not numbers here
+    return isinstance(value, types)
+
+
 def write(run: Run, path: str | os.PathLike[str]) -> Path:
     """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
+    os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; a run file is a normal file
     try:
         _write_db(run, tmp_name)
         os.replace(tmp_name, target)
@@ -97,6 +125,12 @@ def write(run: Run, path: str | os.PathLike[str]) -> Path:
             os.unlink(tmp_name)
         raise
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _write_db(run: Run, filename: str) -> None:
@@ -250,7 +284,14 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
     if missing:
         raise RunFileError(name, f"run header lacks {', '.join(sorted(missing))}")
     raw = {k: v for k, v in raw.items() if k in _RUN_KEYS}
-    raw["command"] = tuple(str(c) for c in raw["command"])
+    for key, value in raw.items():
+        expected = _HEADER_TYPES.get(key)
+        if expected is not None and not _is(value, expected):
+            raise RunFileError(name, f"bad run header: {key} is {type(value).__name__}")
+    if not all(isinstance(c, str) for c in raw["command"]):
+        raise RunFileError(name, "bad run header: command")
+    raw["command"] = tuple(raw["command"])
+    raw["duration_s"] = float(raw["duration_s"])
     return RunInfo(**raw)
 
 

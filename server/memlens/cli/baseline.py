@@ -1,0 +1,33 @@
+"""``memlens baseline``: choose the run that diffs and the editor compare against."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "set, show or clear the baseline run (`baseline set RUN`)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("set", "show", "clear"))
+    parser.add_argument("run", nargs="?", default="latest", help="with set: path, id or latest")
+    parser.add_argument("--dir", default=".", help="store root (default: .)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memlens import fileformat
+    from memlens.store import Store
+
+    store = Store(args.dir)
+    if args.action == "set":
+        path = store.resolve(args.run)
+        fileformat.read_info(path)  # refuse an unreadable run with a clear message
+        store.set_pointer("baseline", path.resolve())
+        print(f"memlens: baseline set to {path.stem}", file=sys.stderr)
+    elif args.action == "clear":
+        store.clear_pointer("baseline")
+        print("memlens: baseline cleared", file=sys.stderr)
+    else:
+        path = store.resolve("baseline")
+        print(path)
+    return 0

@@ -1,0 +1,26 @@
+"""``memlens export``: a run as JSON on stdout (shape documented in docs/file-format.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "print a run as JSON (RUN: path, run id, latest or baseline)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", nargs="?", default="latest")
+    parser.add_argument("--dir", default=".", help="store root (default: .)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from memlens import fileformat
+    from memlens.export import to_json_dict
+    from memlens.store import Store
+
+    result = fileformat.read(Store(args.dir).resolve(args.run))
+    json.dump(to_json_dict(result), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0

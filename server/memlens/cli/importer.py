@@ -1,0 +1,38 @@
+"""``memlens import``: turn another tool's output into a memlens run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("tool", choices=("tracemalloc", "pymemtrace"))
+    parser.add_argument("file", help="tracemalloc.Snapshot.dump() file, or cPyMemTrace log")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the run here")
+    parser.add_argument("--dir", default=".", help="store root (default: .)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memlens import fileformat
+    from memlens.store import Store
+
+    if args.tool == "tracemalloc":
+        from memlens.imports.tracemalloc_import import import_snapshot
+
+        result = import_snapshot(args.file)
+    else:
+        from memlens.imports.pymemtrace_import import import_log
+
+        result = import_log(args.file)
+    store = Store(args.dir)
+    out = Path(args.output) if args.output else store.new_run_path()
+    fileformat.write(result, out)
+    if not args.output:
+        store.set_pointer("latest", out)
+    print(f"memlens: imported {args.file} as {out}", file=sys.stderr)
+    return 0

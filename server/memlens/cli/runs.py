@@ -1,0 +1,84 @@
+"""``memlens runs``: list the runs of the store, or prune old ones."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "list saved runs (id, time, command, peak, duration); `runs prune --keep N`"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
+    parser.add_argument("--keep", type=int, metavar="N", help="with prune: runs to keep")
+    parser.add_argument("--json", action="store_true", help="machine-readable list")
+    parser.add_argument("--dir", default=".", help="store root (default: .)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memlens.errors import MemlensError
+    from memlens.store import Store
+
+    store = Store(args.dir)
+    if args.action == "prune":
+        if args.keep is None:
+            raise MemlensError("runs prune needs --keep N")
+        gone = store.prune(args.keep)
+        print(
+            f"memlens: removed {len(gone)} run(s), kept {len(store.run_files())}", file=sys.stderr
+        )
+        return 0
+    entries = store.entries()
+    latest, baseline = store.latest(), store.baseline()
+    if args.json:
+        import json
+
+        json.dump([_as_dict(e, latest, baseline) for e in entries], sys.stdout, indent=2)
+        print()
+        return 0
+    if not entries:
+        print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
+        return 0
+    from memlens.units import fmt_bytes
+
+    rows = [("id", "started", "peak", "duration", "command", "")]
+    for e in entries:
+        marks = " ".join(m for m, p in (("latest", latest), ("baseline", baseline)) if p == e.path)
+        if e.info is None:
+            rows.append((e.id, "?", "?", "?", f"unreadable: {e.error}", marks))
+            continue
+        state = "" if e.info.complete else " (incomplete)"
+        rows.append(
+            (
+                e.id,
+                e.info.started[:19].replace("T", " "),
+                fmt_bytes(e.info.peak_traced_bytes),
+                f"{e.info.duration_s:.2f} s",
+                " ".join(e.info.command) + state,
+                marks,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(5)]
+        print(("  ".join(cells) + "  " + r[5]).rstrip())
+    return 0
+
+
+def _as_dict(e: object, latest: object, baseline: object) -> dict[str, object]:
+    from memlens.store import RunEntry
+
+    assert isinstance(e, RunEntry)
+    info = e.info
+    return {
+        "id": e.id,
+        "path": str(e.path),
+        "started": info.started if info else None,
+        "command": list(info.command) if info else None,
+        "peak_traced_bytes": info.peak_traced_bytes if info else None,
+        "duration_s": info.duration_s if info else None,
+        "complete": info.complete if info else None,
+        "latest": e.path == latest,
+        "baseline": e.path == baseline,
+        "error": e.error,
+    }

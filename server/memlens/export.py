@@ -1,0 +1,86 @@
+"""The JSON export of a run (``memlens export``): a stable, documented shape. Stdlib only.
+
+The keys named in docs/file-format.md ("Export") are a contract: they are never renamed or
+removed within format version 1; new keys may be added.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memlens.fileformat import FORMAT_VERSION, MAGIC
+from memlens.model import FIGURES, Run
+
+
+def to_json_dict(run: Run) -> dict[str, Any]:
+    info = run.info
+    return {
+        "format": MAGIC,
+        "version": FORMAT_VERSION,
+        "run": {
+            "command": list(info.command),
+            "python": info.python,
+            "started": info.started,
+            "duration_s": info.duration_s,
+            "exit_code": info.exit_code,
+            "mode": info.mode,
+            "sample_interval_bytes": info.sample_interval_bytes,
+            "peak_traced_bytes": info.peak_traced_bytes,
+            "peak_rss_bytes": info.peak_rss_bytes,
+            "complete": info.complete,
+            "ended": info.ended,
+            "platform": info.platform,
+            "pid": info.pid,
+            "cwd": info.cwd,
+            "memlens_version": info.memlens_version,
+            "source": info.source,
+        },
+        "files": {
+            path: {
+                "sha256": sf.sha256,
+                "lines": {
+                    str(line): {
+                        **{f: getattr(st, f) for f in FIGURES},
+                        **(
+                            {
+                                "alloc_err": st.alloc_err,
+                                "live_err": st.live_err,
+                                "peak_err": st.peak_err,
+                            }
+                            if info.mode == "sampling"
+                            else {}
+                        ),
+                    }
+                    for line, st in sorted(sf.lines.items())
+                },
+                "functions": [
+                    {
+                        "qualname": fn.qualname,
+                        "first_line": fn.first_line,
+                        "last_line": fn.last_line,
+                        "incl_alloc_bytes": fn.alloc_bytes,
+                        "incl_alloc_count": fn.alloc_count,
+                        "incl_live_bytes": fn.live_bytes,
+                        "incl_peak_bytes": fn.peak_bytes,
+                    }
+                    for fn in sf.functions
+                ],
+            }
+            for path, sf in run.files.items()
+        },
+        "call_tree": [
+            {
+                "id": n.id,
+                "parent": n.parent,
+                "file": n.file,
+                "line": n.line,
+                "function": n.function,
+                "alloc_bytes": n.alloc_bytes,
+                "alloc_count": n.alloc_count,
+                "live_bytes": n.live_bytes,
+                "peak_bytes": n.peak_bytes,
+            }
+            for n in run.call_tree
+        ],
+        "timeline": [[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline],
+    }

@@ -1,0 +1,87 @@
+"""Hand-made runs for tests (no tracer needed)."""
+
+from __future__ import annotations
+
+from memlens.model import (
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+
+MIB = 1024 * 1024
+
+
+def info(**overrides: object) -> RunInfo:
+    base: dict[str, object] = {
+        "command": ("python", "app.py"),
+        "python": "3.11.7",
+        "platform": "Linux-test",
+        "started": "2026-11-22T10:00:00+00:00",
+        "ended": "2026-11-22T10:00:01.500000+00:00",
+        "duration_s": 1.5,
+        "pid": 4242,
+        "exit_code": 0,
+        "mode": "exact",
+        "sample_interval_bytes": None,
+        "peak_traced_bytes": 48 * MIB,
+        "peak_rss_bytes": 80 * MIB,
+        "complete": True,
+        "cwd": "/work",
+        "memlens_version": "0.1.0",
+        "max_depth": 128,
+    }
+    base.update(overrides)
+    return RunInfo(**base)  # type: ignore[arg-type]
+
+
+def sample_run(
+    path: str = "/work/app.py", text: str | None = None, **info_overrides: object
+) -> Run:
+    text = (
+        text
+        if text is not None
+        else "import x\n\ndef load():\n    return [0] * 10\n\ndata = load()\n"
+    )
+    lines = {
+        4: LineStats(
+            alloc_bytes=40 * MIB,
+            alloc_count=1200,
+            live_bytes=30 * MIB,
+            live_count=10,
+            peak_bytes=40 * MIB,
+            incl_alloc_bytes=40 * MIB,
+            incl_live_bytes=30 * MIB,
+            incl_peak_bytes=40 * MIB,
+        ),
+        6: LineStats(
+            alloc_bytes=1024,
+            alloc_count=3,
+            live_bytes=1024,
+            live_count=3,
+            peak_bytes=1024,
+            incl_alloc_bytes=40 * MIB + 1024,
+            incl_live_bytes=30 * MIB + 1024,
+            incl_peak_bytes=40 * MIB + 1024,
+        ),
+    }
+    sf = SourceFile(
+        path=path,
+        sha256="ab" * 32,
+        text=text,
+        lines=lines,
+        functions=(FunctionStats("load", 3, 4, 40 * MIB, 1200, 30 * MIB, 40 * MIB),),
+    )
+    nodes = (
+        CallNode(0, -1, path, 6, "<module>", 1024, 3, 1024, 1024),
+        CallNode(1, 0, path, 4, "load", 40 * MIB, 1200, 30 * MIB, 40 * MIB),
+    )
+    return Run(
+        info=info(**info_overrides),
+        files={path: sf},
+        call_tree=nodes,
+        timeline=(TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB)),
+    )

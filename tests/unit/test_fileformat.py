@@ -1,0 +1,233 @@
+"""Run files: round trip, the golden v1 file, and every way a file can be bad."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memlens import fileformat
+from memlens.errors import RunFileError
+from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile, TimelinePoint
+from tests.runs import info, sample_run
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
+
+sizes = st.integers(min_value=0, max_value=2**62)
+line_stats = st.builds(
+    LineStats,
+    alloc_bytes=sizes,
+    alloc_count=sizes,
+    live_bytes=sizes,
+    live_count=sizes,
+    peak_bytes=sizes,
+    incl_alloc_bytes=sizes,
+    incl_live_bytes=sizes,
+    incl_peak_bytes=sizes,
+    alloc_err=st.floats(min_value=0, max_value=1e12),
+    live_err=st.floats(min_value=0, max_value=1e12),
+    peak_err=st.floats(min_value=0, max_value=1e12),
+)
+texts = st.text(max_size=200)
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> Run:
+    paths = draw(
+        st.lists(st.text(min_size=1, max_size=30).map(lambda s: "/" + s), max_size=4, unique=True)
+    )
+    files = {
+        p: SourceFile(
+            path=p,
+            sha256=draw(st.text("0123456789abcdef", min_size=64, max_size=64)),
+            text=draw(st.none() | texts),
+            lines=draw(st.dictionaries(st.integers(1, 100_000), line_stats, max_size=8)),
+            functions=tuple(
+                draw(
+                    st.lists(
+                        st.builds(
+                            FunctionStats,
+                            texts,
+                            st.integers(1, 10),
+                            st.integers(1, 99),
+                            sizes,
+                            sizes,
+                            sizes,
+                            sizes,
+                        ),
+                        max_size=3,
+                    )
+                )
+            ),
+        )
+        for p in paths
+    }
+    nodes: list[CallNode] = []
+    if paths:
+        for i in range(draw(st.integers(0, 6))):
+            parent = draw(st.integers(-1, i - 1))
+            nodes.append(
+                CallNode(
+                    i,
+                    parent,
+                    draw(st.sampled_from(paths)),
+                    draw(st.integers(1, 500)),
+                    draw(texts),
+                    *draw(st.tuples(sizes, sizes, sizes, sizes)),
+                )
+            )
+    timeline = tuple(
+        draw(st.lists(st.builds(TimelinePoint, st.floats(0, 1e6), sizes, sizes), max_size=5))
+    )
+    run_info = info(
+        command=tuple(draw(st.lists(texts, max_size=4))),
+        exit_code=draw(st.none() | st.integers(-255, 255)),
+        complete=draw(st.booleans()),
+        mode=draw(st.sampled_from(["exact", "sampling", "imported"])),
+        peak_traced_bytes=draw(sizes),
+    )
+    return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(run=runs())
+def test_round_trip(tmp_path: Path, run: Run) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(run, path)
+    assert fileformat.read(path) == run
+    assert fileformat.read_info(path) == run.info
+
+
+def test_golden_v1_file() -> None:
+    # Written once by tests/data/formats/make_v1.py with format version 1. Never regenerate.
+    assert fileformat.read(GOLDEN) == sample_run()
+
+
+def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    fileformat.write(sample_run(exit_code=3), path)
+    assert fileformat.read(path).info.exit_code == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mlrun"]
+
+
+def test_incomplete_runs_read_back_as_incomplete(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(complete=False, exit_code=None), path)
+    got = fileformat.read(path)
+    assert got.info.complete is False
+    assert got.info.exit_code is None
+
+
+def _bad(path: Path, reason: str) -> None:
+    with pytest.raises(RunFileError) as err:
+        fileformat.read(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot read {path}: ")
+    assert reason in message
+
+
+def test_missing_empty_text_and_directory(tmp_path: Path) -> None:
+    _bad(tmp_path / "nope.mlrun", "no such file")
+    (tmp_path / "empty.mlrun").write_bytes(b"")
+    _bad(tmp_path / "empty.mlrun", "not a memlens run file")
+    (tmp_path / "t.mlrun").write_text("hello")
+    _bad(tmp_path / "t.mlrun", "not a memlens run file")
+    _bad(tmp_path, "is a directory")
+
+
+def test_foreign_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.commit()
+    con.close()
+    _bad(path, "not a memlens run file")
+
+
+def _edit(path: Path, sql: str, *params: object) -> None:
+    con = sqlite3.connect(path)
+    con.execute(sql, params)
+    con.commit()
+    con.close()
+
+
+def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    _edit(path, "UPDATE meta SET value = '99' WHERE key = 'version'")
+    _bad(path, "format version 99 is newer than this memlens understands (1); upgrade memlens")
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("DROP TABLE lines", "corrupt"),
+        ("UPDATE meta SET value = 'other' WHERE key = 'format'", "not a memlens run file"),
+        ("UPDATE meta SET value = '{' WHERE key = 'run'", "corrupt"),
+        ("UPDATE meta SET value = '[]' WHERE key = 'run'", "bad run header"),
+        ("UPDATE meta SET value = '{\"python\": \"3\"}' WHERE key = 'run'", "run header lacks"),
+        ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
+        ("UPDATE lines SET file_id = 77", "corrupt"),
+        ("UPDATE files SET text = x'00ff'", "bad file table"),
+    ],
+)
+def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+def test_header_with_wrong_types(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    header["peak_traced_bytes"] = "lots"
+    con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
+    con.commit()
+    con.close()
+    _bad(path, "bad run header: peak_traced_bytes is str")
+
+
+def test_truncated_files(tmp_path: Path) -> None:
+    data = GOLDEN.read_bytes()
+    for cut in (1, 15, 16, 100, 512, 4096, len(data) // 2, len(data) - 1):
+        path = tmp_path / f"cut{cut}.mlrun"
+        path.write_bytes(data[:cut])
+        try:
+            fileformat.read(path)
+        except RunFileError as exc:
+            assert "\n" not in str(exc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(max_size=2048), offset=st.integers(0, 40_000), flip=st.integers(1, 255))
+def test_fuzz_reader_never_raises_anything_else(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, offset: int, flip: int
+) -> None:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    # Arbitrary bytes, arbitrary bytes behind a SQLite header, and a flipped byte in a real file.
+    golden = bytearray(GOLDEN.read_bytes())
+    golden[offset % len(golden)] ^= flip
+    for i, blob in enumerate((data, b"SQLite format 3\x00" + data, bytes(golden))):
+        path = tmp / f"f{i}.mlrun"
+        path.write_bytes(blob)
+        try:
+            fileformat.read(path)
+        except RunFileError as exc:
+            assert "\n" not in str(exc)
+
+
+def test_replace_keeps_equality_semantics() -> None:
+    run = sample_run()
+    assert replace(run, timeline=()) != run
