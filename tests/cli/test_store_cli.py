@@ -48,7 +48,7 @@ def _store_with_two_runs(tmp: Path) -> tuple[Path, Path]:
 
 
 def test_runs_list_baseline_and_prune(tmp_path: Path) -> None:
-    a, b = _store_with_two_runs(tmp_path)
+    a, _b = _store_with_two_runs(tmp_path)
     out = memlens("runs", cwd=tmp_path)
     assert out.returncode == 0
     rows = out.stdout.splitlines()

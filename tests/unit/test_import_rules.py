@@ -21,7 +21,6 @@ STDLIB_ONLY = {
     "memlens.export",
     "memlens.mapping",
     "memlens.layout",
-    "memlens.report",
 }
 
 
