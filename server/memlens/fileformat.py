@@ -227,15 +227,21 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
-            head = fh.read(len(_SQLITE_HEADER))
+            header = fh.read(100)
+            size = os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
         raise RunFileError(name, "no such file") from None
     except IsADirectoryError:
         raise RunFileError(name, "is a directory") from None
     except OSError as exc:
         raise RunFileError(name, exc.strerror or str(exc)) from None
-    if head != _SQLITE_HEADER:
+    if header[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
         raise RunFileError(name, "not a memlens run file")
+    expected = _expected_size(header)
+    if expected is None or size < expected:
+        raise RunFileError(name, "truncated file")
+    if size > expected:
+        raise RunFileError(name, "corrupt file (trailing data)")
     try:
         con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
@@ -250,6 +256,22 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
         raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {exc})") from None
     finally:
         con.close()
+
+
+def _expected_size(header: bytes) -> int | None:
+    """File size the SQLite header promises (page size x page count), None if unknown."""
+    if len(header) < 100:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    change_counter = header[24:28]
+    valid_for = header[92:96]
+    # The in-header page count is only valid when "version-valid-for" matches the change
+    # counter; our writer always leaves it valid.
+    if page_size < 512 or page_count == 0 or change_counter != valid_for:
+        return None
+    return page_size * page_count
 
 
 def _uri_path(name: str) -> str:
