@@ -198,12 +198,14 @@ def create_server() -> MemlensServer:
     # Commands (workspace/executeCommand).
     for name, handler in commands.HANDLERS.items():
         assert name in protocol.COMMANDS
-        ls.command(name)(_command(ls, handler))
+        ls.command(name)(_command(handler))
     return ls
 
 
-def _command(ls: MemlensServer, handler: Callable[..., Any]) -> Callable[..., Any]:
-    async def run_command(*args: object) -> Any:
+def _command(handler: Callable[..., Any]) -> Callable[..., Any]:
+    # pygls passes the server as the parameter named ``ls`` and the command's arguments,
+    # unconverted, as ``*args``.
+    async def run_command(ls: MemlensServer, *args: object) -> Any:
         return await handler(ls, *args)
 
     run_command.__name__ = handler.__name__

@@ -155,11 +155,11 @@ def hover_markdown(view: FileView, line: int, *, stale: bool, has_baseline: bool
     out.append("")
     facts = []
     if stats.alloc_count:
-        facts.append(f"average size {fmt_bytes(stats.alloc_bytes / stats.alloc_count)}")
+        facts.append(f"Average size {fmt_bytes(stats.alloc_bytes / stats.alloc_count)}")
     if info.peak_traced_bytes > 0:
         facts.append(f"{stats.peak_bytes / info.peak_traced_bytes * 100:.1f}% of the run's peak")
     if facts:
-        out.append(" · ".join(facts).capitalize())
+        out.append(" · ".join(facts))
         out.append("")
     if has_baseline:
         base = view.baseline_lines.get(line)

@@ -201,7 +201,8 @@ def initialize(ls: MemlensServer, params: lsp.InitializeParams) -> None:
 
 
 def _apply_settings(ls: MemlensServer, raw: object) -> bool:
-    new, problems = settings.parse(raw, ls.settings)
+    # A configuration is complete: keys it leaves out take their defaults.
+    new, problems = settings.parse(raw)
     if problems:
         ls.show_once(
             "settings:" + "|".join(problems), "memlens: bad settings: " + "; ".join(problems)
@@ -219,7 +220,9 @@ async def _fetch_configuration(ls: MemlensServer) -> bool:
     except Exception as exc:  # noqa: BLE001 - client errors: keep the settings we have
         ls.log_message(f"memlens: workspace/configuration failed: {exc}", "warning")
         return False
-    return _apply_settings(ls, result[0] if result else None)
+    if not result or result[0] is None:
+        return False  # nothing configured: keep initializationOptions
+    return _apply_settings(ls, result[0])
 
 
 async def initialized(ls: MemlensServer, params: lsp.InitializedParams) -> None:
@@ -248,10 +251,13 @@ def shutdown(ls: MemlensServer, params: None) -> None:
 async def did_change_configuration(
     ls: MemlensServer, params: lsp.DidChangeConfigurationParams
 ) -> None:
-    changed = await _fetch_configuration(ls)
     raw = params.settings
-    if isinstance(raw, dict) and "memlens" in raw:
-        changed = _apply_settings(ls, raw["memlens"]) or changed
+    if ls.features.configuration:
+        changed = await _fetch_configuration(ls)
+    elif isinstance(raw, dict) and "memlens" in raw:
+        changed = _apply_settings(ls, raw["memlens"])
+    else:
+        return
     if changed:
         from memlens_server.features import diagnostics
 
