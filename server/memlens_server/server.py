@@ -114,7 +114,8 @@ class MemlensServer(LanguageServer):
         return DocContext(uri, folder, view, lines, mapping, doc.position_codec)
 
     def log_message(self, text: str, level: str = "info") -> None:
-        getattr(log, "warning" if level == "warning" else level, log.info)(text)
+        py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
+        log.log(py_level.get(level, logging.DEBUG), "%s", text)
         with contextlib.suppress(Exception):  # no connection yet
             self.window_log_message(convert.log(text, level))
 

@@ -92,7 +92,9 @@ def info(
     )
 
 
-def source(path: Path, text: str, lines: Mapping[int, LineStats], functions: tuple[FunctionStats, ...] = ()) -> SourceFile:
+def source(
+    path: Path, text: str, lines: Mapping[int, LineStats], functions: tuple[FunctionStats, ...] = ()
+) -> SourceFile:
     return SourceFile(
         path=str(path),
         sha256=hashlib.sha256(text.encode()).hexdigest(),
@@ -102,12 +104,20 @@ def source(path: Path, text: str, lines: Mapping[int, LineStats], functions: tup
     )
 
 
-def app_run(path: Path, *, baseline: bool = False, text: str = APP) -> Run:
+def app_run(
+    path: Path,
+    *,
+    baseline: bool = False,
+    text: str = APP,
+    peak5: int | None = None,
+    alloc5: int = 3 * MiB,
+    started: str | None = None,
+) -> Run:
     """The app's run; the baseline differs on line 5 and has nothing on line 18."""
-    line5_peak = 3 * MiB if baseline else 2 * MiB
+    line5_peak = peak5 if peak5 is not None else (3 * MiB if baseline else 2 * MiB)
     lines = {
         5: LineStats(
-            alloc_bytes=3 * MiB,
+            alloc_bytes=alloc5,
             alloc_count=1200,
             live_bytes=2 * MiB,
             live_count=1000,
@@ -138,20 +148,56 @@ def app_run(path: Path, *, baseline: bool = False, text: str = APP) -> Run:
             incl_peak_bytes=2 * MiB + 16384,
         )
     functions = (
-        FunctionStats("build", 4, 6, alloc_bytes=3 * MiB, alloc_count=1200, live_bytes=2 * MiB, peak_bytes=line5_peak),
+        FunctionStats(
+            "build",
+            4,
+            6,
+            alloc_bytes=3 * MiB,
+            alloc_count=1200,
+            live_bytes=2 * MiB,
+            peak_bytes=line5_peak,
+        ),
         FunctionStats("greet", 9, 11, alloc_bytes=8692, alloc_count=3, peak_bytes=4096),
-        FunctionStats("main", 17, 19, alloc_bytes=3 * MiB + 8692, alloc_count=1203, live_bytes=2 * MiB, peak_bytes=line5_peak + 4096),
+        FunctionStats(
+            "main",
+            17,
+            19,
+            alloc_bytes=3 * MiB + 8692,
+            alloc_count=1203,
+            live_bytes=2 * MiB,
+            peak_bytes=line5_peak + 4096,
+        ),
         FunctionStats("<module>", 1, 23, alloc_bytes=3 * MiB + 8692, peak_bytes=line5_peak + 4096),
     )
     key = str(path)
     tree = (
         CallNode(0, -1, key, 23, "<module>"),
-        CallNode(1, 0, key, 18, "main", alloc_bytes=16384, alloc_count=1, live_bytes=16384, peak_bytes=16384),
-        CallNode(2, 1, key, 5, "build", alloc_bytes=3 * MiB, alloc_count=1200, live_bytes=2 * MiB, peak_bytes=line5_peak),
+        CallNode(
+            1,
+            0,
+            key,
+            18,
+            "main",
+            alloc_bytes=16384,
+            alloc_count=1,
+            live_bytes=16384,
+            peak_bytes=16384,
+        ),
+        CallNode(
+            2,
+            1,
+            key,
+            5,
+            "build",
+            alloc_bytes=3 * MiB,
+            alloc_count=1200,
+            live_bytes=2 * MiB,
+            peak_bytes=line5_peak,
+        ),
         CallNode(3, 0, key, 19, "main"),
         CallNode(4, 3, key, 10, "greet", alloc_bytes=8192, alloc_count=2, peak_bytes=4096),
     )
-    started = "2026-11-21T10:00:00+00:00" if baseline else "2026-11-22T10:00:00+00:00"
+    started = started or ("2026-11-21T10:00:00+00:00" if baseline else "2026-11-22T10:00:00+00:00")
     return Run(
         info=info(line5_peak + 4096 + 16384, started=started),
         files={key: source(path, text, lines, functions)},
@@ -160,9 +206,13 @@ def app_run(path: Path, *, baseline: bool = False, text: str = APP) -> Run:
 
 
 def other_run(path: Path) -> Run:
-    lines = {2: LineStats(alloc_bytes=800056, alloc_count=1, peak_bytes=800056, incl_peak_bytes=800056)}
+    lines = {
+        2: LineStats(alloc_bytes=800056, alloc_count=1, peak_bytes=800056, incl_peak_bytes=800056)
+    }
     fns = (FunctionStats("helper", 1, 2, alloc_bytes=800056, alloc_count=1, peak_bytes=800056),)
-    return Run(info=info(800056, command=("other.py",)), files={str(path): source(path, OTHER, lines, fns)})
+    return Run(
+        info=info(800056, command=("other.py",)), files={str(path): source(path, OTHER, lines, fns)}
+    )
 
 
 def write_run(root: Path, run: Run, stem: str, *, latest: bool = True) -> Path:
@@ -193,7 +243,9 @@ def build_workspace(root: Path) -> Workspace:
         ws.folders[name] = (root / name).resolve()
     proj, lib = ws.folders["proj"], ws.folders["lib"]
     (proj / "app.py").write_text(APP, encoding="utf-8")
-    base = write_run(proj, app_run(proj / "app.py", baseline=True), "20261121-100000-1", latest=False)
+    base = write_run(
+        proj, app_run(proj / "app.py", baseline=True), "20261121-100000-1", latest=False
+    )
     Store(proj).set_pointer("baseline", base)
     write_run(proj, app_run(proj / "app.py"), "20261122-100000-1")
     (lib / "other.py").write_text(OTHER, encoding="utf-8")
@@ -213,7 +265,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 
 # -- clients ---------------------------------------------------------------------------------
 SERVER_ENV = {**os.environ, "MEMLENS_LSP_POLL_INTERVAL": "0.2"}
-SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "memlens_server"], server_env=SERVER_ENV)
+SERVER = ClientServerConfig(
+    server_command=[sys.executable, "-m", "memlens_server"], server_env=SERVER_ENV
+)
 
 
 def plain(value: Any) -> Any:
@@ -260,7 +314,13 @@ def install_recorder(client: LanguageClient) -> Recorder:
     return rec
 
 
-async def start_session(client: LanguageClient, profile: str, ws: Workspace, folders: list[str], options: dict[str, Any] | None = None) -> None:
+async def start_session(
+    client: LanguageClient,
+    profile: str,
+    ws: Workspace,
+    folders: list[str],
+    options: dict[str, Any] | None = None,
+) -> None:
     install_recorder(client)
     await client.initialize_session(
         lsp.InitializeParams(
@@ -285,7 +345,9 @@ async def _sleep(s: float) -> None:
 
 
 @pytest_lsp.fixture(scope="session", params=PROFILES, config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest, workspace: Workspace) -> AsyncIterator[None]:
+async def client(
+    lsp_client: LanguageClient, request: pytest.FixtureRequest, workspace: Workspace
+) -> AsyncIterator[None]:
     await start_session(lsp_client, request.param, workspace, ["proj", "lib", "empty", "broken"])
     lsp_client.profile = request.param  # type: ignore[attr-defined]
     yield

@@ -27,13 +27,17 @@ def rng(spec: str) -> lsp.Range:
     """``"3:4-3:10"`` -> Range."""
     a, b = spec.split("-")
     (l1, c1), (l2, c2) = (map(int, p.split(":")) for p in (a, b))
-    return lsp.Range(start=lsp.Position(line=l1, character=c1), end=lsp.Position(line=l2, character=c2))
+    return lsp.Range(
+        start=lsp.Position(line=l1, character=c1), end=lsp.Position(line=l2, character=c2)
+    )
 
 
 def open_doc(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
     client.text_document_did_open(
         lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+            text_document=lsp.TextDocumentItem(
+                uri=uri, language_id="python", version=version, text=text
+            )
         )
     )
 
@@ -55,7 +59,9 @@ def eol(client: LanguageClient, line: int, lines: list[str] = APP_LINES) -> tupl
     return line, utf_units(client, lines[line])
 
 
-async def test_inlay_hints_full_file_exact_positions(client: LanguageClient, workspace: Workspace) -> None:
+async def test_inlay_hints_full_file_exact_positions(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     open_doc(client, uri, APP)
     try:
@@ -79,13 +85,19 @@ async def wait_until(predicate: Any, timeout: float = 5.0) -> None:
     raise AssertionError(f"condition not met in time: {predicate.__code__.co_names}")
 
 
-async def test_visible_range_is_absolute_and_end_exclusive(client: LanguageClient, workspace: Workspace) -> None:
+async def test_visible_range_is_absolute_and_end_exclusive(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     open_doc(client, uri, APP)
     try:
-        assert await hints(client, uri, "8:0-12:0") == [(*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs")]
+        assert await hints(client, uri, "8:0-12:0") == [
+            (*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs")
+        ]
         assert await hints(client, uri, "0:0-4:0") == []
-        assert await hints(client, uri, "4:3-4:5") == [(*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs")]
+        assert await hints(client, uri, "4:3-4:5") == [
+            (*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs")
+        ]
         assert await hints(client, uri, "18:0-24:0") == []
     finally:
         close_doc(client, uri)
@@ -96,9 +108,12 @@ async def test_resolve_adds_markdown_tooltip(client: LanguageClient, workspace: 
     open_doc(client, uri, APP)
     try:
         result = await client.text_document_inlay_hint_async(
-            lsp.InlayHintParams(text_document=lsp.TextDocumentIdentifier(uri=uri), range=rng("4:0-5:0"))
+            lsp.InlayHintParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), range=rng("4:0-5:0")
+            )
         )
-        assert result is not None and len(result) == 1
+        assert result is not None
+        assert len(result) == 1
         assert result[0].tooltip is None
         resolved = await client.inlay_hint_resolve_async(result[0])
         assert isinstance(resolved.tooltip, lsp.MarkupContent)
@@ -112,17 +127,24 @@ async def test_resolve_adds_markdown_tooltip(client: LanguageClient, workspace: 
 
 async def hover_at(client: LanguageClient, uri: str, line: int, char: int = 2) -> lsp.Hover | None:
     return await client.text_document_hover_async(
-        lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=char))
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=char),
+        )
     )
 
 
-async def test_hover_table_baseline_and_call_paths(client: LanguageClient, workspace: Workspace) -> None:
+async def test_hover_table_baseline_and_call_paths(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     open_doc(client, uri, APP)
     try:
         hover = await hover_at(client, uri, 4)
         assert hover is not None
-        assert hover.range == lsp.Range(start=lsp.Position(line=4, character=0), end=lsp.Position(*eol(client, 4)))
+        assert hover.range == lsp.Range(
+            start=lsp.Position(line=4, character=0), end=lsp.Position(*eol(client, 4))
+        )
         assert isinstance(hover.contents, lsp.MarkupContent)
         lines = hover.contents.value.splitlines()
         assert lines[0] == "**memlens** · ▲ 2.0 MiB peak · 1.2k allocs"
@@ -145,8 +167,11 @@ async def test_hover_table_baseline_and_call_paths(client: LanguageClient, works
         assert lines[-1] == "Run `20261122-100000-1` (exact)"
 
         new_line = await hover_at(client, uri, 17)
-        assert new_line is not None and isinstance(new_line.contents, lsp.MarkupContent)
-        assert "vs baseline: new (no figures on this line in the baseline)" in new_line.contents.value
+        assert new_line is not None
+        assert isinstance(new_line.contents, lsp.MarkupContent)
+        assert (
+            "vs baseline: new (no figures on this line in the baseline)" in new_line.contents.value
+        )
         assert await hover_at(client, uri, 0) is None
         assert await hover_at(client, uri, 2) is None
     finally:
@@ -161,11 +186,20 @@ async def lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str, 
     for lens in result or []:
         assert lens.range.start == lens.range.end
         assert lens.command is not None
-        out.append((lens.range.start.line, lens.command.title, lens.command.command, plain(lens.command.arguments)))
+        out.append(
+            (
+                lens.range.start.line,
+                lens.command.title,
+                lens.command.command,
+                plain(lens.command.arguments),
+            )
+        )
     return out
 
 
-async def test_code_lenses_functions_and_main_block(client: LanguageClient, workspace: Workspace) -> None:
+async def test_code_lenses_functions_and_main_block(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     open_doc(client, uri, APP)
     try:
@@ -203,7 +237,9 @@ async def test_leak_diagnostics(client: LanguageClient, workspace: Workspace) ->
 EDITED = "# new first line\n# new second line\n" + APP.replace('s = "héllo 😀"', 's = "bonjour 😀"')
 
 
-async def test_edited_buffer_remaps_and_hides_changed_lines(client: LanguageClient, workspace: Workspace) -> None:
+async def test_edited_buffer_remaps_and_hides_changed_lines(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     edited = EDITED.splitlines()
     open_doc(client, uri, EDITED)
@@ -213,7 +249,8 @@ async def test_edited_buffer_remaps_and_hides_changed_lines(client: LanguageClie
             (*eol(client, 19, edited), "▲ 16.0 KiB peak · 1 alloc"),
         ]
         hover = await hover_at(client, uri, 6)
-        assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+        assert hover is not None
+        assert isinstance(hover.contents, lsp.MarkupContent)
         assert (
             "_Figures are from an earlier version of this file (line 5 when profiled); "
             "edited lines show none._"
@@ -245,14 +282,18 @@ async def test_edited_buffer_remaps_and_hides_changed_lines(client: LanguageClie
         close_doc(client, uri)
 
 
-async def test_multi_root_each_folder_has_its_store(client: LanguageClient, workspace: Workspace) -> None:
+async def test_multi_root_each_folder_has_its_store(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("lib", "other.py")
     open_doc(client, uri, OTHER)
     try:
         assert await hints(client, uri, "0:0-3:0") == [
             (1, len(OTHER.splitlines()[1]), "▲ 781.3 KiB peak · 1 alloc"),
         ]
-        assert await lenses(client, uri) == [(0, "memlens: 781.3 KiB peak · 781.3 KiB allocated (incl.)", "", None)]
+        assert await lenses(client, uri) == [
+            (0, "memlens: 781.3 KiB peak · 781.3 KiB allocated (incl.)", "", None)
+        ]
     finally:
         close_doc(client, uri)
 
@@ -264,7 +305,9 @@ async def test_folder_without_runs_is_silent(client: LanguageClient, workspace: 
     try:
         assert not await hints(client, uri, "0:0-5:0")
         assert await hover_at(client, uri, 0) is None
-        assert await lenses(client, uri) == [(2, "▶ Run under memlens", "memlens.runFile", [{"uri": uri, "args": []}])]
+        assert await lenses(client, uri) == [
+            (2, "▶ Run under memlens", "memlens.runFile", [{"uri": uri, "args": []}])
+        ]
         await wait_until(lambda: uri in client.diagnostics)
         assert list(client.diagnostics[uri]) == []
     finally:
@@ -285,7 +328,9 @@ async def test_bad_run_file_is_reported_once(client: LanguageClient, workspace: 
         close_doc(client, uri)
 
 
-async def test_run_loaded_notifications_at_start(client: LanguageClient, workspace: Workspace) -> None:
+async def test_run_loaded_notifications_at_start(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     rec = client.recorder  # type: ignore[attr-defined]
     first = {}
     for params in rec.run_loaded:
@@ -303,14 +348,20 @@ async def test_run_loaded_notifications_at_start(client: LanguageClient, workspa
     }
     assert proj["baseline"]["id"] == "20261121-100000-1"
     assert first[workspace.uri("lib")]["baseline"] is None
-    assert first[workspace.uri("empty")] == {"workspace": workspace.uri("empty"), "run": None, "baseline": None}
+    assert first[workspace.uri("empty")] == {
+        "workspace": workspace.uri("empty"),
+        "run": None,
+        "baseline": None,
+    }
     assert first[workspace.uri("broken")]["run"] is None
 
 
 async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
 
     return plain(
-        await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=command, arguments=list(args)))
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command=command, arguments=list(args))
+        )
     )
 
 
@@ -324,18 +375,32 @@ async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspac
     assert summary["run"]["id"] == "20261122-100000-1"
     assert summary["baseline"]["id"] == "20261121-100000-1"
     assert summary["top"][:2] == [
-        {"file": str(workspace.folders["proj"] / "app.py"), "line": 5, "label": "▲ 2.0 MiB peak · 1.2k allocs"},
-        {"file": str(workspace.folders["proj"] / "app.py"), "line": 18, "label": "▲ 16.0 KiB peak · 1 alloc"},
+        {
+            "file": str(workspace.folders["proj"] / "app.py"),
+            "line": 5,
+            "label": "▲ 2.0 MiB peak · 1.2k allocs",
+        },
+        {
+            "file": str(workspace.folders["proj"] / "app.py"),
+            "line": 18,
+            "label": "▲ 16.0 KiB peak · 1 alloc",
+        },
     ]
     broken = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("broken")})
-    assert [(r["id"], r["error"]) for r in broken] == [("20261122-000000-1", "not a memlens run file")]
+    assert [(r["id"], r["error"]) for r in broken] == [
+        ("20261122-000000-1", "not a memlens run file")
+    ]
 
 
-async def test_settings_change_figure_and_compare(client: LanguageClient, workspace: Workspace) -> None:
+async def test_settings_change_figure_and_compare(
+    client: LanguageClient, workspace: Workspace
+) -> None:
     uri = workspace.uri("proj", "app.py")
     open_doc(client, uri, APP)
     try:
-        client.set_configuration({"compareWithBaseline": True, "inlayHints": {"minBytes": 0}}, section="memlens")
+        client.set_configuration(
+            {"compareWithBaseline": True, "inlayHints": {"minBytes": 0}}, section="memlens"
+        )
         client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
         for _ in range(100):
             got = await hints(client, uri, "0:0-24:0")
@@ -348,15 +413,19 @@ async def test_settings_change_figure_and_compare(client: LanguageClient, worksp
             (*eol(client, 10), "512 B (±0 B, ±0%)"),
             (*eol(client, 17), "16.0 KiB (new)"),
         ]
-        client.set_configuration({"inlayHints": {"figure": "nonsense", "minBytes": -3}}, section="memlens")
+        client.set_configuration(
+            {"inlayHints": {"figure": "nonsense", "minBytes": -3}}, section="memlens"
+        )
         client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
         await wait_until(lambda: any("bad settings" in m.message for m in client.messages))
         bad = [m.message for m in client.messages if "bad settings" in m.message]
         assert bad == [
-            "memlens: bad settings: memlens.inlayHints.figure: expected one of peak, alloc, live, "
-            "incl_peak, incl_alloc, incl_live (got 'nonsense'); using the default 'peak'; "
-            "memlens.inlayHints.minBytes: expected a whole number of bytes >= 0 (got -3); "
-            "using the default 1024"
+            (
+                "memlens: bad settings: memlens.inlayHints.figure: expected one of peak, alloc, live, "
+                "incl_peak, incl_alloc, incl_live (got 'nonsense'); using the default 'peak'; "
+                "memlens.inlayHints.minBytes: expected a whole number of bytes >= 0 (got -3); "
+                "using the default 1024"
+            )
         ]
         assert [label for _, _, label in await hints(client, uri, "0:0-24:0")] == [
             "▲ 2.0 MiB peak · 1.2k allocs",
