@@ -181,7 +181,12 @@ def check(
     view = folder.view(key)
     assert view is not None
     items = views.hint_items(
-        view, IDENTITY, settings, 0, len(source), has_baseline=folder.baseline is not None
+        view,
+        IDENTITY,
+        settings or Settings(),
+        0,
+        len(source),
+        has_baseline=folder.baseline is not None,
     )
     assert [(i.line, i.label) for i in items] == expected
 
