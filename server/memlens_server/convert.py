@@ -20,13 +20,25 @@ INLAY_HINT_OPTIONS = lsp.InlayHintOptions(resolve_provider=True)
 CODE_LENS_OPTIONS = lsp.CodeLensOptions(resolve_provider=False)
 
 
+def units(codec: PositionCodec, text: str) -> int:
+    """Length of ``text`` in the codec's encoding (C-speed encodes, not a per-char loop)."""
+    if text.isascii():
+        return len(text)
+    encoding = codec.encoding
+    if encoding == lsp.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8"))
+    if encoding == lsp.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def end_of_line(codec: PositionCodec, lines: Sequence[str], line: int) -> lsp.Position:
     text = lines[line] if line < len(lines) else ""
-    return lsp.Position(line=line, character=codec.client_num_units(text))
+    return lsp.Position(line=line, character=units(codec, text))
 
 
 def inlay_hint(
-    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: dict[str, Any]
+    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: Any
 ) -> lsp.InlayHint:
     return lsp.InlayHint(
         position=end_of_line(codec, lines, item.line),
@@ -34,6 +46,46 @@ def inlay_hint(
         padding_left=True,
         data=data,
     )
+
+
+def converter_factory() -> Any:
+    """pygls's converter plus a fast unstructure hook for inlay hints.
+
+    A full-file request returns one hint per line with figures (10,000+ in big files); the
+    generic cattrs hook costs ~9 µs per hint, this one ~1 µs. It writes the fields this server
+    sets (position, label, paddingLeft, data, tooltip) and defers anything else to the
+    generic hook.
+    """
+    from pygls.protocol import default_converter
+
+    conv = default_converter()  # type: ignore[no-untyped-call]
+    generic = conv.get_unstructure_hook(lsp.InlayHint)
+
+    def hint_to_json(hint: lsp.InlayHint) -> Any:
+        if (
+            not isinstance(hint.label, str)
+            or hint.kind is not None
+            or hint.text_edits is not None
+            or hint.padding_right is not None
+        ):
+            return generic(hint)
+        out: dict[str, Any] = {
+            "position": {"line": hint.position.line, "character": hint.position.character},
+            "label": hint.label,
+        }
+        if hint.padding_left is not None:
+            out["paddingLeft"] = hint.padding_left
+        tooltip = hint.tooltip
+        if isinstance(tooltip, lsp.MarkupContent):
+            out["tooltip"] = {"kind": tooltip.kind.value, "value": tooltip.value}
+        elif tooltip is not None:
+            out["tooltip"] = tooltip
+        if hint.data is not None:
+            out["data"] = hint.data
+        return out
+
+    conv.register_unstructure_hook(lsp.InlayHint, hint_to_json)
+    return conv
 
 
 def with_tooltip(hint: lsp.InlayHint, text: str | None) -> lsp.InlayHint:
@@ -70,10 +122,8 @@ def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str])
     text = lines[item.line] if item.line < len(lines) else ""
     return lsp.Diagnostic(
         range=lsp.Range(
-            start=lsp.Position(
-                line=item.line, character=codec.client_num_units(text[: item.start])
-            ),
-            end=lsp.Position(line=item.line, character=codec.client_num_units(text[: item.end])),
+            start=lsp.Position(line=item.line, character=units(codec, text[: item.start])),
+            end=lsp.Position(line=item.line, character=units(codec, text[: item.end])),
         ),
         message=item.message,
         severity=lsp.DiagnosticSeverity.Warning,

@@ -35,6 +35,12 @@ class FileView:
         self.run = run
         self.baseline_source = baseline
 
+    def label_memo(self, figure: str, compare: bool) -> dict[int, str]:
+        """Labels already built for this file, per (figure, compare): requests reuse them."""
+        memo = self.__dict__.setdefault("_labels", {})
+        found: dict[int, str] = memo.setdefault((figure, compare), {})
+        return found
+
     @property
     def lines(self) -> Mapping[int, LineStats]:
         return self.source.lines

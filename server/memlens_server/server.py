@@ -77,11 +77,16 @@ class MemlensServer(LanguageServer):
     """pygls server with memlens state (no module globals)."""
 
     def __init__(self) -> None:
-        super().__init__("memlens", __version__)
+        super().__init__("memlens", __version__, converter_factory=convert.converter_factory)
         self.index = Index()
         self.settings = Settings()
         self.features = ClientFeatures()
         self.mappings = MappingCache()
+        #: uri -> (key, {0-based line: hint}) of converted inlay hints (features.inlay_hints).
+        self.hint_cache: dict[str, Any] = {}
+        #: token -> (uri, run id) for inlayHint/resolve (hints carry [token, line] as data).
+        self.hint_tokens: dict[int, tuple[str, str]] = {}
+        self.hint_token_seq = 0
         #: (path, mtime) of run files already reported as unreadable.
         self.reported: set[tuple[str, int]] = set()
         self.shown_problems: set[str] = set()
@@ -91,6 +96,7 @@ class MemlensServer(LanguageServer):
         self.poll_task: asyncio.Task[None] | None = None
         self.reload_lock: asyncio.Lock | None = None
         self.running: dict[str, asyncio.subprocess.Process] = {}
+        self.background: set[asyncio.Task[None]] = set()
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:

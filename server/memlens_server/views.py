@@ -81,6 +81,7 @@ def hint_items(
     lines = view.lines
     base_lines = view.baseline_lines if compare else {}
     out: list[HintItem] = []
+    memo = view.label_memo(settings.figure, compare)
     if end - start > len(lines):
         # Fewer figures than lines in range: walk the figures instead.
         candidates = sorted(
@@ -97,7 +98,9 @@ def hint_items(
         base = base_lines.get(rec)
         if not _shown(stats, base, settings, peak_total, compare):
             continue
-        label = line_label(stats, settings.figure, base, compare=compare)
+        label = memo.get(rec)
+        if label is None:
+            label = memo[rec] = line_label(stats, settings.figure, base, compare=compare)
         out.append(HintItem(buffer_line - 1, label, rec))
     return out
 

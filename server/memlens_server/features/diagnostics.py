@@ -47,4 +47,5 @@ def did_change(ls: MemlensServer, params: lsp.DidChangeTextDocumentParams) -> No
 
 def did_close(ls: MemlensServer, params: lsp.DidCloseTextDocumentParams) -> None:
     ls.mappings.forget(params.text_document.uri)
+    ls.hint_cache.pop(params.text_document.uri, None)
     ls.text_document_publish_diagnostics(convert.publish(params.text_document.uri, None, []))

@@ -28,6 +28,8 @@ from memlens_server.index import FolderState, Index, RunData
 from memlens_server.server import ClientFeatures, MemlensServer
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
+#: Seconds to wait for the client's answer to a server request before going on without it.
+CLIENT_TIMEOUT_S = 5.0
 
 
 # -- pure-ish loading (runs in a worker thread) ---------------------------------------------
@@ -131,12 +133,16 @@ async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: boo
         if not changed:
             return
         ls.mappings.clear()
+        ls.hint_cache.clear()
     from memlens_server.features import diagnostics
 
     diagnostics.publish_all(ls)
     for state in changed:
         notify_loaded(ls, state)
-    await refresh(ls)
+    # Not awaited: a slow or silent client must not hold up the next reload.
+    task = asyncio.create_task(refresh(ls))
+    ls.background.add(task)
+    task.add_done_callback(ls.background.discard)
 
 
 def _report_bad_run(ls: MemlensServer, path: Path, message: str) -> None:
@@ -167,9 +173,12 @@ async def refresh(ls: MemlensServer) -> None:
         requests.append(ls.workspace_inlay_hint_refresh_async(None))
     if ls.features.code_lens_refresh:
         requests.append(ls.workspace_code_lens_refresh_async(None))
-    for result in await asyncio.gather(*requests, return_exceptions=True):
+    results = await asyncio.wait_for(
+        asyncio.gather(*requests, return_exceptions=True), CLIENT_TIMEOUT_S
+    )
+    for result in results:
         if isinstance(result, BaseException):
-            ls.log_message(f"memlens: refresh request failed: {result}", "warning")
+            ls.log_message(f"memlens: refresh request failed: {result!r}", "warning")
 
 
 async def poll(ls: MemlensServer) -> None:
@@ -216,7 +225,9 @@ async def _fetch_configuration(ls: MemlensServer) -> bool:
     if not ls.features.configuration:
         return False
     try:
-        result = await ls.workspace_configuration_async(convert.configuration_request())
+        result = await asyncio.wait_for(
+            ls.workspace_configuration_async(convert.configuration_request()), CLIENT_TIMEOUT_S
+        )
     except Exception as exc:  # noqa: BLE001 - client errors: keep the settings we have
         ls.log_message(f"memlens: workspace/configuration failed: {exc}", "warning")
         return False
@@ -229,8 +240,11 @@ async def initialized(ls: MemlensServer, params: lsp.InitializedParams) -> None:
     await _fetch_configuration(ls)
     if ls.features.watched_files_dynamic:
         try:
-            await ls.client_register_capability_async(
-                convert.watch_registration(WATCH_REGISTRATION_ID, protocol.RUNS_GLOB)
+            await asyncio.wait_for(
+                ls.client_register_capability_async(
+                    convert.watch_registration(WATCH_REGISTRATION_ID, protocol.RUNS_GLOB)
+                ),
+                CLIENT_TIMEOUT_S,
             )
         except Exception as exc:  # noqa: BLE001 - the poll covers it
             ls.log_message(f"memlens: cannot register a file watcher ({exc}); polling", "info")
