@@ -1,39 +1,43 @@
 // memlens for VS Code: starts the memlens language server and adds commands, a status bar
-// item and settings. Figures (inlay hints, hovers, lenses, diagnostics) all come from the server.
+// item and settings. Figures (inlay hints, hovers, lenses, diagnostics) all come from the server;
+// the logic lives in src/common (tested with a stubbed API), this file only wires it to `vscode`.
 import * as vscode from 'vscode';
 import { ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
-import { pickRun, runFile, ServerLink, splitArgs, summaryText, toggleSetting } from './common/commands';
+import { pickRun, runFile, ServerLink, showSummary, splitArgs, toggleSetting } from './common/commands';
 import { debounce } from './common/debounce';
-import { installHint, resolveInterpreter } from './common/interpreter';
+import { installCommand, interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
 import { needsRestart, readSettings } from './common/settings';
-import { createClient, memlensInstalled } from './common/server';
+import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
 import { vscodeApi } from './common/vscodeapiImpl';
 
+const PYTHON_EXTENSION = 'ms-python.python';
+
 let client: LanguageClient | undefined;
 let lastState: RunLoaded | undefined;
+let pythonEnvWatch: vscode.Disposable | undefined;
 
-async function pythonFromExtension(): Promise<string | undefined> {
-  const ext = vscode.extensions.getExtension('ms-python.python');
+async function pythonApi(onChange: () => void): Promise<PythonExtensionApi | undefined> {
+  const ext = vscode.extensions.getExtension(PYTHON_EXTENSION);
   if (!ext) {
     return undefined;
   }
-  const api = ext.isActive ? ext.exports : await ext.activate();
-  const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
-  const details = api?.settings?.getExecutionDetails?.(folder);
-  const command: string[] | undefined = details?.execCommand;
-  if (command && command.length > 0) {
-    return command[0];
+  const api = (ext.isActive ? ext.exports : await ext.activate()) as
+    | (PythonExtensionApi & { environments?: { onDidChangeActiveEnvironmentPath?: vscode.Event<unknown> } })
+    | undefined;
+  const event = api?.environments?.onDidChangeActiveEnvironmentPath;
+  if (!pythonEnvWatch && event) {
+    pythonEnvWatch = event(() => onChange());
   }
-  const env = api?.environments?.getActiveEnvironmentPath?.(folder);
-  return env?.path;
+  return api;
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('memlens', { log: true });
-  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  const status = vscode.window.createStatusBarItem('memlens.status', vscode.StatusBarAlignment.Left, 50);
+  status.name = 'memlens';
   status.command = 'memlens.chooseRunToShow';
-  context.subscriptions.push(output, status);
+  context.subscriptions.push(output, status, { dispose: () => pythonEnvWatch?.dispose() });
 
   const refreshStatus = (): void => {
     const { text, tooltip } = statusText(lastState, new Date());
@@ -44,34 +48,43 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const ageTimer = setInterval(refreshStatus, 30_000);
   context.subscriptions.push({ dispose: () => clearInterval(ageTimer) });
 
-  const link: ServerLink = {
-    execute: async (command, args) => {
-      if (!client || client.state !== State.Running) {
-        throw new Error('the memlens server is not running');
-      }
-      return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
-    },
+  const send = (command: string, args: unknown[], token?: vscode.CancellationToken): Promise<unknown> => {
+    if (!client || client.state !== State.Running) {
+      return Promise.reject(new Error('the memlens server is not running (see the memlens output)'));
+    }
+    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }, token);
   };
+  const link: ServerLink = { execute: (command, args) => send(command, args) };
 
-  const start = async (): Promise<void> => {
+  // Starts are serialised: a restart waits for the previous start/stop to finish.
+  let queue: Promise<void> = Promise.resolve();
+  let restart: () => void = () => undefined;
+  const startOnce = async (): Promise<void> => {
     if (client) {
       const old = client;
       client = undefined;
       await old.stop().catch(() => undefined);
     }
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
     const interpreter = await resolveInterpreter({
       setting: () => vscodeApi.getSetting<string>('interpreter', ''),
-      pythonExtension: pythonFromExtension,
+      pythonExtension: async () => interpreterFromPythonApi(await pythonApi(() => restart()), folder),
+      isTrusted: () => vscode.workspace.isTrusted,
     });
-    output.info(`memlens: starting the server with ${interpreter.path} (${interpreter.source})`);
-    if (!memlensInstalled(interpreter.path)) {
-      const hint = installHint(interpreter.path);
-      output.error(hint);
-      const copy = 'Copy install command';
-      const choice = await vscodeApi.showError(hint, copy);
-      if (choice === copy) {
-        await vscodeApi.copyToClipboard(`${interpreter.path} -m pip install memlens`);
-      }
+    output.info(`starting the server: ${interpreter.path} -m memlens lsp (interpreter from ${interpreter.source})`);
+    const problem = probeMessage(interpreter.path, await probeInterpreter(interpreter.path));
+    if (problem) {
+      output.error(problem);
+      const copy = 'Copy Install Command';
+      const open = 'Open Settings';
+      const actions = problem.startsWith('memlens is not installed') ? [copy, open] : [open];
+      void vscodeApi.showError(problem, ...actions).then(async (choice) => {
+        if (choice === copy) {
+          await vscodeApi.copyToClipboard(installCommand(interpreter.path));
+        } else if (choice === open) {
+          await vscode.commands.executeCommand('workbench.action.openSettings', 'memlens.interpreter');
+        }
+      });
       return;
     }
     const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output);
@@ -82,70 +95,89 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     client = next;
     await next.start();
   };
-  const restart = debounce(() => {
-    void start().catch((err: unknown) => output.error(`memlens: cannot start the server: ${String(err)}`));
-  }, 500);
+  const start = (): Promise<void> => {
+    queue = queue
+      .then(startOnce)
+      .catch((err: unknown) => output.error(`cannot start the server: ${String(err)}`));
+    return queue;
+  };
+  restart = debounce(() => void start(), 500);
 
   const runWithProgress = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
     await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'memlens', cancellable: true },
       async (progress, token) => {
         progress.report({ message: `profiling ${uri ? vscode.workspace.asRelativePath(uri) : ''}…` });
-        const cancellable: ServerLink = {
-          execute: (command, cmdArgs) => {
-            if (!client) {
-              return Promise.reject(new Error('the memlens server is not running'));
-            }
-            return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: cmdArgs }, token);
-          },
-        };
-        await runFile(vscodeApi, cancellable, uri?.toString(), args);
+        const cancellable: ServerLink = { execute: (command, cmdArgs) => send(command, cmdArgs, token) };
+        try {
+          await runFile(vscodeApi, cancellable, uri?.toString(), args);
+        } catch (err) {
+          if (!token.isCancellationRequested) {
+            void vscodeApi.showError(`memlens: ${err instanceof Error ? err.message : String(err)}`);
+          }
+        }
       },
     );
   };
+  const guarded =
+    <A extends unknown[]>(fn: (...args: A) => Promise<unknown>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await fn(...args);
+      } catch (err) {
+        void vscodeApi.showError(`memlens: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    };
 
   context.subscriptions.push(
     vscode.commands.registerCommand('memlens.runCurrentFile', (uri?: vscode.Uri) =>
-      runWithProgress(uri ?? vscodeApi.activePythonFile(), []),
+      runWithProgress(uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile(), []),
     ),
     vscode.commands.registerCommand('memlens.runFileWithArgs', async (uri?: vscode.Uri) => {
-      const line = await vscodeApi.showInputBox('Arguments for the program');
+      const target = uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile();
+      const line = await vscodeApi.showInputBox('Arguments for the program (shell-style quoting)');
       if (line !== undefined) {
-        await runWithProgress(uri ?? vscodeApi.activePythonFile(), splitArgs(line));
+        await runWithProgress(target, splitArgs(line));
       }
     }),
-    vscode.commands.registerCommand('memlens.setBaselineRun', () => pickRun(vscodeApi, link, 'baseline')),
-    vscode.commands.registerCommand('memlens.chooseRunToShow', () => pickRun(vscodeApi, link, 'show')),
-    vscode.commands.registerCommand('memlens.compareWithBaseline', () =>
-      toggleSetting(vscodeApi, 'compareWithBaseline', false),
+    vscode.commands.registerCommand(
+      'memlens.setBaselineRun',
+      guarded(() => pickRun(vscodeApi, link, 'baseline', vscodeApi.activeWorkspaceFolder())),
     ),
-    vscode.commands.registerCommand('memlens.toggleAnnotations', () =>
-      toggleSetting(vscodeApi, 'inlayHints.enabled', true),
+    vscode.commands.registerCommand(
+      'memlens.chooseRunToShow',
+      guarded(() => pickRun(vscodeApi, link, 'show', vscodeApi.activeWorkspaceFolder())),
     ),
-    vscode.commands.registerCommand('memlens.showRunSummary', async () => {
-      const summary = (await link.execute('memlens.summary', [{}])) as Parameters<typeof summaryText>[0];
-      await vscodeApi.showInfo(summaryText(summary));
-    }),
+    vscode.commands.registerCommand(
+      'memlens.compareWithBaseline',
+      guarded(() => toggleSetting(vscodeApi, 'compareWithBaseline', false)),
+    ),
+    vscode.commands.registerCommand(
+      'memlens.toggleAnnotations',
+      guarded(() => toggleSetting(vscodeApi, 'inlayHints.enabled', true)),
+    ),
+    vscode.commands.registerCommand(
+      'memlens.showRunSummary',
+      guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder())),
+    ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
     vscode.workspace.onDidChangeConfiguration((event) => {
-      if (needsRestart((section) => event.affectsConfiguration(section))) {
+      const running = client !== undefined && client.state === State.Running;
+      if (needsRestart((section) => event.affectsConfiguration(section), running)) {
         restart();
       }
     }),
-    vscode.workspace.onDidGrantWorkspaceTrust(() => refreshStatus()),
+    // Trusting the workspace may change the interpreter (the Python extension's pick is used then).
+    vscode.workspace.onDidGrantWorkspaceTrust(() => restart()),
   );
-  const pythonExt = vscode.extensions.getExtension('ms-python.python');
-  const envApi = pythonExt?.isActive ? pythonExt.exports?.environments : undefined;
-  if (envApi?.onDidChangeActiveEnvironmentPath) {
-    context.subscriptions.push(envApi.onDidChangeActiveEnvironmentPath(() => restart()));
-  }
   refreshStatus();
   await start();
 }
 
 export async function deactivate(): Promise<void> {
   if (client) {
-    await client.stop();
+    const old = client;
     client = undefined;
+    await old.stop();
   }
 }

@@ -1,6 +1,7 @@
 // What the client commands do, written against small interfaces so that unit tests can drive
 // them with fakes. Figures always come from the server; the client only asks and shows.
-import { runPickItems, ListedRun } from './runs';
+import { baselinePickItems, ListedRun, runPickItems } from './runs';
+import { formatBytes } from './status';
 import { mayRunCode, UNTRUSTED_MESSAGE } from './trust';
 import { VsCodeApi } from './vscodeapi';
 
@@ -83,18 +84,25 @@ export async function pickRun(
   api: VsCodeApi,
   link: ServerLink,
   action: 'baseline' | 'show',
+  workspace?: string,
 ): Promise<string | undefined> {
-  const runs = ((await link.execute('memlens.listRuns', [{}])) as ListedRun[] | null) ?? [];
-  if (runs.length === 0) {
+  const where = workspace ? { workspace } : {};
+  const runs = ((await link.execute('memlens.listRuns', [where])) as ListedRun[] | null) ?? [];
+  const items = action === 'baseline' ? baselinePickItems(runs) : runPickItems(runs);
+  if (items.length === 0) {
     await api.showInfo('memlens: no runs yet. Use "memlens: Run Current File" first.');
     return undefined;
   }
   const placeHolder = action === 'baseline' ? 'Choose the baseline run' : 'Choose the run to show';
-  const picked = await api.showQuickPick(runPickItems(runs), placeHolder);
+  const picked = await api.showQuickPick(items, placeHolder);
   if (!picked) {
     return undefined;
   }
-  await link.execute(action === 'baseline' ? 'memlens.setBaseline' : 'memlens.chooseRun', [{ run: picked.run }]);
+  if (picked.clear) {
+    await link.execute('memlens.clearBaseline', [where]);
+    return '';
+  }
+  await link.execute(action === 'baseline' ? 'memlens.setBaseline' : 'memlens.chooseRun', [{ run: picked.run, ...where }]);
   return picked.run;
 }
 
@@ -111,17 +119,55 @@ export interface SummaryTop {
   label: string;
 }
 
-export function summaryText(summary: {
+export interface SummaryResult {
   run: { id: string; peak_traced_bytes: number } | null;
-  baseline: { id: string } | null;
+  baseline: { id: string; peak_traced_bytes: number } | null;
   top: SummaryTop[];
-}): string {
+}
+
+export function summaryText(summary: SummaryResult): string {
   if (!summary.run) {
     return 'memlens: no run loaded.';
   }
-  const lines = [`memlens run ${summary.run.id}${summary.baseline ? ` (baseline ${summary.baseline.id})` : ''}`];
-  for (const t of summary.top.slice(0, 5)) {
+  const base = summary.baseline
+    ? ` (baseline ${summary.baseline.id}: ${formatBytes(summary.baseline.peak_traced_bytes)} peak)`
+    : '';
+  const lines = [`memlens run ${summary.run.id}: ${formatBytes(summary.run.peak_traced_bytes)} peak${base}`];
+  for (const t of summary.top) {
     lines.push(`${t.file.split(/[\\/]/).pop()}:${t.line}  ${t.label}`);
   }
   return lines.join('\n');
+}
+
+export interface SummaryPickItem {
+  label: string;
+  description: string;
+  file: string;
+  line: number;
+}
+
+/** The heaviest lines of the summary as quick-pick items (picking one opens the line). */
+export function summaryPickItems(summary: SummaryResult): SummaryPickItem[] {
+  return summary.top.map((t) => ({
+    label: `${t.file.split(/[\\/]/).pop()}:${t.line}`,
+    description: t.label,
+    file: t.file,
+    line: t.line,
+  }));
+}
+
+/** memlens: Show Run Summary — the run, its baseline and its heaviest lines; opens a picked line. */
+export async function showSummary(api: VsCodeApi, link: ServerLink, workspace?: string): Promise<string> {
+  const summary = (await link.execute('memlens.summary', [workspace ? { workspace } : {}])) as SummaryResult | null;
+  if (!summary || !summary.run) {
+    const text = summaryText({ run: null, baseline: null, top: [] });
+    await api.showInfo(text);
+    return text;
+  }
+  const title = summaryText({ ...summary, top: [] });
+  const picked = await api.showQuickPick(summaryPickItems(summary), title);
+  if (picked) {
+    await api.openLocation(picked.file, picked.line);
+  }
+  return title;
 }

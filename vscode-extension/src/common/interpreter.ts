@@ -1,10 +1,14 @@
 // Which Python runs `-m memlens lsp`: the memlens.interpreter setting, else the interpreter
-// selected in the Python extension, else python3.
+// selected in the Python extension, else python3. In an untrusted workspace the Python
+// extension's pick is skipped (it may be a venv inside the workspace); VS Code already ignores
+// workspace values of memlens.interpreter there (a restricted setting).
 
 export interface InterpreterSources {
   setting(): string;
   /** The Python extension's selected interpreter for a folder, if the extension is there. */
   pythonExtension(): Promise<string | undefined>;
+  /** Workspace trust; absent means trusted. */
+  isTrusted?(): boolean;
 }
 
 export interface Interpreter {
@@ -17,18 +21,62 @@ export async function resolveInterpreter(sources: InterpreterSources): Promise<I
   if (fromSetting) {
     return { path: fromSetting, source: 'setting' };
   }
-  try {
-    const fromExtension = await sources.pythonExtension();
-    if (fromExtension) {
-      return { path: fromExtension, source: 'python-extension' };
+  if (sources.isTrusted?.() ?? true) {
+    try {
+      const fromExtension = await sources.pythonExtension();
+      if (fromExtension) {
+        return { path: fromExtension, source: 'python-extension' };
+      }
+    } catch {
+      // The Python extension is missing or not ready: fall back to the default.
     }
-  } catch {
-    // The Python extension is missing or not ready: fall back to the default.
   }
   return { path: 'python3', source: 'default' };
 }
 
+/** The Python extension's API (ms-python.python exports), only the parts we read. */
+export interface PythonExtensionApi {
+  settings?: { getExecutionDetails?(resource?: unknown): { execCommand?: string[] | undefined } | undefined };
+  environments?: { getActiveEnvironmentPath?(resource?: unknown): { path?: string } | undefined };
+}
+
+/**
+ * The interpreter the Python extension selected for `resource`: the active environment's path,
+ * else the execution command when it is a bare interpreter (not e.g. `conda run ...`).
+ */
+export function interpreterFromPythonApi(api: PythonExtensionApi | undefined, resource?: unknown): string | undefined {
+  const path = api?.environments?.getActiveEnvironmentPath?.(resource)?.path;
+  if (path) {
+    return path;
+  }
+  const command = api?.settings?.getExecutionDetails?.(resource)?.execCommand;
+  if (command && command.length === 1 && command[0]) {
+    return command[0];
+  }
+  return undefined;
+}
+
+function quote(python: string): string {
+  return /\s/.test(python) ? `"${python}"` : python;
+}
+
+export function installCommand(python: string): string {
+  return `${quote(python)} -m pip install memlens`;
+}
+
 export function installHint(python: string): string {
-  const quoted = /\s/.test(python) ? `"${python}"` : python;
-  return `memlens is not installed for ${python}. Install it with: ${quoted} -m pip install memlens`;
+  return `memlens is not installed for ${python}. Install it with: ${installCommand(python)}`;
+}
+
+/** Why the probe of an interpreter failed, for the user. */
+export type ProbeResult = 'ok' | 'missing-interpreter' | 'missing-memlens';
+
+export function probeMessage(python: string, result: ProbeResult): string | undefined {
+  if (result === 'missing-interpreter') {
+    return `memlens: cannot start Python "${python}". Set memlens.interpreter or select an interpreter in the Python extension.`;
+  }
+  if (result === 'missing-memlens') {
+    return installHint(python);
+  }
+  return undefined;
 }

@@ -1,37 +1,59 @@
 // Quick-pick items for the runs the server lists (memlens.listRuns).
-import { formatBytes } from './status';
+import { formatAge, formatBytes } from './status';
 
+/** One entry of memlens.listRuns (docs/lsp.md). An unreadable run file has nulls and `error`. */
 export interface ListedRun {
   id: string;
   path: string;
-  started: string;
-  command: string[];
-  peak_traced_bytes: number;
-  duration_s: number;
-  complete: boolean;
+  started: string | null;
+  command: string | null;
+  peak_traced_bytes: number | null;
+  duration_s: number | null;
+  complete: boolean | null;
   isBaseline: boolean;
   isLoaded: boolean;
+  error?: string | null;
 }
 
 export interface RunPickItem {
   label: string;
   description: string;
   detail: string;
+  /** What the server gets back: the run's path, or '' for "clear the baseline". */
   run: string;
+  clear?: boolean;
 }
 
-export function runPickItems(runs: ListedRun[]): RunPickItem[] {
-  return [...runs]
-    .sort((a, b) => (a.started < b.started ? 1 : a.started > b.started ? -1 : 0))
+/** Readable runs, newest first, with the shown run and the baseline marked. */
+export function runPickItems(runs: ListedRun[], now: Date = new Date()): RunPickItem[] {
+  return runs
+    .filter((r) => !r.error && r.started !== null)
+    .sort((a, b) => ((a.started ?? '') < (b.started ?? '') ? 1 : (a.started ?? '') > (b.started ?? '') ? -1 : 0))
     .map((r) => {
-      const marks = [r.isLoaded ? 'shown' : '', r.isBaseline ? 'baseline' : '', r.complete ? '' : 'incomplete']
+      const marks = [r.isLoaded ? 'shown' : '', r.isBaseline ? 'baseline' : '', r.complete === false ? 'incomplete' : '']
         .filter(Boolean)
         .join(', ');
+      const age = r.started ? formatAge(r.started, now) : '';
+      const parts = [
+        `${formatBytes(r.peak_traced_bytes ?? 0)} peak`,
+        `${(r.duration_s ?? 0).toFixed(2)} s`,
+        age,
+        marks,
+      ].filter(Boolean);
       return {
         label: `${r.isLoaded ? '$(eye) ' : ''}${r.isBaseline ? '$(pin) ' : ''}${r.id}`,
-        description: `${formatBytes(r.peak_traced_bytes)} peak · ${r.duration_s.toFixed(2)} s${marks ? ` · ${marks}` : ''}`,
-        detail: r.command.join(' '),
+        description: parts.join(' · '),
+        detail: r.command ?? '',
         run: r.path,
       };
     });
+}
+
+/** The baseline picker: the runs, plus "clear the baseline" first when one is set. */
+export function baselinePickItems(runs: ListedRun[], now: Date = new Date()): RunPickItem[] {
+  const items = runPickItems(runs, now);
+  if (runs.some((r) => r.isBaseline)) {
+    items.unshift({ label: '$(close) No baseline', description: 'clear the baseline', detail: '', run: '', clear: true });
+  }
+  return items;
 }

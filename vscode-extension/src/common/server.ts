@@ -1,12 +1,24 @@
-// Starting and stopping the language server process: `<python> -m memlens lsp`.
-import { spawnSync } from 'child_process';
+// Starting the language server process: `<python> -m memlens lsp` over stdio.
+import { execFile } from 'child_process';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from 'vscode-languageclient/node';
+import { ProbeResult } from './interpreter';
 import { ServerSettings } from './settings';
+import { filterLenses, mayExecuteServerCommand, UNTRUSTED_MESSAGE } from './trust';
 
-export function memlensInstalled(python: string): boolean {
-  const probe = spawnSync(python, ['-c', 'import memlens_server, memlens'], { timeout: 20000 });
-  return probe.status === 0;
+/** Checks, without blocking the extension host, that `python` exists and has memlens + its server. */
+export function probeInterpreter(python: string): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    execFile(python, ['-c', 'import memlens, memlens_server'], { timeout: 30000 }, (err) => {
+      if (!err) {
+        resolve('ok');
+      } else if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'EACCES') {
+        resolve('missing-interpreter');
+      } else {
+        resolve('missing-memlens');
+      }
+    });
+  });
 }
 
 export function createClient(
@@ -23,8 +35,20 @@ export function createClient(
     documentSelector: [{ scheme: 'file', language: 'python' }],
     initializationOptions: settings,
     outputChannel: output,
-    traceOutputChannel: output,
     synchronize: { configurationSection: 'memlens' },
+    middleware: {
+      executeCommand: async (command, args, next) => {
+        if (!mayExecuteServerCommand(command, vscode.workspace.isTrusted)) {
+          void vscode.window.showErrorMessage(UNTRUSTED_MESSAGE);
+          return undefined;
+        }
+        return next(command, args);
+      },
+      provideCodeLenses: async (document, token, next) => {
+        const lenses = await next(document, token);
+        return lenses ? filterLenses(lenses, vscode.workspace.isTrusted) : lenses;
+      },
+    },
   };
   return new LanguageClient('memlens', 'memlens', serverOptions, clientOptions);
 }

@@ -28,9 +28,18 @@ export function readSettings(get: Getter): ServerSettings {
   };
 }
 
-/** Keys whose change needs a new server process (the rest are sent as configuration). */
+/**
+ * Keys whose change needs a new server process. The others reach a running server as
+ * workspace/didChangeConfiguration (it re-reads the `memlens` section), so hints update
+ * without a restart; `memlens.trace.server` is applied by vscode-languageclient itself.
+ */
 export const RESTART_KEYS = ['memlens.interpreter'];
 
-export function needsRestart(affects: (section: string) => boolean): boolean {
-  return RESTART_KEYS.some((key) => affects(key));
+/** Whether a configuration change should (re)start the server: the interpreter changed, or
+ * any memlens setting changed while no server is running (e.g. it failed to start). */
+export function needsRestart(affects: (section: string) => boolean, serverRunning = true): boolean {
+  if (RESTART_KEYS.some((key) => affects(key))) {
+    return true;
+  }
+  return !serverRunning && affects('memlens');
 }

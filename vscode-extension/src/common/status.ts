@@ -1,10 +1,11 @@
 // The status bar text for the loaded run and baseline (from memlens/runLoaded).
 
+/** RunSummary of the LSP contract (docs/lsp.md); `command` is the shell-quoted command line. */
 export interface RunSummary {
   id: string;
   path: string;
   started: string;
-  command: string[];
+  command: string;
   peak_traced_bytes: number;
   duration_s: number;
   complete: boolean;
@@ -56,7 +57,7 @@ export function statusText(state: RunLoaded | undefined, now: Date): { text: str
   const run = state.run;
   const incomplete = run.complete ? '' : ' (incomplete)';
   let text = `$(pulse) ${formatBytes(run.peak_traced_bytes)} peak · ${formatAge(run.started, now)}${incomplete}`;
-  let tooltip = `memlens run ${run.id}: ${run.command.join(' ')}`;
+  let tooltip = `memlens run ${run.id}: ${run.command}`;
   if (state.baseline) {
     const delta = run.peak_traced_bytes - state.baseline.peak_traced_bytes;
     const sign = delta > 0 ? '+' : delta < 0 ? '−' : '±';

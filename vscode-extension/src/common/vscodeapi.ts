@@ -19,4 +19,8 @@ export interface VsCodeApi {
   showInputBox(prompt: string, value?: string): Thenable<string | undefined>;
   activePythonFile(): vscode.Uri | undefined;
   copyToClipboard(text: string): Thenable<void>;
+  /** The workspace folder (uri string) of the active editor, else the first folder. */
+  activeWorkspaceFolder(): string | undefined;
+  /** Opens `file` (a path) at 1-based `line`. */
+  openLocation(file: string, line: number): Thenable<void>;
 }

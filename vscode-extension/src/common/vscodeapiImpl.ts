@@ -23,4 +23,13 @@ export const vscodeApi: VsCodeApi = {
     return editor && editor.document.languageId === 'python' ? editor.document.uri : undefined;
   },
   copyToClipboard: (text) => vscode.env.clipboard.writeText(text),
+  activeWorkspaceFolder(): string | undefined {
+    const doc = vscode.window.activeTextEditor?.document.uri;
+    const folder = (doc && vscode.workspace.getWorkspaceFolder(doc)) ?? vscode.workspace.workspaceFolders?.[0];
+    return folder?.uri.toString();
+  },
+  async openLocation(file: string, line: number): Promise<void> {
+    const pos = new vscode.Position(Math.max(0, line - 1), 0);
+    await vscode.window.showTextDocument(vscode.Uri.file(file), { selection: new vscode.Range(pos, pos) });
+  },
 };

@@ -1,8 +1,8 @@
 import * as assert from 'assert';
 import * as sinon from 'sinon';
-import { pickRun, runFile, ServerLink, splitArgs, summaryText, toggleSetting } from '../../common/commands';
+import { pickRun, runFile, ServerLink, showSummary, splitArgs, summaryPickItems, summaryText, toggleSetting } from '../../common/commands';
 import { debounce } from '../../common/debounce';
-import { runPickItems } from '../../common/runs';
+import { baselinePickItems, runPickItems } from '../../common/runs';
 import { VsCodeApi } from '../../common/vscodeapi';
 
 type Fake = VsCodeApi & { [K in keyof VsCodeApi]: sinon.SinonStub };
@@ -18,15 +18,19 @@ function fakeApi(overrides: Partial<VsCodeApi> = {}): Fake {
     showInputBox: sinon.stub().resolves(undefined),
     activePythonFile: sinon.stub().returns(undefined),
     copyToClipboard: sinon.stub().resolves(),
+    activeWorkspaceFolder: sinon.stub().returns(undefined),
+    openLocation: sinon.stub().resolves(),
     ...overrides,
   };
   return api as unknown as Fake;
 }
 
 const runs = [
-  { id: 'a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: ['python', 'x.py'], peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false },
-  { id: 'b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: ['python', 'x.py', '-v'], peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true },
+  { id: 'a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: 'python x.py', peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false, error: null },
+  { id: 'b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: "python x.py -v 'a b'", peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true, error: null },
+  { id: 'c', path: '/r/c.mlrun', started: null, command: null, peak_traced_bytes: null, duration_s: null, complete: null, isBaseline: false, isLoaded: false, error: 'cannot read /r/c.mlrun: truncated' },
 ];
+const NOW = new Date('2026-11-22T11:30:00Z');
 
 describe('commands', () => {
   it('never runs code in an untrusted workspace', async () => {
@@ -51,23 +55,58 @@ describe('commands', () => {
     assert.strictEqual(execute.called, false);
     assert.ok(api.showError.calledOnce);
   });
-  it('builds quick-pick items newest first with marks', () => {
-    const items = runPickItems(runs);
+  it('builds quick-pick items newest first with marks, without unreadable runs', () => {
+    const items = runPickItems(runs, NOW);
     assert.deepStrictEqual(
       items.map((i) => [i.label, i.description, i.detail, i.run]),
       [
-        ['$(eye) b', '2.0 KiB peak · 2.00 s · shown, incomplete', 'python x.py -v', '/r/b.mlrun'],
-        ['$(pin) a', '1.0 KiB peak · 1.00 s · baseline', 'python x.py', '/r/a.mlrun'],
+        ['$(eye) b', '2.0 KiB peak · 2.00 s · 30m ago · shown, incomplete', "python x.py -v 'a b'", '/r/b.mlrun'],
+        ['$(pin) a', '1.0 KiB peak · 1.00 s · 2h ago · baseline', 'python x.py', '/r/a.mlrun'],
       ],
     );
   });
-  it('sets the picked run as baseline', async () => {
-    const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[1]) });
+  it('offers "No baseline" first when a baseline is set', () => {
+    const items = baselinePickItems(runs, NOW);
+    assert.deepStrictEqual(
+      items.map((i) => [i.label, i.run, i.clear ?? false]),
+      [
+        ['$(close) No baseline', '', true],
+        ['$(eye) b', '/r/b.mlrun', false],
+        ['$(pin) a', '/r/a.mlrun', false],
+      ],
+    );
+    const none = baselinePickItems(runs.map((r) => ({ ...r, isBaseline: false })), NOW);
+    assert.deepStrictEqual(none.map((i) => i.run), ['/r/b.mlrun', '/r/a.mlrun']);
+  });
+  it('sets the picked run as baseline in the given workspace', async () => {
+    const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[2]) });
     const execute = sinon.stub();
     execute.withArgs('memlens.listRuns').resolves(runs);
     execute.withArgs('memlens.setBaseline').resolves(null);
-    assert.strictEqual(await pickRun(api, { execute }, 'baseline'), '/r/a.mlrun');
-    assert.deepStrictEqual(execute.secondCall.args, ['memlens.setBaseline', [{ run: '/r/a.mlrun' }]]);
+    assert.strictEqual(await pickRun(api, { execute }, 'baseline', 'file:///w'), '/r/a.mlrun');
+    assert.deepStrictEqual(execute.firstCall.args, ['memlens.listRuns', [{ workspace: 'file:///w' }]]);
+    assert.deepStrictEqual(execute.secondCall.args, ['memlens.setBaseline', [{ run: '/r/a.mlrun', workspace: 'file:///w' }]]);
+    assert.strictEqual(api.showQuickPick.firstCall.args[1], 'Choose the baseline run');
+  });
+  it('clears the baseline when "No baseline" is picked', async () => {
+    const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[0]) });
+    const execute = sinon.stub();
+    execute.withArgs('memlens.listRuns').resolves(runs);
+    assert.strictEqual(await pickRun(api, { execute }, 'baseline'), '');
+    assert.deepStrictEqual(execute.secondCall.args, ['memlens.clearBaseline', [{}]]);
+  });
+  it('shows the picked run', async () => {
+    const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[0]) });
+    const execute = sinon.stub();
+    execute.withArgs('memlens.listRuns').resolves(runs);
+    assert.strictEqual(await pickRun(api, { execute }, 'show'), '/r/b.mlrun');
+    assert.deepStrictEqual(execute.secondCall.args, ['memlens.chooseRun', [{ run: '/r/b.mlrun' }]]);
+  });
+  it('does nothing when the pick is dismissed', async () => {
+    const api = fakeApi();
+    const execute = sinon.stub().resolves(runs);
+    assert.strictEqual(await pickRun(api, { execute }, 'show'), undefined);
+    assert.strictEqual(execute.callCount, 1);
   });
   it('says when there are no runs', async () => {
     const api = fakeApi();
@@ -85,12 +124,38 @@ describe('commands', () => {
   });
   it('summarises the loaded run', () => {
     const text = summaryText({
-      run: { id: 'r1', peak_traced_bytes: 1 },
-      baseline: { id: 'b1' },
+      run: { id: 'r1', peak_traced_bytes: 3 * 1024 * 1024 },
+      baseline: { id: 'b1', peak_traced_bytes: 2048 },
       top: [{ file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' }],
     });
-    assert.strictEqual(text, 'memlens run r1 (baseline b1)\napp.py:12  ▲ 48.2 MiB peak');
+    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak (baseline b1: 2.0 KiB peak)\napp.py:12  ▲ 48.2 MiB peak');
     assert.strictEqual(summaryText({ run: null, baseline: null, top: [] }), 'memlens: no run loaded.');
+  });
+  it('shows the summary as a pick of the heaviest lines and opens the picked one', async () => {
+    const summary = {
+      run: { id: 'r1', peak_traced_bytes: 1024 },
+      baseline: null,
+      top: [
+        { file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' },
+        { file: '/w/lib/io.py', line: 3, label: '1.0 KiB peak' },
+      ],
+    };
+    assert.deepStrictEqual(summaryPickItems(summary), [
+      { label: 'app.py:12', description: '▲ 48.2 MiB peak', file: '/w/app.py', line: 12 },
+      { label: 'io.py:3', description: '1.0 KiB peak', file: '/w/lib/io.py', line: 3 },
+    ]);
+    const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: unknown[]) => items[1]) });
+    const execute = sinon.stub().resolves(summary);
+    assert.strictEqual(await showSummary(api, { execute }, 'file:///w'), 'memlens run r1: 1.0 KiB peak');
+    assert.deepStrictEqual(execute.firstCall.args, ['memlens.summary', [{ workspace: 'file:///w' }]]);
+    assert.strictEqual(api.showQuickPick.firstCall.args[1], 'memlens run r1: 1.0 KiB peak');
+    assert.deepStrictEqual(api.openLocation.firstCall.args, ['/w/lib/io.py', 3]);
+  });
+  it('says when no run is loaded instead of an empty summary', async () => {
+    const api = fakeApi();
+    await showSummary(api, { execute: sinon.stub().resolves({ run: null, baseline: null, top: [] }) });
+    assert.strictEqual(api.showInfo.firstCall.args[0], 'memlens: no run loaded.');
+    assert.strictEqual(api.showQuickPick.called, false);
   });
   it('debounces restarts', () => {
     const clock = sinon.useFakeTimers();

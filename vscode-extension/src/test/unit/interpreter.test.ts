@@ -1,5 +1,5 @@
 import * as assert from 'assert';
-import { installHint, resolveInterpreter } from '../../common/interpreter';
+import { installCommand, installHint, interpreterFromPythonApi, probeMessage, resolveInterpreter } from '../../common/interpreter';
 
 describe('resolveInterpreter', () => {
   it('prefers the memlens.interpreter setting', async () => {
@@ -28,5 +28,45 @@ describe('resolveInterpreter', () => {
       installHint('/my envs/bin/python'),
       'memlens is not installed for /my envs/bin/python. Install it with: "/my envs/bin/python" -m pip install memlens',
     );
+  });
+  it('skips the Python extension in an untrusted workspace (its pick may be a workspace venv)', async () => {
+    let asked = false;
+    const got = await resolveInterpreter({
+      setting: () => '',
+      pythonExtension: async () => {
+        asked = true;
+        return '/w/.venv/bin/python';
+      },
+      isTrusted: () => false,
+    });
+    assert.deepStrictEqual(got, { path: 'python3', source: 'default' });
+    assert.strictEqual(asked, false);
+    const user = await resolveInterpreter({ setting: () => '/usr/bin/python3.12', pythonExtension: async () => '/x', isTrusted: () => false });
+    assert.deepStrictEqual(user, { path: '/usr/bin/python3.12', source: 'setting' });
+  });
+  it('reads the Python extension API: active environment, then a bare execution command', () => {
+    const res = { fsPath: '/w' };
+    const env = { environments: { getActiveEnvironmentPath: (r?: unknown) => ({ path: r === res ? '/w/.venv/bin/python' : '/other' }) } };
+    assert.strictEqual(interpreterFromPythonApi(env, res), '/w/.venv/bin/python');
+    const exec = { settings: { getExecutionDetails: () => ({ execCommand: ['/opt/py/bin/python3'] }) } };
+    assert.strictEqual(interpreterFromPythonApi(exec, res), '/opt/py/bin/python3');
+    const conda = { settings: { getExecutionDetails: () => ({ execCommand: ['conda', 'run', '-n', 'x', 'python'] }) } };
+    assert.strictEqual(interpreterFromPythonApi(conda, res), undefined);
+    const both = { ...exec, environments: { getActiveEnvironmentPath: () => ({ path: '' }) } };
+    assert.strictEqual(interpreterFromPythonApi(both, res), '/opt/py/bin/python3');
+    assert.strictEqual(interpreterFromPythonApi(undefined, res), undefined);
+    assert.strictEqual(interpreterFromPythonApi({}, res), undefined);
+  });
+  it('explains a failed probe', () => {
+    assert.strictEqual(probeMessage('/p/python', 'ok'), undefined);
+    assert.strictEqual(
+      probeMessage('/p/python', 'missing-memlens'),
+      'memlens is not installed for /p/python. Install it with: /p/python -m pip install memlens',
+    );
+    assert.strictEqual(
+      probeMessage('nopython', 'missing-interpreter'),
+      'memlens: cannot start Python "nopython". Set memlens.interpreter or select an interpreter in the Python extension.',
+    );
+    assert.strictEqual(installCommand('python3'), 'python3 -m pip install memlens');
   });
 });

@@ -33,4 +33,9 @@ describe('readSettings', () => {
     assert.strictEqual(needsRestart((k) => k === 'memlens.interpreter'), true);
     assert.strictEqual(needsRestart((k) => k === 'memlens.inlayHints.figure'), false);
   });
+  it('retries a server that is not running on any memlens setting change', () => {
+    const figure = (k: string) => k === 'memlens' || k === 'memlens.inlayHints.figure';
+    assert.strictEqual(needsRestart(figure, false), true);
+    assert.strictEqual(needsRestart((k) => k === 'editor.fontSize', false), false);
+  });
 });

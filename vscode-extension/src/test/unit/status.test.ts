@@ -5,7 +5,7 @@ const run = {
   id: '20261122-100000-1',
   path: '/w/.memlens/runs/20261122-100000-1.mlrun',
   started: '2026-11-22T10:00:00+00:00',
-  command: ['python', 'app.py'],
+  command: 'python app.py',
   peak_traced_bytes: 48 * 1024 * 1024,
   duration_s: 1.5,
   complete: true,
@@ -29,7 +29,7 @@ describe('status bar', () => {
     const baseline = { ...run, id: 'b', peak_traced_bytes: 60 * 1024 * 1024 };
     const { text, tooltip } = statusText({ run, baseline }, now);
     assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
-    assert.match(tooltip, /baseline b: 60\.0 MiB peak/);
+    assert.strictEqual(tooltip, 'memlens run 20261122-100000-1: python app.py\nbaseline b: 60.0 MiB peak\nClick to choose a run.');
   });
   it('says when there is no run, and marks incomplete runs', () => {
     assert.strictEqual(statusText(undefined, new Date()).text, '$(pulse) memlens: no run');
