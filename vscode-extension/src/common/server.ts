@@ -1,7 +1,7 @@
 // Starting the language server process: `<python> -m memlens lsp` over stdio.
 import { execFile } from 'child_process';
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from 'vscode-languageclient/node';
+import { LanguageClient, LanguageClientOptions, ServerOptions } from 'vscode-languageclient/node';
 import { ProbeResult } from './interpreter';
 import { ServerSettings } from './settings';
 import { filterLenses, mayExecuteServerCommand, UNTRUSTED_MESSAGE } from './trust';
@@ -26,10 +26,11 @@ export function createClient(
   settings: ServerSettings,
   output: vscode.LogOutputChannel,
 ): LanguageClient {
+  // No `transport`: with TransportKind.stdio vscode-languageclient appends `--stdio`, which
+  // `memlens lsp` does not take; without it the client still talks over the process's stdio.
   const serverOptions: ServerOptions = {
     command: python,
     args: ['-m', 'memlens', 'lsp'],
-    transport: TransportKind.stdio,
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file', language: 'python' }],
