@@ -136,10 +136,33 @@ async function main() {
   const want = expectedFigures(workspace, file);
   log(`expect line ${want.line} (${want.source}) -> "${want.label}"`);
 
+  const csArgs = ['--extensions-dir', extensions, '--user-data-dir', userData];
+  log('installing the .vsix into code-server');
+  execFileSync(process.execPath, [CODE_SERVER, ...csArgs, '--install-extension', vsix], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const { chromium } = require(path.join(CACHE, 'node', 'node_modules', 'playwright-core'));
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    await trustedSession({ browser, runDir, workspace, userData, csArgs, file, want });
+    if (!process.env.MEMLENS_E2E_SKIP_UNTRUSTED) {
+      await untrustedSession({ browser, runDir, workspace, userData, csArgs, want });
+    }
+    log('PASS');
+  } finally {
+    await browser.close().catch(() => undefined);
+  }
+}
+
+function writeUserSettings(userData, trusted) {
   fs.writeFileSync(
     path.join(userData, 'User', 'settings.json'),
     JSON.stringify(
       {
+        // A user-level value: VS Code honours it in untrusted workspaces too (restricted setting).
         'memlens.interpreter': PYTHON,
         'workbench.startupEditor': 'none',
         'workbench.colorTheme': 'Default Dark Modern',
@@ -152,80 +175,145 @@ async function main() {
         'editor.inlayHints.enabled': 'on',
         'editor.hover.delay': 300,
         'chat.disableAIFeatures': true,
-        'security.workspace.trust.enabled': false,
+        'security.workspace.trust.enabled': !trusted,
+        'security.workspace.trust.startupPrompt': 'never',
+        'security.workspace.trust.banner': 'never',
       },
       null,
       2,
     ),
   );
+}
 
-  const csArgs = ['--extensions-dir', extensions, '--user-data-dir', userData];
-  log('installing the .vsix into code-server');
-  execFileSync(process.execPath, [CODE_SERVER, ...csArgs, '--install-extension', vsix], { stdio: ['ignore', 'ignore', 'inherit'] });
-
+/** Starts code-server on the workspace, opens it in a new page and opens leaky_cache.py. */
+async function openSession({ browser, runDir, workspace, userData, csArgs }, trusted) {
+  writeUserSettings(userData, trusted);
   const port = await freePort();
   const server = spawn(
     process.execPath,
     [CODE_SERVER, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry', '--disable-update-check',
-      '--disable-workspace-trust', ...csArgs, workspace],
+      ...(trusted ? ['--disable-workspace-trust'] : []), ...csArgs, workspace],
     { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
-  const serverLog = fs.createWriteStream(path.join(runDir, 'code-server.log'));
+  const serverLog = fs.createWriteStream(path.join(runDir, `code-server-${trusted ? 'trusted' : 'untrusted'}.log`));
   server.stdout.pipe(serverLog);
   server.stderr.pipe(serverLog);
-
-  const { chromium } = require(path.join(CACHE, 'node', 'node_modules', 'playwright-core'));
-  let browser;
+  const close = async (page) => {
+    if (page) {
+      await page.close().catch(() => undefined);
+    }
+    try {
+      process.kill(-server.pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+    serverLog.end();
+  };
   let page;
   try {
     await waitHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page = await browser.newPage({ viewport: { width: 1400, height: 820 } });
     page.setDefaultTimeout(TIMEOUT_MS);
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
-
-    log('opening leaky_cache.py');
-    await page.keyboard.press('Control+P');
-    await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input');
+    log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
+    await quickInput(page, 'Control+P');
     await page.keyboard.type('leaky_cache.py');
     await page.waitForTimeout(1000);
     await page.keyboard.press('Enter');
     await page.waitForSelector('.monaco-editor .view-lines');
+    // More room for the hints in the screenshot: close the side bar.
+    await page.keyboard.press('Control+B');
+  } catch (err) {
+    if (page) {
+      await page.screenshot({ path: path.join(runDir, 'failure-open.png') }).catch(() => undefined);
+    }
+    await close(page);
+    throw err;
+  }
+  return { page, close };
+}
 
+async function failWithScreenshot(page, runDir, name, err) {
+  const shot = path.join(runDir, `failure-${name}.png`);
+  await page.screenshot({ path: shot }).catch(() => undefined);
+  log(`failure screenshot: ${shot}`);
+  throw err;
+}
+
+/** Waits until the editor line holding `source` also shows `label` (an inlay hint). */
+async function waitForHint(page, source, label) {
+  const end = Date.now() + TIMEOUT_MS;
+  let line;
+  while (Date.now() < end) {
+    const texts = await page.$$eval('.monaco-editor .view-lines .view-line', (els) => els.map((e) => e.textContent || ''));
+    line = texts.map((t) => t.replace(/\u00a0/g, ' ')).find((t) => t.includes(source));
+    if (line && norm(line).includes(norm(label))) {
+      return norm(line).trim();
+    }
+    await page.waitForTimeout(1000);
+  }
+  return fail(`no inlay hint "${label}"; the line reads ${JSON.stringify(line)}`);
+}
+
+const statusText = async (page) => norm(await page.locator('.statusbar').innerText());
+
+/** Opens the quick input with `key`, retrying while the workbench is still starting up. */
+async function quickInput(page, key) {
+  const widget = page.locator('.quick-input-widget input').first();
+  for (let i = 0; i < 20; i++) {
+    await page.keyboard.press(key);
+    try {
+      await widget.waitFor({ state: 'visible', timeout: 3000 });
+      return;
+    } catch {
+      await page.keyboard.press('Escape');
+    }
+  }
+  fail(`the quick input did not open with ${key}`);
+}
+
+async function runFromPalette(page, title) {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await quickInput(page, 'Control+Shift+P');
+  await page.keyboard.type(title);
+  await page.waitForTimeout(1000);
+  await page.keyboard.press('Enter');
+}
+
+/** Code lens texts after scrolling to the end of the file (where the main block is). */
+async function lensesAtEnd(page, until) {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
+  let lenses = [];
+  for (let i = 0; i < 30; i++) {
+    await page.waitForTimeout(1000);
+    lenses = await page.$$eval('.contentWidgets .codelens-decoration', (els) => els.map((e) => (e.textContent || '').replace(/\u00a0/g, ' ')));
+    if (until(lenses)) {
+      break;
+    }
+  }
+  await page.keyboard.press('Control+Home');
+  return lenses;
+}
+
+const runFiles = (workspace) =>
+  fs.readdirSync(path.join(workspace, '.memlens', 'runs')).filter((f) => f.endsWith('.mlrun'));
+
+async function trustedSession(ctx) {
+  const { runDir, workspace, want } = ctx;
+  const { page, close } = await openSession(ctx, true);
+  try {
     // 1. The inlay hint on the heaviest line.
-    const lineWith = async (needle) => {
-      const texts = await page.$$eval('.monaco-editor .view-lines .view-line', (els) => els.map((e) => e.textContent || ''));
-      return texts.map((t) => t.replace(/\u00a0/g, ' ')).find((t) => t.includes(needle));
-    };
-    const end = Date.now() + TIMEOUT_MS;
-    let line;
-    while (Date.now() < end) {
-      line = await lineWith(want.source);
-      if (line && norm(line).includes(norm(want.label))) {
-        break;
-      }
-      await page.waitForTimeout(1000);
-    }
-    if (!line || !norm(line).includes(norm(want.label))) {
-      await page.screenshot({ path: path.join(runDir, 'failure.png') });
-      fail(`no inlay hint "${want.label}" on line ${want.line}; the line reads ${JSON.stringify(line)} (see ${runDir})`);
-    }
-    log(`inlay hint ok: ${JSON.stringify(norm(line).trim())}`);
+    log(`inlay hint ok: ${JSON.stringify(await waitForHint(page, want.source, want.label))}`);
 
     // 2. The status bar shows the loaded run.
-    const statusText = async () => norm(await page.locator('.statusbar').innerText());
-    const status = await statusText();
+    const status = await statusText(page);
     if (!/\d+(\.\d)? (B|KiB|MiB|GiB) peak · \d+[smhd] ago/.test(status)) {
       fail(`status bar has no run: ${JSON.stringify(status)}`);
     }
-    log(`status bar ok: ${JSON.stringify(status.match(/[^\n]*peak · [^\n]*ago/)[0])}`);
+    log(`status bar ok: ${JSON.stringify(status.match(/[^\n]*peak · [^\n]*ago/)[0].trim())}`);
 
     // 3. The hover on that line has the figures.
     const row = page.locator('.monaco-editor .view-lines .view-line', { hasText: want.source.slice(0, 20) }).first();
@@ -249,32 +337,32 @@ async function main() {
     await page.mouse.move(5, 5);
     await page.keyboard.press('Escape');
 
+    // The server's "Run under memlens" lens is offered above the main block (not when untrusted).
+    const lenses = await lensesAtEnd(page, (l) => l.some((t) => /Run under memlens/.test(t)));
+    if (!lenses.some((t) => /Run under memlens/.test(t))) {
+      fail(`no "Run under memlens" lens: ${JSON.stringify(lenses)}`);
+    }
+    log(`lenses ok: ${JSON.stringify(lenses)}`);
+
     // 4. The whole loop from the editor: "memlens: Run Current File" makes and loads a new run.
     if (!process.env.MEMLENS_E2E_SKIP_RUN) {
-      const runsDir = path.join(workspace, '.memlens', 'runs');
-      const before = new Set(fs.readdirSync(runsDir).filter((f) => f.endsWith('.mlrun')));
-      await page.locator('.monaco-editor .view-lines').first().click();
-      await page.keyboard.press('Control+Shift+P');
-      await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input');
-      await page.keyboard.type('memlens: Run Current File');
-      await page.waitForTimeout(1000);
-      await page.keyboard.press('Enter');
+      const before = new Set(runFiles(workspace));
+      await runFromPalette(page, 'memlens: Run Current File');
       const runEnd = Date.now() + TIMEOUT_MS;
       let added = [];
       while (Date.now() < runEnd && added.length === 0) {
         await page.waitForTimeout(1000);
-        added = fs.readdirSync(runsDir).filter((f) => f.endsWith('.mlrun') && !before.has(f));
+        added = runFiles(workspace).filter((f) => !before.has(f));
       }
       if (added.length === 0) {
         fail('"memlens: Run Current File" made no new run');
       }
-      const id = path.basename(added[0], '.mlrun');
-      log(`run command ok: new run ${id}`);
+      log(`run command ok: new run ${path.basename(added[0], '.mlrun')}`);
       // The status bar follows (memlens/runLoaded): a fresh run is seconds old.
       const statusEnd = Date.now() + 30_000;
       let after = '';
       while (Date.now() < statusEnd) {
-        after = await statusText();
+        after = await statusText(page);
         if (/peak · \d+s ago/.test(after)) {
           break;
         }
@@ -285,23 +373,45 @@ async function main() {
       }
       log('status bar follows the new run');
     }
-    log('PASS');
   } catch (err) {
-    if (page) {
-      await page.screenshot({ path: path.join(runDir, 'failure.png') }).catch(() => undefined);
-      log(`failure screenshot: ${path.join(runDir, 'failure.png')}`);
-    }
-    throw err;
+    await failWithScreenshot(page, runDir, 'trusted', err);
   } finally {
-    if (browser) {
-      await browser.close().catch(() => undefined);
+    await close(page);
+  }
+}
+
+/** Restricted mode: existing runs are shown, nothing runs (palette command, code lens). */
+async function untrustedSession(ctx) {
+  const { runDir, workspace, want } = ctx;
+  const { page, close } = await openSession(ctx, false);
+  try {
+    const restricted = await page.locator('.statusbar').innerText();
+    if (!/Restricted Mode/i.test(restricted)) {
+      fail(`the workspace is not in Restricted Mode: ${JSON.stringify(norm(restricted))}`);
     }
-    try {
-      process.kill(-server.pid, 'SIGTERM');
-    } catch {
-      // already gone
+    // The hint line may show a newer run (step 4 above) whose label differs: wait for any label.
+    const label = (await waitForHint(page, want.source, ' peak · ')).split(want.source.slice(-10)).pop().trim();
+    log(`untrusted: inlay hint shown: ${JSON.stringify(label)}`);
+    const lenses = await lensesAtEnd(page, (l) => l.some((t) => /Run under memlens/.test(t)));
+    if (!lenses.some((t) => /memlens: .*peak/.test(t))) {
+      fail(`untrusted: no figure code lens: ${JSON.stringify(lenses)}`);
     }
-    serverLog.end();
+    if (lenses.some((t) => /Run under memlens/.test(t))) {
+      fail(`untrusted: the "Run under memlens" lens is offered: ${JSON.stringify(lenses)}`);
+    }
+    log(`untrusted: lenses ${JSON.stringify(lenses.map(norm))}`);
+    const before = new Set(runFiles(workspace));
+    await runFromPalette(page, 'memlens: Run Current File');
+    await page.waitForTimeout(8000);
+    const added = runFiles(workspace).filter((f) => !before.has(f));
+    if (added.length > 0) {
+      fail(`untrusted: "memlens: Run Current File" ran the program (${added.join(', ')})`);
+    }
+    log('untrusted: Run Current File did not run anything');
+  } catch (err) {
+    await failWithScreenshot(page, runDir, 'untrusted', err);
+  } finally {
+    await close(page);
   }
 }
 
