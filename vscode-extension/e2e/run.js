@@ -2,12 +2,13 @@
 // End-to-end test in a real VS Code (code-server 4.100.3 = VS Code 1.100.3), headless Chromium.
 //
 //   npm run e2e                  (runs e2e/setup.sh first; installs into ~/.cache/memlens-e2e)
-//   MEMLENS_E2E_PYTHON=/path/to/python npm run e2e
+//   MEMLENS_E2E_PYTHON=/path/to/python npm run e2e   (default: <repo>/.venv/bin/python)
 //
 // It packages the extension (.vsix), installs it into a fresh code-server profile, profiles an
 // example program with `<python> -m memlens run`, opens it and checks what the user sees: the
-// inlay hint text on the heaviest line, the hover's figures, the status bar; then it runs
-// "memlens: Run Current File" from the command palette and waits for the new run to load.
+// inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
+// "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
+// Restricted Mode (runs shown, nothing runs).
 // A screenshot of the annotated editor goes to docs/images/vscode-annotated.png.
 // Not part of `npm test` (it needs a browser and ~1 GB of tools).
 'use strict';
@@ -242,6 +243,22 @@ async function failWithScreenshot(page, runDir, name, err) {
   throw err;
 }
 
+async function waitFor(check, what, ms = 30_000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  fail(`timed out waiting for ${what}`);
+}
+
+async function lineText(page, source) {
+  const texts = await page.$$eval('.monaco-editor .view-lines .view-line', (els) => els.map((e) => e.textContent || ''));
+  return norm(texts.find((t) => norm(t).includes(source)) || '');
+}
+
 /** Waits until the editor line holding `source` also shows `label` (an inlay hint). */
 async function waitForHint(page, source, label) {
   const end = Date.now() + TIMEOUT_MS;
@@ -372,6 +389,27 @@ async function trustedSession(ctx) {
         fail(`status bar did not show the new run: ${JSON.stringify(after)}`);
       }
       log('status bar follows the new run');
+
+      // 5. Baseline: pick the first run; the status bar compares, then the hints do.
+      await runFromPalette(page, 'memlens: Set Baseline Run');
+      await page.waitForSelector('.quick-input-list .monaco-list-row');
+      await page.keyboard.type(want.run_id);
+      await page.waitForTimeout(1000);
+      await page.keyboard.press('Enter');
+      await waitFor(async () => /vs baseline [+−±]/.test(await statusText(page)), 'the status bar to show the baseline');
+      log(`baseline ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*vs baseline[^\n]*/)[0].trim())}`);
+      await runFromPalette(page, 'memlens: Compare With Baseline');
+      const diff = await waitForHint(page, want.source, '%)');
+      log(`compare ok: ${JSON.stringify(diff.slice(diff.lastIndexOf('}') + 1).trim())}`);
+      await runFromPalette(page, 'memlens: Compare With Baseline');
+      await waitForHint(page, want.source, ' peak · ');
+
+      // 6. Toggle Annotations hides the hints and brings them back.
+      await runFromPalette(page, 'memlens: Toggle Annotations');
+      await waitFor(async () => !(await lineText(page, want.source)).includes(' peak · '), 'the hints to go away');
+      await runFromPalette(page, 'memlens: Toggle Annotations');
+      await waitForHint(page, want.source, ' peak · ');
+      log('toggle annotations ok');
     }
   } catch (err) {
     await failWithScreenshot(page, runDir, 'trusted', err);
