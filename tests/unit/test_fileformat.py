@@ -172,7 +172,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     [
         ("DROP TABLE lines", "corrupt"),
         ("UPDATE meta SET value = 'other' WHERE key = 'format'", "not a memlens run file"),
-        ("UPDATE meta SET value = '{' WHERE key = 'run'", "corrupt"),
+        ("UPDATE meta SET value = '{' WHERE key = 'run'", "bad run header (not JSON)"),
         ("UPDATE meta SET value = '[]' WHERE key = 'run'", "bad run header"),
         ("UPDATE meta SET value = '{\"python\": \"3\"}' WHERE key = 'run'", "run header lacks"),
         ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
