@@ -5,9 +5,12 @@ keys are the magic ``format = memlens-run`` and ``version``; then the run header
 (provenance and totals) as JSON under ``meta.run``; then ``files``, ``lines``, ``functions``,
 ``nodes`` (call tree) and ``timeline``.
 
-Writers write to a temporary name in the same directory and rename it into place, so a reader
-never sees half a file. Readers reject anything that is not a complete memlens run of a
-version they understand with :class:`memlens.errors.RunFileError` (one clear line).
+Writers write to a temporary name in the same directory, flush it and rename it into place, so
+a reader never sees half a file. Readers reject anything that is not a complete memlens run of
+a version they understand with :class:`memlens.errors.RunFileError` (one clear line): missing,
+not a regular file, not SQLite, cut short or extended (the SQLite header's page count is the
+cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values.
+For any input, :func:`read` returns a Run or raises RunFileError, nothing else (fuzzed).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import json
 import os
 import sqlite3
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -112,14 +114,21 @@ def _is(value: object, types: tuple[type, ...]) -> bool:
 
 
 def write(run: Run, path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path."""
+    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path.
+
+    The data is flushed to disk before the rename, so after a crash (even of the machine) the
+    target is either the old file or the complete new one.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; a run file is a normal file
+    tmp_name = _new_temporary(target)
     try:
         _write_db(run, tmp_name)
+        fd = os.open(tmp_name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -128,10 +137,23 @@ def write(run: Run, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _new_temporary(target: Path) -> str:
+    """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
+
+    (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
+    not safe while other threads create files.)
+    """
+    import secrets
+
+    for _ in range(100):
+        name = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return name
+    raise FileExistsError(f"cannot create a temporary file beside {target}")
 
 
 def _write_db(run: Run, filename: str) -> None:

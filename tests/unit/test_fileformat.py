@@ -395,3 +395,12 @@ def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:
     fileformat.write(sample_run(), path)
     _edit(path, "UPDATE meta SET value = ? WHERE key = 'run'", "[" * 200_000 + "]" * 200_000)
     _bad(path, "corrupt file (nesting too deep)")
+
+
+def test_written_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        path = fileformat.write(sample_run(), tmp_path / "r.mlrun")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640
