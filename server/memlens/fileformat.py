@@ -117,13 +117,17 @@ def write(run: Run, path: str | os.PathLike[str]) -> Path:
     """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path.
 
     The data is flushed to disk before the rename, so after a crash (even of the machine) the
-    target is either the old file or the complete new one.
+    target is either the old file or the complete new one. I/O problems (including SQLite's,
+    such as a full disk) raise :class:`OSError`; an inconsistent ``run`` raises ValueError.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp_name = _new_temporary(target)
     try:
-        _write_db(run, tmp_name)
+        try:
+            _write_db(run, tmp_name)
+        except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
+            raise OSError(f"cannot write {target}: {exc}") from exc
         fd = os.open(tmp_name, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -299,3 +300,88 @@ def test_unreadable_run_in_the_store_is_listed_not_fatal(tmp_path: Path) -> None
     last = out.stdout.splitlines()[-1]
     assert last.startswith("20261122-120000-3")
     assert "unreadable: not a memlens run file" in last
+
+
+KILLED = """
+import os, signal, sys, time
+import memlens
+from memlens import tracer
+
+tracer.start(checkpoint=sys.argv[1], checkpoint_interval_s=0.1, command=["killed.py"])
+keep = [bytearray(1 << 20) for _ in range(3)]
+deadline = time.monotonic() + 20
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.3)  # at least one checkpoint after the allocations
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_killed_program_leaves_a_readable_incomplete_run(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    out = tmp_path / "k.mlrun"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -9, proc.stderr
+    run = fileformat.read(out)
+    assert run.info.complete is False
+    assert run.info.exit_code is None
+    assert run.info.command == ("killed.py",)
+    assert run.info.peak_traced_bytes >= 3 << 20
+    # What the export and the listing say about it.
+    doc = json.loads(memlens("export", str(out), cwd=tmp_path).stdout)
+    assert doc["run"]["complete"] is False
+    # SIGKILL may land mid-checkpoint: then only a dot-named temporary is left beside the run.
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert all(n.startswith(".k.mlrun.") and n.endswith(".tmp") for n in leftovers)
+
+
+def test_diff_on_a_terminal_is_a_rich_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from memlens.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    _store_with_two_runs(tmp_path)
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["diff", A_ID, B_ID, "--dir", str(tmp_path)]) == 0
+    text = screen.getvalue()
+    assert "\x1b[" in text  # coloured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert f"memlens: peak per line, {A_ID} -> {B_ID}" in plain
+    row = next(line for line in plain.splitlines() if "/work/app.py:5 (was 4)" in line)
+    assert "40.0 MiB" in row
+    assert "30.0 MiB" in row
+    assert "−10.0 MiB" in row
+    assert "−25%" in row
+
+
+def test_prune_removes_stale_temporaries_only(tmp_path: Path) -> None:
+    import os
+
+    store = Store(tmp_path)
+    run = store.runs_dir / f"{A_ID}.mlrun"
+    fileformat.write(sample_run(), run)
+    stale = store.runs_dir / f".{A_ID}.mlrun.0123456789ab.tmp"
+    fresh = store.runs_dir / f".{B_ID}.mlrun.ba9876543210.tmp"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"being written")
+    os.utime(stale, (1, 1))
+    assert memlens("runs", "prune", "--keep", "5", cwd=tmp_path).returncode == 0
+    assert not stale.exists()
+    assert fresh.exists()  # a writer may still be at work
+    assert store.run_files() == [run]

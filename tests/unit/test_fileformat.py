@@ -404,3 +404,21 @@ def test_written_file_mode_follows_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    before = path.read_bytes()
+
+    def disk_full(run: Run, filename: str) -> None:
+        Path(filename).write_bytes(b"SQLite format 3\x00partial")
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(fileformat, "_write_db", disk_full)
+    with pytest.raises(OSError, match="database or disk is full"):
+        fileformat.write(sample_run(exit_code=5), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
