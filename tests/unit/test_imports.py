@@ -7,6 +7,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memlens import fileformat
 from memlens.errors import MemlensError
@@ -215,3 +217,40 @@ def test_bad_pymemtrace_logs(tmp_path: Path, text: str, reason: str) -> None:
 def test_pymemtrace_missing_file(tmp_path: Path) -> None:
     with pytest.raises(MemlensError, match="no such file"):
         import_log(str(tmp_path / "nope.log"))
+
+
+_ROWS = [
+    "SOF",
+    "EOF",
+    HEDR.strip(),
+    "FRST: 0 +0 1.0 LINE f.py 3 main 100 100",
+    "NEXT: 1 +1 1.5 LINE f.py 4 main 200 100",
+    "NEXT: 2 +1 1.6 C_CALL <frozen os> 9 join 150 -50",
+    "PREV: 2 +1 1.6",
+    "PREV: 1 +1 1.5 LINE f.py 4 main 200 100",
+    "MSG:  3 +1 1.7 # hello",
+    "LAST: 9 +6 2.0 RETURN f.py 5 main 150 0",
+    "HDR: Clock Address",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.sampled_from(_ROWS) | st.text(max_size=40), max_size=12),
+)
+def test_fuzz_pymemtrace_parser_reads_or_fails_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[str]
+) -> None:
+    log = tmp_path_factory.mktemp("log") / "fuzz.log"
+    log.write_text("\n".join(rows) + "\n", encoding="utf-8", errors="surrogatepass")
+    message = ""
+    try:
+        run = import_log(str(log), search_dirs=[str(log.parent)])
+    except MemlensError as exc:
+        message = str(exc)
+    if message:
+        assert message.startswith(f"cannot read {log}: ")
+        assert "\n" not in message
+    else:
+        assert run.info.mode == "imported"
+        assert all(s.alloc_bytes >= 0 for sf in run.files.values() for s in sf.lines.values())
