@@ -276,15 +276,19 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
         raise RunFileError(name, f"bad file name ({exc})") from None
     if header[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
         raise RunFileError(name, "not a memlens run file")
+    if len(header) < 100:
+        raise RunFileError(name, "truncated file")
     expected = _expected_size(header)
-    if expected is None or size < expected:
+    if expected is None:
+        raise RunFileError(name, "corrupt file (bad SQLite header)")
+    if size < expected:
         raise RunFileError(name, "truncated file")
     if size > expected:
         raise RunFileError(name, "corrupt file (trailing data)")
     try:
         con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
-        raise RunFileError(name, f"not a readable database ({exc})") from None
+        raise RunFileError(name, f"not a readable database ({_one_line(exc)})") from None
     try:
         return reader(con, name)
     except RunFileError:

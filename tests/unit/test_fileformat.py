@@ -422,3 +422,13 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(
         fileformat.write(sample_run(exit_code=5), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
+
+
+def test_damaged_sqlite_header(tmp_path: Path) -> None:
+    data = bytearray(GOLDEN.read_bytes())
+    data[92:96] = b"\xff\xff\xff\xff"  # "version-valid-for" no longer matches: size unknown
+    path = tmp_path / "h.mlrun"
+    path.write_bytes(bytes(data))
+    _bad(path, "corrupt file (bad SQLite header)")
+    path.write_bytes(GOLDEN.read_bytes()[:60])
+    _bad(path, "truncated file")
