@@ -37,9 +37,14 @@ def configs(tmp: str) -> dict[str, list[str]]:
     }
 
 
+# Users' Pythons cache bytecode; a session that sets PYTHONDONTWRITEBYTECODE would make every
+# memlens module compile on each run and bias the figures.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def measure(argv: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -62,6 +67,8 @@ def main() -> int:
         for name in names:
             script = str(HERE / "workloads" / f"{name}.py")
             best: dict[str, list[float]] = {c: [float("inf"), 0.0] for c in cfgs}
+            for argv in cfgs.values():  # warm-up: bytecode caches, page cache
+                measure([*argv, script])
             for _ in range(args.repeat):
                 for cfg, argv in cfgs.items():
                     t, rss = measure([*argv, script])
