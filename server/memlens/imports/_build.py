@@ -87,6 +87,7 @@ class _Spans:
 
     def __init__(self, text: str | None) -> None:
         self.spans: list[FunctionSpan] = []
+        self._memo: dict[int, FunctionSpan | None] = {}
         if text is None:
             return
         try:
@@ -114,10 +115,13 @@ class _Spans:
         """The innermost function whose lines contain ``line``, or None (module level)."""
         if not self.spans:
             return None
+        if line in self._memo:
+            return self._memo[line]
         best: FunctionSpan | None = None
         for span in self.spans[: bisect.bisect_right(self._starts, line)]:
             if span[1] <= line <= span[2] and (best is None or span[1] >= best[1]):
                 best = span
+        self._memo[line] = best
         return best
 
 

@@ -60,11 +60,13 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
     builder = RunBuilder(Sources(search_dirs))
     total = 0
     try:
-        for trace in snapshot.traces:
+        # Traces with the same traceback are summed first (statistics by traceback): the
+        # figures are the same, and real snapshots have many blocks per stack.
+        for stat in snapshot.statistics("traceback"):
             # A Traceback iterates from the oldest frame to the most recent one.
-            stack: list[Frame] = [(f.filename, f.lineno, None) for f in trace.traceback]
-            size = int(trace.size)
-            builder.add(stack, size, 1, size, size, live_count=1)
+            stack: list[Frame] = [(f.filename, f.lineno, None) for f in stat.traceback]
+            size, count = int(stat.size), int(stat.count)
+            builder.add(stack, size, count, size, size, live_count=count)
             total += size
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise MemlensError(
