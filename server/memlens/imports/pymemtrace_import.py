@@ -71,17 +71,21 @@ def import_log(path: str, search_dirs: Sequence[str] | None = None) -> Run:
         search_dirs = (os.getcwd(), os.path.dirname(os.path.abspath(path)))
     builder = RunBuilder(Sources(search_dirs))
     peak_at = max(range(len(events)), key=lambda i: events[i].rss)
+    # The log has no stacks, so each site is summed first and added once.
+    sites: dict[tuple[str, int, str], list[int]] = {}
     for i, ev in enumerate(events):
         if i == 0:
             continue  # the first event's dRSS is the whole RSS at start, not growth
         grow = max(ev.drss, 0)
-        builder.add(
-            [(ev.file, ev.line, ev.function)],
-            alloc=grow,
-            count=1 if grow else 0,
-            live=ev.drss,
-            peak=grow if i <= peak_at else 0,
-        )
+        acc = sites.get((ev.file, ev.line, ev.function))
+        if acc is None:
+            acc = sites[(ev.file, ev.line, ev.function)] = [0, 0, 0, 0]
+        acc[0] += grow
+        acc[1] += 1 if grow else 0
+        acc[2] += ev.drss
+        acc[3] += grow if i <= peak_at else 0
+    for (file, line, function), (alloc, count, live, peak) in sites.items():
+        builder.add([(file, line, function)], alloc=alloc, count=count, live=live, peak=peak)
     t0, rss0 = events[0].clock, events[0].rss
     timeline = [TimelinePoint(ev.clock - t0, max(ev.rss - rss0, 0), ev.rss) for ev in events]
     name = _NAME.search(os.path.basename(path))
