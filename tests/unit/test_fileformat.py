@@ -100,6 +100,18 @@ def runs(draw: st.DrawFn) -> Run:
         complete=draw(st.booleans()),
         mode=draw(st.sampled_from(["exact", "sampling", "imported"])),
         peak_traced_bytes=draw(sizes),
+        peak_rss_bytes=draw(sizes),
+        python=draw(texts),
+        platform=draw(texts),
+        started=draw(texts),
+        ended=draw(texts),
+        duration_s=draw(st.floats(0, 1e9)),
+        pid=draw(st.integers(0, 2**31)),
+        sample_interval_bytes=draw(st.none() | st.integers(1, 2**40)),
+        cwd=draw(texts),
+        memlens_version=draw(texts),
+        max_depth=draw(st.integers(0, 10_000)),
+        source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
     )
     return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
 
@@ -216,8 +228,13 @@ def _edit(path: Path, sql: str, *params: object) -> None:
 def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
-    _edit(path, "UPDATE meta SET value = '99' WHERE key = 'version'")
-    _bad(path, "format version 99 is newer than this memlens understands (1); upgrade memlens")
+    # A newer writer may also change tables: the version is checked before anything else.
+    _edit(path, "UPDATE meta SET value = '2' WHERE key = 'version'")
+    _edit(path, "DROP TABLE lines")
+    reason = "format version 2 is newer than this memlens understands (1); upgrade memlens"
+    _bad(path, reason)
+    with pytest.raises(RunFileError, match=r"upgrade memlens$"):
+        fileformat.read_info(path)
 
 
 @pytest.mark.parametrize(
