@@ -13,11 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
-
-from conftest import (
+from lsp_workspace import (
     APP,
     PROFILES,
     SERVER,
@@ -30,6 +26,10 @@ from conftest import (
     start_session,
     write_run,
 )
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
 from memlens.store import Store
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
