@@ -24,28 +24,24 @@ export interface RunPickItem {
   clear?: boolean;
 }
 
-/** Readable runs, newest first, with the shown run and the baseline marked. */
+/**
+ * The runs newest first (ids start with the UTC start time), the shown run and the baseline
+ * marked; a run file that cannot be read is listed as "unreadable" with the reason.
+ */
 export function runPickItems(runs: ListedRun[], now: Date = new Date()): RunPickItem[] {
-  return runs
-    .filter((r) => !r.error && r.started !== null)
-    .sort((a, b) => ((a.started ?? '') < (b.started ?? '') ? 1 : (a.started ?? '') > (b.started ?? '') ? -1 : 0))
+  return [...runs]
+    .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
     .map((r) => {
+      const label = `${r.isLoaded ? '$(eye) ' : ''}${r.isBaseline ? '$(pin) ' : ''}${r.id}`;
+      if (r.error || r.peak_traced_bytes === null || r.duration_s === null) {
+        return { label, description: 'unreadable', detail: r.error ?? '', run: r.path };
+      }
       const marks = [r.isLoaded ? 'shown' : '', r.isBaseline ? 'baseline' : '', r.complete === false ? 'incomplete' : '']
         .filter(Boolean)
         .join(', ');
       const age = r.started ? formatAge(r.started, now) : '';
-      const parts = [
-        `${formatBytes(r.peak_traced_bytes ?? 0)} peak`,
-        `${(r.duration_s ?? 0).toFixed(2)} s`,
-        age,
-        marks,
-      ].filter(Boolean);
-      return {
-        label: `${r.isLoaded ? '$(eye) ' : ''}${r.isBaseline ? '$(pin) ' : ''}${r.id}`,
-        description: parts.join(' · '),
-        detail: r.command ?? '',
-        run: r.path,
-      };
+      const parts = [`${formatBytes(r.peak_traced_bytes)} peak`, `${r.duration_s.toFixed(2)} s`, age, marks].filter(Boolean);
+      return { label, description: parts.join(' · '), detail: r.command ?? '', run: r.path };
     });
 }
 

@@ -26,9 +26,9 @@ function fakeApi(overrides: Partial<VsCodeApi> = {}): Fake {
 }
 
 const runs = [
-  { id: 'a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: 'python x.py', peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false, error: null },
-  { id: 'b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: "python x.py -v 'a b'", peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true, error: null },
-  { id: 'c', path: '/r/c.mlrun', started: null, command: null, peak_traced_bytes: null, duration_s: null, complete: null, isBaseline: false, isLoaded: false, error: 'cannot read /r/c.mlrun: truncated' },
+  { id: '2026a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: 'python x.py', peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false, error: null },
+  { id: '2026b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: "python x.py -v 'a b'", peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true, error: null },
+  { id: '2025c', path: '/r/c.mlrun', started: null, command: null, peak_traced_bytes: null, duration_s: null, complete: null, isBaseline: false, isLoaded: false, error: 'cannot read /r/c.mlrun: truncated' },
 ];
 const NOW = new Date('2026-11-22T11:30:00Z');
 
@@ -55,13 +55,14 @@ describe('commands', () => {
     assert.strictEqual(execute.called, false);
     assert.ok(api.showError.calledOnce);
   });
-  it('builds quick-pick items newest first with marks, without unreadable runs', () => {
+  it('builds quick-pick items newest first with marks; unreadable runs say why', () => {
     const items = runPickItems(runs, NOW);
     assert.deepStrictEqual(
       items.map((i) => [i.label, i.description, i.detail, i.run]),
       [
-        ['$(eye) b', '2.0 KiB peak · 2.00 s · 30m ago · shown, incomplete', "python x.py -v 'a b'", '/r/b.mlrun'],
-        ['$(pin) a', '1.0 KiB peak · 1.00 s · 2h ago · baseline', 'python x.py', '/r/a.mlrun'],
+        ['$(eye) 2026b', '2.0 KiB peak · 2.00 s · 30m ago · shown, incomplete', "python x.py -v 'a b'", '/r/b.mlrun'],
+        ['$(pin) 2026a', '1.0 KiB peak · 1.00 s · 2h ago · baseline', 'python x.py', '/r/a.mlrun'],
+        ['2025c', 'unreadable', 'cannot read /r/c.mlrun: truncated', '/r/c.mlrun'],
       ],
     );
   });
@@ -71,12 +72,13 @@ describe('commands', () => {
       items.map((i) => [i.label, i.run, i.clear ?? false]),
       [
         ['$(close) No baseline', '', true],
-        ['$(eye) b', '/r/b.mlrun', false],
-        ['$(pin) a', '/r/a.mlrun', false],
+        ['$(eye) 2026b', '/r/b.mlrun', false],
+        ['$(pin) 2026a', '/r/a.mlrun', false],
+        ['2025c', '/r/c.mlrun', false],
       ],
     );
     const none = baselinePickItems(runs.map((r) => ({ ...r, isBaseline: false })), NOW);
-    assert.deepStrictEqual(none.map((i) => i.run), ['/r/b.mlrun', '/r/a.mlrun']);
+    assert.deepStrictEqual(none.map((i) => i.run), ['/r/b.mlrun', '/r/a.mlrun', '/r/c.mlrun']);
   });
   it('sets the picked run as baseline in the given workspace', async () => {
     const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[2]) });
