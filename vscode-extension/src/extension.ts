@@ -1,6 +1,7 @@
 // memlens for VS Code: starts the memlens language server and adds commands, a status bar
 // item and settings. Figures (inlay hints, hovers, lenses, diagnostics) all come from the server;
 // the logic lives in src/common (tested with a stubbed API), this file only wires it to `vscode`.
+import * as os from 'os';
 import * as vscode from 'vscode';
 import { ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
 import { pickRun, runFile, ServerLink, showSummary, splitArgs, toggleSetting } from './common/commands';
@@ -68,6 +69,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
     const interpreter = await resolveInterpreter({
       setting: () => vscodeApi.getSetting<string>('interpreter', ''),
+      home: os.homedir(),
+      workspaceFolder: folder?.scheme === 'file' ? folder.fsPath : undefined,
       pythonExtension: async () => interpreterFromPythonApi(await pythonApi(() => restart()), folder),
       isTrusted: () => vscode.workspace.isTrusted,
     });

@@ -4,7 +4,11 @@
 // workspace values of memlens.interpreter there (a restricted setting).
 
 export interface InterpreterSources {
+  /** memlens.interpreter as written; `~` and `${workspaceFolder}` are expanded (see expandPath). */
   setting(): string;
+  /** For expanding the setting: the user's home and the first workspace folder's path. */
+  home?: string;
+  workspaceFolder?: string;
   /** The Python extension's selected interpreter for a folder, if the extension is there. */
   pythonExtension(): Promise<string | undefined>;
   /** Workspace trust; absent means trusted. */
@@ -17,7 +21,7 @@ export interface Interpreter {
 }
 
 export async function resolveInterpreter(sources: InterpreterSources): Promise<Interpreter> {
-  const fromSetting = sources.setting().trim();
+  const fromSetting = expandPath(sources.setting().trim(), sources.home, sources.workspaceFolder);
   if (fromSetting) {
     return { path: fromSetting, source: 'setting' };
   }
@@ -32,6 +36,21 @@ export async function resolveInterpreter(sources: InterpreterSources): Promise<I
     }
   }
   return { path: 'python3', source: 'default' };
+}
+
+/** Expands a leading `~` and `${workspaceFolder}` / `${userHome}` in a path setting. */
+export function expandPath(value: string, home?: string, workspaceFolder?: string): string {
+  let out = value;
+  if (home && (out === '~' || out.startsWith('~/'))) {
+    out = home + out.slice(1);
+  }
+  if (home) {
+    out = out.split('${userHome}').join(home);
+  }
+  if (workspaceFolder) {
+    out = out.split('${workspaceFolder}').join(workspaceFolder);
+  }
+  return out;
 }
 
 /** The Python extension's API (ms-python.python exports), only the parts we read. */

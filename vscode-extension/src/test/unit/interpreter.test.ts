@@ -1,5 +1,5 @@
 import * as assert from 'assert';
-import { installCommand, installHint, interpreterFromPythonApi, probeMessage, resolveInterpreter } from '../../common/interpreter';
+import { expandPath, installCommand, installHint, interpreterFromPythonApi, probeMessage, resolveInterpreter } from '../../common/interpreter';
 
 describe('resolveInterpreter', () => {
   it('prefers the memlens.interpreter setting', async () => {
@@ -68,5 +68,18 @@ describe('resolveInterpreter', () => {
       'memlens: cannot start Python "nopython". Set memlens.interpreter or select an interpreter in the Python extension.',
     );
     assert.strictEqual(installCommand('python3'), 'python3 -m pip install memlens');
+  });
+  it('expands ~ and ${workspaceFolder} in the setting', async () => {
+    assert.strictEqual(expandPath('~/envs/a/bin/python', '/home/me', '/w'), '/home/me/envs/a/bin/python');
+    assert.strictEqual(expandPath('${workspaceFolder}/.venv/bin/python', '/home/me', '/w'), '/w/.venv/bin/python');
+    assert.strictEqual(expandPath('${userHome}/py', '/home/me'), '/home/me/py');
+    assert.strictEqual(expandPath('~other/py', '/home/me', '/w'), '~other/py');
+    assert.strictEqual(expandPath('${workspaceFolder}/py', '/home/me'), '${workspaceFolder}/py');
+    const got = await resolveInterpreter({
+      setting: () => '${workspaceFolder}/.venv/bin/python',
+      workspaceFolder: '/w',
+      pythonExtension: async () => '/x',
+    });
+    assert.deepStrictEqual(got, { path: '/w/.venv/bin/python', source: 'setting' });
   });
 });
