@@ -8,7 +8,7 @@
 // example program with `<python> -m memlens run`, opens it and checks what the user sees: the
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
 // "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
-// Restricted Mode (runs shown, nothing runs).
+// Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
 // A screenshot of the annotated editor goes to docs/images/vscode-annotated.png.
 // Not part of `npm test` (it needs a browser and ~1 GB of tools).
 'use strict';
@@ -152,19 +152,22 @@ async function main() {
     if (!process.env.MEMLENS_E2E_SKIP_UNTRUSTED) {
       await untrustedSession({ browser, runDir, workspace, userData, csArgs, want });
     }
+    if (!process.env.MEMLENS_E2E_SKIP_MISSING) {
+      await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
+    }
     log('PASS');
   } finally {
     await browser.close().catch(() => undefined);
   }
 }
 
-function writeUserSettings(userData, trusted) {
+function writeUserSettings(userData, trusted, python = PYTHON) {
   fs.writeFileSync(
     path.join(userData, 'User', 'settings.json'),
     JSON.stringify(
       {
         // A user-level value: VS Code honours it in untrusted workspaces too (restricted setting).
-        'memlens.interpreter': PYTHON,
+        'memlens.interpreter': python,
         'workbench.startupEditor': 'none',
         'workbench.colorTheme': 'Default Dark Modern',
         'workbench.tips.enabled': false,
@@ -187,8 +190,8 @@ function writeUserSettings(userData, trusted) {
 }
 
 /** Starts code-server on the workspace, opens it in a new page and opens leaky_cache.py. */
-async function openSession({ browser, runDir, workspace, userData, csArgs }, trusted) {
-  writeUserSettings(userData, trusted);
+async function openSession({ browser, runDir, workspace, userData, csArgs }, trusted, python = PYTHON) {
+  writeUserSettings(userData, trusted, python);
   const port = await freePort();
   const server = spawn(
     process.execPath,
@@ -313,6 +316,28 @@ async function lensesAtEnd(page, until) {
   }
   await page.keyboard.press('Control+Home');
   return lenses;
+}
+
+/** An interpreter without memlens: the user is told how to install it. */
+async function missingMemlensSession(ctx) {
+  const bare = path.join(ctx.runDir, 'bare-venv');
+  execFileSync('python3', ['-m', 'venv', '--without-pip', bare]);
+  const python = path.join(bare, 'bin', 'python');
+  const { page, close } = await openSession(ctx, true, python);
+  try {
+    const want = `memlens is not installed for ${python}. Install it with: ${python} -m pip install memlens`;
+    const toast = page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'memlens is not installed' }).first();
+    await toast.waitFor({ state: 'visible', timeout: 60_000 });
+    const text = norm(await toast.innerText()).trim();
+    if (text !== want) {
+      fail(`install message ${JSON.stringify(text)} != ${JSON.stringify(want)}`);
+    }
+    log(`missing memlens ok: ${JSON.stringify(text)}`);
+  } catch (err) {
+    await failWithScreenshot(page, ctx.runDir, 'missing', err);
+  } finally {
+    await close(page);
+  }
 }
 
 const runFiles = (workspace) =>
