@@ -11,6 +11,7 @@ overhead for every profiled program.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -70,10 +71,12 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
     import runpy
 
     finished = False
+    pid = os.getpid()
 
     def finish(code: int | None, complete: bool) -> None:
         nonlocal finished
-        if not finished:
+        # A child forked by the program is not traced and has no run of its own to write.
+        if not finished and os.getpid() == pid:
             finished = True
             on_exit(code, complete)
 
@@ -87,6 +90,10 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
 
     if previous_term == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, on_sigterm)
+
+    # Registered before the program registers its own handlers, so it runs after them.
+    interrupted = [False]
+    atexit.register(_after_atexit, interrupted)
 
     if target.script is not None:
         script = target.script
@@ -113,19 +120,55 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
     except SystemExit as exc:
         code = _exit_code(exc.code)
     except KeyboardInterrupt as exc:
+        # Python prints the traceback, ends as usual (threads joined, atexit handlers run),
+        # then dies by SIGINT so that its parent sees the interrupt: see _after_atexit.
         _print_exception(exc)
-        finish(None, False)
-        flush_streams()
-        _die_by(signal.SIGINT)
+        interrupted[0] = True
+        code = 128 + int(signal.SIGINT)
+        complete = False
     except BaseException as exc:  # noqa: BLE001 - whatever the program raised: report, exit 1
         _print_exception(exc)
         code = 1
     finally:
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # The program's own atexit handlers run after this, at interpreter exit, as usual.
-    finish(code, complete)
+    if os.getpid() != pid:
+        _exit_forked_child(code, interrupted[0])
+    # Like the interpreter: wait for the program's non-daemon threads before it ends (what
+    # they allocate belongs to the run); its atexit handlers run after this, as usual.
+    _join_threads()
+    finish(None if interrupted[0] else code, complete)
     return code
+
+
+def _join_threads() -> None:
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        return
+    import contextlib
+
+    # Ctrl-C while waiting for threads: Python then ends without waiting any longer.
+    with contextlib.suppress(KeyboardInterrupt):
+        shutdown()  # what the interpreter calls at exit; calling it again later is a no-op
+
+
+def _after_atexit(interrupted: list[bool]) -> None:
+    if interrupted[0]:
+        _die_by(signal.SIGINT)
+
+
+def _exit_forked_child(code: int, interrupted: bool) -> None:
+    """End a child process the program forked (os.fork) and that left the program normally.
+
+    It was never traced and writes no run. It ends as Python would -- threads joined, atexit
+    handlers, streams flushed -- but skips the C-level exit handlers: the tracer's state copied
+    from the traced parent must not be torn down in the child.
+    """
+    _join_threads()
+    atexit._run_exitfuncs()  # the program's handlers, then _after_atexit
+    flush_streams()
+    os._exit(code)
 
 
 def _run_script(path: str, main: types.ModuleType) -> None:

@@ -61,10 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from memlens.errors import MemlensError
     from memlens.units import parse_size
 
-    target = runner.Target(
-        None if args.as_module else args.target, args.target if args.as_module else None, args.args
-    )
-    target.check()
     interval = None
     if args.sample is not None:
         try:
@@ -73,17 +69,30 @@ def run(args: argparse.Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.timeline_interval < 0 or args.checkpoint_interval < 0:
         raise MemlensError("intervals must not be negative")
+    if args.top < 0:
+        raise MemlensError("--top must not be negative")
+    target = runner.Target(
+        None if args.as_module else args.target, args.target if args.as_module else None, args.args
+    )
+    target.check()
+
+    from memlens.store import Store
 
     store_root = os.path.abspath(args.dir)
+    store = Store(store_root)
     if args.output:
         out_path = os.path.abspath(args.output)
-        in_store = False
+        if os.path.isdir(out_path):
+            raise MemlensError(f"-o {args.output}: is a directory")
+        # A run written into the store by hand still becomes the latest one.
+        in_store = os.path.realpath(os.path.dirname(out_path)) == str(store.runs_dir)
     else:
-        from memlens.store import Store
-
-        out_path = str(Store(store_root).new_run_path())
+        out_path = str(store.new_run_path())
         in_store = True
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    except OSError as exc:
+        raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     command = target.command()
     progress = _Progress(target.display) if sys.stderr.isatty() else None
 
