@@ -78,7 +78,12 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
         # A child forked by the program is not traced and has no run of its own to write.
         if not finished and os.getpid() == pid:
             finished = True
-            on_exit(code, complete)
+            # A second Ctrl-C or a SIGTERM while the run is being written waits until it is.
+            blocked = _block_signals()
+            try:
+                on_exit(code, complete)
+            finally:
+                _restore_signals(blocked)
 
     previous_term = signal.getsignal(signal.SIGTERM)
 
@@ -151,6 +156,17 @@ def _join_threads() -> None:
     # Ctrl-C while waiting for threads: Python then ends without waiting any longer.
     with contextlib.suppress(KeyboardInterrupt):
         shutdown()  # what the interpreter calls at exit; calling it again later is a no-op
+
+
+def _block_signals() -> set[int | signal.Signals] | None:
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _restore_signals(previous: set[int | signal.Signals] | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _after_atexit(interrupted: list[bool]) -> None:
