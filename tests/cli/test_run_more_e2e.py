@@ -198,3 +198,13 @@ def test_annotate_unknown_file_is_one_line(tmp_path: Path) -> None:
     proc = memlens("show", "--file", "allocs.py", "--top", "1", cwd=tmp_path)
     assert proc.returncode == 0
     assert f"{SCRIPTS / 'allocs.py'}:\n" in proc.stdout
+
+
+def test_everything_after_the_script_belongs_to_the_program(tmp_path: Path) -> None:
+    script = SCRIPTS / "allocs.py"
+    args = ("--top", "3", "-m", "x", "--no-report", "--", "y", "--help")
+    proc = memlens("run", "--no-report", str(script), *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain(script, *args, cwd=tmp_path).stdout
+    assert proc.stdout.splitlines()[0] == f"argv {list(args)}"
+    assert latest_run(tmp_path).info.command == ("python", str(script), *args)
