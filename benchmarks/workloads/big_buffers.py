@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 blocks = []
-for _ in range(40):
+for _ in range(2000):
     b = bytearray(4 * 1024 * 1024)
     b[::4096] = b"x" * len(b[::4096])
     blocks.append(bytes(b))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 total = 0
-for i in range(600_000):
+for i in range(3_000_000):
     t = (i, i + 1, str(i))
     d = {"a": t, "b": [i, i]}
     total += len(d["b"]) + len(t[2])

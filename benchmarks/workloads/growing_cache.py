@@ -12,6 +12,6 @@ def compute(key):
 
 
 total = 0
-for i in range(150_000):
-    total += len(compute(i % 120_000))
+for i in range(1_000_000):
+    total += len(compute(i % 600_000))
 print(total, len(cache))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-rows = [{"id": i, "name": f"user-{i}", "tags": ["a", "b", str(i % 7)]} for i in range(60_000)]
+rows = [{"id": i, "name": f"user-{i}", "tags": ["a", "b", str(i % 7)]} for i in range(200_000)]
 text = json.dumps(rows)
 parts = []
 for r in rows:

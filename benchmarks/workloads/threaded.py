@@ -9,7 +9,7 @@ results = [0] * 4
 
 def work(k):
     total = 0
-    for i in range(60_000):
+    for i in range(1_200_000):
         row = [str(i), str(k)] * 3
         total += len(row)
     results[k] = total

@@ -5,9 +5,12 @@ keys are the magic ``format = memlens-run`` and ``version``; then the run header
 (provenance and totals) as JSON under ``meta.run``; then ``files``, ``lines``, ``functions``,
 ``nodes`` (call tree) and ``timeline``.
 
-Writers write to a temporary name in the same directory and rename it into place, so a reader
-never sees half a file. Readers reject anything that is not a complete memlens run of a
-version they understand with :class:`memlens.errors.RunFileError` (one clear line).
+Writers write to a temporary name in the same directory, flush it and rename it into place, so
+a reader never sees half a file. Readers reject anything that is not a complete memlens run of
+a version they understand with :class:`memlens.errors.RunFileError` (one clear line): missing,
+not a regular file, not SQLite, cut short or extended (the SQLite header's page count is the
+cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values.
+For any input, :func:`read` returns a Run or raises RunFileError, nothing else (fuzzed).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import contextlib
 import json
 import os
 import sqlite3
-import tempfile
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -111,14 +114,25 @@ def _is(value: object, types: tuple[type, ...]) -> bool:
 
 
 def write(run: Run, path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path."""
+    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path.
+
+    The data is flushed to disk before the rename, so after a crash (even of the machine) the
+    target is either the old file or the complete new one. I/O problems (including SQLite's,
+    such as a full disk) raise :class:`OSError`; an inconsistent ``run`` raises ValueError.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; a run file is a normal file
+    tmp_name = _new_temporary(target)
     try:
-        _write_db(run, tmp_name)
+        try:
+            _write_db(run, tmp_name)
+        except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
+            raise OSError(f"cannot write {target}: {exc}") from exc
+        fd = os.open(tmp_name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -127,10 +141,23 @@ def write(run: Run, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _new_temporary(target: Path) -> str:
+    """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
+
+    (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
+    not safe while other threads create files.)
+    """
+    import secrets
+
+    for _ in range(100):
+        name = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return name
+    raise FileExistsError(f"cannot create a temporary file beside {target}")
 
 
 def _write_db(run: Run, filename: str) -> None:
@@ -148,6 +175,8 @@ def _write_db(run: Run, filename: str) -> None:
         )
         file_ids: dict[str, int] = {}
         for i, (key, sf) in enumerate(run.files.items(), start=1):
+            if key != sf.path:
+                raise ValueError(f"run.files key {key!r} differs from its path {sf.path!r}")
             file_ids[key] = i
             con.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (i, sf.path, sf.sha256, sf.text))
             con.executemany(
@@ -226,6 +255,12 @@ _T = TypeVar("_T")
 def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection, str], _T]) -> _T:
     name = os.fspath(path)
     try:
+        st = os.stat(name)
+        if stat.S_ISDIR(st.st_mode):
+            raise RunFileError(name, "is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO or device would block or never end; a run file is always a regular file.
+            raise RunFileError(name, "not a regular file")
         with open(name, "rb") as fh:
             header = fh.read(100)
             size = os.fstat(fh.fileno()).st_size
@@ -233,29 +268,44 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
         raise RunFileError(name, "no such file") from None
     except IsADirectoryError:
         raise RunFileError(name, "is a directory") from None
+    except PermissionError:
+        raise RunFileError(name, "permission denied") from None
     except OSError as exc:
         raise RunFileError(name, exc.strerror or str(exc)) from None
+    except ValueError as exc:  # e.g. a NUL byte in the name
+        raise RunFileError(name, f"bad file name ({exc})") from None
     if header[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
         raise RunFileError(name, "not a memlens run file")
+    if len(header) < 100:
+        raise RunFileError(name, "truncated file")
     expected = _expected_size(header)
-    if expected is None or size < expected:
+    if expected is None:
+        raise RunFileError(name, "corrupt file (bad SQLite header)")
+    if size < expected:
         raise RunFileError(name, "truncated file")
     if size > expected:
         raise RunFileError(name, "corrupt file (trailing data)")
     try:
         con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
-        raise RunFileError(name, f"not a readable database ({exc})") from None
+        raise RunFileError(name, f"not a readable database ({_one_line(exc)})") from None
     try:
         return reader(con, name)
     except RunFileError:
         raise
-    except sqlite3.DatabaseError as exc:
-        raise RunFileError(name, f"corrupt or truncated file ({exc})") from None
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {exc})") from None
+    except sqlite3.Error as exc:
+        raise RunFileError(name, f"corrupt or truncated file ({_one_line(exc)})") from None
+    except RecursionError:
+        raise RunFileError(name, "corrupt file (nesting too deep)") from None
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {_one_line(exc)})") from None
     finally:
         con.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] + ("…" if len(text) > 200 else "")
 
 
 def _expected_size(header: bytes) -> int | None:
@@ -280,17 +330,47 @@ def _uri_path(name: str) -> str:
     return quote(os.path.abspath(name))
 
 
+#: Tables and columns a version-1 reader needs (a file may have more; it may not have fewer).
+_REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "files": ("id", "path", "sha256", "text"),
+    "lines": ("file_id", "line", *FIGURES, *ERRORS),
+    "functions": (
+        "file_id",
+        "qualname",
+        "first_line",
+        "last_line",
+        "alloc_bytes",
+        "alloc_count",
+        "live_bytes",
+        "peak_bytes",
+    ),
+    "nodes": (
+        "id",
+        "parent",
+        "file_id",
+        "line",
+        "function",
+        "alloc_bytes",
+        "alloc_count",
+        "live_bytes",
+        "peak_bytes",
+    ),
+    "timeline": ("t", "traced_bytes", "rss_bytes"),
+}
+
+
 def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
     try:
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        rows = con.execute("SELECT key, value FROM meta").fetchall()
     except sqlite3.OperationalError:
         raise RunFileError(name, "not a memlens run file (no meta table)") from None
+    meta = {k: v for k, v in rows if isinstance(k, str)}
     if meta.get("format") != MAGIC:
         raise RunFileError(name, "not a memlens run file")
-    try:
-        version = int(meta.get("version", ""))
-    except ValueError:
-        raise RunFileError(name, "bad format version") from None
+    version_text = meta.get("version")
+    if not isinstance(version_text, str) or not version_text.strip().isdigit():
+        raise RunFileError(name, "bad format version")
+    version = int(version_text)
     if version > FORMAT_VERSION:
         raise RunFileError(
             name,
@@ -299,7 +379,13 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
         )
     if version < 1:
         raise RunFileError(name, f"bad format version {version}")
-    raw = json.loads(meta["run"])
+    header = meta.get("run")
+    if not isinstance(header, str):
+        raise RunFileError(name, "no run header")
+    try:
+        raw = json.loads(header)
+    except ValueError:
+        raise RunFileError(name, "bad run header (not JSON)") from None
     if not isinstance(raw, dict):
         raise RunFileError(name, "bad run header")
     missing = _REQUIRED_RUN_KEYS - raw.keys()
@@ -317,40 +403,64 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
     return RunInfo(**raw)
 
 
+def _check_schema(con: sqlite3.Connection, name: str) -> None:
+    """Cheap structural check: every table and column a v1 reader needs is there."""
+    tables = {
+        str(row[0]) for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    for table, columns in _REQUIRED_COLUMNS.items():
+        if table not in tables:
+            raise RunFileError(name, f"corrupt file (no {table} table)")
+        present = {str(row[1]) for row in con.execute(f"PRAGMA table_info({table})")}
+        lacking = [c for c in columns if c not in present]
+        if lacking:
+            raise RunFileError(name, f"corrupt file ({table} table lacks {', '.join(lacking)})")
+
+
 def _read_db(con: sqlite3.Connection, name: str) -> Run:
     info = _read_info(con, name)
+    _check_schema(con, name)
 
     paths: dict[int, str] = {}
     files: dict[str, dict[str, Any]] = {}
-    for fid, fpath, sha, text in con.execute("SELECT id, path, sha256, text FROM files"):
+    for fid, fpath, sha, text in con.execute(
+        "SELECT id, path, sha256, text FROM files ORDER BY id"
+    ):
         if not isinstance(fpath, str) or not isinstance(sha, str):
             raise RunFileError(name, "bad file table")
         if text is not None and not isinstance(text, str):
             raise RunFileError(name, "bad file table")
-        paths[fid] = fpath
+        paths[_int(fid)] = fpath
         files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
+
+    def path_of(fid: object, table: str) -> str:
+        found = paths.get(fid) if isinstance(fid, int) else None
+        if found is None:
+            raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
+        return found
+
     cols = ", ".join((*FIGURES, *ERRORS))
     for row in con.execute(f"SELECT file_id, line, {cols} FROM lines"):
-        fpath = paths[row[0]]
+        fpath = path_of(row[0], "lines")
         values = row[2:]
         kwargs: dict[str, Any] = {}
         for key, value in zip((*FIGURES, *ERRORS), values, strict=True):
-            kwargs[key] = _int(value) if key in FIGURES else float(value)
+            kwargs[key] = _int(value) if key in FIGURES else _float(value)
         files[fpath]["lines"][_int(row[1])] = LineStats(**kwargs)
     for row in con.execute(
         "SELECT file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, "
-        "live_bytes, peak_bytes FROM functions"
+        "live_bytes, peak_bytes FROM functions ORDER BY rowid"
     ):
-        files[paths[row[0]]]["functions"].append(
-            FunctionStats(str(row[1]), *(_int(v) for v in row[2:]))
+        files[path_of(row[0], "functions")]["functions"].append(
+            FunctionStats(_str(row[1]), *(_int(v) for v in row[2:]))
         )
     nodes = tuple(
         CallNode(
             _int(r[0]),
             _int(r[1]),
-            paths[r[2]],
+            path_of(r[2], "nodes"),
             _int(r[3]),
-            str(r[4]),
+            _str(r[4]),
             *(_int(v) for v in r[5:]),
         )
         for r in con.execute(
@@ -359,8 +469,10 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
         )
     )
     timeline = tuple(
-        TimelinePoint(float(t), _int(tb), _int(rss))
-        for t, tb, rss in con.execute("SELECT t, traced_bytes, rss_bytes FROM timeline")
+        TimelinePoint(_float(t), _int(tb), _int(rss))
+        for t, tb, rss in con.execute(
+            "SELECT t, traced_bytes, rss_bytes FROM timeline ORDER BY rowid"
+        )
     )
     return Run(
         info=info,
@@ -377,6 +489,18 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
         call_tree=nodes,
         timeline=timeline,
     )
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, got {type(value).__name__}")
+    return value
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
 
 
 def _int(value: object) -> int:

@@ -16,9 +16,12 @@ import os
 import signal
 import sys
 import types
-from collections.abc import Callable, Sequence
 
 from memlens.errors import MemlensError
+
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__))
 

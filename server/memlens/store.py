@@ -159,6 +159,7 @@ class Store:
         doomed = [p for p in files[: max(0, len(files) - keep)] if p.resolve() not in protected]
         for p in doomed:
             p.unlink(missing_ok=True)
+        self._remove_stale_temporaries()
         latest = self.pointer("latest")
         if latest is None:
             newest = self._newest()
@@ -167,3 +168,18 @@ class Store:
             else:
                 self.clear_pointer("latest")
         return doomed
+
+    def _remove_stale_temporaries(self, older_than_s: float = 3600.0) -> None:
+        """Delete temporaries of writers that were killed mid-write (``.<name>.<random>.tmp``)."""
+        import time
+
+        if not self.runs_dir.is_dir():
+            return
+        cutoff = time.time() - older_than_s
+        for p in self.runs_dir.iterdir():
+            if p.name.startswith(".") and p.name.endswith(".tmp") and RUN_SUFFIX in p.name:
+                try:
+                    if p.stat().st_mtime < cutoff:
+                        p.unlink()
+                except OSError:
+                    pass

@@ -21,14 +21,16 @@ import atexit
 import os
 import sys
 import time
-import types
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, final
 
 from memlens import _tracer
 from memlens.errors import MemlensError
 
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
+    import types
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
     from memlens.model import Run, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
@@ -178,21 +180,27 @@ _checkpointer: Any = None
 def _start_checkpoints(
     session: _Session, path: str, interval: float, command: Sequence[str] | None
 ) -> None:
-    import threading
+    # _thread rather than threading: no extra import in the profiled program at start-up.
+    import _thread
 
     global _checkpointer
-    done = threading.Event()
+    stop_lock = _thread.allocate_lock()
+    stop_lock.acquire()  # released by _stop_checkpoints()
+    done_lock = _thread.allocate_lock()
+    done_lock.acquire()  # released by the thread when it ends
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
-        while not done.wait(interval):
-            if not _tracer.is_active():
-                return
-            write_checkpoint(session, path, command)
+        try:
+            while not stop_lock.acquire(timeout=interval):
+                if not _tracer.is_active():
+                    return
+                write_checkpoint(session, path, command)
+        finally:
+            done_lock.release()
 
-    thread = threading.Thread(target=loop, name="memlens-checkpoint", daemon=True)
-    _checkpointer = (thread, done)
-    thread.start()
+    _checkpointer = (stop_lock, done_lock)
+    _thread.start_new_thread(loop, ())
 
 
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> None:
@@ -210,10 +218,10 @@ def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None
 def _stop_checkpoints() -> None:
     global _checkpointer
     if _checkpointer is not None:
-        thread, done = _checkpointer
+        stop_lock, done_lock = _checkpointer
         _checkpointer = None
-        done.set()
-        thread.join()
+        stop_lock.release()
+        done_lock.acquire()  # the thread has finished any checkpoint it was writing
 
 
 # numpy allocates array data through its own handler, not PEP 445: the native module can
@@ -289,7 +297,6 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
-@final
 class Profile:
     """``with memlens.profile() as p: ...`` traces the block; ``p.run`` is the result."""
 
@@ -297,7 +304,7 @@ class Profile:
         self._options = options
         self.run: Run | None = None
 
-    def __enter__(self) -> Profile:
+    def __enter__(self) -> Profile:  # noqa: PYI034 - typing.Self needs Python 3.11
         start(**self._options)
         return self
 
@@ -346,14 +353,29 @@ class _Filter:
         hidden: Sequence[str] = (),
     ) -> None:
         self.hidden = frozenset(hidden)
+        self._real: dict[str, str] = {}
+        self._passes: dict[str, bool] = {}
         self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
         self.exclude = [os.path.abspath(p) if os.sep in p else p for p in exclude]
         self.library_dirs = () if libraries else _library_dirs()
 
+    def realpath(self, filename: str) -> str:
+        real = self._real.get(filename)
+        if real is None:
+            real = os.path.realpath(filename) if filename else ""
+            self._real[filename] = real
+        return real
+
     def passes(self, filename: str) -> bool:
+        known = self._passes.get(filename)
+        if known is None:
+            known = self._passes[filename] = self._decide(filename)
+        return known
+
+    def _decide(self, filename: str) -> bool:
         if not filename or filename.startswith("<"):
             return False  # frozen modules, exec'd strings: no source to show
-        real = os.path.realpath(filename)
+        real = self.realpath(filename)
         if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY or real in self.hidden:
             return False  # memlens itself and its launchers are never attributed
         if self.include:
@@ -371,31 +393,45 @@ def _match(path: str, pattern: str) -> bool:
 
 
 class _CodeInfo:
-    __slots__ = ("file", "first_line", "last_line", "passes", "qualname", "starts", "values")
+    """What a code object contributes: its file, function and (lazily) its line table.
+
+    Line tables are read only for code objects whose file passes the filter.
+    """
+
+    __slots__ = ("_code", "_table", "file", "first_line", "passes", "qualname")
 
     def __init__(self, code: types.CodeType, flt: _Filter) -> None:
-        self.file = os.path.realpath(code.co_filename) if code.co_filename else ""
+        self._code = code
+        self.file = flt.realpath(code.co_filename)
         self.passes = flt.passes(code.co_filename)
         self.qualname: str = getattr(code, "co_qualname", code.co_name)
         self.first_line = code.co_firstlineno
-        starts: list[int] = []
-        values: list[int] = []
-        last = code.co_firstlineno
-        for start, _end, line in code.co_lines():
-            if line is None:
-                continue
-            starts.append(start)
-            values.append(line)
-            last = max(last, line)
-        self.starts = starts
-        self.values = values
-        self.last_line = last
+        self._table: tuple[list[int], list[int], int] | None = None
+
+    def _lines(self) -> tuple[list[int], list[int], int]:
+        if self._table is None:
+            starts: list[int] = []
+            values: list[int] = []
+            last = self.first_line
+            for start, _end, line in self._code.co_lines():
+                if line is None:
+                    continue
+                starts.append(start)
+                values.append(line)
+                last = max(last, line)
+            self._table = (starts, values, last)
+        return self._table
+
+    @property
+    def last_line(self) -> int:
+        return self._lines()[2]
 
     def line(self, offset_units: int) -> int:
         import bisect
 
-        i = bisect.bisect_right(self.starts, offset_units * 2) - 1
-        return self.values[i] if i >= 0 else self.first_line
+        starts, values, _last = self._lines()
+        i = bisect.bisect_right(starts, offset_units * 2) - 1
+        return values[i] if i >= 0 else self.first_line
 
 
 _ROOT = 0xFFFFFFFF
@@ -613,8 +649,15 @@ def _read_source(path: str) -> tuple[str, str | None]:
     except OSError:
         return "", None
     sha = hashlib.sha256(data).hexdigest()
+    head = data[:200].split(b"\n", 2)[:2]
+    if not any(b"coding" in line for line in head):  # PEP 3120: UTF-8 unless declared
+        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
     try:
         with tokenize.open(path) as fh:
             return sha, fh.read()
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return sha, data.decode("utf-8", errors="replace")
+        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
+
+
+def _universal_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from memlens import fileformat
+from memlens.model import LineStats
 from memlens.store import Store
 from tests.runs import MIB, sample_run
+
+A_ID = "20261122-100000-1"
+B_ID = "20261122-110000-2"
 
 
 def memlens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -25,85 +33,196 @@ def memlens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _store_with_two_runs(tmp: Path) -> tuple[Path, Path]:
+    """Run A (baseline-to-be) and run B, where B's source gained a first line."""
     store = Store(tmp)
-    a = store.runs_dir / "20261122-100000-1.mlrun"
-    b = store.runs_dir / "20261122-110000-2.mlrun"
+    a = store.runs_dir / f"{A_ID}.mlrun"
+    b = store.runs_dir / f"{B_ID}.mlrun"
     fileformat.write(sample_run(), a)
     moved = "# new header\n" + sample_run().files["/work/app.py"].text  # type: ignore[operator]
-    run_b = sample_run(text=moved)
+    run_b = sample_run(text=moved, complete=False, exit_code=None, duration_s=2.25)
     sf = run_b.files["/work/app.py"]
-    from dataclasses import replace
-
-    from memlens.model import LineStats
-
     lines = {
         5: replace(sf.lines[4], peak_bytes=30 * MIB),
         7: sf.lines[6],
         1: LineStats(peak_bytes=MIB),
     }
-    run_b = replace(run_b, files={"/work/app.py": replace(sf, lines=lines)})
+    run_b = replace(run_b, files={"/work/app.py": replace(sf, sha256="cd" * 32, lines=lines)})
     fileformat.write(run_b, b)
     store.set_pointer("latest", b)
     return a, b
 
 
 def test_runs_list_baseline_and_prune(tmp_path: Path) -> None:
-    a, _b = _store_with_two_runs(tmp_path)
+    a, b = _store_with_two_runs(tmp_path)
+    out = memlens("runs", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert rows[0].split() == ["id", "started", "peak", "duration", "complete", "command"]
+    assert rows[1].split() == [
+        A_ID,
+        "2026-11-22",
+        "10:00:00",
+        "48.0",
+        "MiB",
+        "1.50",
+        "s",
+        "yes",
+        "python",
+        "app.py",
+    ]
+    assert rows[2].split()[-4:] == ["no", "python", "app.py", "[latest]"]
+    assert "2.25 s" in rows[2]
+
+    set_out = memlens("baseline", "set", "20261122-100000", cwd=tmp_path)  # an id prefix
+    assert set_out.returncode == 0, set_out.stderr
+    assert Store(tmp_path).baseline() == a
+    shown = memlens("baseline", "show", cwd=tmp_path).stdout.splitlines()
+    assert shown[0].split()[0] == A_ID
+    assert shown[1] == str(a)
+    assert memlens("runs", cwd=tmp_path).stdout.splitlines()[1].endswith("[baseline]")
+
+    listed = json.loads(memlens("runs", "--json", cwd=tmp_path).stdout)
+    assert [(r["id"], r["complete"], r["baseline"], r["latest"]) for r in listed] == [
+        (A_ID, True, True, False),
+        (B_ID, False, False, True),
+    ]
+    assert listed[0]["peak_traced_bytes"] == 48 * MIB
+    assert listed[1]["duration_s"] == 2.25
+
+    # prune never removes the baseline; --keep 1 keeps the newest.
+    pruned = memlens("runs", "prune", "--keep", "0", cwd=tmp_path)
+    assert pruned.returncode == 0
+    assert "removed 1 run(s)" in pruned.stderr
+    assert Store(tmp_path).run_files() == [a]
+    assert Store(tmp_path).latest() == a
+    assert not b.exists()
+
+    assert memlens("baseline", "clear", cwd=tmp_path).returncode == 0
+    none = memlens("baseline", "show", cwd=tmp_path)
+    assert none.returncode == 2
+    assert none.stderr.strip() == "memlens: no baseline set (use `memlens baseline set RUN`)"
+
+
+def test_prune_keeps_the_newest(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    paths = [store.runs_dir / f"20261122-1{i}0000-{i}.mlrun" for i in range(4)]
+    for p in paths:
+        fileformat.write(sample_run(), p)
+    assert memlens("runs", "prune", "--keep", "2", cwd=tmp_path).returncode == 0
+    assert store.run_files() == paths[2:]
+    bad = memlens("runs", "prune", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "memlens: runs prune needs --keep N"
+
+
+def test_runs_in_an_empty_directory(tmp_path: Path) -> None:
     out = memlens("runs", cwd=tmp_path)
     assert out.returncode == 0
-    rows = out.stdout.splitlines()
-    assert rows[0].split() == ["id", "started", "peak", "duration", "command"]
-    assert rows[1].startswith("20261122-100000-1")
-    assert "48.0 MiB" in rows[1]
-    assert "1.50 s" in rows[1]
-    assert "python app.py" in rows[1]
-    assert rows[2].endswith("latest")
-    assert memlens("baseline", "set", "20261122-100000", cwd=tmp_path).returncode == 0
-    assert Store(tmp_path).baseline() == a
-    listed = json.loads(memlens("runs", "--json", cwd=tmp_path).stdout)
-    assert [(r["id"], r["baseline"], r["latest"]) for r in listed] == [
-        ("20261122-100000-1", True, False),
-        ("20261122-110000-2", False, True),
-    ]
-    # prune never removes the baseline
-    assert memlens("runs", "prune", "--keep", "0", cwd=tmp_path).returncode == 0
-    assert Store(tmp_path).run_files() == [a]
+    assert out.stdout == ""
+    assert out.stderr.startswith("memlens: no runs in ")
+    assert json.loads(memlens("runs", "--json", cwd=tmp_path).stdout) == []
+    export = memlens("export", cwd=tmp_path)
+    assert export.returncode == 2
+    assert export.stderr.startswith("memlens: no runs yet in ")
 
 
 def test_export_prints_the_documented_json(tmp_path: Path) -> None:
-    _a, b = _store_with_two_runs(tmp_path)
-    out = memlens("export", "latest", cwd=tmp_path)
-    assert out.returncode == 0
+    a, b = _store_with_two_runs(tmp_path)
+    out = memlens("export", cwd=tmp_path)  # default: latest
+    assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["format"] == "memlens-run"
-    assert doc["run"]["peak_traced_bytes"] == 48 * MIB
+    assert doc["version"] == 1
+    assert doc["run"]["complete"] is False
+    assert doc["run"]["exit_code"] is None
+    assert doc["files"]["/work/app.py"]["sha256"] == "cd" * 32
     assert doc["files"]["/work/app.py"]["lines"]["5"]["peak_bytes"] == 30 * MIB
-    by_path = json.loads(memlens("export", str(b), cwd=tmp_path).stdout)
-    assert by_path == doc
+    # RUN as a path, an id, latest; baseline once set.
+    assert json.loads(memlens("export", str(b), cwd=tmp_path).stdout) == doc
+    assert json.loads(memlens("export", B_ID, cwd=tmp_path).stdout) == doc
+    assert json.loads(memlens("export", "latest", cwd=tmp_path).stdout) == doc
+    memlens("baseline", "set", A_ID, cwd=tmp_path)
+    base = json.loads(memlens("export", "baseline", cwd=tmp_path).stdout)
+    assert base["run"]["complete"] is True
+    # --dir points at another store root.
+    elsewhere = memlens("export", "--dir", str(tmp_path), cwd=a.parents[3])
+    assert json.loads(elsewhere.stdout) == doc
 
 
 def test_diff_table_and_json_follow_moved_lines(tmp_path: Path) -> None:
     _store_with_two_runs(tmp_path)
-    assert memlens("baseline", "set", "20261122-100000-1", cwd=tmp_path).returncode == 0
-    out = memlens("diff", cwd=tmp_path)
+    assert memlens("baseline", "set", A_ID, cwd=tmp_path).returncode == 0
+    out = memlens("diff", cwd=tmp_path)  # baseline -> latest
     assert out.returncode == 0, out.stderr
     rows = out.stdout.splitlines()
-    assert rows[0] == "memlens: peak per line, 20261122-100000-1 -> 20261122-110000-2"
-    first = rows[2].split()
-    assert first[0] == "/work/app.py:5"
-    assert " ".join(first[1:4]) == "(was 4) 40.0"
-    assert "−10.0 MiB" in rows[2]
-    assert rows[2].rstrip().endswith("−25%")
+    assert rows[0] == f"memlens: peak per line, {A_ID} -> {B_ID}"
+    assert rows[1].split() == ["line", "before", "after", "change"]
+    # Sorted by absolute change: the moved line (-10 MiB) first, then the new line (+1 MiB).
+    assert rows[2].split() == [
+        "/work/app.py:5",
+        "(was",
+        "4)",
+        "40.0",
+        "MiB",
+        "30.0",
+        "MiB",
+        "−10.0",
+        "MiB",
+        "−25%",
+    ]
+    assert rows[3].split() == [
+        "/work/app.py:1",
+        "(new",
+        "code)",
+        "-",
+        "1.0",
+        "MiB",
+        "+1.0",
+        "MiB",
+        "new",
+    ]
+    assert len([r for r in rows if r.startswith("  /work/app.py:")]) == 2  # line 7 unchanged
+    assert rows[-1] == "run peak: 48.0 MiB -> 48.0 MiB (±0 B, ±0%)"
+
     doc = json.loads(memlens("diff", "--json", cwd=tmp_path).stdout)
-    moved = next(ld for ld in doc["lines"] if ld["line_b"] == 5)
-    assert moved["line_a"] == 4
-    assert moved["change"]["peak_bytes"] == -10 * MIB
+    assert doc["format"] == "memlens-diff"
+    assert doc["by"] == "peak_bytes"
+    assert doc["files"] == {"/work/app.py": {"matched_by": "text"}}
+    first = doc["lines"][0]
+    assert (first["line_a"], first["line_b"], first["status"]) == (4, 5, "moved")
+    assert first["figures"]["peak_bytes"] == {
+        "a": 40 * MIB,
+        "b": 30 * MIB,
+        "delta": -10 * MIB,
+        "ratio": -0.25,
+    }
+    assert len(doc["lines"]) == 3  # JSON has every line, unchanged ones too
+    same = next(ld for ld in doc["lines"] if ld["line_b"] == 7)
+    assert same["line_a"] == 6
+    assert all(c["delta"] == 0 for c in same["figures"].values())
+    # --by alloc: nothing changed in allocated bytes on matched lines, --top limits rows.
+    top = json.loads(memlens("diff", A_ID, B_ID, "--json", "--top", "1", cwd=tmp_path).stdout)
+    assert len(top["lines"]) == 1
+    by_alloc = memlens("diff", "--by", "alloc", cwd=tmp_path).stdout.splitlines()
+    assert by_alloc[0] == f"memlens: alloc per line, {A_ID} -> {B_ID}"
+    assert by_alloc[1] == "memlens: no line changed"
+
+
+def test_diff_without_baseline(tmp_path: Path) -> None:
+    _store_with_two_runs(tmp_path)
+    out = memlens("diff", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr == "memlens: no baseline set (use `memlens baseline set RUN`)\n"
+
+
+def _work() -> list[bytearray]:
+    return [bytearray(1 << 20) for _ in range(2)]
 
 
 def test_import_tracemalloc_into_the_store(tmp_path: Path) -> None:
     tracemalloc.start(5)
     try:
-        keep = [bytearray(1 << 20) for _ in range(2)]
+        keep = _work()
         snap = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
@@ -113,15 +232,156 @@ def test_import_tracemalloc_into_the_store(tmp_path: Path) -> None:
     assert "only import snapshots you trust" in out.stderr
     run = fileformat.read(Store(tmp_path).latest())  # type: ignore[arg-type]
     assert run.info.source == "tracemalloc"
+    assert run.info.mode == "imported"
+    line = run.files[str(Path(__file__).resolve())].lines[_work.__code__.co_firstlineno + 1]
+    assert 2 << 20 <= line.live_bytes < (2 << 20) + 4096
+    # -o writes elsewhere and leaves latest alone.
+    other = memlens("import", "tracemalloc", "s.pickle", "-o", "x.mlrun", cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    assert fileformat.read(tmp_path / "x.mlrun").info.source == "tracemalloc"
+    assert len(Store(tmp_path).run_files()) == 1
     assert keep
 
 
-def test_bad_run_file_is_one_line_everywhere(tmp_path: Path) -> None:
+def test_import_pymemtrace_into_the_store(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text("def main():\n    big = [0] * 10**6\n")
+    (tmp_path / "trace.log").write_text(
+        "SOF\n"
+        "HEDR: Event dEvent Clock What File Line Function RSS dRSS\n"
+        "FRST: 0 +0 1.000 LINE prog.py 1 main 1000000 1000000\n"
+        "NEXT: 1 +1 1.500 LINE prog.py 2 main 9000000 8000000\n"
+        "LAST: 2 +1 2.000 RETURN prog.py 2 main 9000000 0\n"
+        "EOF\n"
+    )
+    out = memlens("import", "pymemtrace", "trace.log", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(memlens("export", cwd=tmp_path).stdout)
+    assert doc["run"]["mode"] == "imported"
+    assert doc["run"]["duration_s"] == 1.0
+    assert doc["run"]["peak_rss_bytes"] == 9000000
+    line = doc["files"][str(tmp_path / "prog.py")]["lines"]["2"]
+    assert line["alloc_bytes"] == line["peak_bytes"] == 8000000
+    bad = memlens("import", "pymemtrace", "prog.py", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr == "memlens: cannot read prog.py: not a pymemtrace log (no SOF line)\n"
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"SQLite format 3\x00" + b"\x00" * 200,  # a cut SQLite header
+        b"hello, world\n",  # a text file
+        b"",  # empty
+    ],
+)
+def test_bad_run_file_is_one_line_everywhere(tmp_path: Path, blob: bytes) -> None:
     bad = tmp_path / "bad.mlrun"
-    bad.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
-    for args in (("export", str(bad)), ("diff", str(bad), str(bad)), ("show", str(bad))):
+    bad.write_bytes(blob)
+    for args in (
+        ("export", str(bad)),
+        ("diff", str(bad), str(bad)),
+        ("baseline", "set", str(bad)),
+        ("show", str(bad)),
+    ):
         out = memlens(*args, cwd=tmp_path)
-        assert out.returncode == 2
+        assert out.returncode == 2, args
         lines = out.stderr.splitlines()
         assert len(lines) == 1, out.stderr
         assert lines[0].startswith(f"memlens: cannot read {bad}: ")
+        assert out.stdout == ""
+
+
+def test_unreadable_run_in_the_store_is_listed_not_fatal(tmp_path: Path) -> None:
+    _store_with_two_runs(tmp_path)
+    broken = Store(tmp_path).runs_dir / "20261122-120000-3.mlrun"
+    broken.write_bytes(b"not a run")
+    out = memlens("runs", cwd=tmp_path)
+    assert out.returncode == 0
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("20261122-120000-3")
+    assert "unreadable: not a memlens run file" in last
+
+
+KILLED = """
+import os, signal, sys, time
+import memlens
+from memlens import tracer
+
+tracer.start(checkpoint=sys.argv[1], checkpoint_interval_s=0.1, command=["killed.py"])
+keep = [bytearray(1 << 20) for _ in range(3)]
+deadline = time.monotonic() + 20
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.3)  # at least one checkpoint after the allocations
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_killed_program_leaves_a_readable_incomplete_run(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    out = tmp_path / "k.mlrun"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -9, proc.stderr
+    run = fileformat.read(out)
+    assert run.info.complete is False
+    assert run.info.exit_code is None
+    assert run.info.command == ("killed.py",)
+    assert run.info.peak_traced_bytes >= 3 << 20
+    # What the export and the listing say about it.
+    doc = json.loads(memlens("export", str(out), cwd=tmp_path).stdout)
+    assert doc["run"]["complete"] is False
+    # SIGKILL may land mid-checkpoint: then only a dot-named temporary is left beside the run.
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert all(n.startswith(".k.mlrun.") and n.endswith(".tmp") for n in leftovers)
+
+
+def test_diff_on_a_terminal_is_a_rich_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from memlens.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    _store_with_two_runs(tmp_path)
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["diff", A_ID, B_ID, "--dir", str(tmp_path)]) == 0
+    text = screen.getvalue()
+    assert "\x1b[" in text  # coloured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert f"memlens: peak per line, {A_ID} -> {B_ID}" in plain
+    row = next(line for line in plain.splitlines() if "/work/app.py:5 (was 4)" in line)
+    assert "40.0 MiB" in row
+    assert "30.0 MiB" in row
+    assert "−10.0 MiB" in row
+    assert "−25%" in row
+
+
+def test_prune_removes_stale_temporaries_only(tmp_path: Path) -> None:
+    import os
+
+    store = Store(tmp_path)
+    run = store.runs_dir / f"{A_ID}.mlrun"
+    fileformat.write(sample_run(), run)
+    stale = store.runs_dir / f".{A_ID}.mlrun.0123456789ab.tmp"
+    fresh = store.runs_dir / f".{B_ID}.mlrun.ba9876543210.tmp"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"being written")
+    os.utime(stale, (1, 1))
+    assert memlens("runs", "prune", "--keep", "5", cwd=tmp_path).returncode == 0
+    assert not stale.exists()
+    assert fresh.exists()  # a writer may still be at work
+    assert store.run_files() == [run]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +15,16 @@ from hypothesis import strategies as st
 
 from memlens import fileformat
 from memlens.errors import RunFileError
-from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile, TimelinePoint
-from tests.runs import info, sample_run
+from memlens.model import (
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+from tests.runs import MIB, info, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -90,6 +100,18 @@ def runs(draw: st.DrawFn) -> Run:
         complete=draw(st.booleans()),
         mode=draw(st.sampled_from(["exact", "sampling", "imported"])),
         peak_traced_bytes=draw(sizes),
+        peak_rss_bytes=draw(sizes),
+        python=draw(texts),
+        platform=draw(texts),
+        started=draw(texts),
+        ended=draw(texts),
+        duration_s=draw(st.floats(0, 1e9)),
+        pid=draw(st.integers(0, 2**31)),
+        sample_interval_bytes=draw(st.none() | st.integers(1, 2**40)),
+        cwd=draw(texts),
+        memlens_version=draw(texts),
+        max_depth=draw(st.integers(0, 10_000)),
+        source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
     )
     return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
 
@@ -105,9 +127,52 @@ def test_round_trip(tmp_path: Path, run: Run) -> None:
     assert fileformat.read_info(path) == run.info
 
 
+#: SHA-256 of the committed golden file: it is never rewritten.
+GOLDEN_SHA256 = "40dd7c2b4d090cdb18d745342d4f11f304bc83360d66ef61c10580cb1de1c891"
+
+
 def test_golden_v1_file() -> None:
     # Written once by tests/data/formats/make_v1.py with format version 1. Never regenerate.
-    assert fileformat.read(GOLDEN) == sample_run()
+    assert hashlib.sha256(GOLDEN.read_bytes()).hexdigest() == GOLDEN_SHA256
+    run = fileformat.read(GOLDEN)
+    assert run == sample_run()
+    # The same, spelled out, so that a change to tests/runs.py cannot hide a reader change.
+    assert run.info == RunInfo(
+        command=("python", "app.py"),
+        python="3.11.7",
+        platform="Linux-test",
+        started="2026-11-22T10:00:00+00:00",
+        ended="2026-11-22T10:00:01.500000+00:00",
+        duration_s=1.5,
+        pid=4242,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=48 * MIB,
+        peak_rss_bytes=80 * MIB,
+        complete=True,
+        cwd="/work",
+        memlens_version="0.1.0",
+        max_depth=128,
+        source="memlens",
+    )
+    assert list(run.files) == ["/work/app.py"]
+    sf = run.files["/work/app.py"]
+    assert sf.sha256 == "ab" * 32
+    assert sf.text == "import x\n\ndef load():\n    return [0] * 10\n\ndata = load()\n"
+    assert sf.lines[4] == LineStats(
+        40 * MIB, 1200, 30 * MIB, 10, 40 * MIB, 40 * MIB, 30 * MIB, 40 * MIB
+    )
+    assert sf.lines[6] == LineStats(
+        1024, 3, 1024, 3, 1024, 40 * MIB + 1024, 30 * MIB + 1024, 40 * MIB + 1024
+    )
+    assert sf.functions == (FunctionStats("load", 3, 4, 40 * MIB, 1200, 30 * MIB, 40 * MIB),)
+    assert run.call_tree == (
+        CallNode(0, -1, "/work/app.py", 6, "<module>", 1024, 3, 1024, 1024),
+        CallNode(1, 0, "/work/app.py", 4, "load", 40 * MIB, 1200, 30 * MIB, 40 * MIB),
+    )
+    assert run.timeline == (TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB))
+    assert fileformat.read_info(GOLDEN) == run.info
 
 
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -163,21 +228,45 @@ def _edit(path: Path, sql: str, *params: object) -> None:
 def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
-    _edit(path, "UPDATE meta SET value = '99' WHERE key = 'version'")
-    _bad(path, "format version 99 is newer than this memlens understands (1); upgrade memlens")
+    # A newer writer may also change tables: the version is checked before anything else.
+    _edit(path, "UPDATE meta SET value = '2' WHERE key = 'version'")
+    _edit(path, "DROP TABLE lines")
+    reason = "format version 2 is newer than this memlens understands (1); upgrade memlens"
+    _bad(path, reason)
+    with pytest.raises(RunFileError, match=r"upgrade memlens$"):
+        fileformat.read_info(path)
 
 
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
-        ("DROP TABLE lines", "corrupt"),
         ("UPDATE meta SET value = 'other' WHERE key = 'format'", "not a memlens run file"),
-        ("UPDATE meta SET value = '{' WHERE key = 'run'", "corrupt"),
+        ("UPDATE meta SET value = '{' WHERE key = 'run'", "bad run header (not JSON)"),
         ("UPDATE meta SET value = '[]' WHERE key = 'run'", "bad run header"),
         ("UPDATE meta SET value = '{\"python\": \"3\"}' WHERE key = 'run'", "run header lacks"),
         ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
-        ("UPDATE lines SET file_id = 77", "corrupt"),
+        ("UPDATE lines SET file_id = 77", "corrupt file (lines names unknown file id 77)"),
         ("UPDATE files SET text = x'00ff'", "bad file table"),
+        ("DROP TABLE meta", "not a memlens run file (no meta table)"),
+        ("DELETE FROM meta WHERE key = 'run'", "no run header"),
+        ("DELETE FROM meta WHERE key = 'version'", "bad format version"),
+        ("UPDATE meta SET value = 'one' WHERE key = 'version'", "bad format version"),
+        ("UPDATE meta SET value = '0' WHERE key = 'version'", "bad format version 0"),
+        ("UPDATE meta SET value = '[[[[' || '1' || ']]]]' WHERE key = 'run'", "bad run header"),
+        ("DROP TABLE files", "corrupt file (no files table)"),
+        ("DROP TABLE lines", "corrupt file (no lines table)"),
+        ("DROP TABLE functions", "corrupt file (no functions table)"),
+        ("DROP TABLE nodes", "corrupt file (no nodes table)"),
+        ("DROP TABLE timeline", "corrupt file (no timeline table)"),
+        (
+            "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
+            "corrupt file (timeline table lacks rss_bytes)",
+        ),
+        ("UPDATE nodes SET file_id = 9", "corrupt file (nodes names unknown file id 9)"),
+        ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
+        ("UPDATE functions SET qualname = x'00'", "corrupt file (TypeError: expected text"),
+        ("UPDATE lines SET peak_err = 'x'", "corrupt file (TypeError: expected a number"),
+        ("UPDATE timeline SET rss_bytes = 1.5", "corrupt file (TypeError: expected an integer"),
     ],
 )
 def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
@@ -210,12 +299,92 @@ def _read_or_error(path: Path) -> str:
 
 def test_truncated_files(tmp_path: Path) -> None:
     data = GOLDEN.read_bytes()
-    for cut in (1, 15, 16, 100, 512, 4096, len(data) // 2, len(data) - 1):
+    cuts = {1, 15, 16, 17, 99, 100, 101, len(data) - 1}
+    cuts |= set(range(256, len(data), 256))  # every page boundary and half page
+    for cut in sorted(cuts):
         path = tmp_path / f"cut{cut}.mlrun"
         path.write_bytes(data[:cut])
         message = _read_or_error(path)
-        assert message.startswith(f"cannot read {path}: ")
+        assert message.startswith(f"cannot read {path}: "), cut
         assert "\n" not in message
+        if cut >= 100:
+            assert message.endswith(": truncated file"), message
+        # The header reader fails the same way: listings never show a cut file as a run.
+        with pytest.raises(RunFileError):
+            fileformat.read_info(path)
+
+
+def test_trailing_data_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "long.mlrun"
+    path.write_bytes(GOLDEN.read_bytes() + b"\0" * 4096)
+    _bad(path, "corrupt file (trailing data)")
+
+
+def test_every_flipped_byte_reads_or_fails_in_one_line(tmp_path: Path) -> None:
+    data = GOLDEN.read_bytes()
+    path = tmp_path / "flip.mlrun"
+    failures = 0
+    for offset in range(0, len(data), 61):
+        blob = bytearray(data)
+        blob[offset] ^= 0x5A
+        path.write_bytes(bytes(blob))
+        message = _read_or_error(path)
+        assert "\n" not in message
+        if message:
+            assert message.startswith(f"cannot read {path}: ")
+            failures += 1
+    assert failures > 0  # damage is noticed (flips in unused space may pass unnoticed)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "pipe.mlrun"
+    os.mkfifo(fifo)
+    _bad(fifo, "not a regular file")
+
+
+def test_read_info_reads_only_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    _edit(path, "DROP TABLE nodes")
+    assert fileformat.read_info(path) == sample_run().info  # listings still work
+    _bad(path, "no nodes table")
+
+
+def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
+    run = sample_run()
+    sf = run.files["/work/app.py"]
+    with pytest.raises(ValueError, match="differs from its path"):
+        fileformat.write(replace(run, files={"/elsewhere.py": sf}), tmp_path / "x.mlrun")
+    with pytest.raises(ValueError, match="names a file not in the run"):
+        fileformat.write(replace(run, files={}), tmp_path / "y.mlrun")
+    assert list(tmp_path.iterdir()) == []  # no temporary left behind
+
+
+def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    con = sqlite3.connect(path)
+    rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    con.close()
+    assert rows["format"] == "memlens-run"
+    assert rows["version"] == "1"
+    assert json.loads(rows["run"])["command"] == ["python", "app.py"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(cut=st.integers(0, 40_000), data=st.binary(max_size=64))
+def test_fuzz_truncated_and_extended_golden_file(
+    tmp_path_factory: pytest.TempPathFactory, cut: int, data: bytes
+) -> None:
+    golden = GOLDEN.read_bytes()
+    path = tmp_path_factory.mktemp("cut") / "c.mlrun"
+    path.write_bytes(golden[: cut % len(golden)] + data)
+    message = _read_or_error(path)
+    assert message.startswith(f"cannot read {path}: ")
+    assert "\n" not in message
 
 
 @settings(max_examples=150, deadline=None)
@@ -236,3 +405,47 @@ def test_fuzz_reader_never_raises_anything_else(
 def test_replace_keeps_equality_semantics() -> None:
     run = sample_run()
     assert replace(run, timeline=()) != run
+
+
+def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    _edit(path, "UPDATE meta SET value = ? WHERE key = 'run'", "[" * 200_000 + "]" * 200_000)
+    _bad(path, "corrupt file (nesting too deep)")
+
+
+def test_written_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        path = fileformat.write(sample_run(), tmp_path / "r.mlrun")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    before = path.read_bytes()
+
+    def disk_full(run: Run, filename: str) -> None:
+        Path(filename).write_bytes(b"SQLite format 3\x00partial")
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(fileformat, "_write_db", disk_full)
+    with pytest.raises(OSError, match="database or disk is full"):
+        fileformat.write(sample_run(exit_code=5), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
+
+
+def test_damaged_sqlite_header(tmp_path: Path) -> None:
+    data = bytearray(GOLDEN.read_bytes())
+    data[92:96] = b"\xff\xff\xff\xff"  # "version-valid-for" no longer matches: size unknown
+    path = tmp_path / "h.mlrun"
+    path.write_bytes(bytes(data))
+    _bad(path, "corrupt file (bad SQLite header)")
+    path.write_bytes(GOLDEN.read_bytes()[:60])
+    _bad(path, "truncated file")

@@ -29,5 +29,7 @@ def run(args: argparse.Namespace) -> int:
         print("memlens: baseline cleared", file=sys.stderr)
     else:
         path = store.resolve("baseline")
+        info = fileformat.read_info(path)
+        print(f"{path.stem}  {info.started[:19].replace('T', ' ')}  {' '.join(info.command)}")
         print(path)
     return 0

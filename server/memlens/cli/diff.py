@@ -4,103 +4,232 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from memlens.diff import FunctionDiff, LineDiff, RunDiff
 
 HELP = "compare two runs per line and function (default: baseline vs latest)"
 
-_FIG = {"peak": "peak_bytes", "alloc": "alloc_bytes", "live": "live_bytes"}
+#: --by choices -> (LineStats figure, FunctionStats figure)
+_FIG = {
+    "peak": ("peak_bytes", "peak_bytes"),
+    "alloc": ("alloc_bytes", "alloc_bytes"),
+    "live": ("live_bytes", "live_bytes"),
+}
+_DEFAULT_TOP = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", nargs="?", default="baseline", help="old run (default: baseline)")
     parser.add_argument("b", nargs="?", default="latest", help="new run (default: latest)")
-    parser.add_argument("--by", choices=tuple(_FIG), default="peak")
-    parser.add_argument("--top", type=int, default=20, metavar="N")
+    parser.add_argument("--by", choices=tuple(_FIG), default="peak", help="figure (default: peak)")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"show the N biggest changes (table default {_DEFAULT_TOP}; --json default all; 0 = all)",
+    )
     parser.add_argument("--json", action="store_true", help="every line and function, as JSON")
+    parser.add_argument("--plain", action="store_true", help="plain text even on a terminal")
     parser.add_argument("--dir", default=".", help="store root (default: .)")
 
 
 def run(args: argparse.Namespace) -> int:
     from memlens import fileformat
     from memlens.diff import diff_runs
-    from memlens.model import FIGURES
+    from memlens.errors import MemlensError
     from memlens.store import Store
 
+    if args.top is not None and args.top < 0:
+        raise MemlensError("--top must be at least 0")
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
     d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
+    line_attr, fn_attr = _FIG[args.by]
+    lines = _ranked_lines(d, line_attr)
+    functions = _ranked_functions(d, fn_attr)
     if args.json:
         import json
 
-        doc = {
-            "a": str(path_a),
-            "b": str(path_b),
-            "lines": [
-                {
-                    "file": ld.file,
-                    "line_a": ld.line_a,
-                    "line_b": ld.line_b,
-                    "change": {f: ld.change(f) for f in FIGURES},
-                    "relative": {f: ld.relative(f) for f in FIGURES},
-                }
-                for ld in d.lines
-            ],
-            "functions": [
-                {
-                    "file": fd.file,
-                    "qualname": fd.qualname,
-                    "change": {
-                        f: fd.change(f) for f in ("alloc_bytes", "live_bytes", "peak_bytes")
-                    },
-                    "relative": {
-                        f: fd.relative(f) for f in ("alloc_bytes", "live_bytes", "peak_bytes")
-                    },
-                }
-                for fd in d.functions
-            ],
-        }
+        from memlens.diff import to_json_dict
+
+        doc = to_json_dict(d)
+        top = args.top or None
+        line_index = {id(ld): i for i, ld in enumerate(d.lines)}
+        fn_index = {id(fd): i for i, fd in enumerate(d.functions)}
+        doc["a"], doc["b"], doc["by"] = str(path_a), str(path_b), line_attr
+        doc["lines"] = [doc["lines"][line_index[id(ld)]] for ld in lines][:top]
+        doc["functions"] = [doc["functions"][fn_index[id(fd)]] for fd in functions][:top]
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    _print_table(d, _FIG[args.by], args.by, args.top, path_a.stem, path_b.stem)
+    top = _DEFAULT_TOP if args.top is None else (args.top or None)
+    title = f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}"
+    changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
+    changed_fns = [fd for fd in functions if fd.change(fn_attr) != 0][:top]
+    out: TextIO = sys.stdout
+    if out.isatty() and not args.plain:
+        _print_rich(d, title, changed, changed_fns, line_attr, fn_attr)
+    else:
+        _print_plain(d, title, changed, changed_fns, line_attr, fn_attr, out)
     return 0
 
 
-def _print_table(d: object, attr: str, by: str, top: int, name_a: str, name_b: str) -> None:
-    from memlens.diff import RunDiff
+def _ranked_lines(d: RunDiff, attr: str) -> list[LineDiff]:
+    """Lines by absolute change of ``attr``, biggest first (then file and line)."""
+    return sorted(d.lines, key=lambda ld: (-abs(ld.change(attr)), ld.file, ld.line))
+
+
+def _ranked_functions(d: RunDiff, attr: str) -> list[FunctionDiff]:
+    return sorted(d.functions, key=lambda fd: (-abs(fd.change(attr)), fd.file, fd.qualname))
+
+
+def _where(ld: LineDiff) -> str:
+    from memlens.report import display_path
+
+    where = f"{display_path(ld.file)}:{ld.line}"
+    if ld.line_a is not None and ld.line_b is not None and ld.line_a != ld.line_b:
+        where += f" (was {ld.line_a})"
+    elif ld.line_a is None:
+        where += " (new code)"
+    elif ld.line_b is None:
+        where += " (code gone)"
+    return where
+
+
+def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
+    from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
+
+    c = ld.figure(attr)
+    return (
+        _where(ld),
+        fmt_bytes(c.a) if ld.a else "-",
+        fmt_bytes(c.b) if ld.b else "-",
+        fmt_delta_bytes(c.delta),
+        fmt_percent(c.ratio),
+    )
+
+
+def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
     from memlens.report import display_path
     from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
-    assert isinstance(d, RunDiff)
-    changed = [ld for ld in d.lines if ld.change(attr) != 0]
-    changed.sort(key=lambda ld: (-abs(ld.change(attr)), ld.file, ld.line_b or ld.line_a or 0))
-    print(f"memlens: {by} per line, {name_a} -> {name_b}")
-    if not changed:
-        print("memlens: no line changed")
-        return
-    rows = [("line", "before", "after", "change", "")]
-    for ld in changed[:top]:
-        where = f"{display_path(ld.file)}:{ld.line_b or ld.line_a}"
-        if ld.line_a and ld.line_b and ld.line_a != ld.line_b:
-            where += f" (was {ld.line_a})"
-        before = fmt_bytes(ld.a.figure(attr)) if ld.a else "-"
-        after = fmt_bytes(ld.b.figure(attr)) if ld.b else "-"
-        rows.append(
-            (where, before, after, fmt_delta_bytes(ld.change(attr)), fmt_percent(ld.relative(attr)))
+    c = fd.figure(attr)
+    return (
+        f"{display_path(fd.file)}::{fd.qualname}",
+        fmt_bytes(c.a) if fd.a else "-",
+        fmt_bytes(c.b) if fd.b else "-",
+        fmt_delta_bytes(c.delta),
+        fmt_percent(c.ratio),
+    )
+
+
+def _notes(d: RunDiff) -> list[str]:
+    from memlens.report import display_path
+
+    return [
+        f"memlens: {display_path(p)}: no recorded source on one side; lines matched by number"
+        for p in d.unmatched_sources
+    ]
+
+
+def _total_line(d: RunDiff) -> str | None:
+    from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
+
+    totals = d.totals()
+    if "peak_traced_bytes" not in totals:
+        return None
+    c = totals["peak_traced_bytes"]
+    return (
+        f"run peak: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
+        f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
+    )
+
+
+def _print_plain(
+    d: RunDiff,
+    title: str,
+    lines: list[LineDiff],
+    functions: list[FunctionDiff],
+    attr: str,
+    fn_attr: str,
+    out: TextIO,
+) -> None:
+    print(title, file=out)
+    for note in _notes(d):
+        print(note, file=out)
+    if not lines:
+        print("memlens: no line changed", file=out)
+    else:
+        _plain_table(
+            [("line", "before", "after", "change", ""), *(_row(ld, attr) for ld in lines)], out
         )
+    if functions:
+        print("\nfunctions (inclusive):", file=out)
+        _plain_table(
+            [
+                ("function", "before", "after", "change", ""),
+                *(_fn_row(fd, fn_attr) for fd in functions),
+            ],
+            out,
+        )
+    total = _total_line(d)
+    if total:
+        print("\n" + total, file=out)
+
+
+def _plain_table(rows: list[tuple[str, str, str, str, str]], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
-        print(
-            "  "
-            + "  ".join(
-                r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(5)
+        cells = [r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(5)]
+        print(("  " + "  ".join(cells)).rstrip(), file=out)
+
+
+def _print_rich(
+    d: RunDiff,
+    title: str,
+    lines: list[LineDiff],
+    functions: list[FunctionDiff],
+    attr: str,
+    fn_attr: str,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(title, highlight=False)
+    for note in _notes(d):
+        console.print(note, style="yellow", highlight=False)
+
+    def table(kind: str, rows: list[tuple[str, str, str, str, str]], deltas: list[int]) -> Table:
+        t = Table(show_edge=False, pad_edge=False)
+        t.add_column(kind, no_wrap=True)
+        for name in ("before", "after", "change", ""):
+            t.add_column(name, justify="right", no_wrap=True)
+        for row, delta in zip(rows, deltas, strict=True):
+            style = "red" if delta > 0 else "green" if delta < 0 else ""
+            t.add_row(row[0], row[1], row[2], row[3], row[4], style=style)
+        return t
+
+    if not lines:
+        console.print("memlens: no line changed", highlight=False)
+    else:
+        console.print(
+            table("line", [_row(ld, attr) for ld in lines], [ld.change(attr) for ld in lines])
+        )
+    if functions:
+        console.print()
+        console.print("functions (inclusive):", highlight=False)
+        console.print(
+            table(
+                "function",
+                [_fn_row(fd, fn_attr) for fd in functions],
+                [fd.change(fn_attr) for fd in functions],
             )
         )
-    funcs = [fd for fd in d.functions if fd.change(attr) != 0]
-    funcs.sort(key=lambda fd: -abs(fd.change(attr)))
-    if funcs:
-        print("\nfunctions (inclusive):")
-        for fd in funcs[:top]:
-            print(
-                f"  {display_path(fd.file)}::{fd.qualname}  {fmt_delta_bytes(fd.change(attr))}"
-                f" ({fmt_percent(fd.relative(attr))})"
-            )
+    total = _total_line(d)
+    if total:
+        console.print()
+        console.print(total, highlight=False)

@@ -13,6 +13,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="tracemalloc.Snapshot.dump() file, or cPyMemTrace log")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the run here")
     parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument(
+        "--source-dir",
+        action="append",
+        metavar="DIR",
+        help="where to look for relative file names of the import (repeatable; default: the "
+        "current directory, and for pymemtrace also the log's directory)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,11 +31,11 @@ def run(args: argparse.Namespace) -> int:
     if args.tool == "tracemalloc":
         from memlens.imports.tracemalloc_import import import_snapshot
 
-        result = import_snapshot(args.file)
+        result = import_snapshot(args.file, args.source_dir or ())
     else:
         from memlens.imports.pymemtrace_import import import_log
 
-        result = import_log(args.file)
+        result = import_log(args.file, args.source_dir)
     store = Store(args.dir)
     out = Path(args.output) if args.output else store.new_run_path()
     fileformat.write(result, out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "list saved runs (id, time, command, peak, duration); `runs prune --keep N`"
+HELP = "list saved runs (id, time, peak, duration, command); `runs prune --keep N`"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,27 +41,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from memlens.units import fmt_bytes
 
-    rows = [("id", "started", "peak", "duration", "command", "")]
+    rows = [("id", "started", "peak", "duration", "complete", "command", "")]
     for e in entries:
-        marks = " ".join(m for m, p in (("latest", latest), ("baseline", baseline)) if p == e.path)
+        marks = ", ".join(m for m, p in (("latest", latest), ("baseline", baseline)) if p == e.path)
         if e.info is None:
-            rows.append((e.id, "?", "?", "?", f"unreadable: {e.error}", marks))
+            rows.append((e.id, "?", "?", "?", "?", f"unreadable: {e.error}", marks))
             continue
-        state = "" if e.info.complete else " (incomplete)"
         rows.append(
             (
                 e.id,
                 e.info.started[:19].replace("T", " "),
                 fmt_bytes(e.info.peak_traced_bytes),
                 f"{e.info.duration_s:.2f} s",
-                " ".join(e.info.command) + state,
-                marks,
+                "yes" if e.info.complete else "no",
+                " ".join(e.info.command),
+                f"[{marks}]" if marks else "",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:
-        cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(5)]
-        print(("  ".join(cells) + "  " + r[5]).rstrip())
+        cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(6)]
+        print(("  ".join(cells) + "  " + r[6]).rstrip())
     return 0
 
 

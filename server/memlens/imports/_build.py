@@ -1,12 +1,19 @@
-"""Shared by the importers: build a Run from stacks of (file, line, function) and sizes."""
+"""Shared by the importers: build a Run from stacks of (file, line, function) and sizes.
+
+Imported data knows file names and line numbers, often not function ranges. When a source file
+can be read, its functions (qualified name, first and last line) come from its syntax tree, so
+imported runs name and bound functions the way the tracer does.
+"""
 
 from __future__ import annotations
 
+import ast
+import bisect
 import hashlib
 import os
 import platform
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memlens._version import __version__
@@ -20,33 +27,156 @@ from memlens.model import (
     TimelinePoint,
 )
 
-Frame = tuple[str, int, str]  # file, line, function
+#: file, line, function name (None when the source format has none)
+Frame = tuple[str, int, str | None]
+#: qualname, first line, last line
+FunctionSpan = tuple[str, int, int]
+#: alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes
+_N = 5
+
+
+def is_pseudo_file(name: str) -> bool:
+    """``<frozen posixpath>``, ``<string>``, ``<unknown>``: no file on disk."""
+    return not name or (name.startswith("<") and name.endswith(">"))
+
+
+class Sources:
+    """Resolves the file names an import mentions to recorded sources (read once each)."""
+
+    def __init__(self, search_dirs: Sequence[str] = ()) -> None:
+        self.search_dirs = [os.path.abspath(d) for d in search_dirs] or [os.getcwd()]
+        self._cache: dict[str, tuple[str, str, str | None]] = {}
+        self._spans: dict[str, _Spans] = {}
+
+    def resolve(self, name: str) -> tuple[str, str, str | None]:
+        """``name`` -> (key in Run.files, sha256 or "", text or None).
+
+        The key is the absolute path when the file was found, else the name as recorded.
+        """
+        hit = self._cache.get(name)
+        if hit is not None:
+            return hit
+        result: tuple[str, str, str | None] = (name, "", None)
+        if not is_pseudo_file(name):
+            candidates = (
+                [Path(name)] if os.path.isabs(name) else [Path(d) / name for d in self.search_dirs]
+            )
+            for path in candidates:
+                try:
+                    data = path.read_bytes()
+                except (OSError, ValueError):
+                    continue
+                text = data.decode("utf-8", errors="replace")
+                result = (os.path.abspath(path), hashlib.sha256(data).hexdigest(), text)
+                break
+            else:
+                if os.path.isabs(name):
+                    result = (os.path.normpath(name), "", None)
+        self._cache[name] = result
+        return result
+
+    def spans(self, key: str, text: str | None) -> _Spans:
+        found = self._spans.get(key)
+        if found is None:
+            found = self._spans[key] = _Spans(text)
+        return found
+
+
+class _Spans:
+    """The functions of one source text, to find the innermost one around a line."""
+
+    def __init__(self, text: str | None) -> None:
+        self.spans: list[FunctionSpan] = []
+        self._memo: dict[int, FunctionSpan | None] = {}
+        if text is None:
+            return
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        self._walk(tree, "")
+        self.spans.sort(key=lambda s: (s[1], -s[2]))
+        self._starts = [s[1] for s in self.spans]
+
+    def _walk(self, node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qualname = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                    self.spans.append((qualname, first, child.end_lineno or child.lineno))
+                    self._walk(child, qualname + ".<locals>.")
+                else:
+                    self._walk(child, qualname + ".")
+            else:
+                self._walk(child, prefix)
+
+    def enclosing(self, line: int) -> FunctionSpan | None:
+        """The innermost function whose lines contain ``line``, or None (module level)."""
+        if not self.spans:
+            return None
+        if line in self._memo:
+            return self._memo[line]
+        best: FunctionSpan | None = None
+        for span in self.spans[: bisect.bisect_right(self._starts, line)]:
+            if span[1] <= line <= span[2] and (best is None or span[1] >= best[1]):
+                best = span
+        self._memo[line] = best
+        return best
 
 
 class _Node:
-    __slots__ = ("alloc", "count", "file", "func", "line", "live", "parent", "peak")
+    __slots__ = ("figures", "file", "func", "line", "parent")
 
     def __init__(self, parent: int, file: str, line: int, func: str) -> None:
         self.parent, self.file, self.line, self.func = parent, file, line, func
-        self.alloc = self.count = self.live = self.peak = 0
+        self.figures = [0] * _N
 
 
 class RunBuilder:
-    """Accumulates samples, each a stack (outermost first) with self figures at its leaf."""
+    """Accumulates samples, each a stack (outermost first) with self figures at its leaf.
 
-    def __init__(self) -> None:
+    Self figures go to the leaf's line; inclusive figures to every line of the stack (each
+    line once per stack) and to every function of the stack (each once per stack); the call
+    tree follows the stacks.
+    """
+
+    def __init__(self, sources: Sources | None = None) -> None:
+        self.sources = sources or Sources()
         self._nodes: dict[tuple[int, str, int], int] = {}
         self._node_rows: list[_Node] = []
         self._self: dict[tuple[str, int], list[int]] = {}
         self._incl: dict[tuple[str, int], list[int]] = {}
         self._funcs: dict[tuple[str, str], list[int]] = {}
         self._func_lines: dict[tuple[str, str], list[int]] = {}
+        self._files: dict[str, tuple[str, str | None]] = {}
 
-    def add(self, stack: Sequence[Frame], alloc: int, count: int, live: int, peak: int) -> None:
-        if not stack:
+    def _frame(self, frame: Frame) -> tuple[str, int, str, tuple[str, int, int] | None]:
+        name, line, func = frame
+        key, sha, text = self.sources.resolve(name)
+        self._files.setdefault(key, (sha, text))
+        span = self.sources.spans(key, text).enclosing(line)
+        if span is not None and (func is None or span[0].rsplit(".", 1)[-1] == func):
+            return key, line, span[0], span
+        if func is None:
+            return key, line, "<module>" if text is not None else "<unknown>", None
+        return key, line, func, None
+
+    def add(
+        self,
+        stack: Sequence[Frame],
+        alloc: int,
+        count: int,
+        live: int,
+        peak: int,
+        live_count: int = 0,
+    ) -> None:
+        frames = [self._frame(f) for f in stack if f[1] >= 1]
+        if not frames:
             return
+        values = (alloc, count, live, live_count, peak)
         parent = -1
-        for file, line, func in stack:
+        for file, line, func, span in frames:
             key = (parent, file, line)
             nid = self._nodes.get(key)
             if nid is None:
@@ -54,24 +184,25 @@ class RunBuilder:
                 self._nodes[key] = nid
                 self._node_rows.append(_Node(parent, file, line, func))
             parent = nid
-            span = self._func_lines.setdefault((file, func), [line, line])
-            span[0], span[1] = min(span[0], line), max(span[1], line)
+            bounds = self._func_lines.setdefault((file, func), [line, line])
+            if span is not None:
+                bounds[0], bounds[1] = span[1], span[2]
+            else:
+                bounds[0], bounds[1] = min(bounds[0], line), max(bounds[1], line)
         node = self._node_rows[parent]
-        node.alloc += alloc
-        node.count += count
-        node.live += live
-        node.peak += peak
-        leaf = (stack[-1][0], stack[-1][1])
-        s = self._self.setdefault(leaf, [0, 0, 0, 0])
-        for i, v in enumerate((alloc, count, live, peak)):
+        for i, v in enumerate(values):
+            node.figures[i] += v
+        leaf = (frames[-1][0], frames[-1][1])
+        s = self._self.setdefault(leaf, [0] * _N)
+        for i, v in enumerate(values):
             s[i] += v
-        for site in {(f, ln) for f, ln, _ in stack}:
-            inc = self._incl.setdefault(site, [0, 0, 0, 0])
-            for i, v in enumerate((alloc, count, live, peak)):
+        for site in {(f, ln) for f, ln, _, _ in frames}:
+            inc = self._incl.setdefault(site, [0] * _N)
+            for i, v in enumerate(values):
                 inc[i] += v
-        for fkey in {(f, fn) for f, _, fn in stack}:
-            fi = self._funcs.setdefault(fkey, [0, 0, 0, 0])
-            for i, v in enumerate((alloc, count, live, peak)):
+        for fkey in {(f, fn) for f, _, fn, _ in frames}:
+            fi = self._funcs.setdefault(fkey, [0] * _N)
+            for i, v in enumerate(values):
                 fi[i] += v
 
     def build(
@@ -85,36 +216,49 @@ class RunBuilder:
         peak_traced_bytes: int,
         peak_rss_bytes: int,
         timeline: Sequence[TimelinePoint] = (),
-        base_dir: str = "",
+        complete: bool = True,
+        pid: int = 0,
     ) -> Run:
         started = started or datetime.now(timezone.utc)
         files: dict[str, dict[int, LineStats]] = {}
         for (file, line), inc in self._incl.items():
-            s = self._self.get((file, line), [0, 0, 0, 0])
+            s = self._self.get((file, line), [0] * _N)
             files.setdefault(file, {})[line] = LineStats(
                 alloc_bytes=s[0],
                 alloc_count=s[1],
                 live_bytes=s[2],
-                live_count=s[1] if s[2] else 0,
-                peak_bytes=s[3],
+                live_count=s[3],
+                peak_bytes=s[4],
                 incl_alloc_bytes=inc[0],
                 incl_live_bytes=inc[2],
-                incl_peak_bytes=inc[3],
+                incl_peak_bytes=inc[4],
             )
         funcs: dict[str, list[FunctionStats]] = {}
         for (file, fn), fi in sorted(self._funcs.items()):
+            if fn in ("<module>", "<unknown>"):
+                continue
             first, last = self._func_lines[(file, fn)]
             funcs.setdefault(file, []).append(
-                FunctionStats(fn, first, last, fi[0], fi[1], fi[2], fi[3])
+                FunctionStats(fn, first, last, fi[0], fi[1], fi[2], fi[4])
             )
         out_files: dict[str, SourceFile] = {}
         for file in sorted(files):
-            sha, text = _source(file, base_dir)
+            sha, text = self._files[file]
             out_files[file] = SourceFile(
                 file, sha, text, dict(sorted(files[file].items())), tuple(funcs.get(file, ()))
             )
         nodes = tuple(
-            CallNode(i, n.parent, n.file, n.line, n.func, n.alloc, n.count, n.live, n.peak)
+            CallNode(
+                i,
+                n.parent,
+                n.file,
+                n.line,
+                n.func,
+                n.figures[0],
+                n.figures[1],
+                n.figures[2],
+                n.figures[4],
+            )
             for i, n in enumerate(self._node_rows)
         )
         info = RunInfo(
@@ -122,15 +266,15 @@ class RunBuilder:
             python=python,
             platform=platform.platform(),
             started=started.isoformat(),
-            ended=started.isoformat(),
+            ended=(started + timedelta(seconds=max(duration_s, 0.0))).isoformat(),
             duration_s=duration_s,
-            pid=0,
+            pid=pid,
             exit_code=None,
             mode="imported",
             sample_interval_bytes=None,
             peak_traced_bytes=peak_traced_bytes,
             peak_rss_bytes=peak_rss_bytes,
-            complete=True,
+            complete=complete,
             cwd=os.getcwd(),
             memlens_version=__version__,
             source=source,
@@ -138,12 +282,12 @@ class RunBuilder:
         return Run(info=info, files=out_files, call_tree=nodes, timeline=tuple(timeline))
 
 
-def _source(file: str, base_dir: str) -> tuple[str, str | None]:
-    path = Path(file)
-    if not path.is_absolute() and base_dir:
-        path = Path(base_dir) / path
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return "", None
-    return hashlib.sha256(data).hexdigest(), data.decode("utf-8", errors="replace")
+def bounded(points: list[TimelinePoint], cap: int = 4096) -> list[TimelinePoint]:
+    """At most ``cap`` points, evenly thinned, always keeping the last one."""
+    if len(points) <= cap:
+        return points
+    step = -(-len(points) // cap)
+    kept = points[::step]
+    if kept[-1] is not points[-1]:
+        kept[-1] = points[-1]
+    return kept

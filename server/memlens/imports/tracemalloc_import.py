@@ -1,9 +1,12 @@
 """``memlens import tracemalloc``: a ``tracemalloc.Snapshot.dump()`` file as a run.
 
-A snapshot is the set of blocks alive when it was taken, with the traceback of each. Per line
-(the innermost frame of each traceback) the run's *allocated*, *live* and *peak* figures are all
-that live set: a snapshot records neither what was freed earlier nor when the peak was.
-Inclusive figures count every line of a traceback once; the call tree follows the tracebacks.
+A snapshot is the set of blocks alive when it was taken, with the traceback of each (as deep
+as the ``tracemalloc.start(nframe)`` limit). Per line, the self figures come from the traces
+whose innermost frame is that line: *live* is their size and number. A snapshot records neither
+what was freed earlier nor when the peak was, so *allocated* and *peak* are set to the live
+figures (lower bounds of the real ones). Inclusive figures count every line of a traceback
+once; functions (named and bounded from the source's syntax tree when it can be read) likewise;
+the call tree follows the tracebacks, outermost frame first.
 
 Snapshot files are pickle: loading one runs code from the file. Only import files you trust.
 """
@@ -13,10 +16,11 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from memlens.errors import MemlensError
-from memlens.imports._build import RunBuilder
+from memlens.imports._build import Frame, RunBuilder, Sources
 from memlens.model import Run
 
 PICKLE_WARNING = (
@@ -25,7 +29,12 @@ PICKLE_WARNING = (
 )
 
 
-def import_snapshot(path: str) -> Run:
+def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
+    """Read a snapshot file (warning on stderr first) and turn it into a Run.
+
+    Relative file names in the snapshot are looked up in ``search_dirs`` (default: the current
+    directory). Raises :class:`MemlensError` (one line) when the file is not a snapshot.
+    """
     import pickle
     import tracemalloc
 
@@ -34,28 +43,35 @@ def import_snapshot(path: str) -> Run:
         snapshot = tracemalloc.Snapshot.load(path)
     except FileNotFoundError:
         raise MemlensError(f"cannot read {path}: no such file") from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        AttributeError,
-        ValueError,
-        TypeError,
-        ImportError,
-    ) as exc:
-        raise MemlensError(f"cannot read {path}: not a tracemalloc snapshot ({exc})") from None
+    except IsADirectoryError:
+        raise MemlensError(f"cannot read {path}: is a directory") from None
     except OSError as exc:
         raise MemlensError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (pickle.UnpicklingError, EOFError, ImportError, RecursionError, MemoryError) as exc:
+        raise MemlensError(
+            f"cannot read {path}: not a tracemalloc snapshot ({_short(exc)})"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - unpickling can raise anything
+        raise MemlensError(
+            f"cannot read {path}: not a tracemalloc snapshot ({type(exc).__name__})"
+        ) from None
     if not isinstance(snapshot, tracemalloc.Snapshot):
         raise MemlensError(f"cannot read {path}: not a tracemalloc snapshot")
-    builder = RunBuilder()
+    builder = RunBuilder(Sources(search_dirs))
     total = 0
-    for trace in snapshot.traces:
-        # A trace's traceback iterates from the oldest frame to the most recent one.
-        stack = [
-            (os.path.abspath(f.filename), f.lineno, _function_of(f.lineno)) for f in trace.traceback
-        ]
-        builder.add(stack, trace.size, 1, trace.size, trace.size)
-        total += trace.size
+    try:
+        # Traces with the same traceback are summed first (statistics by traceback): the
+        # figures are the same, and real snapshots have many blocks per stack.
+        for stat in snapshot.statistics("traceback"):
+            # A Traceback iterates from the oldest frame to the most recent one.
+            stack: list[Frame] = [(f.filename, f.lineno, None) for f in stat.traceback]
+            size, count = int(stat.size), int(stat.count)
+            builder.add(stack, size, count, size, size, live_count=count)
+            total += size
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise MemlensError(
+            f"cannot read {path}: damaged tracemalloc snapshot ({_short(exc)})"
+        ) from None
     mtime = datetime.fromtimestamp(os.path.getmtime(path), timezone.utc)
     return builder.build(
         command=("tracemalloc", os.path.abspath(path)),
@@ -68,6 +84,6 @@ def import_snapshot(path: str) -> Run:
     )
 
 
-def _function_of(line: int) -> str:
-    """tracemalloc frames carry no function names: name them by their line."""
-    return f"<line {line}>"
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:120]

@@ -1,0 +1,301 @@
+"""Latency of the memlens language server over a real LSP connection.
+
+Opens a 10,000-line file with figures on every line and measures p50/p95 of inlay hints
+(whole file and a ~60-line visible range), hover and code lens; then the time to load a run
+with 100,000 lines of figures (in-process, as the server does it, and end to end: new run
+written -> ``memlens/runLoaded`` received). Targets: full-file inlay p95 < 50 ms, hover p95
+< 10 ms, run load < 1 s.
+
+    .venv/bin/python benchmarks/lsp_latency.py [--lines 10000] [--load-lines 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from memlens import fileformat
+from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile
+from memlens.store import Store
+from memlens_server.features.runs import load_folder
+from memlens_server.index import FolderState
+
+
+def make_source(n: int) -> str:
+    out = []
+    for i in range(1, n + 1):
+        if i % 10 == 1:
+            out.append(f"def f{i}(n):")
+        else:
+            out.append(f"    x{i} = [0] * {i * 7}  # é😀")
+    return "\n".join(out) + "\n"
+
+
+def make_run(path: Path, n: int, *, seed: int = 1) -> Run:
+    rnd = random.Random(seed)
+    text = make_source(n)
+    lines = {}
+    for i in range(1, n + 1):
+        size = rnd.randint(2_000, 5_000_000)
+        lines[i] = LineStats(
+            alloc_bytes=size * 2,
+            alloc_count=rnd.randint(1, 5000),
+            live_bytes=size // 3,
+            live_count=3,
+            peak_bytes=size,
+            incl_alloc_bytes=size * 2,
+            incl_live_bytes=size // 3,
+            incl_peak_bytes=size,
+        )
+    fns = tuple(
+        FunctionStats(
+            f"f{i}", i, min(i + 9, n), alloc_bytes=10 * MiB, alloc_count=100, peak_bytes=5 * MiB
+        )
+        for i in range(1, n + 1, 10)
+    )
+    key = str(path)
+    tree = tuple(
+        CallNode(i, -1 if i == 0 else 0, key, i + 1, f"f{i}", peak_bytes=1000)
+        for i in range(min(n, 2000))
+    )
+    info = RunInfo(
+        command=(path.name,),
+        python="3.11",
+        platform="linux",
+        started="2026-11-22T00:00:00+00:00",
+        ended="2026-11-22T00:00:10+00:00",
+        duration_s=10.0,
+        pid=1,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=sum(s.peak_bytes for s in lines.values()),
+        peak_rss_bytes=0,
+        complete=True,
+    )
+    sf = SourceFile(key, hashlib.sha256(text.encode()).hexdigest(), text, lines, fns)
+    return Run(info, {key: sf}, tree)
+
+
+MiB = 1024 * 1024
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+async def timed(n: int, make: Callable[[int], Awaitable[Any]]) -> list[float]:
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await make(i)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def report(name: str, samples: list[float], target: float | None = None) -> None:
+    p50, p95 = statistics.median(samples), pct(samples, 0.95)
+    verdict = (
+        "" if target is None else ("  OK" if p95 < target else f"  over target ({target:g} ms)")
+    )
+    print(f"{name:<34} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms   (n={len(samples)}){verdict}")
+
+
+class RawClient:
+    """A minimal JSON-RPC client over the server's stdio, parsing responses with json.loads
+    (as editors do natively), so the figures measure the server and the wire, not a Python
+    client's typed deserialisation. Requests from the server are answered with null."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.next_id = 0
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.reader = asyncio.create_task(self._read())
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        body = json.dumps(msg).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = 0
+            while (line := await out.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                return
+            msg = json.loads(await out.readexactly(length))
+            if "id" in msg and "method" in msg:
+                items = (
+                    msg.get("params", {}).get("items", [])
+                    if msg["method"] == "workspace/configuration"
+                    else None
+                )
+                result = [None] * len(items) if items is not None else None
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif "id" in msg:
+                self.pending.pop(msg["id"]).set_result(msg.get("result"))
+            else:
+                self.notifications.put_nowait(msg)
+
+    async def request(self, method: str, params: Any) -> Any:
+        self.next_id += 1
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return await fut
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def wait_for(self, method: str, timeout: float) -> dict[str, Any]:
+        async def loop() -> dict[str, Any]:
+            while True:
+                msg = await self.notifications.get()
+                if msg.get("method") == method:
+                    return msg
+
+        return await asyncio.wait_for(loop(), timeout)
+
+
+def rng(a: int, b: int) -> dict[str, Any]:
+    return {"start": {"line": a, "character": 0}, "end": {"line": b, "character": 0}}
+
+
+async def main(n_lines: int, load_lines: int, repeats: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="memlens-bench-") as tmp:
+        root = Path(tmp).resolve()
+        src = root / "big.py"
+        src.write_text(make_source(n_lines), encoding="utf-8")
+        store = Store(root)
+        run_path = fileformat.write(
+            make_run(src, n_lines), store.runs_dir / f"20261122-000000-1{fileformat.SUFFIX}"
+        )
+        store.set_pointer("latest", run_path)
+
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "memlens_server",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        client = RawClient(proc)
+        caps = {"workspace": {"inlayHint": {"refreshSupport": True}, "configuration": True}}
+        await client.request(
+            "initialize",
+            {
+                "processId": None,
+                "capabilities": caps,
+                "rootUri": root.as_uri(),
+                "workspaceFolders": [{"uri": root.as_uri(), "name": "bench"}],
+            },
+        )
+        client.notify("initialized", {})
+        await client.wait_for("memlens/runLoaded", 60)
+        uri = src.as_uri()
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "python",
+                    "version": 1,
+                    "text": src.read_text(encoding="utf-8"),
+                }
+            },
+        )
+        doc = {"uri": uri}
+        rnd = random.Random(7)
+
+        def full(_: int) -> Awaitable[Any]:
+            return client.request(
+                "textDocument/inlayHint", {"textDocument": doc, "range": rng(0, n_lines)}
+            )
+
+        def visible(_: int) -> Awaitable[Any]:
+            first = rnd.randrange(0, n_lines - 60)
+            return client.request(
+                "textDocument/inlayHint", {"textDocument": doc, "range": rng(first, first + 60)}
+            )
+
+        def hover(_: int) -> Awaitable[Any]:
+            pos = {"line": rnd.randrange(n_lines), "character": 4}
+            return client.request("textDocument/hover", {"textDocument": doc, "position": pos})
+
+        def lens(_: int) -> Awaitable[Any]:
+            return client.request("textDocument/codeLens", {"textDocument": doc})
+
+        t0 = time.perf_counter()
+        first = await full(0)
+        cold = (time.perf_counter() - t0) * 1000
+        if len(first) != n_lines:
+            raise SystemExit(f"expected {n_lines} hints, got {len(first)}")
+        print(
+            f"memlens LSP latency — {n_lines:,}-line file, figures on every line, Python {sys.version.split()[0]}"
+        )
+        print(f"{'inlay hints, full file (first)':<34} {cold:7.2f} ms")
+        report("inlay hints, full file", await timed(50 * repeats, full), 50)
+        report("inlay hints, visible 60 lines", await timed(300 * repeats, visible))
+        report("hover", await timed(300 * repeats, hover), 10)
+        report("code lens (1,000 functions)", await timed(50 * repeats, lens))
+
+        # Loading a 100,000-line run.
+        big_src = root / "huge.py"
+        big_src.write_text(make_source(load_lines), encoding="utf-8")
+        t0 = time.perf_counter()
+        big_path = fileformat.write(
+            make_run(big_src, load_lines, seed=2),
+            store.runs_dir / f"20261122-000001-1{fileformat.SUFFIX}",
+        )
+        write_s = time.perf_counter() - t0
+        loads = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            state, errors = load_folder(
+                FolderState(root, root.as_uri(), chosen=big_path, chosen_latest=store.latest())
+            )
+            view = state.view(str(big_src))
+            if errors or view is None or len(view.lines) != load_lines:
+                raise SystemExit(f"load failed: {errors}")
+            loads.append(time.perf_counter() - t0)
+        print(
+            f"{'run load, 100k lines (in-process)':<34} best {min(loads):.3f} s   "
+            f"median {statistics.median(loads):.3f} s   (target 1 s; writing it took {write_s:.2f} s)"
+        )
+        t0 = time.perf_counter()
+        store.set_pointer("latest", big_path)
+        await client.wait_for("memlens/runLoaded", 60)
+        e2e = time.perf_counter() - t0
+        print(
+            f"{'run load, 100k lines (end to end)':<34} {e2e:.3f} s   (pointer written -> memlens/runLoaded; includes the <= 1 s poll)"
+        )
+
+        await client.request("shutdown", None)
+        client.notify("exit", None)
+        await proc.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=10_000)
+    parser.add_argument("--load-lines", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=1)
+    ns = parser.parse_args()
+    sys.exit(asyncio.run(main(ns.lines, ns.load_lines, ns.repeats)))

@@ -1,0 +1,33 @@
+"""Code lenses: each function's inclusive peak and allocated figures (and the change against
+the baseline) above its first line, and "Run under memlens" above a script's main block."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from memlens_server import convert, views
+from memlens_server.server import MemlensServer
+from memlens_server.staleness import buffer_lines
+
+OPTIONS = convert.CODE_LENS_OPTIONS
+
+
+def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
+    uri = params.text_document.uri
+    ctx = ls.context(uri)
+    items: list[views.LensItem] = []
+    if ctx is not None:
+        lines = ctx.lines
+        items.extend(
+            views.function_lenses(
+                ctx.view, ctx.mapping, has_baseline=ctx.folder.baseline is not None
+            )
+        )
+    else:
+        doc = ls.document(uri)
+        if doc is None:
+            return None
+        lines = buffer_lines(doc.source)
+    items.extend(views.main_block_lenses(uri, lines))
+    items.sort(key=lambda item: item.line)
+    return [convert.code_lens(item) for item in items]

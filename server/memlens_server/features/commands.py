@@ -1,0 +1,258 @@
+"""``workspace/executeCommand`` handlers: run the current file, baseline, choose and list runs.
+
+``memlens.runFile`` spawns ``<sys.executable> -m memlens run FILE ARGS`` in the file's
+workspace folder (never inside the server), streams its output as ``$/progress`` reports and
+can be cancelled (``window/workDoneProgress/cancel`` or ``$/cancelRequest``): SIGINT first,
+then kill after a grace period. When it ends the folder is reloaded, which sends
+``memlens/runLoaded``. Shapes are documented in docs/lsp.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import to_fs_path
+
+from memlens.errors import MemlensError
+from memlens.store import Store
+from memlens_server import convert, protocol, views
+from memlens_server.features import runs
+from memlens_server.index import FolderState, canonical
+from memlens_server.server import MemlensServer
+
+#: Seconds between SIGINT and kill when a run is cancelled.
+CANCEL_GRACE_S = 5.0
+
+
+def _arg(args: tuple[object, ...]) -> dict[str, Any]:
+    if not args:
+        return {}
+    first = args[0]
+    if isinstance(first, dict):
+        return first
+    if isinstance(first, str):  # tolerate a bare run spec or uri
+        return {"run": first, "uri": first}
+    raise JsonRpcInvalidParams(message="memlens: expected one object argument")
+
+
+def _folder(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
+    uri = a.get("workspace")
+    if isinstance(uri, str):
+        state = ls.index.get(uri)
+        if state is None:
+            path = to_fs_path(uri)
+            if path is not None:
+                state = ls.index.folder_for(canonical(path))
+        if state is not None:
+            return state
+    doc = a.get("uri")
+    if isinstance(doc, str) and (path := to_fs_path(doc)) is not None:
+        state = ls.index.folder_for(canonical(path))
+        if state is not None:
+            return state
+    if not ls.index.folders:
+        raise JsonRpcInvalidParams(message="memlens: no workspace folder is open")
+    return ls.index.folders[0]
+
+
+def _resolve(folder: FolderState, spec: object) -> Path:
+    if not isinstance(spec, str) or not spec:
+        raise JsonRpcInvalidParams(message='memlens: missing "run" (a run id, path or latest)')
+    try:
+        path = Store(folder.root).resolve(spec)
+    except MemlensError as exc:
+        raise JsonRpcInvalidParams(message=f"memlens: {exc}") from None
+    if not path.is_absolute():
+        path = (folder.root / path).resolve()
+    return path
+
+
+async def set_baseline(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    a = _arg(args)
+    folder = _folder(ls, a)
+    path = _resolve(folder, a.get("run", "latest"))
+    Store(folder.root).set_pointer("baseline", path)
+    await runs.reload(ls, [folder.uri])
+    state = ls.index.get(folder.uri)
+    return views.run_summary(state.baseline if state else None)
+
+
+async def clear_baseline(ls: MemlensServer, *args: object) -> None:
+    folder = _folder(ls, _arg(args))
+    Store(folder.root).clear_pointer("baseline")
+    await runs.reload(ls, [folder.uri])
+
+
+async def choose_run(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    a = _arg(args)
+    folder = _folder(ls, a)
+    path = _resolve(folder, a.get("run"))
+    latest = Store(folder.root).latest()
+    chosen = None if path == latest else path
+    ls.index = ls.index.replace_folder(replace(folder, chosen=chosen, chosen_latest=latest))
+    await runs.reload(ls, [folder.uri], force=True)
+    state = ls.index.get(folder.uri)
+    return views.run_summary(state.run if state else None)
+
+
+async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEntry]:
+    folder = _folder(ls, _arg(args))
+    store = Store(folder.root)
+    baseline = store.baseline()
+    loaded = folder.run.path if folder.run else None
+    out: list[protocol.RunListEntry] = []
+    for e in await asyncio.to_thread(store.entries):
+        info = e.info
+        out.append(
+            {
+                "id": e.id,
+                "path": str(e.path),
+                "started": info.started if info else None,
+                "command": " ".join(info.command) if info else None,
+                "peak_traced_bytes": info.peak_traced_bytes if info else None,
+                "duration_s": info.duration_s if info else None,
+                "complete": info.complete if info else None,
+                "isBaseline": baseline is not None and e.path.resolve() == baseline.resolve(),
+                "isLoaded": loaded is not None and e.path.resolve() == loaded.resolve(),
+                "error": e.error,
+            }
+        )
+    return out
+
+
+async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    folder = _folder(ls, _arg(args))
+    return {
+        "run": views.run_summary(folder.run),
+        "baseline": views.run_summary(folder.baseline),
+        "top": views.top_lines(folder.run, ls.settings.figure) if folder.run else [],
+    }
+
+
+# -- memlens.runFile ---------------------------------------------------------------------------
+async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
+    a = _arg(args)
+    uri = a.get("uri")
+    path = to_fs_path(uri) if isinstance(uri, str) else None
+    if path is None or not os.path.isfile(path):
+        raise JsonRpcInvalidParams(message=f"memlens: cannot run {uri!r}: not a file")
+    extra = a.get("args") or []
+    if not isinstance(extra, list) or not all(isinstance(x, str) for x in extra):
+        raise JsonRpcInvalidParams(message='memlens: "args" must be a list of strings')
+    folder_state = ls.index.folder_for(canonical(path))
+    root = folder_state.root if folder_state else Path(path).parent
+    store = Store(root)
+    before = set(store.run_files())
+    cmd = [sys.executable, "-m", "memlens", "run", path, *extra]
+
+    token = f"memlens-run-{uuid.uuid4().hex[:12]}"
+    progress = ls.features.work_done_progress
+    if progress:
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception as exc:  # noqa: BLE001 - a client error only costs the progress bar
+            ls.log_message(f"memlens: no progress bar ({exc})", "info")
+            progress = False
+    title = f"memlens run {os.path.basename(path)}"
+    if progress:
+        ls.work_done_progress.begin(token, convert.progress_begin(title, "starting"))
+    ls.log_message(f"memlens: running {' '.join(cmd)} in {root}")
+
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        cwd=str(root),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    ls.running[token] = proc
+    tail: list[str] = []
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while line := await proc.stdout.readline():
+            text = line.decode("utf-8", "replace").rstrip()
+            if not text:
+                continue
+            tail.append(text)
+            del tail[:-20]
+            ls.log_message(f"[memlens run] {text}", "log")
+            if progress:
+                ls.work_done_progress.report(token, convert.progress_report(text[:200]))
+
+    pump_task = asyncio.create_task(pump())
+    cancelled = False
+    try:
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(proc.wait())}
+        cancel_token = ls.work_done_progress.tokens.get(token)
+        if cancel_token is not None:
+            waiters.add(asyncio.wrap_future(cancel_token))
+        _done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if proc.returncode is None:
+            cancelled = True
+            await _stop(proc)
+        for fut in pending:
+            fut.cancel()
+    except asyncio.CancelledError:  # $/cancelRequest for the executeCommand request
+        await _stop(proc)
+        raise
+    finally:
+        ls.running.pop(token, None)
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(pump_task, 5)
+        ls.work_done_progress.tokens.pop(token, None)
+        if progress:
+            ls.work_done_progress.end(
+                token,
+                convert.progress_end("cancelled" if cancelled else f"exit code {proc.returncode}"),
+            )
+
+    code = proc.returncode if proc.returncode is not None else -1
+    after = [p for p in store.run_files() if p not in before]
+    new_run = str(after[-1]) if after else None
+    if code != 0 and not cancelled:
+        detail = tail[-1] if tail else "no output"
+        ls.show_once(
+            f"run-failed:{token}",
+            f"memlens run {os.path.basename(path)} exited with {code}: {detail}",
+        )
+    uris = [folder_state.uri] if folder_state else None
+    await runs.reload(ls, uris)
+    return {"exitCode": code, "run": new_run}
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGINT (the run writes what it has), then kill after ``CANCEL_GRACE_S``."""
+    with contextlib.suppress(ProcessLookupError):
+        if sys.platform == "win32":  # pragma: no cover
+            proc.terminate()
+        else:
+            proc.send_signal(signal.SIGINT)
+    try:
+        await asyncio.wait_for(proc.wait(), CANCEL_GRACE_S)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+Handler = Callable[..., Coroutine[Any, Any, Any]]
+
+HANDLERS: dict[str, Handler] = {
+    protocol.RUN_FILE: run_file,
+    protocol.SET_BASELINE: set_baseline,
+    protocol.CLEAR_BASELINE: clear_baseline,
+    protocol.CHOOSE_RUN: choose_run,
+    protocol.LIST_RUNS: list_runs,
+    protocol.SUMMARY: summary,
+}

@@ -1,0 +1,309 @@
+"""Loading runs, and reloading them when the run store changes.
+
+Per workspace folder the server shows the run ``latest`` points at (or the one chosen with
+``memlens.chooseRun``, until a new run appears) and the ``baseline``. Changes are noticed two
+ways: ``workspace/didChangeWatchedFiles`` (registered dynamically when the client can) and a
+cheap poll of the store every second (directory and pointer ``stat``), so it works in every
+client. A reload builds a new :class:`FolderState` off the event loop, swaps it in, then
+re-publishes diagnostics, asks the client to refresh hints and lenses, and sends
+``memlens/runLoaded``. An unreadable run file is reported once and never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.uris import from_fs_path, to_fs_path
+
+from memlens import fileformat
+from memlens.errors import RunFileError
+from memlens.store import Store
+from memlens_server import convert, protocol, settings, views
+from memlens_server.index import FolderState, Index, RunData
+from memlens_server.server import ClientFeatures, MemlensServer
+
+WATCH_REGISTRATION_ID = "memlens-runs-watcher"
+#: Seconds to wait for the client's answer to a server request before going on without it.
+CLIENT_TIMEOUT_S = 5.0
+
+
+# -- pure-ish loading (runs in a worker thread) ---------------------------------------------
+def store_signature(root: Path) -> tuple[Any, ...]:
+    """A cheap fingerprint of a folder's run store: changes when runs or pointers change."""
+    runs = root / ".memlens" / "runs"
+    out: list[Any] = []
+    for p in (runs, runs / "latest", runs / "baseline"):
+        try:
+            st = p.stat()
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _load(
+    path: Path | None, previous: RunData | None, root: Path, errors: list[tuple[Path, str]]
+) -> RunData | None:
+    if path is None:
+        return None
+    if previous is not None and previous.path == path:
+        try:
+            if path.stat().st_mtime_ns == previous.mtime_ns:
+                return previous
+        except OSError:
+            return None
+    try:
+        return RunData(path, fileformat.read(path), (root,))
+    except RunFileError as exc:
+        errors.append((path, str(exc)))
+        return None
+
+
+def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]:
+    """The folder's new state (reusing unchanged runs) and the run files that failed."""
+    store = Store(prev.root)
+    errors: list[tuple[Path, str]] = []
+    latest = store.latest()
+    chosen = prev.chosen
+    if chosen is not None and (prev.chosen_latest != latest or not chosen.is_file()):
+        chosen = None
+    run = _load(chosen or latest, prev.run, prev.root, errors)
+    base_path = store.baseline()
+    base = _load(base_path, prev.baseline, prev.root, errors)
+    state = prev.with_runs(run, base)
+    if chosen is None and prev.chosen is not None:
+        state = FolderState(state.root, state.uri, state.run, state.baseline)
+    return state, errors
+
+
+def _identity(state: FolderState | None) -> tuple[Any, ...]:
+    if state is None:
+        return (None,)
+    return tuple(
+        (r.path, r.mtime_ns) if r is not None else None for r in (state.run, state.baseline)
+    )
+
+
+# -- reloading --------------------------------------------------------------------------------
+def folder_states(ls: MemlensServer) -> list[FolderState]:
+    """Folder states for the workspace's folders (keeping loaded runs of known ones)."""
+    ws = ls.workspace
+    uris = [f.uri for f in ws.folders.values()]
+    if not uris and ws.root_uri:
+        uris = [ws.root_uri]
+    out = []
+    for uri in uris:
+        path = to_fs_path(uri)
+        if path is None:
+            continue
+        out.append(ls.index.get(uri) or FolderState(Path(path).resolve(), uri))
+    return out
+
+
+async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: bool = False) -> None:
+    """Reload the folders ``uris`` (default: all); notify the client about what changed."""
+    if ls.reload_lock is None:
+        ls.reload_lock = asyncio.Lock()
+    async with ls.reload_lock:
+        states = folder_states(ls)
+        known = {f.uri for f in ls.index.folders}
+        if {s.uri for s in states} != known:
+            ls.index = Index(tuple(states))
+            force = True
+        changed: list[FolderState] = []
+        for prev in states:
+            if uris is not None and prev.uri not in uris:
+                continue
+            ls.signatures[prev.uri] = store_signature(prev.root)
+            new, errors = await asyncio.to_thread(load_folder, prev)
+            for path, message in errors:
+                _report_bad_run(ls, path, message)
+            if (
+                force
+                or _identity(new) != _identity(ls.index.get(prev.uri))
+                or new.chosen != prev.chosen
+            ):
+                ls.index = ls.index.replace_folder(new)
+                changed.append(new)
+        if not changed:
+            return
+        ls.mappings.clear()
+        ls.hint_cache.clear()
+    from memlens_server.features import diagnostics
+
+    diagnostics.publish_all(ls)
+    for state in changed:
+        notify_loaded(ls, state)
+    # Not awaited: a slow or silent client must not hold up the next reload.
+    task = asyncio.create_task(refresh(ls))
+    ls.background.add(task)
+    task.add_done_callback(ls.background.discard)
+
+
+def _report_bad_run(ls: MemlensServer, path: Path, message: str) -> None:
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    key = (str(path), mtime)
+    if key in ls.reported:
+        return
+    ls.reported.add(key)
+    ls.show_once(f"bad-run:{path}:{mtime}", f"memlens: {message}", error=False)
+
+
+def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
+    params: protocol.RunLoadedParams = {
+        "workspace": state.uri,
+        "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
+        "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
+    }
+    ls.protocol.notify(protocol.RUN_LOADED, params)
+
+
+async def refresh(ls: MemlensServer) -> None:
+    """Ask the client to re-request hints and lenses, when it supports refresh."""
+    requests = []
+    if ls.features.inlay_hint_refresh:
+        requests.append(ls.workspace_inlay_hint_refresh_async(None))
+    if ls.features.code_lens_refresh:
+        requests.append(ls.workspace_code_lens_refresh_async(None))
+    results = await asyncio.wait_for(
+        asyncio.gather(*requests, return_exceptions=True), CLIENT_TIMEOUT_S
+    )
+    for result in results:
+        if isinstance(result, BaseException):
+            ls.log_message(f"memlens: refresh request failed: {result!r}", "warning")
+
+
+async def poll(ls: MemlensServer) -> None:
+    """The fallback watcher: stat each folder's store every ``poll_interval`` seconds."""
+    while True:
+        await asyncio.sleep(ls.poll_interval)
+        try:
+            stale = [
+                f.uri
+                for f in ls.index.folders
+                if store_signature(f.root) != ls.signatures.get(f.uri)
+            ]
+            if stale:
+                await reload(ls, stale)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never let the watcher die
+            ls.log_message(f"memlens: reload failed: {exc}", "error")
+
+
+# -- handlers ----------------------------------------------------------------------------------
+def initialize(ls: MemlensServer, params: lsp.InitializeParams) -> None:
+    ls.features = ClientFeatures.from_capabilities(params.capabilities)
+    _apply_settings(ls, params.initialization_options)
+    interval = os.environ.get("MEMLENS_LSP_POLL_INTERVAL")
+    if interval:
+        with contextlib.suppress(ValueError):
+            ls.poll_interval = max(0.05, float(interval))
+
+
+def _apply_settings(ls: MemlensServer, raw: object) -> bool:
+    # A configuration is complete: keys it leaves out take their defaults.
+    new, problems = settings.parse(raw)
+    if problems:
+        ls.show_once(
+            "settings:" + "|".join(problems), "memlens: bad settings: " + "; ".join(problems)
+        )
+    changed = new != ls.settings
+    ls.settings = new
+    return changed
+
+
+async def _fetch_configuration(ls: MemlensServer) -> bool:
+    if not ls.features.configuration:
+        return False
+    try:
+        result = await asyncio.wait_for(
+            ls.workspace_configuration_async(convert.configuration_request()), CLIENT_TIMEOUT_S
+        )
+    except Exception as exc:  # noqa: BLE001 - client errors: keep the settings we have
+        ls.log_message(f"memlens: workspace/configuration failed: {exc}", "warning")
+        return False
+    if not result or result[0] is None:
+        return False  # nothing configured: keep initializationOptions
+    return _apply_settings(ls, result[0])
+
+
+async def initialized(ls: MemlensServer, params: lsp.InitializedParams) -> None:
+    await _fetch_configuration(ls)
+    if ls.features.watched_files_dynamic:
+        try:
+            await asyncio.wait_for(
+                ls.client_register_capability_async(
+                    convert.watch_registration(WATCH_REGISTRATION_ID, protocol.RUNS_GLOB)
+                ),
+                CLIENT_TIMEOUT_S,
+            )
+        except Exception as exc:  # noqa: BLE001 - the poll covers it
+            ls.log_message(f"memlens: cannot register a file watcher ({exc}); polling", "info")
+    await reload(ls, force=True)
+    if ls.poll_task is None:
+        ls.poll_task = asyncio.create_task(poll(ls))
+
+
+def shutdown(ls: MemlensServer, params: None) -> None:
+    if ls.poll_task is not None:
+        ls.poll_task.cancel()
+        ls.poll_task = None
+    for proc in list(ls.running.values()):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+async def did_change_configuration(
+    ls: MemlensServer, params: lsp.DidChangeConfigurationParams
+) -> None:
+    raw = params.settings
+    if ls.features.configuration:
+        changed = await _fetch_configuration(ls)
+    elif isinstance(raw, dict) and "memlens" in raw:
+        changed = _apply_settings(ls, raw["memlens"])
+    else:
+        return
+    if changed:
+        from memlens_server.features import diagnostics
+
+        diagnostics.publish_all(ls)
+        await refresh(ls)
+
+
+async def did_change_watched_files(
+    ls: MemlensServer, params: lsp.DidChangeWatchedFilesParams
+) -> None:
+    touched = []
+    for change in params.changes:
+        path = to_fs_path(change.uri)
+        if path is None:
+            continue
+        for folder in ls.index.folders:
+            if str(Path(path)).startswith(str(folder.root)) and folder.uri not in touched:
+                touched.append(folder.uri)
+    stale = [
+        u
+        for u in touched
+        if (f := ls.index.get(u)) and store_signature(f.root) != ls.signatures.get(u)
+    ]
+    if stale:
+        await reload(ls, stale)
+
+
+async def did_change_workspace_folders(
+    ls: MemlensServer, params: lsp.DidChangeWorkspaceFoldersParams
+) -> None:
+    await reload(ls, force=True)
+
+
+def folder_uri(path: Path) -> str:
+    return from_fs_path(str(path)) or path.as_uri()

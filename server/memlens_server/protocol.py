@@ -1,0 +1,69 @@
+"""Custom LSP methods and command names of memlens, with their parameter shapes.
+
+Every name here is documented in ``docs/lsp.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+#: Notification server -> client: which run and baseline a workspace folder shows.
+RUN_LOADED = "memlens/runLoaded"
+
+RUN_FILE = "memlens.runFile"
+SET_BASELINE = "memlens.setBaseline"
+CLEAR_BASELINE = "memlens.clearBaseline"
+CHOOSE_RUN = "memlens.chooseRun"
+LIST_RUNS = "memlens.listRuns"
+SUMMARY = "memlens.summary"
+
+COMMANDS = (RUN_FILE, SET_BASELINE, CLEAR_BASELINE, CHOOSE_RUN, LIST_RUNS, SUMMARY)
+
+#: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
+RUNS_GLOB = "**/.memlens/runs/**"
+
+
+class RunSummary(TypedDict):
+    id: str
+    path: str
+    started: str
+    command: str
+    peak_traced_bytes: int
+    duration_s: float
+    complete: bool
+    mode: str
+
+
+class RunLoadedParams(TypedDict):
+    workspace: str
+    run: RunSummary | None
+    baseline: RunSummary | None
+
+
+class RunFileArgs(TypedDict, total=False):
+    uri: str
+    args: list[str]
+
+
+class RunFileResult(TypedDict):
+    exitCode: int
+    run: str | None
+
+
+class RunListEntry(TypedDict):
+    id: str
+    path: str
+    started: str | None
+    command: str | None
+    peak_traced_bytes: int | None
+    duration_s: float | None
+    complete: bool | None
+    isBaseline: bool
+    isLoaded: bool
+    error: str | None
+
+
+class SummaryResult(TypedDict):
+    run: dict[str, Any] | None
+    baseline: dict[str, Any] | None
+    top: list[dict[str, Any]]

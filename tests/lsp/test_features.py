@@ -1,0 +1,438 @@
+"""End-to-end: hints, hovers, lenses, diagnostics and commands on the fixture workspace."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from conftest import APP, OTHER, SCRIPT, Workspace, plain
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+APP_LINES = APP.splitlines()
+
+
+def utf_units(client: LanguageClient, text: str) -> int:
+    """Length of ``text`` in the encoding the profile negotiates."""
+    if client.profile == "neovim":  # type: ignore[attr-defined]
+        return len(text.encode("utf-8"))
+    return len(text.encode("utf-16-le")) // 2
+
+
+def rng(spec: str) -> lsp.Range:
+    """``"3:4-3:10"`` -> Range."""
+    a, b = spec.split("-")
+    (l1, c1), (l2, c2) = (map(int, p.split(":")) for p in (a, b))
+    return lsp.Range(
+        start=lsp.Position(line=l1, character=c1), end=lsp.Position(line=l2, character=c2)
+    )
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(
+                uri=uri, language_id="python", version=version, text=text
+            )
+        )
+    )
+
+
+def close_doc(client: LanguageClient, uri: str) -> None:
+    client.text_document_did_close(
+        lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+
+
+async def hints(client: LanguageClient, uri: str, spec: str) -> list[tuple[int, int, str]]:
+    result = await client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(text_document=lsp.TextDocumentIdentifier(uri=uri), range=rng(spec))
+    )
+    return [(h.position.line, h.position.character, h.label) for h in result or []]  # type: ignore[misc]
+
+
+def eol(client: LanguageClient, line: int, lines: list[str] = APP_LINES) -> tuple[int, int]:
+    return line, utf_units(client, lines[line])
+
+
+async def test_inlay_hints_full_file_exact_positions(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        got = await hints(client, uri, "0:0-24:0")
+        assert got == [
+            (*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs"),
+            (*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs"),
+            (*eol(client, 17), "▲ 16.0 KiB peak · 1 alloc"),
+        ]
+        # Line 10 holds "é" and "😀": 18 UTF-16 units, 21 UTF-8 bytes.
+        assert got[1][1] == (21 if client.profile == "neovim" else 18)  # type: ignore[attr-defined]
+    finally:
+        close_doc(client, uri)
+
+
+async def wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"condition not met in time: {predicate.__code__.co_names}")
+
+
+async def test_visible_range_is_absolute_and_end_exclusive(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        assert await hints(client, uri, "8:0-12:0") == [
+            (*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs")
+        ]
+        assert await hints(client, uri, "0:0-4:0") == []
+        assert await hints(client, uri, "4:3-4:5") == [
+            (*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs")
+        ]
+        assert await hints(client, uri, "18:0-24:0") == []
+    finally:
+        close_doc(client, uri)
+
+
+async def test_resolve_adds_markdown_tooltip(client: LanguageClient, workspace: Workspace) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        result = await client.text_document_inlay_hint_async(
+            lsp.InlayHintParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), range=rng("4:0-5:0")
+            )
+        )
+        assert result is not None
+        assert len(result) == 1
+        assert result[0].tooltip is None
+        resolved = await client.inlay_hint_resolve_async(result[0])
+        assert isinstance(resolved.tooltip, lsp.MarkupContent)
+        assert resolved.tooltip.kind == lsp.MarkupKind.Markdown
+        assert "| peak | 2.0 MiB | 2.0 MiB |" in resolved.tooltip.value
+        assert resolved.position == result[0].position
+        assert resolved.label == "▲ 2.0 MiB peak · 1.2k allocs"
+    finally:
+        close_doc(client, uri)
+
+
+async def hover_at(client: LanguageClient, uri: str, line: int, char: int = 2) -> lsp.Hover | None:
+    return await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=char),
+        )
+    )
+
+
+async def test_hover_table_baseline_and_call_paths(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        hover = await hover_at(client, uri, 4)
+        assert hover is not None
+        assert hover.range == lsp.Range(
+            start=lsp.Position(line=4, character=0), end=lsp.Position(*eol(client, 4))
+        )
+        assert isinstance(hover.contents, lsp.MarkupContent)
+        lines = hover.contents.value.splitlines()
+        assert lines[0] == "**memlens** · ▲ 2.0 MiB peak · 1.2k allocs"
+        assert lines[2:9] == [
+            "| | self | incl. calls |",
+            "|:--|--:|--:|",
+            "| peak | 2.0 MiB | 2.0 MiB |",
+            "| allocated | 3.0 MiB | 3.0 MiB |",
+            "| live at exit | 2.0 MiB | 2.0 MiB |",
+            "| allocations | 1.2k | |",
+            "| live objects | 1.0k | |",
+        ]
+        assert "Average size 2.6 KiB · 99.0% of the run's peak" in lines
+        assert "vs baseline: peak −1.0 MiB (−33%) · allocated ±0 B (±0%) · live ±0 B (±0%)" in lines
+        assert (
+            "1. `<module>` (app.py:23) → `main` (app.py:18) → `build` (line 5) — 2.0 MiB peak, 3.0 MiB allocated"
+            in lines
+        )
+        assert not any("earlier version" in line for line in lines)
+        assert lines[-1] == "Run `20261122-100000-1` (exact)"
+
+        new_line = await hover_at(client, uri, 17)
+        assert new_line is not None
+        assert isinstance(new_line.contents, lsp.MarkupContent)
+        assert (
+            "vs baseline: new (no figures on this line in the baseline)" in new_line.contents.value
+        )
+        assert await hover_at(client, uri, 0) is None
+        assert await hover_at(client, uri, 2) is None
+    finally:
+        close_doc(client, uri)
+
+
+async def lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str, Any]]:
+    result = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    out = []
+    for lens in result or []:
+        assert lens.range.start == lens.range.end
+        assert lens.command is not None
+        out.append(
+            (
+                lens.range.start.line,
+                lens.command.title,
+                lens.command.command,
+                plain(lens.command.arguments),
+            )
+        )
+    return out
+
+
+async def test_code_lenses_functions_and_main_block(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        assert await lenses(client, uri) == [
+            (3, "memlens: 2.0 MiB peak · 3.0 MiB allocated (incl.) · Δ −1.0 MiB", "", None),
+            (8, "memlens: 4.0 KiB peak · 8.5 KiB allocated (incl.) · Δ ±0 B", "", None),
+            (16, "memlens: 2.0 MiB peak · 3.0 MiB allocated (incl.) · Δ −1.0 MiB", "", None),
+            (21, "▶ Run under memlens", "memlens.runFile", [{"uri": uri, "args": []}]),
+        ]
+    finally:
+        close_doc(client, uri)
+
+
+async def test_leak_diagnostics(client: LanguageClient, workspace: Workspace) -> None:
+    uri = workspace.uri("proj", "app.py")
+    client.diagnostics.pop(uri, None)
+    open_doc(client, uri, APP)
+    try:
+        await wait_until(lambda: uri in client.diagnostics)
+        diags = client.diagnostics[uri]
+        assert len(diags) == 1
+        d = diags[0]
+        assert d.range == rng(f"4:4-4:{len(APP_LINES[4])}")
+        assert d.severity == lsp.DiagnosticSeverity.Warning
+        assert d.source == "memlens"
+        assert d.message == (
+            "2.0 MiB allocated here in 1.0k objects is still live at exit "
+            "(likely leak; 3.0 MiB allocated in total)"
+        )
+    finally:
+        close_doc(client, uri)
+    await wait_until(lambda: not client.diagnostics.get(uri))
+
+
+EDITED = "# new first line\n# new second line\n" + APP.replace('s = "héllo 😀"', 's = "bonjour 😀"')
+
+
+async def test_edited_buffer_remaps_and_hides_changed_lines(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    edited = EDITED.splitlines()
+    open_doc(client, uri, EDITED)
+    try:
+        assert await hints(client, uri, "0:0-26:0") == [
+            (*eol(client, 6, edited), "▲ 2.0 MiB peak · 1.2k allocs"),
+            (*eol(client, 19, edited), "▲ 16.0 KiB peak · 1 alloc"),
+        ]
+        hover = await hover_at(client, uri, 6)
+        assert hover is not None
+        assert isinstance(hover.contents, lsp.MarkupContent)
+        assert (
+            "_Figures are from an earlier version of this file (line 5 when profiled); "
+            "edited lines show none._"
+        ) in hover.contents.value
+        assert await hover_at(client, uri, 11) is None  # the edited line
+        assert [(line, title[:20]) for line, title, _, _ in await lenses(client, uri)] == [
+            (5, "memlens: 2.0 MiB pea"),
+            (10, "memlens: 4.0 KiB pea"),
+            (18, "memlens: 2.0 MiB pea"),
+            (23, "▶ Run under memlens"),
+        ]
+        await wait_until(lambda: bool(client.diagnostics.get(uri)))
+        assert [d.range.start.line for d in client.diagnostics[uri]] == [6]
+
+        # Typing on the line with figures hides them; other lines keep theirs.
+        client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    lsp.TextDocumentContentChangePartial(range=rng("6:4-6:8"), text="items")
+                ],
+            )
+        )
+        assert await hints(client, uri, "0:0-26:0") == [
+            (*eol(client, 19, edited), "▲ 16.0 KiB peak · 1 alloc"),
+        ]
+        await wait_until(lambda: not client.diagnostics.get(uri))
+    finally:
+        close_doc(client, uri)
+
+
+async def test_multi_root_each_folder_has_its_store(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("lib", "other.py")
+    open_doc(client, uri, OTHER)
+    try:
+        assert await hints(client, uri, "0:0-3:0") == [
+            (1, len(OTHER.splitlines()[1]), "▲ 781.3 KiB peak · 1 alloc"),
+        ]
+        assert await lenses(client, uri) == [
+            (0, "memlens: 781.3 KiB peak · 781.3 KiB allocated (incl.)", "", None)
+        ]
+    finally:
+        close_doc(client, uri)
+
+
+async def test_folder_without_runs_is_silent(client: LanguageClient, workspace: Workspace) -> None:
+    uri = workspace.uri("empty", "script.py")
+    client.diagnostics.pop(uri, None)
+    open_doc(client, uri, SCRIPT)
+    try:
+        assert not await hints(client, uri, "0:0-5:0")
+        assert await hover_at(client, uri, 0) is None
+        assert await lenses(client, uri) == [
+            (2, "▶ Run under memlens", "memlens.runFile", [{"uri": uri, "args": []}])
+        ]
+        await wait_until(lambda: uri in client.diagnostics)
+        assert list(client.diagnostics[uri]) == []
+    finally:
+        close_doc(client, uri)
+
+
+async def test_bad_run_file_is_reported_once(client: LanguageClient, workspace: Workspace) -> None:
+    await asyncio.sleep(0.6)  # a few poll intervals: must not report again
+    bad = [m for m in client.messages if "cannot read" in m.message]
+    assert len(bad) == 1
+    assert bad[0].type == lsp.MessageType.Warning
+    assert bad[0].message.endswith("20261122-000000-1.mlrun: not a memlens run file")
+    uri = workspace.uri("broken", "x.py")
+    open_doc(client, uri, "x = 1\n")
+    try:
+        assert not await hints(client, uri, "0:0-1:0")
+    finally:
+        close_doc(client, uri)
+
+
+async def test_run_loaded_notifications_at_start(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    rec = client.recorder  # type: ignore[attr-defined]
+    first = {}
+    for params in rec.run_loaded:
+        first.setdefault(params["workspace"], params)
+    proj = first[workspace.uri("proj")]
+    assert proj["run"] == {
+        "id": "20261122-100000-1",
+        "path": str(workspace.folders["proj"] / ".memlens" / "runs" / "20261122-100000-1.mlrun"),
+        "started": "2026-11-22T10:00:00+00:00",
+        "command": "app.py",
+        "peak_traced_bytes": 2 * 1024 * 1024 + 4096 + 16384,
+        "duration_s": 1.5,
+        "complete": True,
+        "mode": "exact",
+    }
+    assert proj["baseline"]["id"] == "20261121-100000-1"
+    assert first[workspace.uri("lib")]["baseline"] is None
+    assert first[workspace.uri("empty")] == {
+        "workspace": workspace.uri("empty"),
+        "run": None,
+        "baseline": None,
+    }
+    assert first[workspace.uri("broken")]["run"] is None
+
+
+async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
+
+    return plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command=command, arguments=list(args))
+        )
+    )
+
+
+async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspace) -> None:
+    runs = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("proj")})
+    assert [(r["id"], r["isBaseline"], r["isLoaded"], r["error"]) for r in runs] == [
+        ("20261121-100000-1", True, False, None),
+        ("20261122-100000-1", False, True, None),
+    ]
+    summary = await execute(client, "memlens.summary", {"workspace": workspace.uri("proj")})
+    assert summary["run"]["id"] == "20261122-100000-1"
+    assert summary["baseline"]["id"] == "20261121-100000-1"
+    assert summary["top"][:2] == [
+        {
+            "file": str(workspace.folders["proj"] / "app.py"),
+            "line": 5,
+            "label": "▲ 2.0 MiB peak · 1.2k allocs",
+        },
+        {
+            "file": str(workspace.folders["proj"] / "app.py"),
+            "line": 18,
+            "label": "▲ 16.0 KiB peak · 1 alloc",
+        },
+    ]
+    broken = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("broken")})
+    assert [(r["id"], r["error"]) for r in broken] == [
+        ("20261122-000000-1", "not a memlens run file")
+    ]
+
+
+async def test_settings_change_figure_and_compare(
+    client: LanguageClient, workspace: Workspace
+) -> None:
+    uri = workspace.uri("proj", "app.py")
+    open_doc(client, uri, APP)
+    try:
+        client.set_configuration(
+            {"compareWithBaseline": True, "inlayHints": {"minBytes": 0}}, section="memlens"
+        )
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+        for _ in range(100):
+            got = await hints(client, uri, "0:0-24:0")
+            if got and "(" in got[0][2]:
+                break
+            await asyncio.sleep(0.02)
+        assert got == [
+            (*eol(client, 4), "2.0 MiB (−1.0 MiB, −33%)"),
+            (*eol(client, 9), "4.0 KiB (±0 B, ±0%)"),
+            (*eol(client, 10), "512 B (±0 B, ±0%)"),
+            (*eol(client, 17), "16.0 KiB (new)"),
+        ]
+        client.set_configuration(
+            {"inlayHints": {"figure": "nonsense", "minBytes": -3}}, section="memlens"
+        )
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+        await wait_until(lambda: any("bad settings" in m.message for m in client.messages))
+        bad = [m.message for m in client.messages if "bad settings" in m.message]
+        assert bad == [
+            (
+                "memlens: bad settings: memlens.inlayHints.figure: expected one of peak, alloc, live, "
+                "incl_peak, incl_alloc, incl_live (got 'nonsense'); using the default 'peak'; "
+                "memlens.inlayHints.minBytes: expected a whole number of bytes >= 0 (got -3); "
+                "using the default 1024"
+            )
+        ]
+        assert [label for _, _, label in await hints(client, uri, "0:0-24:0")] == [
+            "▲ 2.0 MiB peak · 1.2k allocs",
+            "▲ 4.0 KiB peak · 2 allocs",
+            "▲ 16.0 KiB peak · 1 alloc",
+        ]
+    finally:
+        client.set_configuration({}, section="memlens")
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+        close_doc(client, uri)

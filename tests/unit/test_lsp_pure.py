@@ -1,0 +1,408 @@
+"""The language server's pure layers: settings, line mapping, views, index, conversion.
+
+View tests use annotated fixtures: a line ``# ^ LABEL`` under a source line says that line
+gets a hint with that label; ``check`` strips the markers and compares (line, label) pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.workspace.position_codec import PositionCodec
+
+from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile
+from memlens_server import convert, views
+from memlens_server.index import FolderState, Index, RunData, canonical
+from memlens_server.server import ClientFeatures
+from memlens_server.settings import Settings, parse
+from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, map_lines
+
+KiB = 1024
+MiB = 1024 * 1024
+
+
+def info(peak: int = 10 * MiB, cwd: str = "") -> RunInfo:
+    return RunInfo(
+        command=("x.py",),
+        python="3.11",
+        platform="linux",
+        started="2026-11-22T00:00:00+00:00",
+        ended="2026-11-22T00:00:01+00:00",
+        duration_s=1.0,
+        pid=1,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=peak,
+        peak_rss_bytes=peak,
+        complete=True,
+        cwd=cwd,
+    )
+
+
+def sf(
+    path: str,
+    text: str | None,
+    lines: dict[int, LineStats],
+    functions: tuple[FunctionStats, ...] = (),
+) -> SourceFile:
+    digest = hashlib.sha256((text or "").encode()).hexdigest()
+    return SourceFile(path, digest, text, lines, functions)
+
+
+def folder_with(
+    tmp_path: Path,
+    text: str | None,
+    lines: dict[int, LineStats],
+    *,
+    base: SourceFile | None = None,
+    functions: tuple[FunctionStats, ...] = (),
+    tree: tuple[CallNode, ...] = (),
+    peak: int = 10 * MiB,
+) -> tuple[FolderState, str]:
+    path = str(tmp_path / "m.py")
+    run = RunData(
+        tmp_path / "r.mlrun", Run(info(peak), {path: sf(path, text, lines, functions)}, tree)
+    )
+    baseline = None
+    if base is not None:
+        baseline = RunData(
+            tmp_path / "b.mlrun", Run(info(peak), {path: dataclasses.replace(base, path=path)})
+        )
+    return FolderState(tmp_path, tmp_path.as_uri(), run, baseline), canonical(path)
+
+
+def peak(n: int, count: int = 1, live: int = 0) -> LineStats:
+    return LineStats(
+        alloc_bytes=n, alloc_count=count, peak_bytes=n, live_bytes=live, live_count=1 if live else 0
+    )
+
+
+# -- settings ---------------------------------------------------------------------------------
+def test_settings_defaults_and_shapes() -> None:
+    assert parse(None) == (Settings(), [])
+    nested, problems = parse(
+        {
+            "inlayHints": {"figure": "alloc", "minBytes": 0, "minShare": 0.5},
+            "compareWithBaseline": True,
+        }
+    )
+    assert problems == []
+    assert (nested.figure, nested.min_bytes, nested.min_share, nested.compare_with_baseline) == (
+        "alloc",
+        0,
+        0.5,
+        True,
+    )
+    dotted, _ = parse({"inlayHints.figure": "incl_peak", "leakWarning.minBytes": 5})
+    assert (dotted.figure, dotted.leak_min_bytes) == ("incl_peak", 5)
+    wrapped, _ = parse({"memlens": {"trace": {"server": "verbose"}}})
+    assert wrapped.trace_server == "verbose"
+
+
+def test_bad_settings_fall_back_to_defaults_with_one_problem_each() -> None:
+    got, problems = parse(
+        {"inlayHints": {"enabled": "yes", "minShare": 2}, "leakWarning": {"minBytes": True}}
+    )
+    assert got == Settings()
+    assert problems == [
+        "memlens.inlayHints.enabled: expected true or false (got 'yes'); using the default True",
+        "memlens.inlayHints.minShare: expected a number from 0 to 1 (got 2); using the default 0.0",
+        "memlens.leakWarning.minBytes: expected a whole number of bytes >= 0 (got True); using the default 1048576",
+    ]
+    assert parse([1, 2]) == (Settings(), ["memlens settings must be an object; using defaults"])
+
+
+# -- staleness ----------------------------------------------------------------------------------
+def test_identical_or_line_ending_only_changes_are_identity(tmp_path: Path) -> None:
+    folder, key = folder_with(tmp_path, "a = 1\nb = 2\n", {1: peak(MiB)})
+    view = folder.view(key)
+    assert view is not None
+    assert map_lines(view, "a = 1\nb = 2\n") is IDENTITY
+    assert map_lines(view, "a = 1\r\nb = 2") is IDENTITY
+
+
+def test_edits_shift_lines_and_hide_changed_ones(tmp_path: Path) -> None:
+    folder, key = folder_with(tmp_path, "a = 1\nb = 2\nc = 3\n", {1: peak(MiB)})
+    view = folder.view(key)
+    assert view is not None
+    m = map_lines(view, "# new\na = 1\nb = 22\nc = 3\n")
+    assert m.stale
+    assert [m.buffer_line(r) for r in (1, 2, 3)] == [2, None, 4]
+    assert [m.recorded_line(b) for b in (1, 2, 3, 4)] == [None, 1, None, 3]
+
+
+def test_without_recorded_text_only_the_hash_decides(tmp_path: Path) -> None:
+    text = "x = [0] * 10\n"
+    path = str(tmp_path / "m.py")
+    source = SourceFile(path, hashlib.sha256(text.encode()).hexdigest(), None, {1: peak(MiB)})
+    folder = FolderState(
+        tmp_path, "file:///", RunData(tmp_path / "r.mlrun", Run(info(), {path: source}))
+    )
+    view = folder.view(canonical(path))
+    assert view is not None
+    assert map_lines(view, text) is IDENTITY
+    assert map_lines(view, text + "y = 1\n") is NOTHING
+
+
+def test_mapping_cache_is_per_version(tmp_path: Path) -> None:
+    folder, key = folder_with(tmp_path, "a = 1\n", {1: peak(MiB)})
+    view = folder.view(key)
+    assert view is not None
+    cache = MappingCache()
+    lines, m1 = cache.get("file:///m.py", 1, view, "a = 1\n")
+    assert (lines, m1) == (["a = 1"], IDENTITY)
+    assert cache.get("file:///m.py", 1, view, "ignored: same version")[1] is IDENTITY
+    assert cache.get("file:///m.py", 2, view, "b\na = 1\n")[1].buffer_line(1) == 2
+
+
+# -- views: annotated fixtures --------------------------------------------------------------------
+def check(
+    tmp_path: Path,
+    annotated: str,
+    figures: dict[int, LineStats],
+    settings: Settings | None = None,
+    **kw: object,
+) -> None:
+    """``# ^ LABEL`` under a line: that line's expected hint (lines counted without markers)."""
+    source: list[str] = []
+    expected: list[tuple[int, str]] = []
+    for raw in annotated.splitlines():
+        if raw.lstrip().startswith("# ^ "):
+            expected.append((len(source) - 1, raw.split("# ^ ", 1)[1]))
+        else:
+            source.append(raw)
+    text = "\n".join(source) + "\n"
+    folder, key = folder_with(tmp_path, text, figures, **kw)  # type: ignore[arg-type]
+    view = folder.view(key)
+    assert view is not None
+    items = views.hint_items(
+        view,
+        IDENTITY,
+        settings or Settings(),
+        0,
+        len(source),
+        has_baseline=folder.baseline is not None,
+    )
+    assert [(i.line, i.label) for i in items] == expected
+
+
+def test_hints_filter_by_min_bytes(tmp_path: Path) -> None:
+    check(
+        tmp_path,
+        """\
+small = [0] * 10
+big = [0] * 1_000_000
+# ^ ▲ 7.6 MiB peak · 1 alloc
+exact = bytearray(1024)
+# ^ ▲ 1.0 KiB peak · 3 allocs
+""",
+        {1: peak(100), 2: peak(8_000_056), 3: peak(1024, 3)},
+    )
+
+
+def test_hints_filter_by_share_of_peak_and_choose_figure(tmp_path: Path) -> None:
+    figures = {
+        1: LineStats(alloc_bytes=4 * MiB, alloc_count=2, peak_bytes=MiB),
+        2: LineStats(alloc_bytes=2 * KiB, alloc_count=1, peak_bytes=2 * KiB),
+    }
+    check(
+        tmp_path,
+        """\
+a = f()
+# ^ ▲ 4.0 MiB allocated · 2 allocs
+b = g()
+""",
+        figures,
+        Settings(figure="alloc", min_share=0.05),
+        peak=10 * MiB,
+    )
+
+
+def test_hints_compare_with_baseline_mapped_through_source_changes(tmp_path: Path) -> None:
+    base_text = "a = f()\nb = g()\n"
+    base = sf("m.py", base_text, {1: peak(2 * MiB), 2: peak(MiB)})
+    check(
+        tmp_path,
+        """\
+# a comment the baseline did not have
+a = f()
+# ^ 1.0 MiB (−1.0 MiB, −50%)
+b = g()
+# ^ 1.0 MiB (±0 B, ±0%)
+c = h()
+# ^ 3.0 MiB (new)
+""",
+        {2: peak(MiB), 3: peak(MiB), 4: peak(3 * MiB)},
+        Settings(compare_with_baseline=True),
+        base=base,
+    )
+
+
+def test_hint_ranges_are_absolute_on_both_paths(tmp_path: Path) -> None:
+    text = "".join(f"x{i} = 1\n" for i in range(1, 101))
+    folder, key = folder_with(tmp_path, text, {10: peak(MiB), 50: peak(MiB), 90: peak(MiB)})
+    view = folder.view(key)
+    assert view is not None
+    # Range wider than the number of figures (walks figures) and narrower (walks lines).
+    assert [
+        i.line for i in views.hint_items(view, IDENTITY, Settings(), 0, 100, has_baseline=False)
+    ] == [9, 49, 89]
+    assert [
+        i.line for i in views.hint_items(view, IDENTITY, Settings(), 49, 50, has_baseline=False)
+    ] == [49]
+    assert [
+        i.line for i in views.hint_items(view, IDENTITY, Settings(), 10, 49, has_baseline=False)
+    ] == []
+    assert (
+        views.hint_items(
+            view, IDENTITY, Settings(inlay_hints_enabled=False), 0, 100, has_baseline=False
+        )
+        == []
+    )
+
+
+def test_call_paths_merge_and_rank(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.py")
+    tree = (
+        CallNode(0, -1, path, 30, "<module>"),
+        CallNode(1, 0, path, 20, "main"),
+        CallNode(2, 1, path, 5, "build", alloc_bytes=MiB, peak_bytes=MiB),
+        CallNode(3, 0, path, 21, "other"),
+        CallNode(4, 3, path, 5, "build", alloc_bytes=3 * MiB, peak_bytes=2 * MiB),
+        CallNode(5, 4, path, 40, "leaf", alloc_bytes=MiB, peak_bytes=MiB),
+        CallNode(6, 1, path, 5, "build", alloc_bytes=MiB, peak_bytes=MiB),  # same path as node 2
+    )
+    folder, _key = folder_with(tmp_path, "x\n", {5: peak(MiB)}, tree=tree)
+    assert folder.run is not None
+    assert views.call_paths(folder.run, path, 5) == [
+        ("`<module>` (m.py:30) → `other` (m.py:21) → `build` (line 5)", 3 * MiB, 4 * MiB),
+        ("`<module>` (m.py:30) → `main` (m.py:20) → `build` (line 5)", 2 * MiB, 2 * MiB),
+    ]
+    assert views.call_paths(folder.run, path, 99) == []
+
+
+def test_function_lenses_follow_edits_and_compare(tmp_path: Path) -> None:
+    text = "def f():\n    a = 1\n\ndef g():\n    b = 2\n"
+    fns = (
+        FunctionStats("f", 1, 2, alloc_bytes=4 * MiB, peak_bytes=2 * MiB),
+        FunctionStats("g", 4, 5, peak_bytes=0),
+    )
+    base = sf("m.py", text, {}, (FunctionStats("f", 1, 2, alloc_bytes=MiB, peak_bytes=3 * MiB),))
+    folder, key = folder_with(tmp_path, text, {}, functions=fns, base=base)
+    view = folder.view(key)
+    assert view is not None
+    assert views.function_lenses(view, IDENTITY, has_baseline=True) == [
+        views.LensItem(0, "memlens: 2.0 MiB peak · 4.0 MiB allocated (incl.) · Δ −1.0 MiB")
+    ]
+    moved = map_lines(view, "import os\n" + text)
+    assert [lens.line for lens in views.function_lenses(view, moved, has_baseline=False)] == [1]
+    renamed = map_lines(view, text.replace("def f():", "def f2():"))
+    assert views.function_lenses(view, renamed, has_baseline=False) == []
+
+
+def test_main_block_lenses() -> None:
+    lines = [
+        'if __name__ == "__main__":',
+        "    if __name__ == '__main__':",
+        "if '__main__' == __name__ :",
+        "if __name__ == '__main__' and x:",
+    ]
+    assert [
+        (i.line, i.command, i.arguments) for i in views.main_block_lenses("file:///a.py", lines)
+    ] == [
+        (0, "memlens.runFile", ({"uri": "file:///a.py", "args": []},)),
+        (2, "memlens.runFile", ({"uri": "file:///a.py", "args": []},)),
+    ]
+
+
+def test_leak_items_threshold_and_columns(tmp_path: Path) -> None:
+    text = "x = 1\n    cache.append(b)\n"
+    folder, key = folder_with(
+        tmp_path, text, {1: peak(MiB, live=MiB - 1), 2: peak(4 * MiB, live=2 * MiB)}
+    )
+    view = folder.view(key)
+    assert view is not None
+    items = views.leak_items(view, IDENTITY, text.splitlines(), Settings())
+    assert items == [
+        views.DiagnosticItem(
+            1,
+            4,
+            19,
+            "2.0 MiB allocated here in 1 objects is still live at exit (likely leak; 4.0 MiB allocated in total)",
+        )
+    ]
+    assert len(views.leak_items(view, IDENTITY, text.splitlines(), Settings(leak_min_bytes=1))) == 2
+
+
+# -- index ------------------------------------------------------------------------------------------
+def test_index_resolves_relative_paths_and_picks_deepest_folder(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.py").write_text("x\n")
+    run = Run(info(cwd=str(tmp_path / "sub")), {"m.py": sf("m.py", "x\n", {1: peak(MiB)})})
+    inner = FolderState(tmp_path / "sub", "file:///inner", RunData(tmp_path / "r.mlrun", run))
+    outer = FolderState(tmp_path, "file:///outer")
+    index = Index((outer, inner))
+    target = canonical(tmp_path / "sub" / "m.py")
+    assert index.folder_for(target) is inner
+    found = index.lookup(target)
+    assert found is not None
+    assert found[0] is inner
+    assert found[1].key == "m.py"
+    assert index.lookup(canonical(tmp_path / "other.py")) is None
+
+
+# -- conversion -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("encoding", "column"),
+    [
+        (lsp.PositionEncodingKind.Utf16, 18),
+        (lsp.PositionEncodingKind.Utf8, 21),
+        (lsp.PositionEncodingKind.Utf32, 17),
+    ],
+)
+def test_hint_sits_at_end_of_line_in_the_negotiated_encoding(
+    encoding: lsp.PositionEncodingKind, column: int
+) -> None:
+    lines = ["x = 1", '    s = "héllo 😀"']
+    hint = convert.inlay_hint(
+        views.HintItem(1, "▲ 1.0 KiB peak", 2), PositionCodec(encoding), lines, {"line": 2}
+    )
+    assert (hint.position.line, hint.position.character, hint.label, hint.padding_left) == (
+        1,
+        column,
+        "▲ 1.0 KiB peak",
+        True,
+    )
+
+
+def test_client_features_of_the_two_profiles() -> None:
+    from pytest_lsp import client_capabilities
+
+    assert ClientFeatures.from_capabilities(
+        client_capabilities("visual-studio-code")
+    ) == ClientFeatures(
+        inlay_hint_refresh=False,
+        code_lens_refresh=True,
+        watched_files_dynamic=True,
+        configuration=True,
+        work_done_progress=True,
+    )
+    assert ClientFeatures.from_capabilities(client_capabilities("neovim")) == ClientFeatures(
+        inlay_hint_refresh=True,
+        code_lens_refresh=False,
+        watched_files_dynamic=False,
+        configuration=True,
+        work_done_progress=True,
+    )
+
+
+def test_memlens_lsp_command_is_registered() -> None:
+    from memlens.cli import build_parser
+
+    args = build_parser().parse_args(["lsp", "--tcp", "2087"])
+    assert (args.command, args.tcp, args.host) == ("lsp", 2087, "127.0.0.1")

@@ -1,0 +1,39 @@
+import * as assert from 'assert';
+import { formatAge, formatBytes, statusText } from '../../common/status';
+
+const run = {
+  id: '20261122-100000-1',
+  path: '/w/.memlens/runs/20261122-100000-1.mlrun',
+  started: '2026-11-22T10:00:00+00:00',
+  command: ['python', 'app.py'],
+  peak_traced_bytes: 48 * 1024 * 1024,
+  duration_s: 1.5,
+  complete: true,
+};
+
+describe('status bar', () => {
+  it('formats sizes like the server', () => {
+    assert.strictEqual(formatBytes(512), '512 B');
+    assert.strictEqual(formatBytes(1536), '1.5 KiB');
+    assert.strictEqual(formatBytes(48 * 1024 * 1024), '48.0 MiB');
+  });
+  it('formats ages', () => {
+    const now = new Date('2026-11-22T10:05:00Z');
+    assert.strictEqual(formatAge('2026-11-22T10:04:30+00:00', now), '30s ago');
+    assert.strictEqual(formatAge('2026-11-22T10:00:00+00:00', now), '5m ago');
+    assert.strictEqual(formatAge('2026-11-20T10:05:00+00:00', now), '2d ago');
+    assert.strictEqual(formatAge('garbage', now), '');
+  });
+  it('shows the run, its age and the change against the baseline', () => {
+    const now = new Date('2026-11-22T10:05:00Z');
+    const baseline = { ...run, id: 'b', peak_traced_bytes: 60 * 1024 * 1024 };
+    const { text, tooltip } = statusText({ run, baseline }, now);
+    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
+    assert.match(tooltip, /baseline b: 60\.0 MiB peak/);
+  });
+  it('says when there is no run, and marks incomplete runs', () => {
+    assert.strictEqual(statusText(undefined, new Date()).text, '$(pulse) memlens: no run');
+    const { text } = statusText({ run: { ...run, complete: false }, baseline: null }, new Date('2026-11-22T10:00:10Z'));
+    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 10s ago (incomplete)');
+  });
+});
