@@ -208,3 +208,76 @@ def test_everything_after_the_script_belongs_to_the_program(tmp_path: Path) -> N
     assert proc.stdout == plain(script, *args, cwd=tmp_path).stdout
     assert proc.stdout.splitlines()[0] == f"argv {list(args)}"
     assert latest_run(tmp_path).info.command == ("python", str(script), *args)
+
+
+def _read_all(fd: int) -> bytes:
+    import os
+
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side of the pty is closed
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
+    tmp_path: Path,
+) -> None:
+    import os
+    import pty
+
+    main, sub = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--top", "1", str(SCRIPTS / "slow.py")],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=sub,
+        stderr=sub,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    os.close(sub)
+    text = _read_all(main).decode()
+    os.close(main)
+    assert proc.wait(timeout=60) == 0
+    lines = text.split("\r\n")
+    assert lines[0] == (
+        f"memlens: profiling {SCRIPTS / 'slow.py'} (Ctrl-C stops it; the run is still written)"
+    )
+    assert lines[1] == "slow done"  # not mixed with a redrawn status line
+    assert "\x1b[K" not in text
+    assert "\x1b[1m" in text  # rich styles the report on a terminal
+    assert "slow.py:5" in text
+
+
+def test_live_status_line_when_only_stderr_is_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    main, sub = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--no-report", str(SCRIPTS / "slow.py")],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=sub,
+    )
+    os.close(sub)
+    err = _read_all(main).decode()
+    os.close(main)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert out == b"slow done\n"  # stdout untouched
+    assert "\r\x1b[K⠋ memlens: profiling" in err
+    assert " MiB traced (peak " in err
+    # The status line is erased before memlens's last message.
+    assert err.endswith("\r\x1b[Kmemlens: run written to " + _run_name(tmp_path) + "\r\n")
+
+
+def _run_name(cwd: Path) -> str:
+    path = Store(cwd).latest()
+    assert path is not None
+    return str(path.relative_to(cwd))

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     command = target.command()
-    progress = _Progress(target.display) if sys.stderr.isatty() else None
+    progress = _Progress(target.display) if _progress_mode() == "live" else None
 
     def on_exit(exit_code: int | None, complete: bool) -> None:
         if progress is not None:
@@ -120,7 +120,25 @@ def run(args: argparse.Namespace) -> int:
     )
     if progress is not None:
         progress.start()
+    elif _progress_mode() == "line":
+        print(
+            f"memlens: profiling {target.display} (Ctrl-C stops it; the run is still written)",
+            file=sys.stderr,
+            flush=True,
+        )
     return runner.run(target, on_exit)
+
+
+def _progress_mode() -> str | None:
+    """How to show progress on stderr: not at all (not a terminal), one line at the start
+    (the program's output shares that terminal: a redrawn line would mix with it), or a live
+    status line (the program's stdout goes elsewhere)."""
+    try:
+        if not os.isatty(2):
+            return None
+        return "line" if os.path.samestat(os.fstat(1), os.fstat(2)) else "live"
+    except OSError:
+        return None
 
 
 def _save_and_report(
@@ -168,7 +186,8 @@ class _Progress:
     """A status line on stderr (a terminal only): elapsed time and traced memory.
 
     It runs in a thread whose allocations are not traced, and redraws in place every half
-    second; the line is erased when the program ends.
+    second; the line is erased when the program ends. It writes to file descriptor 2, not to
+    ``sys.stderr``, which belongs to the program (it may replace or redirect it).
     """
 
     def __init__(self, what: str) -> None:
@@ -203,9 +222,14 @@ class _Progress:
                 f"{time.monotonic() - t0:.0f} s · {fmt_bytes(current)} traced "
                 f"(peak {fmt_bytes(peak)})"
             )
-            sys.stderr.write(f"\r\x1b[K{line}")
-            sys.stderr.flush()
+            _write_fd2(f"\r\x1b[K{line}")
             i += 1
         if i:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            _write_fd2("\r\x1b[K")
+
+
+def _write_fd2(text: str) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a closed terminal: nothing to show it on
+        os.write(2, text.encode("utf-8", "replace"))
