@@ -76,18 +76,18 @@ def run(args: argparse.Namespace) -> int:
     )
     target.check()
 
-    from memlens.store import Store
+    from memlens.layout import RUNS_DIR, STORE_DIR
 
     store_root = os.path.abspath(args.dir)
-    store = Store(store_root)
+    runs_dir = os.path.join(os.path.realpath(store_root), STORE_DIR, RUNS_DIR)
     if args.output:
         out_path = os.path.abspath(args.output)
         if os.path.isdir(out_path):
             raise MemlensError(f"-o {args.output}: is a directory")
         # A run written into the store by hand still becomes the latest one.
-        in_store = os.path.realpath(os.path.dirname(out_path)) == str(store.runs_dir)
+        in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
     else:
-        out_path = str(store.new_run_path())
+        out_path = _new_run_path(runs_dir)
         in_store = True
     try:
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
@@ -127,6 +127,25 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     return runner.run(target, on_exit)
+
+
+def _new_run_path(runs_dir: str) -> str:
+    """A fresh path in the store, named as ``Store.new_run_path`` names it.
+
+    Done here with the standard library only: the store module (pathlib, tempfile, datetime,
+    dataclasses) is loaded after the program, not added to its start-up time.
+    """
+    import time
+
+    from memlens.layout import RUN_SUFFIX
+
+    stem = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
+    path = os.path.join(runs_dir, stem + RUN_SUFFIX)
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(runs_dir, f"{stem}-{n}{RUN_SUFFIX}")
+    return path
 
 
 def _progress_mode() -> str | None:
