@@ -281,3 +281,25 @@ def _run_name(cwd: Path) -> str:
     path = Store(cwd).latest()
     assert path is not None
     return str(path.relative_to(cwd))
+
+
+@pytest.mark.parametrize("flag", ["--json", "--top=10"])
+def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -> None:
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # nobody reads the report: writing it fails with EPIPE
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", flag, str(SCRIPTS / "uses_helper.py")],
+        cwd=tmp_path,
+        stdout=w,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    os.close(w)
+    assert proc.returncode == 9
+    assert proc.stderr.startswith("memlens: run written to ")
+    assert len(proc.stderr.splitlines()) == 1  # no "Exception ignored ... BrokenPipeError"
+    assert latest_run(tmp_path).info.exit_code == 9

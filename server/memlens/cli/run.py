@@ -181,17 +181,25 @@ def _save_and_report(
         Store(store_root).set_pointer("latest", Path(out_path))
     flush_streams()
     print(f"memlens: run written to {_shown(out_path)}", file=sys.stderr)
-    if args.json:
-        import json
+    try:
+        if args.json:
+            import json
 
-        from memlens.export import to_json_dict
+            from memlens.export import to_json_dict
 
-        json.dump(to_json_dict(result), sys.stdout, indent=2)
-        print()
-    elif not args.no_report:
-        from memlens.report import render
+            json.dump(to_json_dict(result), sys.stdout, indent=2)
+            print()
+        elif not args.no_report:
+            from memlens.report import render
 
-        render(result, sys.stdout, by=args.by, top=args.top)
+            render(result, sys.stdout, by=args.by, top=args.top)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `memlens run app.py | head`: the reader left. The exit code stays the program's, and
+        # nothing complains at exit about the unflushed rest.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     flush_streams()
 
 
