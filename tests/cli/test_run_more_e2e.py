@@ -303,3 +303,32 @@ def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -
     assert proc.stderr.startswith("memlens: run written to ")
     assert len(proc.stderr.splitlines()) == 1  # no "Exception ignored ... BrokenPipeError"
     assert latest_run(tmp_path).info.exit_code == 9
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("syntax_error.py",),  # SyntaxError: no "Traceback" header, caret, exit 1
+        ("pkgmod", "a"),  # a directory with __main__.py
+        ("-m", "pkgmod", "a"),  # a package run with -m
+    ],
+)
+def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, ...]) -> None:
+    import shutil
+
+    shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
+    shutil.copytree(SCRIPTS / "pkgmod", tmp_path / "pkgmod")
+    reference = subprocess.run(
+        [sys.executable, *target], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    proc = memlens("run", "--no-report", *target, cwd=tmp_path)
+    assert proc.returncode == reference.returncode
+    assert proc.stdout == reference.stdout
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")] == (
+        reference.stderr.splitlines()
+    )
+    if target[0] == "syntax_error.py":
+        assert reference.returncode == 1
+        assert reference.stderr.splitlines()[-1].startswith("SyntaxError:")
+    else:
+        assert reference.stdout == "pkg main __main__ ['a']\n"
