@@ -332,3 +332,24 @@ def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, 
         assert reference.stderr.splitlines()[-1].startswith("SyntaxError:")
     else:
         assert reference.stdout == "pkg main __main__ ['a']\n"
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("example", "by", "line"),
+    [
+        ("leaky_cache.py", "live", 16),  # the cached history dicts: the leak
+        ("pipeline_peak.py", "peak", 23),  # records built while the raw rows are alive
+        ("numpy_job.py", "peak", 11),  # the expression's full-size temporaries
+    ],
+)
+def test_examples_point_at_their_story(tmp_path: Path, example: str, by: str, line: int) -> None:
+    if example == "numpy_job.py":
+        pytest.importorskip("numpy")
+    proc = memlens("run", "--top", "1", "--by", by, str(EXAMPLES / example), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#  line"))
+    assert lines[header + 1].split()[:2] == ["1", f"{EXAMPLES / example}:{line}"]
