@@ -353,3 +353,21 @@ def test_examples_point_at_their_story(tmp_path: Path, example: str, by: str, li
     lines = proc.stdout.splitlines()
     header = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#  line"))
     assert lines[header + 1].split()[:2] == ["1", f"{EXAMPLES / example}:{line}"]
+
+
+def test_timeline_interval_sets_the_sampling_period(tmp_path: Path) -> None:
+    counts = {}
+    for ms in ("5", "50"):
+        out = tmp_path / f"t{ms}.mlrun"
+        proc = memlens(
+            "run", "--no-report", "--timeline-interval", ms, "-o", str(out),
+            str(SCRIPTS / "slow.py"), cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        run = fileformat.read(out)
+        counts[ms] = len(run.timeline)
+        # The program held 12 MiB at the end; the timeline saw it grow.
+        assert max(p.traced_bytes for p in run.timeline) >= 11 * MiB
+    # 1.2 s of program: ~240 points every 5 ms, ~24 every 50 ms (the machine may be slow).
+    assert counts["50"] >= 5
+    assert counts["5"] >= 3 * counts["50"]
