@@ -371,3 +371,15 @@ def test_timeline_interval_sets_the_sampling_period(tmp_path: Path) -> None:
     # 1.2 s of program: ~240 points every 5 ms, ~24 every 50 ms (the machine may be slow).
     assert counts["50"] >= 5
     assert counts["5"] >= 3 * counts["50"]
+
+
+def test_program_that_closes_its_streams(tmp_path: Path) -> None:
+    script = SCRIPTS / "closes_streams.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", str(script), cwd=tmp_path)
+    assert proc.returncode == reference.returncode == 0
+    assert proc.stdout == reference.stdout == "bye\n"
+    assert proc.stderr == reference.stderr == ""
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    assert run.files[str(script)].lines[4].live_bytes >= 10**6

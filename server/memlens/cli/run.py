@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = tracer.stop(command=command, exit_code=exit_code, complete=complete)
         except MemlensError as exc:
-            print(f"memlens: {exc}", file=sys.stderr)
+            _say(f"memlens: {exc}")
             return
         _save_and_report(result, out_path, in_store, store_root, args)
 
@@ -171,7 +171,7 @@ def _save_and_report(
     try:
         fileformat.write(result, out_path)
     except OSError as exc:
-        print(f"memlens: cannot write {out_path}: {exc.strerror or exc}", file=sys.stderr)
+        _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return
     if in_store:
         from pathlib import Path
@@ -180,7 +180,9 @@ def _save_and_report(
 
         Store(store_root).set_pointer("latest", Path(out_path))
     flush_streams()
-    print(f"memlens: run written to {_shown(out_path)}", file=sys.stderr)
+    _say(f"memlens: run written to {_shown(out_path)}")
+    if _closed(sys.stdout):
+        return  # the program closed its stdout: no report, as python would print nothing
     try:
         if args.json:
             import json
@@ -201,6 +203,20 @@ def _save_and_report(
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     flush_streams()
+
+
+def _closed(stream: object) -> bool:
+    return stream is None or bool(getattr(stream, "closed", False))
+
+
+def _say(message: str) -> None:
+    """A memlens message on the program's stderr, unless the program closed or broke it."""
+    if _closed(sys.stderr):
+        return
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        return
 
 
 def _shown(path: str) -> str:
