@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
     except OSError as exc:
         raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    if not os.access(os.path.dirname(out_path), os.W_OK):
+        # Found out now, not after a long run.
+        raise MemlensError(f"cannot write {out_path}: permission denied")
     command = target.command()
     progress = _Progress(target.display) if _progress_mode() == "live" else None
 
