@@ -210,6 +210,7 @@ def _write_db(run: Run, filename: str) -> None:
             "INSERT INTO timeline VALUES (?, ?, ?)",
             ((p.t, p.traced_bytes, p.rss_bytes) for p in run.timeline),
         )
+        con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, _content_digest(con)))
         con.execute("COMMIT")
     finally:
         con.close()
@@ -474,6 +475,7 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
             "SELECT t, traced_bytes, rss_bytes FROM timeline ORDER BY rowid"
         )
     )
+    _check_digest(con, name)  # last: damage the row checks name more precisely comes first
     return Run(
         info=info,
         files={
@@ -489,6 +491,52 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
         call_tree=nodes,
         timeline=timeline,
     )
+
+
+#: Meta key of the optional SHA-256 over the file's content (see :func:`_content_digest`).
+DIGEST_KEY = "content_sha256"
+
+#: What the digest covers, in this order: (table, columns, order). Only version-1 columns, so
+#: columns added later (allowed within version 1) do not change the digest.
+_DIGESTED: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("meta", ("key", "value"), "key"),
+    ("files", _REQUIRED_COLUMNS["files"], "id"),
+    ("lines", _REQUIRED_COLUMNS["lines"], "file_id, line"),
+    ("functions", _REQUIRED_COLUMNS["functions"], "rowid"),
+    ("nodes", _REQUIRED_COLUMNS["nodes"], "id"),
+    ("timeline", _REQUIRED_COLUMNS["timeline"], "rowid"),
+)
+
+
+def _content_digest(con: sqlite3.Connection) -> str:
+    """SHA-256 (hex) over every row of the run, as docs/file-format.md specifies.
+
+    For each table of :data:`_DIGESTED` in turn: its name and a newline, then its rows (in
+    the given order, listed columns only) as one compact JSON array of arrays (UTF-8, no
+    ASCII escaping, separators ``,`` and ``:``) and a newline. ``meta`` rows exclude the
+    digest's own row. SQLite's page checks catch damage to the file's
+    structure; this catches damage to the values themselves (a flipped bit in a figure).
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for table, columns, order in _DIGESTED:
+        h.update(table.encode() + b"\n")
+        where = f" WHERE key != '{DIGEST_KEY}'" if table == "meta" else ""
+        query = f"SELECT {', '.join(columns)} FROM {table}{where} ORDER BY {order}"
+        rows = con.execute(query).fetchall()
+        text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+        h.update(text.encode("utf-8", "surrogatepass") + b"\n")
+    return h.hexdigest()
+
+
+def _check_digest(con: sqlite3.Connection, name: str) -> None:
+    """Compare the recorded content digest, when the file has one (writers since it exist)."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
+    if row is None:
+        return  # written before the digest was introduced: still a valid version-1 file
+    if row[0] != _content_digest(con):
+        raise RunFileError(name, "corrupt file (content does not match its checksum)")
 
 
 def _str(value: object) -> str:
