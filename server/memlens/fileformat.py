@@ -9,7 +9,9 @@ Writers write to a temporary name in the same directory, flush it and rename it 
 a reader never sees half a file. Readers reject anything that is not a complete memlens run of
 a version they understand with :class:`memlens.errors.RunFileError` (one clear line): missing,
 not a regular file, not SQLite, cut short or extended (the SQLite header's page count is the
-cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values.
+cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values;
+:func:`read` also checks the content digest (meta ``content_sha256``, when present), so a
+damaged file reads back exactly as written or not at all.
 For any input, :func:`read` returns a Run or raises RunFileError, nothing else (fuzzed).
 """
 
