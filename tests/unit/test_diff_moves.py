@@ -121,3 +121,35 @@ def test_matching_is_one_to_one_on_identical_text_and_keeps_difflib(
     assert base.items() <= mapping.items()  # the in-order matches are never undone
     assert len(set(mapping.values())) == len(mapping)
     assert all(old[i - 1] == new[j - 1] for i, j in mapping.items())
+
+
+_LINES = ["", "pass", "x = 1", "y = [0] * 9", "z = {}", "w = ()", "def f():", "    return x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    old=st.lists(st.sampled_from(_LINES), min_size=1, max_size=25),
+    new=st.lists(st.sampled_from(_LINES), min_size=1, max_size=25),
+    data=st.data(),
+)
+def test_every_figure_is_counted_once_on_each_side(
+    old: list[str], new: list[str], data: st.DataObject
+) -> None:
+    def figures(n: int) -> dict[int, LineStats]:
+        chosen = data.draw(st.sets(st.integers(1, n)))
+        return {i: LineStats(peak_bytes=data.draw(st.integers(1, 10**9))) for i in chosen}
+
+    a, b = _file(old, figures(len(old))), _file(new, figures(len(new)))
+    d = diff_runs(_run(a), _run(b))
+    # Each recorded line of A is line_a of exactly one diff, carrying its figures; same for B.
+    a_side = [(ld.line_a, ld.a) for ld in d.lines if ld.a is not None]
+    b_side = [(ld.line_b, ld.b) for ld in d.lines if ld.b is not None]
+    assert sorted(a_side, key=lambda p: p[0] or 0) == sorted(a.lines.items())
+    assert sorted(b_side, key=lambda p: p[0] or 0) == sorted(b.lines.items())
+    assert sum(ld.change("peak_bytes") for ld in d.lines) == sum(
+        s.peak_bytes for s in b.lines.values()
+    ) - sum(s.peak_bytes for s in a.lines.values())
+    mapping = match_lines(a, b)
+    for ld in d.lines:
+        if ld.line_a is not None and ld.line_b is not None:
+            assert mapping[ld.line_a] == ld.line_b  # a pair is always a matched line
