@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sqlite3
 import stat
@@ -403,6 +404,8 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
         raise RunFileError(name, "bad run header: command")
     raw["command"] = tuple(raw["command"])
     raw["duration_s"] = float(raw["duration_s"])
+    if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
+        raise RunFileError(name, "bad run header: duration_s is not a finite number")
     return RunInfo(**raw)
 
 
@@ -550,7 +553,10 @@ def _str(value: object) -> str:
 def _float(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"expected a number, got {type(value).__name__}")
-    return float(value)
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"expected a finite number, got {result}")
+    return result
 
 
 def _int(value: object) -> int:
