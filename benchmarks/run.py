@@ -2,10 +2,11 @@
 
 Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT]``
 
-Every configuration runs as its own process, interleaved round-robin, ``--repeat`` times; the
-minimum wall time and the maximum resident set size (from ``wait4``) are kept. Figures are
-printed as ratios against the plain run measured in the same invocation (this machine is
-shared and noisy: absolute times mean little). memlens runs through ``memlens run`` exactly as a
+Every configuration runs as its own process, interleaved round-robin, after one warm-up run,
+``--repeat`` times; the minimum CPU time (user + system, from ``wait4``: far less sensitive to
+other load on a shared machine than wall time), the minimum wall time and the maximum resident
+set size are kept. Figures are printed as ratios against the plain run measured in the same
+invocation (absolute times mean little here). memlens runs through ``memlens run`` exactly as a
 user would (``--no-report``, run file written to a temporary directory), so its figures include
 start-up, the snapshot and writing the run file.
 """
@@ -42,7 +43,8 @@ def configs(tmp: str) -> dict[str, list[str]]:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(argv: list[str]) -> tuple[float, int]:
+def measure(argv: list[str]) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, max RSS bytes) of one run."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -51,7 +53,7 @@ def measure(argv: list[str]) -> tuple[float, int]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"benchmark command failed ({proc.returncode}): {argv}\n{err}")
-    return elapsed, usage.ru_maxrss * 1024
+    return usage.ru_utime + usage.ru_stime, elapsed, usage.ru_maxrss * 1024
 
 
 def main() -> int:
@@ -66,15 +68,18 @@ def main() -> int:
         cfgs = configs(tmp)
         for name in names:
             script = str(HERE / "workloads" / f"{name}.py")
-            best: dict[str, list[float]] = {c: [float("inf"), 0.0] for c in cfgs}
+            best = {c: [float("inf"), float("inf"), 0.0] for c in cfgs}
             for argv in cfgs.values():  # warm-up: bytecode caches, page cache
                 measure([*argv, script])
             for _ in range(args.repeat):
                 for cfg, argv in cfgs.items():
-                    t, rss = measure([*argv, script])
-                    best[cfg][0] = min(best[cfg][0], t)
-                    best[cfg][1] = max(best[cfg][1], rss)
-            results[name] = {c: {"seconds": v[0], "rss_bytes": v[1]} for c, v in best.items()}
+                    cpu, wall, rss = measure([*argv, script])
+                    best[cfg][0] = min(best[cfg][0], cpu)
+                    best[cfg][1] = min(best[cfg][1], wall)
+                    best[cfg][2] = max(best[cfg][2], rss)
+            results[name] = {
+                c: {"cpu_s": v[0], "wall_s": v[1], "rss_bytes": v[2]} for c, v in best.items()
+            }
             print(_row(name, results[name]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -82,18 +87,18 @@ def main() -> int:
 
 
 def _row(name: str, r: dict[str, dict[str, float]]) -> str:
-    base = r["plain"]["seconds"]
+    base = r["plain"]["cpu_s"]
     base_rss = r["plain"]["rss_bytes"]
-    parts = [f"{name:14s} plain {base:6.2f}s"]
-    tm_over = r["tracemalloc"]["seconds"] / base - 1
+    parts = [f"{name:14s} plain {base:5.2f}s cpu"]
+    tm_over = r["tracemalloc"]["cpu_s"] / base - 1
     for cfg in ("tracemalloc", "memlens-exact", "memlens-sample"):
-        over = r[cfg]["seconds"] / base - 1
+        over = r[cfg]["cpu_s"] / base - 1
+        wall = r[cfg]["wall_s"] / r["plain"]["wall_s"] - 1
         mem = r[cfg]["rss_bytes"] / base_rss
-        parts.append(f"{cfg} {over:+7.1%} (rss x{mem:.2f})")
-    ex_over = r["memlens-exact"]["seconds"] / base - 1
-    parts.append(
-        f"exact/tracemalloc overhead {ex_over / tm_over if tm_over > 0 else float('nan'):.2f}"
-    )
+        parts.append(f"{cfg} {over:+7.1%} (wall {wall:+.0%}, rss x{mem:.2f})")
+    ex_over = r["memlens-exact"]["cpu_s"] / base - 1
+    ratio = ex_over / tm_over if tm_over > 0.05 else float("nan")
+    parts.append(f"exact/tracemalloc overhead {ratio:.2f}")
     return " | ".join(parts)
 
 

@@ -660,13 +660,12 @@ inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
     return p;
 }
 
+// Frees need no reentrancy flag of their own: on_free never calls an allocator. A free made
+// inside another hook (the allocator's internals) is skipped.
 inline void traced_free(void* ptr) {
-    ThreadState& ts = t_state;
-    if (ptr && !ts.in_hook && g_active.load(std::memory_order_relaxed)) {
-        ts.in_hook = true;
+    if (ptr && !t_state.in_hook && g_active.load(std::memory_order_relaxed)) {
         uint64_t val = 0;
         on_free(ptr, &val);
-        ts.in_hook = false;
     }
 }
 

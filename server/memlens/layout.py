@@ -1,10 +1,12 @@
 """Names on disk, in one place: the run-file suffix and the store's directories. Stdlib only.
 
-Kept free of imports so that ``memlens run`` can name its run file before the profiled program
+Kept free of imports (but os) so that ``memlens run`` can name its run file before the profiled program
 starts without loading the reader/writer.
 """
 
 from __future__ import annotations
+
+import os
 
 #: Suffix of run files.
 RUN_SUFFIX = ".mlrun"
@@ -13,3 +15,24 @@ STORE_DIR = ".memlens"
 RUNS_DIR = "runs"
 #: Pointer files beside the runs.
 POINTERS = ("latest", "baseline")
+
+
+def display_path(path: str, cwd: str | None = None) -> str:
+    """A path relative to the working directory when it is under it."""
+    cwd = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def platform_name() -> str:
+    """``Linux-6.1.0-x86_64``: cheap (``platform.platform()`` scans the interpreter binary)."""
+    try:
+        u = os.uname()
+    except AttributeError:  # pragma: no cover - Windows
+        import sys
+
+        return sys.platform
+    return f"{u.sysname}-{u.release}-{u.machine}"

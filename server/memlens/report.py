@@ -14,6 +14,7 @@ from typing import TextIO
 
 from memlens.annotate import FIGURE_NAMES, line_label
 from memlens.errors import MemlensError
+from memlens.layout import display_path
 from memlens.model import LineStats, Run
 from memlens.units import fmt_bytes, fmt_count
 
@@ -36,16 +37,6 @@ class ListingRow:
     line: int  # 0 for an elision marker ("...")
     text: str
     label: str
-
-
-def display_path(path: str, cwd: str | None = None) -> str:
-    """A path relative to the working directory when it is under it."""
-    cwd = cwd or os.getcwd()
-    try:
-        rel = os.path.relpath(path, cwd)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _source_lines(run: Run, file: str) -> list[str]:

@@ -450,6 +450,7 @@ def _build_run(
     from datetime import datetime, timedelta, timezone
 
     from memlens._version import __version__
+    from memlens.layout import platform_name
     from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
 
     node_struct = struct.Struct(snap["node_format"])
@@ -620,7 +621,7 @@ def _build_run(
     info = RunInfo(
         command=tuple(command if command is not None else session.argv),
         python=platform.python_version(),
-        platform=platform.platform(),
+        platform=platform_name(),
         started=started.isoformat(),
         ended=(started + timedelta(seconds=duration)).isoformat(),
         duration_s=duration,

@@ -6,10 +6,9 @@ import asyncio
 from typing import Any
 
 import pytest
+from lsp_workspace import APP, OTHER, SCRIPT, Workspace, plain
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
-
-from conftest import APP, OTHER, SCRIPT, Workspace, plain
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

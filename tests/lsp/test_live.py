@@ -13,11 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
-
-from conftest import (
+from lsp_workspace import (
     APP,
     PROFILES,
     SERVER,
@@ -30,6 +26,10 @@ from conftest import (
     start_session,
     write_run,
 )
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
 from memlens.store import Store
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -245,3 +245,22 @@ async def test_run_file_can_be_cancelled(live: LanguageClient) -> None:
     assert isinstance(result["exitCode"], int)  # SIGINT: the run decides its exit code
     assert isinstance(live.progress_reports[new[0]][-1], lsp.WorkDoneProgressEnd)
     assert live.progress_reports[new[0]][-1].message == "cancelled"
+
+
+async def test_added_workspace_folder_gets_its_store(live: LanguageClient) -> None:
+    live_ws: Workspace = live.ws  # type: ignore[attr-defined]
+    lib = live_ws.uri("lib")
+    assert not [r for r in rec(live).run_loaded if r["workspace"] == lib]
+    live.workspace_did_change_workspace_folders(
+        lsp.DidChangeWorkspaceFoldersParams(
+            event=lsp.WorkspaceFoldersChangeEvent(
+                added=[lsp.WorkspaceFolder(uri=lib, name="lib")], removed=[]
+            )
+        )
+    )
+    for _ in range(250):
+        loaded = [r for r in rec(live).run_loaded if r["workspace"] == lib]
+        if loaded:
+            break
+        await asyncio.sleep(0.02)
+    assert loaded[-1]["run"]["id"] == "20261122-090000-7"

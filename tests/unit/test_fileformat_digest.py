@@ -159,3 +159,23 @@ def test_a_damaged_file_never_reads_back_different_figures(
         return
     assert "\n" not in message
     assert message.startswith(f"cannot read {path}: ")
+
+
+def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
+    # Reader and writer hash rows in chunks of 4096; the bytes must be those of the whole
+    # table's JSON, as the spec says, however many chunks there are.
+    from dataclasses import replace
+
+    from memlens.model import LineStats, TimelinePoint
+
+    base = sample_run()
+    sf = base.files["/work/app.py"]
+    lines = {n: LineStats(alloc_bytes=n, peak_bytes=2 * n, alloc_err=n / 3) for n in range(1, 9001)}
+    run = replace(
+        base,
+        files={sf.path: replace(sf, lines=lines)},
+        timeline=tuple(TimelinePoint(i / 7, i, 2 * i) for i in range(8193)),
+    )
+    path = fileformat.write(run, tmp_path / "big.mlrun")
+    assert _meta(path)["content_sha256"] == _spec_digest(path)
+    assert fileformat.read(path) == run

@@ -46,17 +46,17 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def _load(module: str) -> Command | None:
-    try:
-        mod: ModuleType = importlib.import_module(f"memlens.cli.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"memlens.cli.{module}":
-            return None  # command not built yet in this tree
-        raise
+def _load(module: str) -> Command:
+    mod: ModuleType = importlib.import_module(f"memlens.cli.{module}")
     return cast(Command, mod)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``only``, just that command's sub-parser is built.
+
+    Building one sub-parser instead of all keeps ``memlens run`` quick to start: only the
+    command that runs is imported.
+    """
     parser = argparse.ArgumentParser(
         prog="memlens",
         description="Line-level Python memory profiler whose results live in your editor.",
@@ -64,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memlens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS.items():
-        command = _load(module)
-        if command is None:
+        if only is not None and name != only:
             continue
+        command = _load(module)
         p = sub.add_parser(name, help=command.HELP, description=command.HELP)
         command.add_arguments(p)
         p.set_defaults(_command=command)
@@ -74,8 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = args_list[0] if args_list else None
+    parser = build_parser(first if first in COMMANDS else None)
+    args = parser.parse_args(args_list)
     command: Command | None = getattr(args, "_command", None)
     if command is None:
         parser.print_help()

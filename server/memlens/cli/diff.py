@@ -87,7 +87,7 @@ def _ranked_functions(d: RunDiff, attr: str) -> list[FunctionDiff]:
 
 
 def _where(ld: LineDiff) -> str:
-    from memlens.report import display_path
+    from memlens.layout import display_path
 
     where = f"{display_path(ld.file)}:{ld.line}"
     if ld.line_a is not None and ld.line_b is not None and ld.line_a != ld.line_b:
@@ -113,7 +113,7 @@ def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
 
 
 def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
-    from memlens.report import display_path
+    from memlens.layout import display_path
     from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
     c = fd.figure(attr)
@@ -127,7 +127,7 @@ def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
 
 
 def _notes(d: RunDiff) -> list[str]:
-    from memlens.report import display_path
+    from memlens.layout import display_path
 
     return [
         f"memlens: {display_path(p)}: no recorded source on one side; lines matched by number"

@@ -150,7 +150,7 @@ def _save_and_report(
 
 
 def _shown(path: str) -> str:
-    from memlens.report import display_path
+    from memlens.layout import display_path
 
     return display_path(path)
 

@@ -11,12 +11,12 @@ import ast
 import bisect
 import hashlib
 import os
-import platform
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memlens._version import __version__
+from memlens.layout import platform_name
 from memlens.model import (
     CallNode,
     FunctionStats,
@@ -264,7 +264,7 @@ class RunBuilder:
         info = RunInfo(
             command=tuple(command),
             python=python,
-            platform=platform.platform(),
+            platform=platform_name(),
             started=started.isoformat(),
             ended=(started + timedelta(seconds=max(duration_s, 0.0))).isoformat(),
             duration_s=duration_s,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,9 @@ async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: boo
             return
         ls.mappings.clear()
         ls.hint_cache.clear()
+        # Loaded runs live until the next reload: move them out of the collector's sight,
+        # so full collections during big responses do not walk 100,000s of line records.
+        gc.freeze()
     from memlens_server.features import diagnostics
 
     diagnostics.publish_all(ls)

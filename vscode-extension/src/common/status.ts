@@ -4,7 +4,8 @@ export interface RunSummary {
   id: string;
   path: string;
   started: string;
-  command: string[];
+  /** The command line, shell-quoted (as the server sends it). */
+  command: string;
   peak_traced_bytes: number;
   duration_s: number;
   complete: boolean;
@@ -56,7 +57,7 @@ export function statusText(state: RunLoaded | undefined, now: Date): { text: str
   const run = state.run;
   const incomplete = run.complete ? '' : ' (incomplete)';
   let text = `$(pulse) ${formatBytes(run.peak_traced_bytes)} peak · ${formatAge(run.started, now)}${incomplete}`;
-  let tooltip = `memlens run ${run.id}: ${run.command.join(' ')}`;
+  let tooltip = `memlens run ${run.id}: ${run.command}`;
   if (state.baseline) {
     const delta = run.peak_traced_bytes - state.baseline.peak_traced_bytes;
     const sign = delta > 0 ? '+' : delta < 0 ? '−' : '±';

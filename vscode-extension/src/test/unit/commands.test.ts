@@ -24,8 +24,8 @@ function fakeApi(overrides: Partial<VsCodeApi> = {}): Fake {
 }
 
 const runs = [
-  { id: 'a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: ['python', 'x.py'], peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false },
-  { id: 'b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: ['python', 'x.py', '-v'], peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true },
+  { id: 'a', path: '/r/a.mlrun', started: '2026-11-22T10:00:00Z', command: 'python x.py', peak_traced_bytes: 1024, duration_s: 1, complete: true, isBaseline: true, isLoaded: false },
+  { id: 'b', path: '/r/b.mlrun', started: '2026-11-22T11:00:00Z', command: "python x.py -v", peak_traced_bytes: 2048, duration_s: 2, complete: false, isBaseline: false, isLoaded: true },
 ];
 
 describe('commands', () => {
@@ -68,6 +68,12 @@ describe('commands', () => {
     execute.withArgs('memlens.setBaseline').resolves(null);
     assert.strictEqual(await pickRun(api, { execute }, 'baseline'), '/r/a.mlrun');
     assert.deepStrictEqual(execute.secondCall.args, ['memlens.setBaseline', [{ run: '/r/a.mlrun' }]]);
+  });
+  it('lists unreadable runs without figures', () => {
+    const items = runPickItems([
+      { id: 'c', path: '/r/c.mlrun', started: null, command: null, peak_traced_bytes: null, duration_s: null, complete: null, isBaseline: false, isLoaded: false, error: 'corrupt file' },
+    ]);
+    assert.deepStrictEqual(items, [{ label: 'c', description: 'unreadable', detail: 'corrupt file', run: '/r/c.mlrun' }]);
   });
   it('says when there are no runs', async () => {
     const api = fakeApi();

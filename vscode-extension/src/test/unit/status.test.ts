@@ -5,7 +5,7 @@ const run = {
   id: '20261122-100000-1',
   path: '/w/.memlens/runs/20261122-100000-1.mlrun',
   started: '2026-11-22T10:00:00+00:00',
-  command: ['python', 'app.py'],
+  command: 'python app.py',
   peak_traced_bytes: 48 * 1024 * 1024,
   duration_s: 1.5,
   complete: true,
