@@ -69,8 +69,17 @@ class Target:
                 raise MemlensError(f"no module named {self.module!r}")
 
 
-def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
-    """Run ``target``; return its exit code (or die by the signal that killed it)."""
+def run(
+    target: Target,
+    on_exit: Callable[[int | None, bool], None],
+    on_start: Callable[[], None] | None = None,
+) -> int:
+    """Run ``target``; return its exit code (or die by the signal that killed it).
+
+    ``on_start`` is called right before the program's own code starts (after its source is
+    read and compiled), so a caller can exclude its set-up work from what it measures.
+    """
+    start_program = on_start or (lambda: None)
     import runpy
 
     finished = False
@@ -121,9 +130,10 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
     sys.modules["__main__"] = main
     try:
         if target.script is not None:
-            _run_script(target.script, main)
+            _run_script(target.script, main, start_program)
         else:
             # What `python -m` itself calls: runs the module in sys.modules["__main__"].
+            start_program()
             runpy._run_module_as_main(target.module, alter_argv=True)  # type: ignore[attr-defined]
     except SystemExit as exc:
         code = _exit_code(exc.code)
@@ -190,10 +200,11 @@ def _exit_forked_child(code: int, interrupted: bool) -> None:
     os._exit(code)
 
 
-def _run_script(path: str, main: types.ModuleType) -> None:
+def _run_script(path: str, main: types.ModuleType, start_program: Callable[[], None]) -> None:
     if os.path.isdir(path) or (not path.endswith((".py", ".pyw")) and _is_zip(path)):
         import runpy
 
+        start_program()
         runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
         return
     import importlib.machinery
@@ -206,6 +217,7 @@ def _run_script(path: str, main: types.ModuleType) -> None:
     with io.open_code(absolute) as fh:
         source = fh.read()
     code = compile(source, absolute, "exec", dont_inherit=True)
+    start_program()
     exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
 
 

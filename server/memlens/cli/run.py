@@ -121,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_interval_s=args.checkpoint_interval,
         command=command,
     )
+    # memlens's own set-up on this thread (reading and compiling the program, ...) is not
+    # traced: the program's figures, and the moment of its peak, are the program's alone.
+    from memlens import _tracer
+
+    _tracer.set_thread_paused(True)
     if progress is not None:
         progress.start()
     elif _progress_mode() == "line":
@@ -129,7 +134,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    return runner.run(target, on_exit)
+    def on_start() -> None:
+        _tracer.set_thread_paused(False)
+
+    return runner.run(target, on_exit, on_start=on_start)
 
 
 def _new_run_path(runs_dir: str) -> str:
