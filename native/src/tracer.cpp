@@ -370,8 +370,11 @@ int64_t g_peak_rss = 0;
 TimelineOut* g_timeline = nullptr;
 size_t g_timeline_len = 0;
 std::thread* g_sampler = nullptr;
-std::mutex g_sampler_mutex;
-std::condition_variable g_sampler_cv;
+// Heap objects that are never destroyed: a child forked while the sampler thread waits would
+// otherwise hang at exit destroying a condition variable that has a (now absent) waiter.
+// The child gets fresh ones (atfork_child).
+std::mutex* g_sampler_mutex = new std::mutex;
+std::condition_variable* g_sampler_cv = new std::condition_variable;
 bool g_sampler_stop = false;
 
 // Per-thread path cache: the last stack seen (root first) and its node ids. Heap-allocated
@@ -770,7 +773,7 @@ int64_t read_rss() {
 }
 
 void sampler_main(double interval_ms) {
-    std::unique_lock<std::mutex> lk(g_sampler_mutex);
+    std::unique_lock<std::mutex> lk(*g_sampler_mutex);
     size_t stride = 1, tick = 0;
     for (;;) {
         if (g_sampler_stop) {
@@ -789,7 +792,7 @@ void sampler_main(double interval_ms) {
             int64_t total = __atomic_load_n(&g_total, __ATOMIC_RELAXED);
             g_timeline[g_timeline_len++] = TimelineOut{t, total, read_rss()};
         }
-        g_sampler_cv.wait_for(lk, std::chrono::duration<double, std::milli>(interval_ms));
+        g_sampler_cv->wait_for(lk, std::chrono::duration<double, std::milli>(interval_ms));
     }
 }
 
@@ -804,6 +807,8 @@ void atfork_child() {
         g_active.store(false);
         g_forked_child = true;
         g_sampler = nullptr;  // the thread does not exist in the child (leaked on purpose)
+        g_sampler_mutex = new std::mutex;  // the parent's may be held or waited on
+        g_sampler_cv = new std::condition_variable;
     }
 }
 
@@ -909,10 +914,10 @@ void stop() {
     g_duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count();
     if (g_sampler) {
         {
-            std::lock_guard<std::mutex> lk(g_sampler_mutex);
+            std::lock_guard<std::mutex> lk(*g_sampler_mutex);
             g_sampler_stop = true;
         }
-        g_sampler_cv.notify_all();
+        g_sampler_cv->notify_all();
         Py_BEGIN_ALLOW_THREADS
         g_sampler->join();
         Py_END_ALLOW_THREADS

@@ -9,7 +9,9 @@ Writers write to a temporary name in the same directory, flush it and rename it 
 a reader never sees half a file. Readers reject anything that is not a complete memlens run of
 a version they understand with :class:`memlens.errors.RunFileError` (one clear line): missing,
 not a regular file, not SQLite, cut short or extended (the SQLite header's page count is the
-cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values.
+cheap integrity check), foreign, newer, or with missing tables, columns or ill-typed values;
+:func:`read` also checks the content digest (meta ``content_sha256``, when present), so a
+damaged file reads back exactly as written or not at all.
 For any input, :func:`read` returns a Run or raises RunFileError, nothing else (fuzzed).
 """
 
@@ -17,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -210,6 +213,7 @@ def _write_db(run: Run, filename: str) -> None:
             "INSERT INTO timeline VALUES (?, ?, ?)",
             ((p.t, p.traced_bytes, p.rss_bytes) for p in run.timeline),
         )
+        con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, _content_digest(con)))
         con.execute("COMMIT")
     finally:
         con.close()
@@ -400,7 +404,52 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
         raise RunFileError(name, "bad run header: command")
     raw["command"] = tuple(raw["command"])
     raw["duration_s"] = float(raw["duration_s"])
+    if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
+        raise RunFileError(name, "bad run header: duration_s is not a finite number")
     return RunInfo(**raw)
+
+
+_FUNCTION_INTS = (
+    "file_id",
+    "first_line",
+    "last_line",
+    "alloc_bytes",
+    "alloc_count",
+    "live_bytes",
+    "peak_bytes",
+)
+_NODE_INTS = (
+    "id",
+    "parent",
+    "file_id",
+    "line",
+    "alloc_bytes",
+    "alloc_count",
+    "live_bytes",
+    "peak_bytes",
+)
+
+
+def _check_types(
+    con: sqlite3.Connection,
+    name: str,
+    table: str,
+    ints: tuple[str, ...],
+    reals: tuple[str, ...],
+    text: tuple[str, ...] = (),
+) -> None:
+    """One query: does any row of ``table`` hold a value of the wrong type?"""
+    tests = [f"typeof({c}) != 'integer'" for c in ints]
+    tests += [f"typeof({c}) NOT IN ('real', 'integer')" for c in reals]
+    tests += [f"typeof({c}) != 'text'" for c in text]
+    bad = con.execute(f"SELECT 1 FROM {table} WHERE {' OR '.join(tests)} LIMIT 1").fetchone()
+    if bad is not None:
+        raise RunFileError(name, f"corrupt file ({table} holds a value of the wrong type)")
+    if reals:
+        # SQLite stores NaN as NULL (refused above) but keeps infinities (9e999 is +Inf).
+        infinite = " OR ".join(f"{c} IN (9e999, -9e999)" for c in reals)
+        if con.execute(f"SELECT 1 FROM {table} WHERE {infinite} LIMIT 1").fetchone():
+            raise RunFileError(name, f"corrupt file ({table} holds a number that is not finite)")
 
 
 def _check_schema(con: sqlite3.Connection, name: str) -> None:
@@ -421,10 +470,13 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
     info = _read_info(con, name)
     _check_schema(con, name)
 
+    # The rows read are also fed to the content digest (same columns and order as the
+    # writer's), so checking it costs no second pass over the tables.
+    digest = _RowDigest(con)
     paths: dict[int, str] = {}
     files: dict[str, dict[str, Any]] = {}
-    for fid, fpath, sha, text in con.execute(
-        "SELECT id, path, sha256, text FROM files ORDER BY id"
+    for fid, fpath, sha, text in digest.rows(
+        "files", "SELECT id, path, sha256, text FROM files ORDER BY id"
     ):
         if not isinstance(fpath, str) or not isinstance(sha, str):
             raise RunFileError(name, "bad file table")
@@ -439,41 +491,50 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
             raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
         return found
 
+    # Column types are checked once per table in SQL, then rows become objects directly:
+    # a 100k-line run loads several times faster than with per-value checks in Python.
+    _check_types(con, name, "lines", ("file_id", "line", *FIGURES), ERRORS)
+    _check_types(con, name, "functions", _FUNCTION_INTS, (), text=("qualname",))
+    _check_types(con, name, "nodes", _NODE_INTS, (), text=("function",))
+    _check_types(con, name, "timeline", ("traced_bytes", "rss_bytes"), ("t",))
+    by_id: dict[int, dict[str, Any]] = {fid: files[p] for fid, p in paths.items()}
+
+    def entry(fid: int, table: str) -> dict[str, Any]:
+        found = by_id.get(fid)
+        if found is None:
+            raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
+        return found
+
     cols = ", ".join((*FIGURES, *ERRORS))
-    for row in con.execute(f"SELECT file_id, line, {cols} FROM lines"):
-        fpath = path_of(row[0], "lines")
-        values = row[2:]
-        kwargs: dict[str, Any] = {}
-        for key, value in zip((*FIGURES, *ERRORS), values, strict=True):
-            kwargs[key] = _int(value) if key in FIGURES else _float(value)
-        files[fpath]["lines"][_int(row[1])] = LineStats(**kwargs)
-    for row in con.execute(
-        "SELECT file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, "
-        "live_bytes, peak_bytes FROM functions ORDER BY rowid"
+    current_id, current_lines = None, None
+    for row in digest.rows(
+        "lines", f"SELECT file_id, line, {cols} FROM lines ORDER BY file_id, line"
     ):
-        files[path_of(row[0], "functions")]["functions"].append(
-            FunctionStats(_str(row[1]), *(_int(v) for v in row[2:]))
-        )
+        if row[0] != current_id:
+            current_id, current_lines = row[0], entry(row[0], "lines")["lines"]
+        assert current_lines is not None
+        current_lines[row[1]] = LineStats(*row[2:])
+    for row in digest.rows(
+        "functions",
+        "SELECT file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, "
+        "live_bytes, peak_bytes FROM functions ORDER BY rowid",
+    ):
+        entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
     nodes = tuple(
-        CallNode(
-            _int(r[0]),
-            _int(r[1]),
-            path_of(r[2], "nodes"),
-            _int(r[3]),
-            _str(r[4]),
-            *(_int(v) for v in r[5:]),
-        )
-        for r in con.execute(
+        CallNode(r[0], r[1], path_of(r[2], "nodes"), *r[3:])
+        for r in digest.rows(
+            "nodes",
             "SELECT id, parent, file_id, line, function, alloc_bytes, alloc_count, "
-            "live_bytes, peak_bytes FROM nodes ORDER BY id"
+            "live_bytes, peak_bytes FROM nodes ORDER BY id",
         )
     )
     timeline = tuple(
-        TimelinePoint(_float(t), _int(tb), _int(rss))
-        for t, tb, rss in con.execute(
-            "SELECT t, traced_bytes, rss_bytes FROM timeline ORDER BY rowid"
+        TimelinePoint(float(t), tb, rss)
+        for t, tb, rss in digest.rows(
+            "timeline", "SELECT t, traced_bytes, rss_bytes FROM timeline ORDER BY rowid"
         )
     )
+    digest.check(name)  # last: the row checks above name damage more precisely
     return Run(
         info=info,
         files={
@@ -491,16 +552,105 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
     )
 
 
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected text, got {type(value).__name__}")
-    return value
+#: Meta key of the optional SHA-256 over the file's content (see :func:`_content_digest`).
+DIGEST_KEY = "content_sha256"
+
+#: What the digest covers, in this order: (table, columns, order). Only version-1 columns, so
+#: columns added later (allowed within version 1) do not change the digest.
+_DIGESTED: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("meta", ("key", "value"), "key"),
+    ("files", _REQUIRED_COLUMNS["files"], "id"),
+    ("lines", _REQUIRED_COLUMNS["lines"], "file_id, line"),
+    ("functions", _REQUIRED_COLUMNS["functions"], "rowid"),
+    ("nodes", _REQUIRED_COLUMNS["nodes"], "id"),
+    ("timeline", _REQUIRED_COLUMNS["timeline"], "rowid"),
+)
 
 
-def _float(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"expected a number, got {type(value).__name__}")
-    return float(value)
+def _content_digest(con: sqlite3.Connection) -> str:
+    """SHA-256 (hex) over every row of the run, as docs/file-format.md specifies.
+
+    For each table of :data:`_DIGESTED` in turn: its name and a newline, then its rows (in
+    the given order, listed columns only) as one compact JSON array of arrays (UTF-8, no
+    ASCII escaping, separators ``,`` and ``:``) and a newline. ``meta`` rows exclude the
+    digest's own row. SQLite's page checks catch damage to the file's
+    structure; this catches damage to the values themselves (a flipped bit in a figure).
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for table, columns, order in _DIGESTED:
+        h.update(table.encode() + b"\n")
+        where = f" WHERE key != '{DIGEST_KEY}'" if table == "meta" else ""
+        query = f"SELECT {', '.join(columns)} FROM {table}{where} ORDER BY {order}"
+        # Chunk by chunk (see _RowDigest): the same bytes as the JSON of the whole list.
+        cursor = con.execute(query)
+        h.update(b"[")
+        sep = b""
+        while chunk := cursor.fetchmany(_RowDigest.CHUNK):
+            text = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))[1:-1]
+            h.update(sep + text.encode("utf-8", "surrogatepass"))
+            sep = b","
+        h.update(b"]\n")
+    return h.hexdigest()
+
+
+class _RowDigest:
+    """The content digest, fed with the rows the reader fetches anyway (no second pass).
+
+    ``expected`` is the recorded digest, or None for files written before it existed (still
+    valid version-1 files); then nothing is hashed. Rows are hashed in chunks: the JSON of
+    a table's rows, chunk by chunk with the chunks' brackets joined, is byte for byte the
+    JSON of the whole list, without holding every row at once.
+    """
+
+    CHUNK = 4096
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        import hashlib
+
+        self._con = con
+        row = con.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
+        self.expected: object = None if row is None else row[0]
+        self._h = hashlib.sha256()
+        self._next = 0
+        self._broken = False
+        if self.expected is not None:
+            for _ in self.rows(
+                "meta", f"SELECT key, value FROM meta WHERE key != '{DIGEST_KEY}' ORDER BY key"
+            ):
+                pass
+
+    def rows(self, table: str, query: str) -> Iterator[Any]:
+        """Run ``query`` (the table's digested columns, in digest order) and yield its rows."""
+        cursor = self._con.execute(query)
+        if self.expected is None:
+            yield from cursor
+            return
+        if _DIGESTED[self._next][0] != table:  # pragma: no cover - a reader bug
+            raise AssertionError(f"digest fed {table}, expected {_DIGESTED[self._next][0]}")
+        self._next += 1
+        self._h.update(table.encode() + b"\n[")
+        sep = b""
+        while chunk := cursor.fetchmany(self.CHUNK):
+            try:
+                text = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))[1:-1]
+            except TypeError:  # a BLOB where text belongs: the row checks will name it
+                self._broken = True
+                text = ""
+            self._h.update(sep + text.encode("utf-8", "surrogatepass"))
+            sep = b","
+            yield from chunk
+        self._h.update(b"]\n")
+
+    def check(self, name: str) -> None:
+        """Raise RunFileError when the rows read do not match the recorded digest."""
+        if self.expected is None:
+            return
+        if self._next != len(_DIGESTED):  # pragma: no cover - a reader bug
+            raise AssertionError("digest not fed every table")
+        if self._broken or self._h.hexdigest() != self.expected:
+            raise RunFileError(name, "corrupt file (content does not match its checksum)")
 
 
 def _int(value: object) -> int:

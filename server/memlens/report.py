@@ -210,15 +210,27 @@ def _render_rich(
     from rich.text import Text
 
     console = Console(file=out)
-    console.print(f"[bold]memlens[/bold]: {summary_line(run)}")
+    console.print(Text("memlens", style="bold") + Text(f": {summary_line(run)}"))
     if not rows:
-        console.print("no allocations were attributed to any line")
+        console.print(Text("no allocations were attributed to any line"))
         return
     table = Table(show_edge=False, header_style="bold")
-    for i, h in enumerate(_HEADERS):
-        table.add_column(h.format(by=by), justify="right" if i in (0, 2, 3, 4, 5) else "left")
-    for r in rows:
-        table.add_row(*_cells(r))
+    cells = [_cells(r) for r in rows]
+    headers = [h.format(by=by) for h in _HEADERS]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    # The figures never wrap; the code column gives way (or goes) when the terminal is narrow.
+    room = console.width - sum(widths[:-1]) - 3 * (len(headers) - 1)
+    shown = len(headers) if room >= 16 else len(headers) - 1
+    for i in range(shown):
+        if i == len(headers) - 1:
+            table.add_column(headers[i], no_wrap=True, overflow="ellipsis", max_width=room - 1)
+        else:
+            right = i in (0, 2, 3, 4, 5)
+            table.add_column(
+                headers[i], justify="right" if right else "left", no_wrap=True, min_width=widths[i]
+            )
+    for c in cells:
+        table.add_row(*(Text(x) for x in c[:shown]))  # Text: code like "[x]" is not markup
     console.print(table)
     if show and target is not None:
         console.print(Text(f"\n{display_path(target)}:", style="bold"))

@@ -11,6 +11,7 @@ overhead for every profiled program.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -68,17 +69,33 @@ class Target:
                 raise MemlensError(f"no module named {self.module!r}")
 
 
-def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
-    """Run ``target``; return its exit code (or die by the signal that killed it)."""
+def run(
+    target: Target,
+    on_exit: Callable[[int | None, bool], None],
+    on_start: Callable[[], None] | None = None,
+) -> int:
+    """Run ``target``; return its exit code (or die by the signal that killed it).
+
+    ``on_start`` is called right before the program's own code starts (after its source is
+    read and compiled), so a caller can exclude its set-up work from what it measures.
+    """
+    start_program = on_start or (lambda: None)
     import runpy
 
     finished = False
+    pid = os.getpid()
 
     def finish(code: int | None, complete: bool) -> None:
         nonlocal finished
-        if not finished:
+        # A child forked by the program is not traced and has no run of its own to write.
+        if not finished and os.getpid() == pid:
             finished = True
-            on_exit(code, complete)
+            # A second Ctrl-C or a SIGTERM while the run is being written waits until it is.
+            blocked = _block_signals()
+            try:
+                on_exit(code, complete)
+            finally:
+                _restore_signals(blocked)
 
     previous_term = signal.getsignal(signal.SIGTERM)
 
@@ -90,6 +107,10 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
 
     if previous_term == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, on_sigterm)
+
+    # Registered before the program registers its own handlers, so it runs after them.
+    interrupted = [False]
+    atexit.register(_after_atexit, interrupted)
 
     if target.script is not None:
         script = target.script
@@ -109,32 +130,81 @@ def run(target: Target, on_exit: Callable[[int | None, bool], None]) -> int:
     sys.modules["__main__"] = main
     try:
         if target.script is not None:
-            _run_script(target.script, main)
+            _run_script(target.script, main, start_program)
         else:
             # What `python -m` itself calls: runs the module in sys.modules["__main__"].
+            start_program()
             runpy._run_module_as_main(target.module, alter_argv=True)  # type: ignore[attr-defined]
     except SystemExit as exc:
         code = _exit_code(exc.code)
     except KeyboardInterrupt as exc:
+        # Python prints the traceback, ends as usual (threads joined, atexit handlers run),
+        # then dies by SIGINT so that its parent sees the interrupt: see _after_atexit.
         _print_exception(exc)
-        finish(None, False)
-        flush_streams()
-        _die_by(signal.SIGINT)
+        interrupted[0] = True
+        code = 128 + int(signal.SIGINT)
+        complete = False
     except BaseException as exc:  # noqa: BLE001 - whatever the program raised: report, exit 1
         _print_exception(exc)
         code = 1
     finally:
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # The program's own atexit handlers run after this, at interpreter exit, as usual.
-    finish(code, complete)
+    if os.getpid() != pid:
+        _exit_forked_child(code, interrupted[0])
+    # Like the interpreter: wait for the program's non-daemon threads before it ends (what
+    # they allocate belongs to the run); its atexit handlers run after this, as usual.
+    _join_threads()
+    finish(None if interrupted[0] else code, complete)
     return code
 
 
-def _run_script(path: str, main: types.ModuleType) -> None:
+def _join_threads() -> None:
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        return
+    import contextlib
+
+    # Ctrl-C while waiting for threads: Python then ends without waiting any longer.
+    with contextlib.suppress(KeyboardInterrupt):
+        shutdown()  # what the interpreter calls at exit; calling it again later is a no-op
+
+
+def _block_signals() -> set[int | signal.Signals] | None:
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _restore_signals(previous: set[int | signal.Signals] | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _after_atexit(interrupted: list[bool]) -> None:
+    if interrupted[0]:
+        _die_by(signal.SIGINT)
+
+
+def _exit_forked_child(code: int, interrupted: bool) -> None:
+    """End a child process the program forked (os.fork) and that left the program normally.
+
+    It was never traced and writes no run. It ends as Python would -- threads joined, atexit
+    handlers, streams flushed -- but skips the C-level exit handlers: the tracer's state copied
+    from the traced parent must not be torn down in the child.
+    """
+    _join_threads()
+    atexit._run_exitfuncs()  # the program's handlers, then _after_atexit
+    flush_streams()
+    os._exit(code)
+
+
+def _run_script(path: str, main: types.ModuleType, start_program: Callable[[], None]) -> None:
     if os.path.isdir(path) or (not path.endswith((".py", ".pyw")) and _is_zip(path)):
         import runpy
 
+        start_program()
         runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
         return
     import importlib.machinery
@@ -147,6 +217,7 @@ def _run_script(path: str, main: types.ModuleType) -> None:
     with io.open_code(absolute) as fh:
         source = fh.read()
     code = compile(source, absolute, "exec", dont_inherit=True)
+    start_program()
     exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from memlens.mapping import line_map
+from memlens.diff import match_lines
 from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile
 
 
@@ -60,7 +60,8 @@ class FileView:
             return base.lines if base.sha256 == self.source.sha256 else {}
         if base.text == self.source.text:
             return base.lines
-        mapping = line_map(base.text, self.source.text)
+        # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
+        mapping = match_lines(base, self.source)
         return {mapping[old]: st for old, st in base.lines.items() if old in mapping}
 
     @cached_property

@@ -236,3 +236,15 @@ def test_python_dash_m_memlens_equals_console_script(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith("memlens ")
+
+
+def test_memlens_set_up_is_not_traced_so_small_programs_get_their_peak(tmp_path: Path) -> None:
+    # memlens's own start-up (reading and compiling the program) must not be the "peak".
+    script = tmp_path / "tiny.py"
+    script.write_text("data = [bytes(1000) for i in range(20)]\n")
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = latest_run(tmp_path)
+    line1 = run.files[str(script)].lines[1]
+    assert line1.peak_bytes >= 20 * 1000
+    assert line1.peak_bytes <= run.info.peak_traced_bytes < line1.peak_bytes + 64 * 1024

@@ -264,3 +264,27 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     assert run.info.exit_code is None
     line3 = run.files[str(script.resolve())].lines[3]
     assert near(line3.live_bytes, 8 << 20)
+
+
+def test_forked_child_exits_normally_while_parent_traces(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "forker.py"
+    script.write_text(
+        "import os, sys, time, memlens\n"
+        "memlens.start(timeline_interval_ms=1)\n"
+        "time.sleep(0.05)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    data = [bytearray(1000) for _ in range(100)]\n"
+        "    sys.exit(0)  # a normal exit: interpreter finalisation, static destructors\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "memlens.stop()\n"
+        "print('child', os.waitstatus_to_exitcode(status))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "child 0\n"

@@ -264,9 +264,15 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ),
         ("UPDATE nodes SET file_id = 9", "corrupt file (nodes names unknown file id 9)"),
         ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
-        ("UPDATE functions SET qualname = x'00'", "corrupt file (TypeError: expected text"),
-        ("UPDATE lines SET peak_err = 'x'", "corrupt file (TypeError: expected a number"),
-        ("UPDATE timeline SET rss_bytes = 1.5", "corrupt file (TypeError: expected an integer"),
+        (
+            "UPDATE functions SET qualname = x'00'",
+            "corrupt file (functions holds a value of the wrong type)",
+        ),
+        ("UPDATE lines SET peak_err = 'x'", "corrupt file (lines holds a value of the wrong type)"),
+        (
+            "UPDATE timeline SET rss_bytes = 1.5",
+            "corrupt file (timeline holds a value of the wrong type)",
+        ),
     ],
 )
 def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:

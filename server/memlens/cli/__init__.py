@@ -17,11 +17,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
-from typing import Protocol, cast
 
 from memlens._version import __version__
 from memlens.errors import MemlensError
+
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Protocol
 
 #: Sub-command name -> module under memlens.cli. The one place commands are registered.
 COMMANDS: dict[str, str] = {
@@ -38,17 +40,19 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class Command(Protocol):
-    HELP: str
+if TYPE_CHECKING:
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+    class Command(Protocol):
+        HELP: str
 
-    def run(self, args: argparse.Namespace) -> int: ...
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+        def run(self, args: argparse.Namespace) -> int: ...
 
 
 def _load(module: str) -> Command:
-    mod: ModuleType = importlib.import_module(f"memlens.cli.{module}")
-    return cast(Command, mod)
+    # A command module satisfies the Command protocol structurally.
+    return importlib.import_module(f"memlens.cli.{module}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -197,8 +197,10 @@ def _print_rich(
 ) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    # Paths and qualified names are data, not markup: "/tmp/a[/b]/x.py" must print as is.
+    console = Console(markup=False)
     console.print(title, highlight=False)
     for note in _notes(d):
         console.print(note, style="yellow", highlight=False)
@@ -210,7 +212,7 @@ def _print_rich(
             t.add_column(name, justify="right", no_wrap=True)
         for row, delta in zip(rows, deltas, strict=True):
             style = "red" if delta > 0 else "green" if delta < 0 else ""
-            t.add_row(row[0], row[1], row[2], row[3], row[4], style=style)
+            t.add_row(*(Text(cell) for cell in row), style=style)
         return t
 
     if not lines:

@@ -61,10 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from memlens.errors import MemlensError
     from memlens.units import parse_size
 
-    target = runner.Target(
-        None if args.as_module else args.target, args.target if args.as_module else None, args.args
-    )
-    target.check()
     interval = None
     if args.sample is not None:
         try:
@@ -73,19 +69,35 @@ def run(args: argparse.Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.timeline_interval < 0 or args.checkpoint_interval < 0:
         raise MemlensError("intervals must not be negative")
+    if args.top < 0:
+        raise MemlensError("--top must not be negative")
+    target = runner.Target(
+        None if args.as_module else args.target, args.target if args.as_module else None, args.args
+    )
+    target.check()
+
+    from memlens.layout import RUNS_DIR, STORE_DIR
 
     store_root = os.path.abspath(args.dir)
+    runs_dir = os.path.join(os.path.realpath(store_root), STORE_DIR, RUNS_DIR)
     if args.output:
         out_path = os.path.abspath(args.output)
-        in_store = False
+        if os.path.isdir(out_path):
+            raise MemlensError(f"-o {args.output}: is a directory")
+        # A run written into the store by hand still becomes the latest one.
+        in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
     else:
-        from memlens.store import Store
-
-        out_path = str(Store(store_root).new_run_path())
+        out_path = _new_run_path(runs_dir)
         in_store = True
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    except OSError as exc:
+        raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    if not os.access(os.path.dirname(out_path), os.W_OK):
+        # Found out now, not after a long run.
+        raise MemlensError(f"cannot write {out_path}: permission denied")
     command = target.command()
-    progress = _Progress(target.display) if sys.stderr.isatty() else None
+    progress = _Progress(target.display) if _progress_mode() == "live" else None
 
     def on_exit(exit_code: int | None, complete: bool) -> None:
         if progress is not None:
@@ -93,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = tracer.stop(command=command, exit_code=exit_code, complete=complete)
         except MemlensError as exc:
-            print(f"memlens: {exc}", file=sys.stderr)
+            _say(f"memlens: {exc}")
             return
         _save_and_report(result, out_path, in_store, store_root, args)
 
@@ -109,9 +121,54 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_interval_s=args.checkpoint_interval,
         command=command,
     )
+    # memlens's own set-up on this thread (reading and compiling the program, ...) is not
+    # traced: the program's figures, and the moment of its peak, are the program's alone.
+    from memlens import _tracer
+
+    _tracer.set_thread_paused(True)
     if progress is not None:
         progress.start()
-    return runner.run(target, on_exit)
+    elif _progress_mode() == "line":
+        print(
+            f"memlens: profiling {target.display} (Ctrl-C stops it; the run is still written)",
+            file=sys.stderr,
+            flush=True,
+        )
+    def on_start() -> None:
+        _tracer.set_thread_paused(False)
+
+    return runner.run(target, on_exit, on_start=on_start)
+
+
+def _new_run_path(runs_dir: str) -> str:
+    """A fresh path in the store, named as ``Store.new_run_path`` names it.
+
+    Done here with the standard library only: the store module (pathlib, tempfile, datetime,
+    dataclasses) is loaded after the program, not added to its start-up time.
+    """
+    import time
+
+    from memlens.layout import RUN_SUFFIX
+
+    stem = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
+    path = os.path.join(runs_dir, stem + RUN_SUFFIX)
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(runs_dir, f"{stem}-{n}{RUN_SUFFIX}")
+    return path
+
+
+def _progress_mode() -> str | None:
+    """How to show progress on stderr: not at all (not a terminal), one line at the start
+    (the program's output shares that terminal: a redrawn line would mix with it), or a live
+    status line (the program's stdout goes elsewhere)."""
+    try:
+        if not os.isatty(2):
+            return None
+        return "line" if os.path.samestat(os.fstat(1), os.fstat(2)) else "live"
+    except OSError:
+        return None
 
 
 def _save_and_report(
@@ -125,7 +182,7 @@ def _save_and_report(
     try:
         fileformat.write(result, out_path)
     except OSError as exc:
-        print(f"memlens: cannot write {out_path}: {exc.strerror or exc}", file=sys.stderr)
+        _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return
     if in_store:
         from pathlib import Path
@@ -134,19 +191,43 @@ def _save_and_report(
 
         Store(store_root).set_pointer("latest", Path(out_path))
     flush_streams()
-    print(f"memlens: run written to {_shown(out_path)}", file=sys.stderr)
-    if args.json:
-        import json
+    _say(f"memlens: run written to {_shown(out_path)}")
+    if _closed(sys.stdout):
+        return  # the program closed its stdout: no report, as python would print nothing
+    try:
+        if args.json:
+            import json
 
-        from memlens.export import to_json_dict
+            from memlens.export import to_json_dict
 
-        json.dump(to_json_dict(result), sys.stdout, indent=2)
-        print()
-    elif not args.no_report:
-        from memlens.report import render
+            json.dump(to_json_dict(result), sys.stdout, indent=2)
+            print()
+        elif not args.no_report:
+            from memlens.report import render
 
-        render(result, sys.stdout, by=args.by, top=args.top)
+            render(result, sys.stdout, by=args.by, top=args.top)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `memlens run app.py | head`: the reader left. The exit code stays the program's, and
+        # nothing complains at exit about the unflushed rest.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     flush_streams()
+
+
+def _closed(stream: object) -> bool:
+    return stream is None or bool(getattr(stream, "closed", False))
+
+
+def _say(message: str) -> None:
+    """A memlens message on the program's stderr, unless the program closed or broke it."""
+    if _closed(sys.stderr):
+        return
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        return
 
 
 def _shown(path: str) -> str:
@@ -159,7 +240,8 @@ class _Progress:
     """A status line on stderr (a terminal only): elapsed time and traced memory.
 
     It runs in a thread whose allocations are not traced, and redraws in place every half
-    second; the line is erased when the program ends.
+    second; the line is erased when the program ends. It writes to file descriptor 2, not to
+    ``sys.stderr``, which belongs to the program (it may replace or redirect it).
     """
 
     def __init__(self, what: str) -> None:
@@ -194,9 +276,14 @@ class _Progress:
                 f"{time.monotonic() - t0:.0f} s · {fmt_bytes(current)} traced "
                 f"(peak {fmt_bytes(peak)})"
             )
-            sys.stderr.write(f"\r\x1b[K{line}")
-            sys.stderr.flush()
+            _write_fd2(f"\r\x1b[K{line}")
             i += 1
         if i:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            _write_fd2("\r\x1b[K")
+
+
+def _write_fd2(text: str) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a closed terminal: nothing to show it on
+        os.write(2, text.encode("utf-8", "replace"))

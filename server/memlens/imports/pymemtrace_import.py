@@ -19,6 +19,7 @@ traced program died) is imported as an incomplete run.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -188,6 +189,8 @@ def _parse(path: str, lines: list[str]) -> tuple[list[_Event], bool]:
                 clock = float(m.group(4))
             except ValueError:  # pragma: no cover - the pattern admits only numbers
                 raise bad(number, "bad clock") from None
+            if not math.isfinite(clock):  # "1e999": run files hold finite numbers only
+                raise bad(number, "bad clock")
             events.append(
                 _Event(
                     clock,

@@ -1,0 +1,2 @@
+def make(n):
+    return bytearray(n)  # line 2: the allocation itself

@@ -1,0 +1,3 @@
+import sys
+
+print("pkg main", __name__, sys.argv[1:])

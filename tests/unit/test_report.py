@@ -1,0 +1,185 @@
+"""Terminal reports from hand-made runs (no tracer needed)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from memlens.annotate import line_label
+from memlens.errors import MemlensError
+from memlens.model import LineStats, Run, RunInfo, SourceFile
+from memlens.report import display_path, find_file, listing, render, top_lines
+
+MiB = 1024 * 1024
+MAIN = "/proj/app/main.py"
+UTIL = "/proj/app/util.py"
+
+MAIN_TEXT = """\
+import os
+
+def build():
+    big = bytearray(40 * 1024 * 1024)
+    return big
+
+
+
+
+cache = [build() for _ in range(2)]
+print(len(cache))
+"""
+
+
+def make_run(complete: bool = True) -> Run:
+    main_lines = {
+        4: LineStats(
+            alloc_bytes=80 * MiB,
+            alloc_count=2,
+            live_bytes=80 * MiB,
+            live_count=2,
+            peak_bytes=80 * MiB,
+        ),
+        10: LineStats(alloc_bytes=3 * MiB, alloc_count=30, live_bytes=0, peak_bytes=1 * MiB),
+    }
+    util_lines = {
+        1: LineStats(alloc_bytes=90 * MiB, alloc_count=9000, live_bytes=0, peak_bytes=19 * MiB)
+    }
+    return Run(
+        info=RunInfo(
+            command=("python", MAIN),
+            python="3.11",
+            platform="linux",
+            started="2026-01-01T00:00:00Z",
+            ended="2026-01-01T00:00:02Z",
+            duration_s=2.5,
+            pid=1,
+            exit_code=0 if complete else None,
+            mode="exact",
+            sample_interval_bytes=None,
+            peak_traced_bytes=100 * MiB,
+            peak_rss_bytes=120 * MiB,
+            complete=complete,
+        ),
+        files={
+            MAIN: SourceFile(MAIN, "x", MAIN_TEXT, main_lines),
+            UTIL: SourceFile(UTIL, "y", "tmp = [bytes(10_000) for _ in range(9000)]\n", util_lines),
+        },
+    )
+
+
+def test_top_lines_by_each_figure() -> None:
+    run = make_run()
+    peak = top_lines(run, "peak", 10)
+    assert [(r.rank, r.file, r.line, r.value) for r in peak] == [
+        (1, MAIN, 4, 80 * MiB),
+        (2, UTIL, 1, 19 * MiB),
+        (3, MAIN, 10, 1 * MiB),
+    ]
+    assert peak[0].share_of_peak == pytest.approx(0.8)
+    assert peak[0].source == "big = bytearray(40 * 1024 * 1024)"
+    assert [(r.file, r.line) for r in top_lines(run, "alloc", 2)] == [(UTIL, 1), (MAIN, 4)]
+    # Lines with nothing live are not listed by "live".
+    assert [(r.file, r.line) for r in top_lines(run, "live", 10)] == [(MAIN, 4)]
+
+
+def test_listing_keeps_context_and_elides_gaps() -> None:
+    run = make_run()
+    rows = listing(run, MAIN, "peak", context=1)
+    assert [(r.line, r.text) for r in rows] == [
+        (3, "def build():"),
+        (4, "    big = bytearray(40 * 1024 * 1024)"),
+        (5, "    return big"),
+        (0, "..."),
+        (9, ""),
+        (10, "cache = [build() for _ in range(2)]"),
+        (11, "print(len(cache))"),
+    ]
+    assert rows[1].label == line_label(run.files[MAIN].lines[4], "peak")
+    assert rows[0].label == ""
+    whole = listing(run, MAIN, "peak", whole=True)
+    assert [r.line for r in whole] == list(range(1, 12))
+
+
+def test_plain_report_first_row_and_listing() -> None:
+    out = io.StringIO()
+    render(make_run(), out, by="peak", top=2, rich_output=False)
+    lines = out.getvalue().splitlines()
+    label = line_label(make_run().files[MAIN].lines[4], "peak")
+    assert lines == [
+        "memlens: peak 100.0 MiB traced · peak RSS 120.0 MiB · 2.50 s · exact",
+        "",
+        "  #  line                     peak  allocs  share of peak  live at exit  code",
+        (
+            "  1  /proj/app/main.py:4  80.0 MiB       2            80%      80.0 MiB"
+            "  big = bytearray(40 * 1024 * 1024)"
+        ),
+        (
+            "  2  /proj/app/util.py:1  19.0 MiB    9.0k            19%           0 B"
+            "  tmp = [bytes(10_000) for _ in range(9000)]"
+        ),
+        "",
+        "/proj/app/main.py:",
+        "   2",
+        "   3  def build():",
+        f"   4      big = bytearray(40 * 1024 * 1024)  # {label}",
+        "   5      return big",
+        "   6",
+        "      ...",
+        "   8",
+        "   9",
+        "  10  cache = [build() for _ in range(2)]  # ▲ 1.0 MiB peak · 30 allocs",
+        "  11  print(len(cache))",
+    ]
+    assert label == "▲ 80.0 MiB peak · 2 allocs"
+
+
+def test_plain_report_marks_incomplete_runs_and_empty_runs() -> None:
+    out = io.StringIO()
+    render(make_run(complete=False), out, rich_output=False, show_listing=False)
+    first = out.getvalue().splitlines()[0]
+    assert first.endswith("· INCOMPLETE (the program did not finish)")
+    empty = Run(info=make_run().info, files={})
+    out = io.StringIO()
+    render(empty, out, rich_output=False)
+    assert out.getvalue().splitlines()[1] == "memlens: no allocations were attributed to any line"
+
+
+def test_rich_report_has_the_same_rows() -> None:
+    pytest.importorskip("rich")
+    out = io.StringIO()
+    render(make_run(), out, by="peak", top=2, rich_output=True)  # 80 columns: no code column
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "memlens: peak 100.0 MiB traced · peak RSS 120.0 MiB · 2.50 s · exact"
+    rows = [ln.replace("│", " ").split() for ln in lines if "/proj/app/" in ln and "│" in ln]
+    assert rows == [
+        ["1", f"{MAIN}:4", "80.0", "MiB", "2", "80%", "80.0", "MiB"],
+        ["2", f"{UTIL}:1", "19.0", "MiB", "9.0k", "19%", "0", "B"],
+    ]
+    assert "   4      big = bytearray(40 * 1024 * 1024)  ▲ 80.0 MiB peak · 2 allocs" in lines
+
+
+def test_rich_report_does_not_read_code_as_markup() -> None:
+    pytest.importorskip("rich")
+    import rich.console
+
+    out = io.StringIO()
+    original = rich.console.Console.__init__
+
+    def wide(self: rich.console.Console, *args: object, **kwargs: object) -> None:
+        kwargs["width"] = 160
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rich.console.Console, "__init__", wide)
+        render(make_run(), out, top=2, rich_output=True, show_listing=False)
+    assert "tmp = [bytes(10_000) for _ in range(9000)]" in out.getvalue()
+
+
+def test_display_path_and_find_file() -> None:
+    assert display_path("/proj/app/main.py", cwd="/proj") == "app/main.py"
+    assert display_path("/elsewhere/x.py", cwd="/proj") == "/elsewhere/x.py"
+    run = make_run()
+    assert find_file(run, "main.py") == MAIN
+    assert find_file(run, "app/util.py") == UTIL
+    with pytest.raises(MemlensError, match=r"the run has no figures for nope\.py"):
+        find_file(run, "nope.py")
