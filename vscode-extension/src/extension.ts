@@ -90,7 +90,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       });
       return;
     }
-    const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output);
+    const cwd = context.globalStorageUri.fsPath;
+    await vscode.workspace.fs.createDirectory(context.globalStorageUri);
+    const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output, cwd);
     next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
       lastState = params;
       refreshStatus();

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+
     def on_start() -> None:
         _tracer.set_thread_paused(False)
 

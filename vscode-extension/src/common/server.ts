@@ -25,12 +25,17 @@ export function createClient(
   python: string,
   settings: ServerSettings,
   output: vscode.LogOutputChannel,
+  cwd: string,
 ): LanguageClient {
   // No `transport`: with TransportKind.stdio vscode-languageclient appends `--stdio`, which
   // `memlens lsp` does not take; without it the client still talks over the process's stdio.
+  // `cwd` is the extension's own storage folder, never the workspace: `python -m` puts the
+  // working directory first on sys.path, so a `memlens` package planted in an untrusted
+  // workspace would otherwise run instead of the installed one.
   const serverOptions: ServerOptions = {
     command: python,
     args: ['-m', 'memlens', 'lsp'],
+    options: { cwd },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file', language: 'python' }],
