@@ -862,7 +862,7 @@ std::string start(const Options& options) {
     if (g_opts.seed == 0) {
         g_opts.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     }
-    if (!g_addrs.init(g_sampling ? 4096 : 1 << 16) || !g_nodes.init() || !g_codes.init()) {
+    if (!g_addrs.init(4096) || !g_nodes.init() || !g_codes.init()) {
         free_tables();
         return "out of memory";
     }
