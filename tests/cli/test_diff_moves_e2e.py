@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli.memlens_cmd import memlens as _memlens
 
 FIRST = """\
 def build_table(n):
@@ -40,17 +40,6 @@ def build_table(n):
 t = build_table({table})
 m = build_names({names})
 """
-
-
-def _memlens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def test_swapped_functions_are_compared_line_by_line(tmp_path: Path) -> None:

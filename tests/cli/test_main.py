@@ -1,19 +1,7 @@
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from memlens._version import __version__
-
-
-def _memlens(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.cli.memlens_cmd import memlens as _memlens
 
 
 def test_version() -> None:

@@ -13,22 +13,9 @@ import pytest
 
 from memlens import fileformat
 from memlens.store import Store
+from tests.cli.memlens_cmd import memlens
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
-
-
-def memlens(
-    *args: str, cwd: Path, stdin: str | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def latest_run(cwd: Path) -> fileformat.Run:  # type: ignore[name-defined]

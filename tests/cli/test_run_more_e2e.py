@@ -14,22 +14,12 @@ import pytest
 from memlens import fileformat
 from memlens.model import Run
 from memlens.store import Store
+from tests.cli.memlens_cmd import memlens
 
 pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
 MiB = 1024 * 1024
-
-
-def memlens(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def plain(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -15,21 +15,11 @@ import pytest
 from memlens import fileformat
 from memlens.model import LineStats
 from memlens.store import Store
+from tests.cli.memlens_cmd import memlens
 from tests.runs import MIB, sample_run
 
 A_ID = "20261122-100000-1"
 B_ID = "20261122-110000-2"
-
-
-def memlens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _store_with_two_runs(tmp: Path) -> tuple[Path, Path]:
