@@ -642,17 +642,18 @@ def _build_run(
 
 def _read_source(path: str) -> tuple[str, str | None]:
     import hashlib
-    import tokenize
-    from pathlib import Path
 
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except OSError:
         return "", None
     sha = hashlib.sha256(data).hexdigest()
     head = data[:200].split(b"\n", 2)[:2]
     if not any(b"coding" in line for line in head):  # PEP 3120: UTF-8 unless declared
         return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
+    import tokenize  # costly to import (regexes): only for files that declare an encoding
+
     try:
         with tokenize.open(path) as fh:
             return sha, fh.read()

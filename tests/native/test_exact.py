@@ -288,3 +288,17 @@ def test_forked_child_exits_normally_while_parent_traces(tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "child 0\n"
+
+
+def test_sources_with_a_declared_encoding_are_recorded_as_text(tmp_path: Path) -> None:
+    src = tmp_path / "latin.py"
+    src.write_bytes(
+        b'# -*- coding: latin-1 -*-\ns = "caf\xe9"\nx = [bytes(100) for _ in range(10)]\n'
+    )
+    code = compile(src.read_bytes(), str(src), "exec")
+    with memlens.profile() as p:
+        exec(code, {})
+    assert p.run is not None
+    sf = p.run.files[str(src.resolve())]
+    assert sf.text == '# -*- coding: latin-1 -*-\ns = "café"\nx = [bytes(100) for _ in range(10)]\n'
+    assert sf.lines[3].alloc_count >= 10
