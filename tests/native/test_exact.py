@@ -297,7 +297,7 @@ def test_sources_with_a_declared_encoding_are_recorded_as_text(tmp_path: Path) -
     )
     code = compile(src.read_bytes(), str(src), "exec")
     with memlens.profile() as p:
-        exec(code, {})
+        exec(code, {})  # noqa: S102 - runs our own test source
     assert p.run is not None
     sf = p.run.files[str(src.resolve())]
     assert sf.text == '# -*- coding: latin-1 -*-\ns = "café"\nx = [bytes(100) for _ in range(10)]\n'
