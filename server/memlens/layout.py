@@ -36,3 +36,21 @@ def platform_name() -> str:
 
         return sys.platform
     return f"{u.sysname}-{u.release}-{u.machine}"
+
+
+def new_run_path(runs_dir: str, started: float | None = None, pid: int | None = None) -> str:
+    """A fresh, unused run-file path in ``runs_dir``: ``<UTC start>-<pid>[-n].mlrun``.
+
+    The one naming rule for runs (the store and ``memlens run`` both call it); standard library
+    only, so ``memlens run`` can name its file before the program starts at no cost.
+    """
+    import time
+
+    when = time.gmtime(time.time() if started is None else started)
+    stem = f"{time.strftime('%Y%m%d-%H%M%S', when)}-{os.getpid() if pid is None else pid}"
+    path = os.path.join(runs_dir, stem + RUN_SUFFIX)
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(runs_dir, f"{stem}-{n}{RUN_SUFFIX}")
+    return path

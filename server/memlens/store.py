@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlens.errors import MemlensError, RunFileError
-from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR
+from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR, new_run_path
 
 if TYPE_CHECKING:
     from memlens.model import RunInfo
@@ -48,15 +48,9 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
     def new_run_path(self, started: datetime | None = None, pid: int | None = None) -> Path:
-        """A fresh, unused path for a run starting now."""
-        when = (started or datetime.now(timezone.utc)).astimezone(timezone.utc)
-        stem = f"{when:%Y%m%d-%H%M%S}-{pid if pid is not None else os.getpid()}"
-        path = self.runs_dir / f"{stem}{RUN_SUFFIX}"
-        n = 1
-        while path.exists():
-            n += 1
-            path = self.runs_dir / f"{stem}-{n}{RUN_SUFFIX}"
-        return path
+        """A fresh, unused path for a run starting now (named by :func:`layout.new_run_path`)."""
+        stamp = started.timestamp() if started is not None else None
+        return Path(new_run_path(str(self.runs_dir), stamp, pid))
 
     def set_pointer(self, name: str, run_path: Path) -> None:
         """Point ``latest`` or ``baseline`` at a run file of this store."""

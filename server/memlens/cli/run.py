@@ -87,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         # A run written into the store by hand still becomes the latest one.
         in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
     else:
-        out_path = _new_run_path(runs_dir)
+        from memlens.layout import new_run_path
+
+        out_path = new_run_path(runs_dir)
         in_store = True
     try:
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
@@ -139,25 +141,6 @@ def run(args: argparse.Namespace) -> int:
         _tracer.set_thread_paused(False)
 
     return runner.run(target, on_exit, on_start=on_start)
-
-
-def _new_run_path(runs_dir: str) -> str:
-    """A fresh path in the store, named as ``Store.new_run_path`` names it.
-
-    Done here with the standard library only: the store module (pathlib, tempfile, datetime,
-    dataclasses) is loaded after the program, not added to its start-up time.
-    """
-    import time
-
-    from memlens.layout import RUN_SUFFIX
-
-    stem = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
-    path = os.path.join(runs_dir, stem + RUN_SUFFIX)
-    n = 1
-    while os.path.exists(path):
-        n += 1
-        path = os.path.join(runs_dir, f"{stem}-{n}{RUN_SUFFIX}")
-    return path
 
 
 def _progress_mode() -> str | None:
