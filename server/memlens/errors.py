@@ -21,3 +21,14 @@ class RunFileError(MemlensError):
         super().__init__(f"cannot read {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+def os_error_reason(exc: OSError) -> str:
+    """The reason part of a one-line ``cannot read FILE: reason`` for an OS error."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or str(exc)

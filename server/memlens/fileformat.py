@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memlens.errors import RunFileError
+from memlens.errors import RunFileError, os_error_reason
 from memlens.layout import RUN_SUFFIX
 from memlens.model import (
     ERRORS,
@@ -268,14 +268,8 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
         with open(name, "rb") as fh:
             header = fh.read(100)
             size = os.fstat(fh.fileno()).st_size
-    except FileNotFoundError:
-        raise RunFileError(name, "no such file") from None
-    except IsADirectoryError:
-        raise RunFileError(name, "is a directory") from None
-    except PermissionError:
-        raise RunFileError(name, "permission denied") from None
     except OSError as exc:
-        raise RunFileError(name, exc.strerror or str(exc)) from None
+        raise RunFileError(name, os_error_reason(exc)) from None
     except ValueError as exc:  # e.g. a NUL byte in the name
         raise RunFileError(name, f"bad file name ({exc})") from None
     if header[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
@@ -409,25 +403,9 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
     return RunInfo(**raw)
 
 
-_FUNCTION_INTS = (
-    "file_id",
-    "first_line",
-    "last_line",
-    "alloc_bytes",
-    "alloc_count",
-    "live_bytes",
-    "peak_bytes",
-)
-_NODE_INTS = (
-    "id",
-    "parent",
-    "file_id",
-    "line",
-    "alloc_bytes",
-    "alloc_count",
-    "live_bytes",
-    "peak_bytes",
-)
+# Integer columns of two tables: their required columns less their one text column.
+_FUNCTION_INTS = tuple(c for c in _REQUIRED_COLUMNS["functions"] if c != "qualname")
+_NODE_INTS = tuple(c for c in _REQUIRED_COLUMNS["nodes"] if c != "function")
 
 
 def _check_types(

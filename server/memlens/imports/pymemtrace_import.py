@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from memlens.errors import MemlensError
+from memlens.errors import MemlensError, os_error_reason
 from memlens.imports._build import RunBuilder, Sources, bounded
 from memlens.model import Run, TimelinePoint
 
@@ -61,12 +61,8 @@ def import_log(path: str, search_dirs: Sequence[str] | None = None) -> Run:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
-    except FileNotFoundError:
-        raise MemlensError(f"cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise MemlensError(f"cannot read {path}: is a directory") from None
     except OSError as exc:
-        raise MemlensError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise MemlensError(f"cannot read {path}: {os_error_reason(exc)}") from None
     events, complete = _parse(path, text.splitlines())
     if search_dirs is None:
         search_dirs = (os.getcwd(), os.path.dirname(os.path.abspath(path)))

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from memlens.errors import MemlensError
+from memlens.errors import MemlensError, os_error_reason
 from memlens.imports._build import Frame, RunBuilder, Sources
 from memlens.model import Run
 
@@ -41,12 +41,8 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
     print(PICKLE_WARNING, file=sys.stderr)
     try:
         snapshot = tracemalloc.Snapshot.load(path)
-    except FileNotFoundError:
-        raise MemlensError(f"cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise MemlensError(f"cannot read {path}: is a directory") from None
     except OSError as exc:
-        raise MemlensError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise MemlensError(f"cannot read {path}: {os_error_reason(exc)}") from None
     except (pickle.UnpicklingError, EOFError, ImportError, RecursionError, MemoryError) as exc:
         raise MemlensError(
             f"cannot read {path}: not a tracemalloc snapshot ({_short(exc)})"
