@@ -353,7 +353,9 @@ pid_t g_owner_pid = 0;
 AddressTable g_addrs;
 NodeStore g_nodes;
 CodeSet g_codes;
-uint8_t* g_filter = nullptr;  // sampling mode: counting filter of tracked addresses
+// Sampling mode: counting filter of tracked addresses. Static, so that the free path can
+// read it without a null check even after a run ended (hooks may outlive a run, see stop()).
+uint8_t g_filter[size_t{1} << kFilterBits];
 
 int64_t g_total = 0;  // traced live bytes (exact) or estimated (sampling); under g_lock
 int64_t g_peak = 0;
@@ -456,6 +458,20 @@ inline Weight sample_weight(uint64_t size) {
     return {int64_t(std::llround(w)), int64_t(std::llround(1.0 / p)), w * w * (1.0 - p)};
 }
 inline size_t filter_index(uintptr_t p) { return hash_ptr(p) >> (64 - kFilterBits); }
+// Counting filter updates, under the lock (read without it). A saturated counter stays set:
+// it only costs false positives.
+inline void filter_add(uintptr_t p) {
+    uint8_t& c = g_filter[filter_index(p)];
+    if (c != UINT8_MAX) {
+        __atomic_store_n(&c, uint8_t(c + 1), __ATOMIC_RELAXED);
+    }
+}
+inline void filter_remove(uintptr_t p) {
+    uint8_t& c = g_filter[filter_index(p)];
+    if (c != UINT8_MAX && c > 0) {
+        __atomic_store_n(&c, uint8_t(c - 1), __ATOMIC_RELAXED);
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Attribution.
@@ -543,10 +559,7 @@ void record_block(uintptr_t ptr, uint64_t size, uint32_t node_id) {
     if (g_addrs.put(ptr, pack(node_id, size), &old)) {
         forget_block(old);  // a stale entry for a reused address (freed untracked)
     } else if (g_sampling) {
-        uint8_t& c = g_filter[filter_index(ptr)];
-        if (c != UINT8_MAX) {  // a saturated counter stays set: only costs false positives
-            __atomic_store_n(&c, uint8_t(c + 1), __ATOMIC_RELAXED);
-        }
+        filter_add(ptr);
     }
     Node& node = g_nodes.nodes[node_id];
     touch(node);
@@ -576,37 +589,46 @@ __attribute__((noinline)) void on_alloc(void* ptr, size_t size, bool gil_known) 
     record_block(uintptr_t(ptr), size, node);
 }
 
-// Sampling mode's fast path: one subtraction and a compare (the countdown is refreshed at
-// each new run through thread_refresh, which sets it to a fresh draw).
-inline bool sampled(ThreadState& ts, size_t size) {
-    if (__builtin_expect(ts.generation != g_generation, 0)) {
+// Sampling mode: called when this thread's countdown reached 0 or below after counting an
+// allocation of `size` bytes. Draws the next countdown; says whether that allocation is sampled.
+__attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
+    if (ts.generation != g_generation) {
+        // The thread's first allocation in this run (its countdown is 0, or left from an
+        // earlier run): a fresh seed and countdown, and this allocation counted against it.
         thread_refresh(ts);
+        ts.countdown -= int64_t(size);
+        if (ts.countdown > 0) {
+            return false;
+        }
     }
+    ts.countdown = draw_countdown(ts);
+    return !ts.paused && g_active.load(std::memory_order_relaxed);
+}
+
+// Counts an allocation against the countdown; true when it is sampled.
+inline bool sampled(ThreadState& ts, size_t size) {
     ts.countdown -= int64_t(size);
     if (__builtin_expect(ts.countdown > 0, 1)) {
         return false;
     }
-    ts.countdown = draw_countdown(ts);
-    return true;
+    return countdown_expired(ts, size);
+}
+
+inline bool filter_hit(const void* ptr) {
+    return __atomic_load_n(&g_filter[filter_index(uintptr_t(ptr))], __ATOMIC_RELAXED) != 0;
 }
 
 // Forgets a block about to be freed. Returns the tracked value through *val when known.
 inline bool on_free(void* ptr, uint64_t* val) {
-    if (g_sampling) {
-        uint8_t c = __atomic_load_n(&g_filter[filter_index(uintptr_t(ptr))], __ATOMIC_RELAXED);
-        if (c == 0) {
-            return false;
-        }
+    if (g_sampling && !filter_hit(ptr)) {
+        return false;
     }
     LockGuard g;
     if (!g_addrs.take(uintptr_t(ptr), val)) {
         return false;
     }
     if (g_sampling) {
-        uint8_t& c = g_filter[filter_index(uintptr_t(ptr))];
-        if (c != UINT8_MAX && c > 0) {
-            __atomic_store_n(&c, uint8_t(c - 1), __ATOMIC_RELAXED);
-        }
+        filter_remove(uintptr_t(ptr));
     }
     forget_block(*val);
     return true;
@@ -624,7 +646,7 @@ inline void* traced_alloc(size_t size, bool gil_known, Call call) {
     }
     ts.in_hook = true;
     void* p = call();
-    if (p && (!g_sampling || sampled(ts, size))) {
+    if (p) {
         on_alloc(p, size, gil_known);
     }
     ts.in_hook = false;
@@ -651,7 +673,9 @@ inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
         uint32_t node = uint32_t(old >> kSizeBits);
         Weight w = sample_weight(old & kSizeMask);
         uint64_t ignored = 0;
-        g_addrs.put(uintptr_t(ptr), old, &ignored);
+        if (!g_addrs.put(uintptr_t(ptr), old, &ignored) && g_sampling) {
+            filter_add(uintptr_t(ptr));
+        }
         Node& n = g_nodes.nodes[node];
         touch(n);
         n.live_bytes += w.bytes;
@@ -672,32 +696,107 @@ inline void traced_free(void* ptr) {
     }
 }
 
-// PEP 445 hooks; D is the domain (0 = RAW, which may run without the GIL).
-template <int D>
+// Sampling mode's hot paths. An unsampled allocation costs a countdown subtraction and the
+// reentrancy flag around the real call; an unsampled free one filter load. Everything else
+// (the thread's first allocation in a run, a paused thread, the end of a run) is decided
+// on the slow path, when the countdown expires or the filter says the block may be tracked.
+template <typename Call>
+__attribute__((noinline)) void* sample_alloc_slow(size_t size, bool gil_known, Call call) {
+    ThreadState& ts = t_state;
+    ts.in_hook = true;
+    void* p = call();
+    if (p && countdown_expired(ts, size)) {
+        on_alloc(p, size, gil_known);
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <typename Call>
+inline void* sample_alloc(size_t size, bool gil_known, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook) {
+        return call();
+    }
+    int64_t left = ts.countdown - int64_t(size);
+    ts.countdown = left;
+    if (__builtin_expect(left <= 0, 0)) {
+        return sample_alloc_slow(size, gil_known, call);
+    }
+    ts.in_hook = true;  // allocations the allocator makes inside this one are not counted
+    void* p = call();
+    ts.in_hook = false;
+    return p;
+}
+
+template <typename Call>
+inline void* sample_realloc(void* ptr, size_t size, bool gil_known, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook) {
+        return call();
+    }
+    int64_t left = ts.countdown - int64_t(size);
+    if (__builtin_expect(left > 0 && !filter_hit(ptr), 1)) {
+        ts.countdown = left;
+        ts.in_hook = true;
+        void* p = call();
+        ts.in_hook = false;
+        return p;
+    }
+    return traced_realloc(ptr, size, gil_known, call);  // the old block may be tracked
+}
+
+// Forgets a block that may be tracked, then frees it with `call`.
+template <typename Call>
+__attribute__((noinline)) void sample_free_slow(void* ptr, Call call) {
+    if (ptr && !t_state.in_hook && g_active.load(std::memory_order_relaxed)) {
+        uint64_t val = 0;
+        on_free(ptr, &val);
+    }
+    call();
+}
+
+// Both paths end in a tail call: the unsampled free needs no stack frame.
+template <typename Call>
+inline void sample_free(void* ptr, Call call) {
+    if (__builtin_expect(filter_hit(ptr), 0)) {
+        return sample_free_slow(ptr, call);
+    }
+    return call();
+}
+
+// PEP 445 hooks; D is the domain (0 = RAW, which may run without the GIL), S the mode
+// (sampling or exact: the hooks installed are chosen at start).
+template <int D, bool S>
 void* hook_malloc(void* ctx, size_t size) {
     Domain& d = *static_cast<Domain*>(ctx);
-    return traced_alloc(size, D != 0, [&] { return d.original.malloc(d.original.ctx, size); });
+    auto call = [&] { return d.original.malloc(d.original.ctx, size); };
+    return S ? sample_alloc(size, D != 0, call) : traced_alloc(size, D != 0, call);
 }
 
-template <int D>
+template <int D, bool S>
 void* hook_calloc(void* ctx, size_t nelem, size_t elsize) {
     Domain& d = *static_cast<Domain*>(ctx);
-    return traced_alloc(nelem * elsize, D != 0,
-                        [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
+    auto call = [&] { return d.original.calloc(d.original.ctx, nelem, elsize); };
+    return S ? sample_alloc(nelem * elsize, D != 0, call) : traced_alloc(nelem * elsize, D != 0, call);
 }
 
-template <int D>
+template <int D, bool S>
 void* hook_realloc(void* ctx, void* ptr, size_t size) {
     Domain& d = *static_cast<Domain*>(ctx);
-    return traced_realloc(ptr, size, D != 0,
-                          [&] { return d.original.realloc(d.original.ctx, ptr, size); });
+    auto call = [&] { return d.original.realloc(d.original.ctx, ptr, size); };
+    return S ? sample_realloc(ptr, size, D != 0, call) : traced_realloc(ptr, size, D != 0, call);
 }
 
-template <int D>
+template <int D, bool S>
 void hook_free(void* ctx, void* ptr) {
     Domain& d = *static_cast<Domain*>(ctx);
+    auto call = [&d, ptr] { d.original.free(d.original.ctx, ptr); };
+    if (S) {
+        return sample_free(ptr, call);
+    }
     traced_free(ptr);
-    d.original.free(d.original.ctx, ptr);
+    call();
 }
 
 // numpy allocates array data through its own handler (plain malloc by default), never
@@ -719,31 +818,40 @@ NumpyAllocator g_np_original;
 NumpyHandler g_np_handler;
 bool g_np_attached = false;
 
+// numpy's handler stays installed for the life of the process: the mode is read per call.
+// Outside a run the sampling paths only count down; their slow paths check g_active.
 void* np_malloc(void* ctx, size_t size) {
     auto* o = static_cast<NumpyAllocator*>(ctx);
-    return traced_alloc(size, false, [&] { return o->malloc(o->ctx, size); });
+    auto call = [&] { return o->malloc(o->ctx, size); };
+    return g_sampling ? sample_alloc(size, false, call) : traced_alloc(size, false, call);
 }
 void* np_calloc(void* ctx, size_t nelem, size_t elsize) {
     auto* o = static_cast<NumpyAllocator*>(ctx);
-    return traced_alloc(nelem * elsize, false, [&] { return o->calloc(o->ctx, nelem, elsize); });
+    auto call = [&] { return o->calloc(o->ctx, nelem, elsize); };
+    return g_sampling ? sample_alloc(nelem * elsize, false, call) : traced_alloc(nelem * elsize, false, call);
 }
 void* np_realloc(void* ctx, void* ptr, size_t size) {
     auto* o = static_cast<NumpyAllocator*>(ctx);
-    return traced_realloc(ptr, size, false, [&] { return o->realloc(o->ctx, ptr, size); });
+    auto call = [&] { return o->realloc(o->ctx, ptr, size); };
+    return g_sampling ? sample_realloc(ptr, size, false, call) : traced_realloc(ptr, size, false, call);
 }
 void np_free(void* ctx, void* ptr, size_t size) {
     auto* o = static_cast<NumpyAllocator*>(ctx);
+    auto call = [o, ptr, size] { o->free(o->ctx, ptr, size); };
+    if (g_sampling) {
+        return sample_free(ptr, call);
+    }
     traced_free(ptr);
-    o->free(o->ctx, ptr, size);
+    call();
 }
 
-template <int D>
+template <int D, bool S>
 void set_hooks(Domain& d) {
     d.ours.ctx = &d;
-    d.ours.malloc = hook_malloc<D>;
-    d.ours.calloc = hook_calloc<D>;
-    d.ours.realloc = hook_realloc<D>;
-    d.ours.free = hook_free<D>;
+    d.ours.malloc = hook_malloc<D, S>;
+    d.ours.calloc = hook_calloc<D, S>;
+    d.ours.realloc = hook_realloc<D, S>;
+    d.ours.free = hook_free<D, S>;
 }
 
 bool is_ours(const PyMemAllocatorEx& a, const Domain& d) {
@@ -816,8 +924,6 @@ void free_tables() {
     g_addrs.destroy();
     g_nodes.destroy();
     g_codes.destroy();
-    std::free(g_filter);
-    g_filter = nullptr;
     std::free(g_timeline);
     g_timeline = nullptr;
     g_timeline_len = 0;
@@ -866,11 +972,9 @@ std::string start(const Options& options) {
         free_tables();
         return "out of memory";
     }
-    if (g_sampling) {
-        g_filter = static_cast<uint8_t*>(std::calloc(size_t{1} << kFilterBits, 1));
-    }
+    std::memset(g_filter, 0, sizeof(g_filter));
     g_timeline = static_cast<TimelineOut*>(std::calloc(kTimelineCap, sizeof(TimelineOut)));
-    if ((g_sampling && !g_filter) || !g_timeline) {
+    if (!g_timeline) {
         free_tables();
         return "out of memory";
     }
@@ -881,15 +985,22 @@ std::string start(const Options& options) {
     g_peak_rss = 0;
     ++g_generation;
     g_thread_counter.store(0);  // per-thread seeds are seed + thread order: reproducible
+    thread_refresh(t_state);     // the starting thread first
     g_owner_pid = getpid();
     pthread_once(&g_cache_key_once, make_cache_key);
     if (!atfork_registered) {
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         atfork_registered = true;
     }
-    set_hooks<0>(g_domains[0]);
-    set_hooks<1>(g_domains[1]);
-    set_hooks<2>(g_domains[2]);
+    if (g_sampling) {
+        set_hooks<0, true>(g_domains[0]);
+        set_hooks<1, true>(g_domains[1]);
+        set_hooks<2, true>(g_domains[2]);
+    } else {
+        set_hooks<0, false>(g_domains[0]);
+        set_hooks<1, false>(g_domains[1]);
+        set_hooks<2, false>(g_domains[2]);
+    }
     for (Domain& d : g_domains) {
         PyMem_GetAllocator(d.id, &d.original);
     }

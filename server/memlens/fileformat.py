@@ -23,10 +23,6 @@ import math
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any, TypeVar
 
 from memlens.errors import RunFileError, os_error_reason
 from memlens.layout import RUN_SUFFIX
@@ -41,6 +37,16 @@ from memlens.model import (
     SourceFile,
     TimelinePoint,
 )
+
+# Neither typing nor pathlib is imported at run time: `memlens run` writes a run at the end of
+# every profiled program, and their imports would be a good part of that cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from typing import Any, TypeVar
+
+    _T = TypeVar("_T")
+    _P = TypeVar("_P", str, "os.PathLike[str]")
 
 MAGIC = "memlens-run"
 FORMAT_VERSION = 1
@@ -71,7 +77,7 @@ CREATE TABLE nodes (
 CREATE TABLE timeline (t REAL NOT NULL, traced_bytes INTEGER NOT NULL, rss_bytes INTEGER NOT NULL);
 """
 
-_RUN_KEYS = set(RunInfo.__dataclass_fields__)
+_RUN_KEYS = set(RunInfo.__slots__)
 _REQUIRED_RUN_KEYS = {
     "command",
     "python",
@@ -116,15 +122,15 @@ def _is(value: object, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def write(run: Run, path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns the path.
+def write(run: Run, path: _P) -> _P:
+    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns ``path``.
 
     The data is flushed to disk before the rename, so after a crash (even of the machine) the
     target is either the old file or the complete new one. I/O problems (including SQLite's,
     such as a full disk) raise :class:`OSError`; an inconsistent ``run`` raises ValueError.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
     tmp_name = _new_temporary(target)
     try:
         try:
@@ -141,19 +147,18 @@ def write(run: Run, path: str | os.PathLike[str]) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-    return target
+    return path
 
 
-def _new_temporary(target: Path) -> str:
+def _new_temporary(target: str) -> str:
     """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
 
     (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
     not safe while other threads create files.)
     """
-    import secrets
-
     for _ in range(100):
-        name = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(6)}.tmp")
+        head, tail = os.path.split(os.path.abspath(target))
+        name = os.path.join(head, f".{tail}.{os.urandom(6).hex()}.tmp")
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
@@ -170,7 +175,7 @@ def _write_db(run: Run, filename: str) -> None:
         con.execute("PRAGMA synchronous=OFF")
         con.execute("BEGIN")
         _create(con)
-        info = asdict(run.info)
+        info = run.info.as_dict()
         info["command"] = list(run.info.command)
         con.executemany(
             "INSERT INTO meta VALUES (?, ?)",
@@ -251,9 +256,6 @@ def read(path: str | os.PathLike[str]) -> Run:
 def read_info(path: str | os.PathLike[str]) -> RunInfo:
     """Read only a run file's header (fast: for listings). Same errors as :func:`read`."""
     return _with_db(path, _read_info)
-
-
-_T = TypeVar("_T")
 
 
 def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection, str], _T]) -> _T:

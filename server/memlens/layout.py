@@ -38,6 +38,13 @@ def platform_name() -> str:
     return f"{u.sysname}-{u.release}-{u.machine}"
 
 
+def python_version() -> str:
+    """``3.11.7``: as ``platform.python_version()``, without importing ``platform``."""
+    import sys
+
+    return sys.version.split()[0]
+
+
 def new_run_path(runs_dir: str, started: float | None = None, pid: int | None = None) -> str:
     """A fresh, unused run-file path in ``runs_dir``: ``<UTC start>-<pid>[-n].mlrun``.
 

@@ -1,14 +1,22 @@
-"""The data model of a profiling run: plain, frozen, stdlib-only.
+"""The data model of a profiling run: plain, immutable values, no imports.
 
 Everything that shows results (CLI, language server, export, diff) speaks these types; the run
 file (:mod:`memlens.fileformat`) stores exactly them. Line numbers are 1-based, as in Python
 tracebacks; editor layers convert to 0-based positions themselves.
+
+The types are written out by hand rather than with :mod:`dataclasses`: ``memlens run`` builds
+and writes a run at the end of every profiled program, and importing ``dataclasses`` (which
+imports ``inspect``) and generating seven classes cost more CPU than the rest of that work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TypeVar
+
+    _V = TypeVar("_V", bound="_Value")
 
 #: Names of the per-line figures, in the order the run file and the export use.
 FIGURES: tuple[str, ...] = (
@@ -27,21 +35,93 @@ FIGURES: tuple[str, ...] = (
 ERRORS: tuple[str, ...] = ("alloc_err", "live_err", "peak_err")
 
 
-@dataclass(frozen=True, slots=True)
-class LineStats:
+_set = object.__setattr__
+
+
+class _Value:
+    """Base of the model's types: slotted, immutable, compared and hashed by value.
+
+    The fields are the ``__slots__``, in order.
+    """
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Value)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict (shallow)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def replace(value: _V, **changes: Any) -> _V:
+    """A copy of ``value`` with some fields changed (as :func:`dataclasses.replace`)."""
+    unknown = set(changes) - set(value.__slots__)
+    if unknown:
+        raise TypeError(f"{type(value).__name__} has no field {', '.join(sorted(unknown))}")
+    return type(value)(**{**value.as_dict(), **changes})
+
+
+class LineStats(_Value):
     """Figures recorded for one source line (self and inclusive of callees)."""
 
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    live_count: int = 0
-    peak_bytes: int = 0
-    incl_alloc_bytes: int = 0
-    incl_live_bytes: int = 0
-    incl_peak_bytes: int = 0
-    alloc_err: float = 0.0
-    live_err: float = 0.0
-    peak_err: float = 0.0
+    __slots__ = (*FIGURES, *ERRORS)
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    live_count: int
+    peak_bytes: int
+    incl_alloc_bytes: int
+    incl_live_bytes: int
+    incl_peak_bytes: int
+    alloc_err: float
+    live_err: float
+    peak_err: float
+
+    def __init__(
+        self,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        live_count: int = 0,
+        peak_bytes: int = 0,
+        incl_alloc_bytes: int = 0,
+        incl_live_bytes: int = 0,
+        incl_peak_bytes: int = 0,
+        alloc_err: float = 0.0,
+        live_err: float = 0.0,
+        peak_err: float = 0.0,
+    ) -> None:
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "live_count", live_count)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "incl_alloc_bytes", incl_alloc_bytes)
+        _set(self, "incl_live_bytes", incl_live_bytes)
+        _set(self, "incl_peak_bytes", incl_peak_bytes)
+        _set(self, "alloc_err", alloc_err)
+        _set(self, "live_err", live_err)
+        _set(self, "peak_err", peak_err)
 
     def figure(self, name: str) -> int:
         """Return one figure by its name in :data:`FIGURES`."""
@@ -50,41 +130,78 @@ class LineStats:
         value: int = getattr(self, name)
         return value
 
-    def as_dict(self) -> dict[str, int]:
-        """The eight figures as a dict (the export's per-line shape)."""
-        return {name: getattr(self, name) for name in FIGURES}
-
     def is_empty(self) -> bool:
-        return all(getattr(self, f.name) == 0 for f in fields(self))
+        return not any(self._values())
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionStats:
+class FunctionStats(_Value):
     """Inclusive figures for one function (each stack counted once)."""
 
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "first_line",
+        "last_line",
+        "live_bytes",
+        "peak_bytes",
+        "qualname",
+    )
     qualname: str
     first_line: int
     last_line: int
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    peak_bytes: int = 0
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    peak_bytes: int
+
+    def __init__(
+        self,
+        qualname: str,
+        first_line: int,
+        last_line: int,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "qualname", qualname)
+        _set(self, "first_line", first_line)
+        _set(self, "last_line", last_line)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class SourceFile:
-    """One profiled source file: identity, recorded text and per-line figures."""
+class SourceFile(_Value):
+    """One profiled source file: identity, recorded text and per-line figures.
 
+    ``text`` is the source as it was when profiled; None when it could not be read.
+    """
+
+    __slots__ = ("functions", "lines", "path", "sha256", "text")
     path: str
     sha256: str
-    #: Source text as it was when profiled; None when it could not be read.
     text: str | None
-    lines: Mapping[int, LineStats] = field(default_factory=dict)
-    functions: tuple[FunctionStats, ...] = ()
+    lines: Mapping[int, LineStats]
+    functions: tuple[FunctionStats, ...]
+
+    def __init__(
+        self,
+        path: str,
+        sha256: str,
+        text: str | None,
+        lines: Mapping[int, LineStats] | None = None,
+        functions: tuple[FunctionStats, ...] = (),
+    ) -> None:
+        _set(self, "path", path)
+        _set(self, "sha256", sha256)
+        _set(self, "text", text)
+        _set(self, "lines", {} if lines is None else lines)
+        _set(self, "functions", functions)
 
 
-@dataclass(frozen=True, slots=True)
-class CallNode:
+class CallNode(_Value):
     """A node of the call tree: one line reached through one call path.
 
     ``parent`` is the id of the caller's node, or -1 for a root. ``file`` is a key of
@@ -92,55 +209,165 @@ class CallNode:
     attributed frame is this node); inclusive figures are sums over subtrees.
     """
 
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "file",
+        "function",
+        "id",
+        "line",
+        "live_bytes",
+        "parent",
+        "peak_bytes",
+    )
     id: int
     parent: int
     file: str
     line: int
     function: str
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    peak_bytes: int = 0
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    peak_bytes: int
+
+    def __init__(
+        self,
+        id: int,
+        parent: int,
+        file: str,
+        line: int,
+        function: str,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "id", id)
+        _set(self, "parent", parent)
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "function", function)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class TimelinePoint:
+class TimelinePoint(_Value):
     """Memory over time: seconds since start, traced bytes and resident set size."""
 
+    __slots__ = ("rss_bytes", "t", "traced_bytes")
     t: float
     traced_bytes: int
     rss_bytes: int
 
+    def __init__(self, t: float, traced_bytes: int, rss_bytes: int) -> None:
+        _set(self, "t", t)
+        _set(self, "traced_bytes", traced_bytes)
+        _set(self, "rss_bytes", rss_bytes)
 
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """Provenance and totals of a run (the run file's header)."""
 
+class RunInfo(_Value):
+    """Provenance and totals of a run (the run file's header).
+
+    ``started`` and ``ended`` are ISO-8601 (UTC); ``mode`` is "exact", "sampling" or
+    "imported"; ``source`` is the free-form origin of the data, e.g. "memlens",
+    "tracemalloc", "pymemtrace".
+    """
+
+    __slots__ = (
+        "command",
+        "complete",
+        "cwd",
+        "duration_s",
+        "ended",
+        "exit_code",
+        "max_depth",
+        "memlens_version",
+        "mode",
+        "peak_rss_bytes",
+        "peak_traced_bytes",
+        "pid",
+        "platform",
+        "python",
+        "sample_interval_bytes",
+        "source",
+        "started",
+    )
     command: tuple[str, ...]
     python: str
     platform: str
-    started: str  # ISO-8601, UTC
-    ended: str  # ISO-8601, UTC
+    started: str
+    ended: str
     duration_s: float
     pid: int
     exit_code: int | None
-    mode: str  # "exact" | "sampling" | "imported"
+    mode: str
     sample_interval_bytes: int | None
     peak_traced_bytes: int
     peak_rss_bytes: int
     complete: bool
-    cwd: str = ""
-    memlens_version: str = ""
-    max_depth: int = 0
-    #: Free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace".
-    source: str = "memlens"
+    cwd: str
+    memlens_version: str
+    max_depth: int
+    source: str
+
+    def __init__(
+        self,
+        command: tuple[str, ...],
+        python: str,
+        platform: str,
+        started: str,
+        ended: str,
+        duration_s: float,
+        pid: int,
+        exit_code: int | None,
+        mode: str,
+        sample_interval_bytes: int | None,
+        peak_traced_bytes: int,
+        peak_rss_bytes: int,
+        complete: bool,
+        cwd: str = "",
+        memlens_version: str = "",
+        max_depth: int = 0,
+        source: str = "memlens",
+    ) -> None:
+        _set(self, "command", command)
+        _set(self, "python", python)
+        _set(self, "platform", platform)
+        _set(self, "started", started)
+        _set(self, "ended", ended)
+        _set(self, "duration_s", duration_s)
+        _set(self, "pid", pid)
+        _set(self, "exit_code", exit_code)
+        _set(self, "mode", mode)
+        _set(self, "sample_interval_bytes", sample_interval_bytes)
+        _set(self, "peak_traced_bytes", peak_traced_bytes)
+        _set(self, "peak_rss_bytes", peak_rss_bytes)
+        _set(self, "complete", complete)
+        _set(self, "cwd", cwd)
+        _set(self, "memlens_version", memlens_version)
+        _set(self, "max_depth", max_depth)
+        _set(self, "source", source)
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
+class Run(_Value):
     """A whole profiling run."""
 
+    __slots__ = ("call_tree", "files", "info", "timeline")
     info: RunInfo
-    files: Mapping[str, SourceFile] = field(default_factory=dict)
-    call_tree: tuple[CallNode, ...] = ()
-    timeline: tuple[TimelinePoint, ...] = ()
+    files: Mapping[str, SourceFile]
+    call_tree: tuple[CallNode, ...]
+    timeline: tuple[TimelinePoint, ...]
+
+    def __init__(
+        self,
+        info: RunInfo,
+        files: Mapping[str, SourceFile] | None = None,
+        call_tree: tuple[CallNode, ...] = (),
+        timeline: tuple[TimelinePoint, ...] = (),
+    ) -> None:
+        _set(self, "info", info)
+        _set(self, "files", {} if files is None else files)
+        _set(self, "call_tree", call_tree)
+        _set(self, "timeline", timeline)

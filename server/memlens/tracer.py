@@ -445,12 +445,11 @@ def _build_run(
     complete: bool,
 ) -> Run:
     import math
-    import platform
     import struct
     from datetime import datetime, timedelta, timezone
 
     from memlens._version import __version__
-    from memlens.layout import platform_name
+    from memlens.layout import platform_name, python_version
     from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
 
     node_struct = struct.Struct(snap["node_format"])
@@ -620,7 +619,7 @@ def _build_run(
     started = datetime.fromtimestamp(session.started, timezone.utc)
     info = RunInfo(
         command=tuple(command if command is not None else session.argv),
-        python=platform.python_version(),
+        python=python_version(),
         platform=platform_name(),
         started=started.isoformat(),
         ended=(started + timedelta(seconds=duration)).isoformat(),

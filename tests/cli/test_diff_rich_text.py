@@ -5,13 +5,12 @@ from __future__ import annotations
 import io
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from memlens import fileformat
-from memlens.model import FunctionStats
+from memlens.model import FunctionStats, replace
 from tests.runs import MIB, sample_run
 
 

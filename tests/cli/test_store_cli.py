@@ -7,13 +7,12 @@ import re
 import subprocess
 import sys
 import tracemalloc
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from memlens import fileformat
-from memlens.model import LineStats
+from memlens.model import LineStats, replace
 from memlens.store import Store
 from tests.cli.memlens_cmd import memlens
 from tests.runs import MIB, sample_run

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from memlens.diff import (
@@ -18,7 +16,7 @@ from memlens.diff import (
     matching,
     to_json_dict,
 )
-from memlens.model import FunctionStats, LineStats, Run
+from memlens.model import FunctionStats, LineStats, Run, replace
 from tests.runs import MIB, sample_run
 
 P = "/work/app.py"

@@ -6,14 +6,12 @@ places only one of them is followed; :func:`memlens.diff.follow_moves` pairs the
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlens.diff import MATCHED_BY_TEXT, diff_runs, follow_moves, match_lines, matching
 from memlens.mapping import line_map
-from memlens.model import LineStats, Run, SourceFile
+from memlens.model import LineStats, Run, SourceFile, replace
 from tests.runs import MIB, sample_run
 
 P = "/work/app.py"

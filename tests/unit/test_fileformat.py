@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from memlens.model import (
     RunInfo,
     SourceFile,
     TimelinePoint,
+    replace,
 )
 from tests.runs import MIB, info, sample_run
 

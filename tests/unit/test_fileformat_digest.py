@@ -164,9 +164,7 @@ def test_a_damaged_file_never_reads_back_different_figures(
 def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
     # Reader and writer hash rows in chunks of 4096; the bytes must be those of the whole
     # table's JSON, as the spec says, however many chunks there are.
-    from dataclasses import replace
-
-    from memlens.model import LineStats, TimelinePoint
+    from memlens.model import LineStats, TimelinePoint, replace
 
     base = sample_run()
     sf = base.files["/work/app.py"]

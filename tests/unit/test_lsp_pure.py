@@ -6,7 +6,6 @@ gets a hint with that label; ``check`` strips the markers and compares (line, la
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.workspace.position_codec import PositionCodec
 
-from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile
+from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile, replace
 from memlens_server import convert, views
 from memlens_server.index import FolderState, Index, RunData, canonical
 from memlens_server.server import ClientFeatures
@@ -70,9 +69,7 @@ def folder_with(
     )
     baseline = None
     if base is not None:
-        baseline = RunData(
-            tmp_path / "b.mlrun", Run(info(peak), {path: dataclasses.replace(base, path=path)})
-        )
+        baseline = RunData(tmp_path / "b.mlrun", Run(info(peak), {path: replace(base, path=path)}))
     return FolderState(tmp_path, tmp_path.as_uri(), run, baseline), canonical(path)
 
 

@@ -55,15 +55,36 @@ def _load(module: str) -> Command:
     return importlib.import_module(f"memlens.cli.{module}")
 
 
+def _help_width() -> int:
+    """Width for help text, as argparse would choose it, but without importing shutil (argparse
+    imports it for every formatter it makes, i.e. for every option added)."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(columns - 2, 20)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``only``, just that command's sub-parser is built.
 
     Building one sub-parser instead of all keeps ``memlens run`` quick to start: only the
     command that runs is imported.
     """
+    width = _help_width()
+
+    def formatter(prog: str) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(prog, width=width)
+
     parser = argparse.ArgumentParser(
         prog="memlens",
         description="Line-level Python memory profiler whose results live in your editor.",
+        formatter_class=formatter,
     )
     parser.add_argument("--version", action="version", version=f"memlens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -71,7 +92,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             continue
         command = _load(module)
-        p = sub.add_parser(name, help=command.HELP, description=command.HELP)
+        p = sub.add_parser(
+            name, help=command.HELP, description=command.HELP, formatter_class=formatter
+        )
         command.add_arguments(p)
         p.set_defaults(_command=command)
     return parser

@@ -24,12 +24,11 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 
 from memlens.errors import MemlensError, os_error_reason
 from memlens.imports._build import RunBuilder, Sources, bounded
-from memlens.model import Run, TimelinePoint
+from memlens.model import Run, TimelinePoint, replace
 
 COLUMNS = ("Event", "dEvent", "Clock", "What", "File", "Line", "Function", "RSS", "dRSS")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"

@@ -14,13 +14,13 @@ Snapshot files are pickle: loading one runs code from the file. Only import file
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from memlens.errors import MemlensError, os_error_reason
 from memlens.imports._build import Frame, RunBuilder, Sources
+from memlens.layout import python_version
 from memlens.model import Run
 
 PICKLE_WARNING = (
@@ -72,7 +72,7 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
     return builder.build(
         command=("tracemalloc", os.path.abspath(path)),
         source="tracemalloc",
-        python=platform.python_version(),
+        python=python_version(),
         started=mtime,
         duration_s=0.0,
         peak_traced_bytes=total,
