@@ -75,6 +75,7 @@ NB_MODULE(_tracer, m) {
     m.def("is_active", &memlens::is_active);
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("is_forked_child", &memlens::is_forked_child);
+    m.def("hook_kind", &memlens::hook_kind, "Which hooks the current or last run installed.");
     m.def(
         "totals",
         []() {

@@ -39,6 +39,11 @@
 
 #include "frames.hpp"
 
+#if PY_VERSION_HEX >= 0x030D0000
+// Still exported by 3.13, but Python.h no longer declares it.
+extern "C" const char* _PyMem_GetCurrentAllocatorName(void);
+#endif
+
 // Hooks run on every allocation: initial-exec TLS avoids a __tls_get_addr call per access.
 #define MEMLENS_TLS __attribute__((tls_model("initial-exec"))) thread_local
 
@@ -345,6 +350,7 @@ Domain g_domains[3] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
 std::atomic<bool> g_active{false};
 Options g_opts;
 bool g_sampling = false;
+bool g_pymalloc_fast = false;  // sampling mode's hooks for pymalloc are installed
 double g_interval = 0;  // as double, sampling mode
 uint64_t g_generation = 0;  // bumps at each start: invalidates per-thread caches
 bool g_forked_child = false;
@@ -634,6 +640,23 @@ inline bool on_free(void* ptr, uint64_t* val) {
     return true;
 }
 
+// A realloc failed: the old block (forgotten before the call) is still alive, put it back.
+__attribute__((noinline)) void restore_block(void* ptr, uint64_t old) {
+    LockGuard g;
+    uint32_t node = uint32_t(old >> kSizeBits);
+    Weight w = sample_weight(old & kSizeMask);
+    uint64_t ignored = 0;
+    if (!g_addrs.put(uintptr_t(ptr), old, &ignored) && g_sampling) {
+        filter_add(uintptr_t(ptr));
+    }
+    Node& n = g_nodes.nodes[node];
+    touch(n);
+    n.live_bytes += w.bytes;
+    n.live_count += w.count;
+    n.live_var += w.var;
+    g_total += w.bytes;
+}
+
 // ---------------------------------------------------------------------------------------
 // The hooks. Every hook checks the reentrancy flag first. The three helpers below are shared
 // by the PEP 445 hooks and numpy's data-memory hooks; `call` performs the real operation.
@@ -669,19 +692,7 @@ inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
             on_alloc(p, size, gil_known);
         }
     } else if (had) {
-        LockGuard g;  // realloc failed: the old block is still alive, put it back
-        uint32_t node = uint32_t(old >> kSizeBits);
-        Weight w = sample_weight(old & kSizeMask);
-        uint64_t ignored = 0;
-        if (!g_addrs.put(uintptr_t(ptr), old, &ignored) && g_sampling) {
-            filter_add(uintptr_t(ptr));
-        }
-        Node& n = g_nodes.nodes[node];
-        touch(n);
-        n.live_bytes += w.bytes;
-        n.live_count += w.count;
-        n.live_var += w.var;
-        g_total += w.bytes;
+        restore_block(ptr, old);
     }
     ts.in_hook = false;
     return p;
@@ -799,6 +810,104 @@ void hook_free(void* ctx, void* ptr) {
     call();
 }
 
+// Sampling mode over pymalloc (the usual allocator; not with debug hooks or PYTHONMALLOC=malloc):
+// no MEM/OBJ free hook at all. pymalloc serves requests above kPymallocSmall from the RAW
+// domain and its free hands any block outside its arenas to PyMem_RawFree. So a sampled MEM/OBJ
+// block is requested with at least kPymallocSmall + 1 bytes: it comes from the RAW domain, and
+// its free reaches our RAW free hook. Unsampled blocks are never seen again: their frees cost
+// nothing. And a small request never re-enters the hooks (pymalloc serves it from its pools),
+// so it needs no reentrancy flag: an unsampled small allocation is a countdown subtraction and
+// a tail call. (The one exception, pymalloc growing its arena table through the RAW domain,
+// is rare and small: it is counted like any RAW allocation.)
+constexpr size_t kPymallocSmall = 512;  // pymalloc's SMALL_REQUEST_THRESHOLD (3.8 to 3.13)
+
+// The slow path of a MEM/OBJ allocation: large, or the countdown expired (`counted`: the
+// size was already taken off the countdown).
+__attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t elsize, bool zero,
+                                               bool counted) {
+    ThreadState& ts = t_state;
+    const PyMemAllocatorEx& o = d.original;
+    size_t size = nelem * elsize;
+    if (ts.in_hook) {  // not reached with pymalloc; kept as every hook's guard
+        return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
+    }
+    bool take = counted ? countdown_expired(ts, size) : sampled(ts, size);
+    ts.in_hook = true;  // large requests go through the RAW domain: not counted twice
+    void* p;
+    if (take && size <= kPymallocSmall) {
+        p = zero ? o.calloc(o.ctx, 1, kPymallocSmall + 1) : o.malloc(o.ctx, kPymallocSmall + 1);
+    } else {
+        p = zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
+    }
+    if (p && take) {
+        on_alloc(p, size, true);
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <int D>
+void* pym_malloc(void* ctx, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    if (__builtin_expect(size <= kPymallocSmall, 1)) {
+        ThreadState& ts = t_state;
+        int64_t left = ts.countdown - int64_t(size);
+        ts.countdown = left;
+        if (__builtin_expect(left > 0, 1)) {
+            return d.original.malloc(d.original.ctx, size);
+        }
+        return pym_alloc_slow(d, 1, size, false, true);
+    }
+    return pym_alloc_slow(d, 1, size, false, false);
+}
+
+template <int D>
+void* pym_calloc(void* ctx, size_t nelem, size_t elsize) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    size_t size = 0;
+    if (__builtin_expect(!__builtin_mul_overflow(nelem, elsize, &size) && size <= kPymallocSmall, 1)) {
+        ThreadState& ts = t_state;
+        int64_t left = ts.countdown - int64_t(size);
+        ts.countdown = left;
+        if (__builtin_expect(left > 0, 1)) {
+            return d.original.calloc(d.original.ctx, nelem, elsize);
+        }
+        return pym_alloc_slow(d, nelem, elsize, true, true);
+    }
+    return pym_alloc_slow(d, nelem, elsize, true, false);
+}
+
+template <int D>
+void* pym_realloc(void* ctx, void* ptr, size_t size) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    const PyMemAllocatorEx& o = d.original;
+    ThreadState& ts = t_state;
+    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return o.realloc(o.ctx, ptr, size);
+    }
+    bool take = sampled(ts, size);
+    ts.in_hook = true;
+    // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
+    uint64_t old = 0;
+    bool had = ptr && on_free(ptr, &old);
+    void* p = o.realloc(o.ctx, ptr, take && size <= kPymallocSmall ? kPymallocSmall + 1 : size);
+    if (p) {
+        if (take) {
+            on_alloc(p, size, true);
+        }
+    } else if (had) {
+        restore_block(ptr, old);
+    }
+    ts.in_hook = false;
+    return p;
+}
+
+template <int D>
+void pym_free(void* ctx, void* ptr) {
+    Domain& d = *static_cast<Domain*>(ctx);
+    d.original.free(d.original.ctx, ptr);  // a tail call: sampled blocks are seen as RAW frees
+}
+
 // numpy allocates array data through its own handler (plain malloc by default), never
 // through PEP 445. numpy >= 1.22 lets a handler be set (PyDataMem_SetHandler, NEP 49); ours
 // chains to the handler that was current. The struct layout is numpy's version-1 ABI.
@@ -852,6 +961,22 @@ void set_hooks(Domain& d) {
     d.ours.calloc = hook_calloc<D, S>;
     d.ours.realloc = hook_realloc<D, S>;
     d.ours.free = hook_free<D, S>;
+}
+
+template <int D>
+void set_pymalloc_hooks(Domain& d) {
+    static_assert(D != 0, "the RAW domain keeps the sampling hooks");
+    d.ours.ctx = &d;
+    d.ours.malloc = pym_malloc<D>;
+    d.ours.calloc = pym_calloc<D>;
+    d.ours.realloc = pym_realloc<D>;
+    d.ours.free = pym_free<D>;
+}
+
+// True when the MEM and OBJ domains are plain pymalloc (checked before our hooks go in).
+bool pymalloc_in_use() {
+    const char* name = _PyMem_GetCurrentAllocatorName();
+    return name != nullptr && std::strcmp(name, "pymalloc") == 0;
 }
 
 bool is_ours(const PyMemAllocatorEx& a, const Domain& d) {
@@ -992,7 +1117,12 @@ std::string start(const Options& options) {
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         atfork_registered = true;
     }
-    if (g_sampling) {
+    g_pymalloc_fast = g_sampling && pymalloc_in_use();
+    if (g_pymalloc_fast) {
+        set_hooks<0, true>(g_domains[0]);
+        set_pymalloc_hooks<1>(g_domains[1]);
+        set_pymalloc_hooks<2>(g_domains[2]);
+    } else if (g_sampling) {
         set_hooks<0, true>(g_domains[0]);
         set_hooks<1, true>(g_domains[1]);
         set_hooks<2, true>(g_domains[2]);
@@ -1068,6 +1198,13 @@ bool hooks_installed() {
 }
 
 bool is_forked_child() { return g_forked_child; }
+
+const char* hook_kind() {
+    if (g_domains[0].ours.malloc == nullptr) {
+        return "";
+    }
+    return g_pymalloc_fast ? "sampling-pymalloc" : g_sampling ? "sampling" : "exact";
+}
 
 std::string numpy_attach(void* api_capsule) {
     PyObject* capsule = static_cast<PyObject*>(api_capsule);

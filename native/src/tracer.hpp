@@ -66,6 +66,9 @@ bool is_active();
 bool hooks_installed();
 // True in a child process forked while tracing (the child is not traced).
 bool is_forked_child();
+// Which hooks the current (or last) run installed: "exact", "sampling" (any allocator) or
+// "sampling-pymalloc" (no MEM/OBJ free hooks; see tracer.cpp). "" before any run.
+const char* hook_kind();
 // Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by setting
 // a numpy memory handler that chains to the current one. `api_capsule` is numpy's
 // `_multiarray_umath._ARRAY_API`. The handler stays set (as a pass-through when not tracing)

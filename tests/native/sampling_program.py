@@ -1,13 +1,15 @@
 """A deterministic allocation-heavy program for the sampling accuracy test.
 
 Each tagged line allocates a known share of the run's bytes in small blocks that are freed at
-once (the regime sampling is for: many allocations, modest live memory).
+once (the regime sampling is for: many allocations, modest live memory). Blocks of 1000 bytes
+and more come from pymalloc's large-request path (the RAW domain); the @s_tiny lines make
+blocks pymalloc serves from its pools (at most 512 bytes), which sampling mode handles apart.
 """
 
 from __future__ import annotations
 
 KIB = 1024
-KEPT: list[list[bytes]] = []  # what @s_keep allocates stays alive until the test clears it
+KEPT: list[list[bytes]] = []  # what the @..._keep lines allocate stays alive until cleared
 
 
 def churn(blocks: int, size: int) -> int:
@@ -27,4 +29,8 @@ def main() -> int:
     KEPT.append(keep)
     for _ in range(5_000):
         total += len(bytes(2000))  # @s_small: 10 MB (about 1.6% of the run)
-    return total + len(keep)
+    for i in range(40_000):
+        total += len(bytes(300 + i % 2))  # @s_tiny: 13 MB in blocks of ~330 bytes
+    tiny = [bytes(300) for _ in range(40_000)]  # @s_tiny_keep: 13 MB kept alive
+    KEPT.append(tiny)
+    return total + len(keep) + len(tiny)

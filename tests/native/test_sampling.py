@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,7 @@ from . import sampling_program as prog
 SRC = Path(prog.__file__).resolve()
 INTERVAL = 16 * 1024
 SEEDS = range(1, 21)
-TAGS = ("s_big", "s_churn", "s_keep", "s_small")
+TAGS = ("s_big", "s_churn", "s_keep", "s_small", "s_tiny", "s_tiny_keep")
 
 
 def line_of(tag: str) -> int:
@@ -98,16 +101,52 @@ def test_error_estimates_are_calibrated(exact: Run, sampled: list[Run]) -> None:
     assert hits >= 0.85 * checks, (hits, checks)
 
 
-def test_live_and_peak_are_estimated_with_errors(exact: Run, sampled: list[Run]) -> None:
-    truth = line(exact, "s_keep").live_bytes
-    assert truth >= 20_000_000
+@pytest.mark.parametrize(
+    ("kept", "freed"),
+    [("s_keep", "s_churn"), ("s_tiny_keep", "s_tiny")],
+    ids=["large-blocks", "pymalloc-blocks"],
+)
+def test_live_is_estimated_with_errors_and_frees_are_seen(
+    exact: Run, sampled: list[Run], kept: str, freed: str
+) -> None:
+    truth = line(exact, kept).live_bytes
+    assert truth >= 10_000_000
     within = 0
     for r in sampled:
-        s = line(r, "s_keep")
+        s = line(r, kept)
         assert s.live_err > 0
         within += abs(s.live_bytes - truth) <= 3 * s.live_err
-        assert line(r, "s_churn").live_bytes <= 0.05 * truth  # freed lines hold ~nothing
+        # Blocks freed at once leave nothing live: every sampled free was seen.
+        assert line(r, freed).live_bytes <= 0.05 * truth
+        assert line(r, freed).alloc_bytes > 0.5 * truth
     assert within >= 0.9 * len(sampled)
+
+
+def test_sampling_hooks_suit_the_allocator() -> None:
+    run_once(mode="sampling", sample_interval=INTERVAL, seed=1)
+    expected = "sampling-pymalloc" if _pymalloc() else "sampling"
+    assert memlens._tracer.hook_kind() == expected
+
+
+def _pymalloc() -> bool:
+    return os.environ.get("PYTHONMALLOC", "pymalloc") == "pymalloc" and not sys.flags.dev_mode
+
+
+@pytest.mark.skipif("PYTHONMALLOC" in os.environ, reason="already under another allocator")
+@pytest.mark.parametrize("allocator", ["malloc", "pymalloc_debug"])
+def test_same_statements_hold_with_other_allocators(allocator: str) -> None:
+    # Without plain pymalloc, sampling mode hooks every free (the general hooks): the same
+    # accuracy statements must hold there. This file again, in a process using `allocator`.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env={**os.environ, "PYTHONMALLOC": allocator},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
 
 
 def test_same_seed_same_result() -> None:
