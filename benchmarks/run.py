@@ -1,6 +1,6 @@
 """Overhead benchmark: each workload plain, under tracemalloc and under memlens, in one run.
 
-Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT]``
+Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT] [--instructions]``
 
 Every configuration runs as its own process, interleaved round-robin, after one warm-up run,
 ``--repeat`` times; the minimum CPU time (user + system, from ``wait4``: far less sensitive to
@@ -9,6 +9,14 @@ set size are kept. Figures are printed as ratios against the plain run measured 
 invocation (absolute times mean little here). memlens runs through ``memlens run`` exactly as a
 user would (``--no-report``, run file written to a temporary directory), so its figures include
 start-up, the snapshot and writing the run file.
+
+``--instructions`` instead counts the instructions each run executes under valgrind's
+callgrind (Debian package ``valgrind``): deterministic, so a difference of a fraction of a
+percent is real, unlike CPU time on a shared machine. It runs plain and the two memlens modes
+once each (about 50 times slower than natively), with a fixed hash seed; memlens's two
+time-driven threads (the timeline sampler and checkpoints) are switched off there, since under
+valgrind they would fire 50 times too often (their cost is in the CPU-time figures). An empty
+program is measured too: its difference is memlens's fixed cost per run.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,13 +66,56 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
     return usage.ru_utime + usage.ru_stime, elapsed, usage.ru_maxrss * 1024
 
 
+def count_instructions(argv: list[str]) -> int:
+    """Instructions one run executes (callgrind's total), deterministic for a given program."""
+    env = {**ENV, "PYTHONHASHSEED": "0"}
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv]
+    proc = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, check=False
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or not found:
+        raise SystemExit(f"benchmark command failed under valgrind: {argv}\n{proc.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instructions(names: list[str], json_out: str | None) -> int:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt install valgrind)")
+    quiet = ["--checkpoint-interval", "0", "--timeline-interval", "0"]
+    results: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfgs = {k: v for k, v in configs(tmp).items() if k != "tracemalloc"}
+        cfgs = {k: [*v, *quiet] if k.startswith("memlens") else v for k, v in cfgs.items()}
+        empty = os.path.join(tmp, "empty.py")
+        Path(empty).write_text("")
+        scripts = {"(empty program)": empty}
+        scripts.update((n, str(HERE / "workloads" / f"{n}.py")) for n in names)
+        for name, script in scripts.items():
+            results[name] = {cfg: count_instructions([*argv, script]) for cfg, argv in cfgs.items()}
+            r = results[name]
+            parts = [f"{name:15s} plain {r['plain'] / 1e9:6.2f} G instructions"]
+            for cfg in ("memlens-exact", "memlens-sample"):
+                extra = r[cfg] - r["plain"]
+                parts.append(f"{cfg} {extra / r['plain']:+7.1%} ({extra / 1e6:+,.0f} M)")
+            print(" | ".join(parts), flush=True)
+    if json_out:
+        Path(json_out).write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    ap.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind instead"
+    )
     args = ap.parse_args()
     names = [w for w in WORKLOADS if not args.only or w in args.only]
+    if args.instructions:
+        return instructions(names, args.json)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = configs(tmp)

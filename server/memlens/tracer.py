@@ -112,7 +112,8 @@ def start(
     are charged to the calling line of your code) unless ``libraries`` is true.
 
     With ``checkpoint``, a background thread writes the run so far to that path every
-    ``checkpoint_interval_s`` seconds (atomically, marked incomplete), so that a program that
+    ``checkpoint_interval_s`` seconds (less often when writing one takes more than 2% of the
+    time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced. ``hidden`` names files (e.g. a launcher script) that are
     never charged, like memlens's own.
@@ -175,6 +176,8 @@ def stop(
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
 _checkpointer: Any = None
+#: The wait after a checkpoint is at least this many times the CPU time writing it took.
+_CHECKPOINT_COST_FACTOR = 50
 
 
 def _start_checkpoints(
@@ -191,11 +194,17 @@ def _start_checkpoints(
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
+        wait = interval
         try:
-            while not stop_lock.acquire(timeout=interval):
+            while not stop_lock.acquire(timeout=wait):
                 if not _tracer.is_active():
                     return
+                began = time.thread_time()
                 write_checkpoint(session, path, command)
+                # A big run takes a while to build and write, mostly holding the GIL: space
+                # checkpoints so that they cost at most ~2% of the program's time.
+                cost = time.thread_time() - began
+                wait = max(interval, _CHECKPOINT_COST_FACTOR * cost)
         finally:
             done_lock.release()
 

@@ -302,3 +302,26 @@ def test_sources_with_a_declared_encoding_are_recorded_as_text(tmp_path: Path) -
     sf = p.run.files[str(src.resolve())]
     assert sf.text == '# -*- coding: latin-1 -*-\ns = "café"\nx = [bytes(100) for _ in range(10)]\n'
     assert sf.lines[3].alloc_count >= 10
+
+
+def test_checkpoints_that_cost_much_are_spaced_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    calls: list[float] = []
+
+    def slow_checkpoint(*_args: object) -> None:
+        calls.append(time.monotonic())
+        began = time.thread_time()
+        while time.thread_time() - began < 0.02:  # 20 ms of CPU, as a big run would take
+            pass
+
+    monkeypatch.setattr(tracer, "write_checkpoint", slow_checkpoint)
+    tracer.start(checkpoint=tmp_path / "c.mlrun", checkpoint_interval_s=0.01)
+    try:
+        time.sleep(0.8)
+    finally:
+        tracer.stop()
+    # Every 10 ms as asked would be ~30 checkpoints; 20 ms each means at least 1 s between them.
+    assert len(calls) == 1, calls
