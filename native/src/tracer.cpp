@@ -846,14 +846,15 @@ __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t e
     return p;
 }
 
+// The four below take the domain from D, not from ctx: one RIP-relative load each for the
+// original allocator's function and context.
 template <int D>
-void* pym_malloc(void* ctx, size_t size) {
-    Domain& d = *static_cast<Domain*>(ctx);
+void* pym_malloc(void*, size_t size) {
+    Domain& d = g_domains[D];
     if (__builtin_expect(size <= kPymallocSmall, 1)) {
         ThreadState& ts = t_state;
-        int64_t left = ts.countdown - int64_t(size);
-        ts.countdown = left;
-        if (__builtin_expect(left > 0, 1)) {
+        ts.countdown -= int64_t(size);  // one read-modify-write; its flags decide
+        if (__builtin_expect(ts.countdown > 0, 1)) {
             return d.original.malloc(d.original.ctx, size);
         }
         return pym_alloc_slow(d, 1, size, false, true);
@@ -862,14 +863,13 @@ void* pym_malloc(void* ctx, size_t size) {
 }
 
 template <int D>
-void* pym_calloc(void* ctx, size_t nelem, size_t elsize) {
-    Domain& d = *static_cast<Domain*>(ctx);
+void* pym_calloc(void*, size_t nelem, size_t elsize) {
+    Domain& d = g_domains[D];
     size_t size = 0;
     if (__builtin_expect(!__builtin_mul_overflow(nelem, elsize, &size) && size <= kPymallocSmall, 1)) {
         ThreadState& ts = t_state;
-        int64_t left = ts.countdown - int64_t(size);
-        ts.countdown = left;
-        if (__builtin_expect(left > 0, 1)) {
+        ts.countdown -= int64_t(size);
+        if (__builtin_expect(ts.countdown > 0, 1)) {
             return d.original.calloc(d.original.ctx, nelem, elsize);
         }
         return pym_alloc_slow(d, nelem, elsize, true, true);
@@ -878,8 +878,8 @@ void* pym_calloc(void* ctx, size_t nelem, size_t elsize) {
 }
 
 template <int D>
-void* pym_realloc(void* ctx, void* ptr, size_t size) {
-    Domain& d = *static_cast<Domain*>(ctx);
+void* pym_realloc(void*, void* ptr, size_t size) {
+    Domain& d = g_domains[D];
     const PyMemAllocatorEx& o = d.original;
     ThreadState& ts = t_state;
     if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
@@ -903,8 +903,8 @@ void* pym_realloc(void* ctx, void* ptr, size_t size) {
 }
 
 template <int D>
-void pym_free(void* ctx, void* ptr) {
-    Domain& d = *static_cast<Domain*>(ctx);
+void pym_free(void*, void* ptr) {
+    Domain& d = g_domains[D];
     d.original.free(d.original.ctx, ptr);  // a tail call: sampled blocks are seen as RAW frees
 }
 
