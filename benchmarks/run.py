@@ -2,18 +2,18 @@
 
 Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT] [--instructions]``
 
-Every configuration runs as its own process, interleaved round-robin, after one warm-up run,
-``--repeat`` times; the minimum CPU time (user + system, from ``wait4``: far less sensitive to
-other load on a shared machine than wall time), the minimum wall time and the maximum resident
-set size are kept. Figures are printed as ratios against the plain run measured in the same
-invocation (absolute times mean little here). memlens runs through ``memlens run`` exactly as a
+Every configuration runs as its own process, after one warm-up run, in ``--repeat`` rounds;
+a round runs each configuration once, back to back. The figure of a configuration is the median
+over rounds of its CPU time (user + system, from ``wait4``: far less sensitive to other load on
+a shared machine than wall time) divided by plain's in the same round; wall time likewise, and
+the largest resident set size. Absolute times mean little here. memlens runs through ``memlens run`` exactly as a
 user would (``--no-report``, run file written to a temporary directory), so its figures include
 start-up, the snapshot and writing the run file.
 
 ``--instructions`` instead counts the instructions each run executes under valgrind's
 callgrind (Debian package ``valgrind``): deterministic, so a difference of a fraction of a
-percent is real, unlike CPU time on a shared machine. It runs plain and the two memlens modes
-once each (about 50 times slower than natively), with a fixed hash seed; memlens's two
+percent is real, unlike CPU time on a shared machine. It runs plain and sampling mode (the mode
+with a 5% target) once each (about 50 times slower than natively), with a fixed hash seed; memlens's two
 time-driven threads (the timeline sampler and checkpoints) are switched off there, since under
 valgrind they would fire 50 times too often (their cost is in the CPU-time figures). An empty
 program is measured too: its difference is memlens's fixed cost per run.
@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,7 +86,7 @@ def instructions(names: list[str], json_out: str | None) -> int:
     quiet = ["--checkpoint-interval", "0", "--timeline-interval", "0"]
     results: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: v for k, v in configs(tmp).items() if k != "tracemalloc"}
+        cfgs = {k: v for k, v in configs(tmp).items() if k in ("plain", "memlens-sample")}
         cfgs = {k: [*v, *quiet] if k.startswith("memlens") else v for k, v in cfgs.items()}
         empty = os.path.join(tmp, "empty.py")
         Path(empty).write_text("")
@@ -95,9 +96,8 @@ def instructions(names: list[str], json_out: str | None) -> int:
             results[name] = {cfg: count_instructions([*argv, script]) for cfg, argv in cfgs.items()}
             r = results[name]
             parts = [f"{name:15s} plain {r['plain'] / 1e9:6.2f} G instructions"]
-            for cfg in ("memlens-exact", "memlens-sample"):
-                extra = r[cfg] - r["plain"]
-                parts.append(f"{cfg} {extra / r['plain']:+7.1%} ({extra / 1e6:+,.0f} M)")
+            extra = r["memlens-sample"] - r["plain"]
+            parts.append(f"memlens-sample {extra / r['plain']:+7.1%} ({extra / 1e6:+,.0f} M)")
             print(" | ".join(parts), flush=True)
     if json_out:
         Path(json_out).write_text(json.dumps(results, indent=2))
@@ -106,9 +106,16 @@ def instructions(names: list[str], json_out: str | None) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
+    ap.add_argument(
+        "--configs",
+        nargs="*",
+        default=None,
+        help="only these configurations (plain is always run): tracemalloc memlens-exact "
+        "memlens-sample",
+    )
     ap.add_argument(
         "--instructions", action="store_true", help="count instructions under callgrind instead"
     )
@@ -118,40 +125,49 @@ def main() -> int:
         return instructions(names, args.json)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = configs(tmp)
+        cfgs = {k: v for k, v in configs(tmp).items() if k == "plain" or k in (args.configs or [k])}
         for name in names:
             script = str(HERE / "workloads" / f"{name}.py")
-            best = {c: [float("inf"), float("inf"), 0.0] for c in cfgs}
             for argv in cfgs.values():  # warm-up: bytecode caches, page cache
                 measure([*argv, script])
+            rounds: list[dict[str, tuple[float, float, int]]] = []
             for _ in range(args.repeat):
-                for cfg, argv in cfgs.items():
-                    cpu, wall, rss = measure([*argv, script])
-                    best[cfg][0] = min(best[cfg][0], cpu)
-                    best[cfg][1] = min(best[cfg][1], wall)
-                    best[cfg][2] = max(best[cfg][2], rss)
-            results[name] = {
-                c: {"cpu_s": v[0], "wall_s": v[1], "rss_bytes": v[2]} for c, v in best.items()
-            }
+                rounds.append({cfg: measure([*argv, script]) for cfg, argv in cfgs.items()})
+            results[name] = _summary(rounds)
             print(_row(name, results[name]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
 
 
+def _summary(rounds: list[dict[str, tuple[float, float, int]]]) -> dict[str, dict[str, float]]:
+    """Per configuration: the median over rounds of its CPU (and wall) time divided by plain's
+    in the same round (the configurations of a round run back to back, so slow drifts of the
+    machine's speed cancel out), plain's median times, and the largest RSS."""
+    out: dict[str, dict[str, float]] = {}
+    for cfg in rounds[0]:
+        out[cfg] = {
+            "cpu_ratio": statistics.median(r[cfg][0] / r["plain"][0] for r in rounds),
+            "wall_ratio": statistics.median(r[cfg][1] / r["plain"][1] for r in rounds),
+            "cpu_s": statistics.median(r[cfg][0] for r in rounds),
+            "rss_bytes": max(r[cfg][2] for r in rounds),
+        }
+    return out
+
+
 def _row(name: str, r: dict[str, dict[str, float]]) -> str:
-    base = r["plain"]["cpu_s"]
     base_rss = r["plain"]["rss_bytes"]
-    parts = [f"{name:14s} plain {base:5.2f}s cpu"]
-    tm_over = r["tracemalloc"]["cpu_s"] / base - 1
-    for cfg in ("tracemalloc", "memlens-exact", "memlens-sample"):
-        over = r[cfg]["cpu_s"] / base - 1
-        wall = r[cfg]["wall_s"] / r["plain"]["wall_s"] - 1
+    parts = [f"{name:14s} plain {r['plain']['cpu_s']:5.2f}s cpu"]
+    for cfg in (c for c in ("tracemalloc", "memlens-exact", "memlens-sample") if c in r):
+        over = r[cfg]["cpu_ratio"] - 1
+        wall = r[cfg]["wall_ratio"] - 1
         mem = r[cfg]["rss_bytes"] / base_rss
         parts.append(f"{cfg} {over:+7.1%} (wall {wall:+.0%}, rss x{mem:.2f})")
-    ex_over = r["memlens-exact"]["cpu_s"] / base - 1
-    ratio = ex_over / tm_over if tm_over > 0.05 else float("nan")
-    parts.append(f"exact/tracemalloc overhead {ratio:.2f}")
+    if "tracemalloc" in r and "memlens-exact" in r:
+        tm_over = r["tracemalloc"]["cpu_ratio"] - 1
+        ex_over = r["memlens-exact"]["cpu_ratio"] - 1
+        ratio = ex_over / tm_over if tm_over > 0.05 else float("nan")
+        parts.append(f"exact/tracemalloc overhead {ratio:.2f}")
     return " | ".join(parts)
 
 

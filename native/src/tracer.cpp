@@ -418,17 +418,17 @@ void free_cache(void* cache) {
 
 // ---------------------------------------------------------------------------------------
 // Sampling helpers.
-inline uint64_t next_random(ThreadState& ts) {  // xorshift64*
-    uint64_t x = ts.rng;
+inline uint64_t next_random(uint64_t& rng) {  // xorshift64*
+    uint64_t x = rng;
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
-    ts.rng = x;
+    rng = x;
     return x * 0x2545F4914F6CDD1DULL;
 }
-inline int64_t draw_countdown(ThreadState& ts) {
+inline int64_t draw_countdown(uint64_t& rng) {
     // Exponential with mean g_interval: -ln(U) * I, U uniform in (0, 1].
-    double u = double((next_random(ts) >> 11) + 1) * (1.0 / 9007199254740992.0);
+    double u = double((next_random(rng) >> 11) + 1) * (1.0 / 9007199254740992.0);
     double d = -std::log(u) * g_interval;
     return d < 1.0 ? 1 : int64_t(d);
 }
@@ -443,7 +443,7 @@ inline void thread_refresh(ThreadState& ts) {
     if (g_sampling) {
         uint64_t idx = g_thread_counter.fetch_add(1, std::memory_order_relaxed);
         ts.rng = mix(g_opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
-        ts.countdown = draw_countdown(ts);
+        ts.countdown = draw_countdown(ts.rng);
     }
 }
 struct Weight {
@@ -607,7 +607,7 @@ __attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
             return false;
         }
     }
-    ts.countdown = draw_countdown(ts);
+    ts.countdown = draw_countdown(ts.rng);
     return !ts.paused && g_active.load(std::memory_order_relaxed);
 }
 
@@ -821,6 +821,28 @@ void hook_free(void* ctx, void* ptr) {
 // is rare and small: it is counted like any RAW allocation.)
 constexpr size_t kPymallocSmall = 512;  // pymalloc's SMALL_REQUEST_THRESHOLD (3.8 to 3.13)
 
+// MEM/OBJ allocations hold the GIL, so they share one countdown (a plain global: no TLS
+// access on the fast path). Sampling stays exact in law: the bytes of MEM/OBJ (this countdown)
+// and those of RAW and numpy (per-thread countdowns) form separate streams, each sampled at
+// rate 1/I by its own exponential countdown.
+struct GilCountdown {
+    int64_t left;
+    uint64_t rng;
+};
+GilCountdown g_gil_countdown;
+
+// Counts `size` MEM/OBJ bytes (unless `counted`); true when the allocation is sampled.
+inline bool gil_sampled(size_t size, bool counted) {
+    if (!counted) {
+        g_gil_countdown.left -= int64_t(size);
+        if (g_gil_countdown.left > 0) {
+            return false;
+        }
+    }
+    g_gil_countdown.left = draw_countdown(g_gil_countdown.rng);
+    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+}
+
 // The slow path of a MEM/OBJ allocation: large, or the countdown expired (`counted`: the
 // size was already taken off the countdown).
 __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t elsize, bool zero,
@@ -831,7 +853,7 @@ __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t e
     if (ts.in_hook) {  // not reached with pymalloc; kept as every hook's guard
         return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
     }
-    bool take = counted ? countdown_expired(ts, size) : sampled(ts, size);
+    bool take = gil_sampled(size, counted);
     ts.in_hook = true;  // large requests go through the RAW domain: not counted twice
     void* p;
     if (take && size <= kPymallocSmall) {
@@ -852,9 +874,8 @@ template <int D>
 void* pym_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     if (__builtin_expect(size <= kPymallocSmall, 1)) {
-        ThreadState& ts = t_state;
-        ts.countdown -= int64_t(size);  // one read-modify-write; its flags decide
-        if (__builtin_expect(ts.countdown > 0, 1)) {
+        g_gil_countdown.left -= int64_t(size);
+        if (__builtin_expect(g_gil_countdown.left > 0, 1)) {
             return d.original.malloc(d.original.ctx, size);
         }
         return pym_alloc_slow(d, 1, size, false, true);
@@ -867,9 +888,8 @@ void* pym_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     size_t size = 0;
     if (__builtin_expect(!__builtin_mul_overflow(nelem, elsize, &size) && size <= kPymallocSmall, 1)) {
-        ThreadState& ts = t_state;
-        ts.countdown -= int64_t(size);
-        if (__builtin_expect(ts.countdown > 0, 1)) {
+        g_gil_countdown.left -= int64_t(size);
+        if (__builtin_expect(g_gil_countdown.left > 0, 1)) {
             return d.original.calloc(d.original.ctx, nelem, elsize);
         }
         return pym_alloc_slow(d, nelem, elsize, true, true);
@@ -885,7 +905,7 @@ void* pym_realloc(void*, void* ptr, size_t size) {
     if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
         return o.realloc(o.ctx, ptr, size);
     }
-    bool take = sampled(ts, size);
+    bool take = gil_sampled(size, false);
     ts.in_hook = true;
     // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
     uint64_t old = 0;
@@ -1111,6 +1131,8 @@ std::string start(const Options& options) {
     ++g_generation;
     g_thread_counter.store(0);  // per-thread seeds are seed + thread order: reproducible
     thread_refresh(t_state);     // the starting thread first
+    g_gil_countdown.rng = mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
+    g_gil_countdown.left = g_sampling ? draw_countdown(g_gil_countdown.rng) : 0;
     g_owner_pid = getpid();
     pthread_once(&g_cache_key_once, make_cache_key);
     if (!atfork_registered) {
