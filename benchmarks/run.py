@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT] [--instructions]``
 
 Every configuration runs as its own process, after one warm-up run, in ``--repeat`` rounds;
-a round runs each configuration once, back to back. The figure of a configuration is the median
+a round runs each configuration once, back to back, the first one rotating from round to round. The figure of a configuration is the median
 over rounds of its CPU time (user + system, from ``wait4``: far less sensitive to other load on
 a shared machine than wall time) divided by plain's in the same round; wall time likewise, and
 the largest resident set size. Absolute times mean little here. memlens runs through ``memlens run`` exactly as a
@@ -131,8 +131,12 @@ def main() -> int:
             for argv in cfgs.values():  # warm-up: bytecode caches, page cache
                 measure([*argv, script])
             rounds: list[dict[str, tuple[float, float, int]]] = []
-            for _ in range(args.repeat):
-                rounds.append({cfg: measure([*argv, script]) for cfg, argv in cfgs.items()})
+            order = list(cfgs)
+            for i in range(args.repeat):
+                # Rotate who goes first: on this machine a run is measurably slower when it
+                # follows another one closely (plain, always first, looked 5% faster).
+                turn = order[i % len(order) :] + order[: i % len(order)]
+                rounds.append({cfg: measure([*cfgs[cfg], script]) for cfg in turn})
             results[name] = _summary(rounds)
             print(_row(name, results[name]), flush=True)
     if args.json:
