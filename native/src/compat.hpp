@@ -42,7 +42,7 @@ inline int frame_offset(Frame* f, PyCodeObject* co) {
 inline bool frame_skip(Frame* f) {
     return f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f);
 }
-#elif PY_VERSION_HEX >= 0x030C0000  // 3.12: cframe->current_frame, f_code, prev_instr, shim frames
+#elif PY_VERSION_HEX >= 0x030B0000  // 3.11, 3.12: cframe->current_frame, f_code, prev_instr
 using Frame = _PyInterpreterFrame;
 inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }
 inline Frame* current_frame(PyThreadState* ts) { return ts->cframe ? ts->cframe->current_frame : nullptr; }
@@ -51,19 +51,13 @@ inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->prev_instr - _PyCode_CODE(co));
 }
+#if PY_VERSION_HEX >= 0x030C0000  // 3.12 adds shim frames owned by the C stack
 inline bool frame_skip(Frame* f) {
     return f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f);
 }
-#elif PY_VERSION_HEX >= 0x030B0000  // 3.11: cframe->current_frame, f_code, prev_instr
-using Frame = _PyInterpreterFrame;
-inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }
-inline Frame* current_frame(PyThreadState* ts) { return ts->cframe ? ts->cframe->current_frame : nullptr; }
-inline Frame* frame_prev(Frame* f) { return f->previous; }
-inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
-inline int frame_offset(Frame* f, PyCodeObject* co) {
-    return static_cast<int>(f->prev_instr - _PyCode_CODE(co));
-}
+#else
 inline bool frame_skip(Frame* f) { return _PyFrame_IsIncomplete(f); }
+#endif
 #else  // 3.10: PyFrameObject chain, f_lasti in code units
 using Frame = PyFrameObject;
 inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }

@@ -595,6 +595,13 @@ __attribute__((noinline)) void on_alloc(void* ptr, size_t size, bool gil_known) 
     record_block(uintptr_t(ptr), size, node);
 }
 
+// A countdown (per thread, or the GIL holders' one) expired on an allocation: draws the next
+// one and says whether that allocation is sampled (not in a paused thread, not after the run).
+inline bool rearm(int64_t& left, uint64_t& rng) {
+    left = draw_countdown(rng);
+    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+}
+
 // Sampling mode: called when this thread's countdown reached 0 or below after counting an
 // allocation of `size` bytes. Draws the next countdown; says whether that allocation is sampled.
 __attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
@@ -607,8 +614,7 @@ __attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
             return false;
         }
     }
-    ts.countdown = draw_countdown(ts.rng);
-    return !ts.paused && g_active.load(std::memory_order_relaxed);
+    return rearm(ts.countdown, ts.rng);
 }
 
 // Counts an allocation against the countdown; true when it is sampled.
@@ -658,37 +664,35 @@ __attribute__((noinline)) void restore_block(void* ptr, uint64_t old) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The hooks. Every hook checks the reentrancy flag first. The three helpers below are shared
-// by the PEP 445 hooks and numpy's data-memory hooks; `call` performs the real operation.
+// The hooks. Every hook checks the reentrancy flag first. The helpers below are shared by the
+// PEP 445 hooks (both modes) and numpy's data-memory hooks; `call` performs the real operation.
 
+// The tracked part of an allocation: the real call under the reentrancy flag (the allocator's
+// own allocations inside it are not counted), then the block recorded when `take`.
 template <typename Call>
-inline void* traced_alloc(size_t size, bool gil_known, Call call) {
+inline void* alloc_tracked(size_t size, bool gil_known, bool take, Call call) {
     ThreadState& ts = t_state;
-    if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
-        return call();
-    }
     ts.in_hook = true;
     void* p = call();
-    if (p) {
+    if (p && take) {
         on_alloc(p, size, gil_known);
     }
     ts.in_hook = false;
     return p;
 }
 
+// The tracked part of a reallocation: the old block forgotten before the call (the allocator
+// may hand its address to another thread at once), the new one recorded when `take`, the old
+// one put back if the call failed. `call(take)` performs it.
 template <typename Call>
-inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
+inline void* realloc_tracked(void* ptr, size_t size, bool gil_known, bool take, Call call) {
     ThreadState& ts = t_state;
-    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
-        return call();
-    }
     ts.in_hook = true;
-    // Forget the old block before the allocator may hand its address to another thread.
     uint64_t old = 0;
     bool had = ptr && on_free(ptr, &old);
-    void* p = call();
+    void* p = call(take);
     if (p) {
-        if (!ts.paused && (!g_sampling || sampled(ts, size))) {
+        if (take) {
             on_alloc(p, size, gil_known);
         }
     } else if (had) {
@@ -696,6 +700,26 @@ inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
     }
     ts.in_hook = false;
     return p;
+}
+
+template <typename Call>
+inline void* traced_alloc(size_t size, bool gil_known, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook || ts.paused || !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    return alloc_tracked(size, gil_known, true, call);
+}
+
+// Exact mode, and sampling mode's general hooks when the old block may be tracked.
+template <typename Call>
+inline void* traced_realloc(void* ptr, size_t size, bool gil_known, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    bool take = !ts.paused && (!g_sampling || sampled(ts, size));
+    return realloc_tracked(ptr, size, gil_known, take, [&](bool) { return call(); });
 }
 
 // Frees need no reentrancy flag of their own: on_free never calls an allocator. A free made
@@ -713,14 +737,7 @@ inline void traced_free(void* ptr) {
 // on the slow path, when the countdown expires or the filter says the block may be tracked.
 template <typename Call>
 __attribute__((noinline)) void* sample_alloc_slow(size_t size, bool gil_known, Call call) {
-    ThreadState& ts = t_state;
-    ts.in_hook = true;
-    void* p = call();
-    if (p && countdown_expired(ts, size)) {
-        on_alloc(p, size, gil_known);
-    }
-    ts.in_hook = false;
-    return p;
+    return alloc_tracked(size, gil_known, countdown_expired(t_state, size), call);
 }
 
 template <typename Call>
@@ -839,8 +856,7 @@ inline bool gil_sampled(size_t size, bool counted) {
             return false;
         }
     }
-    g_gil_countdown.left = draw_countdown(g_gil_countdown.rng);
-    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+    return rearm(g_gil_countdown.left, g_gil_countdown.rng);
 }
 
 // The slow path of a MEM/OBJ allocation: large, or the countdown expired (`counted`: the
@@ -854,18 +870,13 @@ __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t e
         return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
     }
     bool take = gil_sampled(size, counted);
-    ts.in_hook = true;  // large requests go through the RAW domain: not counted twice
-    void* p;
-    if (take && size <= kPymallocSmall) {
-        p = zero ? o.calloc(o.ctx, 1, kPymallocSmall + 1) : o.malloc(o.ctx, kPymallocSmall + 1);
-    } else {
-        p = zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
-    }
-    if (p && take) {
-        on_alloc(p, size, true);
-    }
-    ts.in_hook = false;
-    return p;
+    // Under the reentrancy flag: large requests go through the RAW domain, not counted twice.
+    return alloc_tracked(size, true, take, [&] {
+        if (take && size <= kPymallocSmall) {
+            return zero ? o.calloc(o.ctx, 1, kPymallocSmall + 1) : o.malloc(o.ctx, kPymallocSmall + 1);
+        }
+        return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
+    });
 }
 
 // The four below take the domain from D, not from ctx: one RIP-relative load each for the
@@ -905,21 +916,10 @@ void* pym_realloc(void*, void* ptr, size_t size) {
     if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
         return o.realloc(o.ctx, ptr, size);
     }
-    bool take = gil_sampled(size, false);
-    ts.in_hook = true;
     // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
-    uint64_t old = 0;
-    bool had = ptr && on_free(ptr, &old);
-    void* p = o.realloc(o.ctx, ptr, take && size <= kPymallocSmall ? kPymallocSmall + 1 : size);
-    if (p) {
-        if (take) {
-            on_alloc(p, size, true);
-        }
-    } else if (had) {
-        restore_block(ptr, old);
-    }
-    ts.in_hook = false;
-    return p;
+    return realloc_tracked(ptr, size, true, gil_sampled(size, false), [&](bool take) {
+        return o.realloc(o.ctx, ptr, take && size <= kPymallocSmall ? kPymallocSmall + 1 : size);
+    });
 }
 
 template <int D>
