@@ -11,9 +11,11 @@ imports ``inspect``) and generating seven classes cost more CPU than the rest of
 
 from __future__ import annotations
 
+import math
+
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any, TypeVar
 
     _V = TypeVar("_V", bound="_Value")
@@ -33,6 +35,10 @@ FIGURES: tuple[str, ...] = (
 #: Names of the error estimates (one standard error, in bytes) kept beside the figures.
 #: They are 0 in exact mode.
 ERRORS: tuple[str, ...] = ("alloc_err", "live_err", "peak_err")
+
+#: The layout of the figure sums that run builders (the tracer, the importers) accumulate per
+#: line, function or call-tree node, self or inclusive; the ``from_sums`` constructors read it.
+SUMS: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "live_count", "peak_bytes")
 
 
 _set = object.__setattr__
@@ -123,6 +129,21 @@ class LineStats(_Value):
         _set(self, "live_err", live_err)
         _set(self, "peak_err", peak_err)
 
+    @classmethod
+    def from_sums(
+        cls,
+        own: Sequence[int],
+        incl: Sequence[int],
+        variances: Sequence[float] = (0.0, 0.0, 0.0),
+    ) -> LineStats:
+        """From self and inclusive sums laid out as :data:`SUMS`, and the variances of the
+        alloc, live and peak estimates (sampling mode; their square roots are the errors)."""
+        alloc_var, live_var, peak_var = (math.sqrt(max(v, 0.0)) for v in variances)
+        return cls(
+            own[0], own[1], own[2], own[3], own[4], incl[0], incl[2], incl[4],
+            alloc_var, live_var, peak_var,
+        )  # fmt: skip
+
     def figure(self, name: str) -> int:
         """Return one figure by its name in :data:`FIGURES`."""
         if name not in FIGURES:
@@ -171,6 +192,13 @@ class FunctionStats(_Value):
         _set(self, "alloc_count", alloc_count)
         _set(self, "live_bytes", live_bytes)
         _set(self, "peak_bytes", peak_bytes)
+
+    @classmethod
+    def from_sums(
+        cls, qualname: str, first_line: int, last_line: int, sums: Sequence[int]
+    ) -> FunctionStats:
+        """From inclusive sums laid out as :data:`SUMS`."""
+        return cls(qualname, first_line, last_line, sums[0], sums[1], sums[2], sums[4])
 
 
 class SourceFile(_Value):
@@ -251,6 +279,19 @@ class CallNode(_Value):
         _set(self, "alloc_count", alloc_count)
         _set(self, "live_bytes", live_bytes)
         _set(self, "peak_bytes", peak_bytes)
+
+    @classmethod
+    def from_sums(
+        cls,
+        id: int,
+        parent: int,
+        file: str,
+        line: int,
+        function: str,
+        sums: Sequence[int],
+    ) -> CallNode:
+        """From self sums laid out as :data:`SUMS`."""
+        return cls(id, parent, file, line, function, sums[0], sums[1], sums[2], sums[4])
 
 
 class TimelinePoint(_Value):

@@ -453,7 +453,6 @@ def _build_run(
     exit_code: int | None,
     complete: bool,
 ) -> Run:
-    import math
     import struct
     from datetime import datetime, timedelta, timezone
 
@@ -568,33 +567,13 @@ def _build_run(
         v = line_var[(file, line)]
         if not any(s) and not any(incl):
             continue
-        per_file_lines.setdefault(file, {})[line] = LineStats(
-            alloc_bytes=s[0],
-            alloc_count=s[1],
-            live_bytes=s[2],
-            live_count=s[3],
-            peak_bytes=s[4],
-            incl_alloc_bytes=incl[0],
-            incl_live_bytes=incl[2],
-            incl_peak_bytes=incl[4],
-            alloc_err=math.sqrt(max(v[0], 0.0)),
-            live_err=math.sqrt(max(v[1], 0.0)),
-            peak_err=math.sqrt(max(v[2], 0.0)),
-        )
+        per_file_lines.setdefault(file, {})[line] = LineStats.from_sums(s, incl, v)
     per_file_funcs: dict[str, list[FunctionStats]] = {}
     for (file, qualname, first, last), fi in sorted(func_incl.items()):
         if not any(fi):
             continue
         per_file_funcs.setdefault(file, []).append(
-            FunctionStats(
-                qualname=qualname,
-                first_line=first,
-                last_line=last,
-                alloc_bytes=fi[0],
-                alloc_count=fi[1],
-                live_bytes=fi[2],
-                peak_bytes=fi[4],
-            )
+            FunctionStats.from_sums(qualname, first, last, fi)
         )
     files: dict[str, SourceFile] = {}
     from memlens.model import SourceFile
@@ -610,17 +589,7 @@ def _build_run(
         )
 
     call_tree = tuple(
-        CallNode(
-            id=fid,
-            parent=f_parent[fid],
-            file=f_site[fid][0],
-            line=f_site[fid][1],
-            function=f_func[fid][1],
-            alloc_bytes=f_self[fid][0],
-            alloc_count=f_self[fid][1],
-            live_bytes=f_self[fid][2],
-            peak_bytes=f_self[fid][4],
-        )
+        CallNode.from_sums(fid, f_parent[fid], *f_site[fid], f_func[fid][1], f_self[fid])
         for fid in range(n)
         if f_site[fid][0] in files
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from memlens._version import __version__
 from memlens.layout import platform_name
 from memlens.model import (
+    SUMS,
     CallNode,
     FunctionStats,
     LineStats,
@@ -31,8 +32,8 @@ from memlens.model import (
 Frame = tuple[str, int, str | None]
 #: qualname, first line, last line
 FunctionSpan = tuple[str, int, int]
-#: alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes
-_N = 5
+#: Figure sums per line, function and node, laid out as memlens.model.SUMS.
+_N = len(SUMS)
 
 
 def is_pseudo_file(name: str) -> bool:
@@ -223,24 +224,13 @@ class RunBuilder:
         files: dict[str, dict[int, LineStats]] = {}
         for (file, line), inc in self._incl.items():
             s = self._self.get((file, line), [0] * _N)
-            files.setdefault(file, {})[line] = LineStats(
-                alloc_bytes=s[0],
-                alloc_count=s[1],
-                live_bytes=s[2],
-                live_count=s[3],
-                peak_bytes=s[4],
-                incl_alloc_bytes=inc[0],
-                incl_live_bytes=inc[2],
-                incl_peak_bytes=inc[4],
-            )
+            files.setdefault(file, {})[line] = LineStats.from_sums(s, inc)
         funcs: dict[str, list[FunctionStats]] = {}
         for (file, fn), fi in sorted(self._funcs.items()):
             if fn in ("<module>", "<unknown>"):
                 continue
             first, last = self._func_lines[(file, fn)]
-            funcs.setdefault(file, []).append(
-                FunctionStats(fn, first, last, fi[0], fi[1], fi[2], fi[4])
-            )
+            funcs.setdefault(file, []).append(FunctionStats.from_sums(fn, first, last, fi))
         out_files: dict[str, SourceFile] = {}
         for file in sorted(files):
             sha, text = self._files[file]
@@ -248,17 +238,7 @@ class RunBuilder:
                 file, sha, text, dict(sorted(files[file].items())), tuple(funcs.get(file, ()))
             )
         nodes = tuple(
-            CallNode(
-                i,
-                n.parent,
-                n.file,
-                n.line,
-                n.func,
-                n.figures[0],
-                n.figures[1],
-                n.figures[2],
-                n.figures[4],
-            )
+            CallNode.from_sums(i, n.parent, n.file, n.line, n.func, n.figures)
             for i, n in enumerate(self._node_rows)
         )
         info = RunInfo(
