@@ -156,8 +156,8 @@ def _new_temporary(target: str) -> str:
     (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
     not safe while other threads create files.)
     """
+    head, tail = os.path.split(os.path.abspath(target))
     for _ in range(100):
-        head, tail = os.path.split(os.path.abspath(target))
         name = os.path.join(head, f".{tail}.{os.urandom(6).hex()}.tmp")
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
