@@ -1,6 +1,7 @@
-"""Overhead benchmark: each workload plain, under tracemalloc and under memlens, in one run.
+"""Overhead benchmark: each workload plain, under tracemalloc, memray and memlens, in one run.
 
-Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--json OUT] [--instructions]``
+Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--configs CFG ...]
+[--python PYTHON] [--json OUT] [--instructions]``
 
 Every configuration runs as its own process, after one warm-up run, in ``--repeat`` rounds;
 a round runs each configuration once, back to back, the first one rotating from round to round. The figure of a configuration is the median
@@ -8,7 +9,12 @@ over rounds of its CPU time (user + system, from ``wait4``: far less sensitive t
 a shared machine than wall time) divided by plain's in the same round; wall time likewise, and
 the largest resident set size. Absolute times mean little here. memlens runs through ``memlens run`` exactly as a
 user would (``--no-report``, run file written to a temporary directory), so its figures include
-start-up, the snapshot and writing the run file.
+start-up, the snapshot and writing the run file. memray (``memray run
+--trace-python-allocators``: every Python allocation, as memlens's exact mode sees them) runs
+when it is installed in the interpreter under test (``pip install -e .[bench]``).
+
+``--python`` measures another interpreter (with memlens, and memray if wanted, installed in it):
+the tracer is version-specific, and figures must hold on every supported version.
 
 ``--instructions`` instead counts the instructions each run executes under valgrind's
 callgrind (Debian package ``valgrind``): deterministic, so a difference of a fraction of a
@@ -34,19 +40,30 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = sorted(p.stem for p in (HERE / "workloads").glob("*.py"))
+WORKLOADS = sorted(p.stem for p in (HERE / "workloads").glob("*.py") if not p.stem.startswith("_"))
 
 
-def configs(tmp: str) -> dict[str, list[str]]:
-    py = sys.executable
+CONFIGS = ("tracemalloc", "memray", "memlens-exact", "memlens-sample")
+
+
+def configs(tmp: str, py: str = sys.executable) -> dict[str, list[str]]:
     out = os.path.join(tmp, "bench.mlrun")
     memlens = [py, "-m", "memlens", "run", "--no-report", "-o", out]
-    return {
+    cfgs = {
         "plain": [py],
         "tracemalloc": [py, "-X", "tracemalloc=1"],
+        "memray": [py, "-m", "memray", "run", "--trace-python-allocators", "-q", "-f", "-o"],
         "memlens-exact": [*memlens, "--exact"],
         "memlens-sample": [*memlens, "--sample", "128KiB"],
     }
+    cfgs["memray"].append(os.path.join(tmp, "bench.memray"))
+    has_memray = (
+        subprocess.run([py, "-c", "import memray"], check=False, capture_output=True).returncode
+        == 0
+    )
+    if not has_memray:
+        del cfgs["memray"]
+    return cfgs
 
 
 # Users' Pythons cache bytecode; a session that sets PYTHONDONTWRITEBYTECODE would make every
@@ -113,8 +130,12 @@ def main() -> int:
         "--configs",
         nargs="*",
         default=None,
-        help="only these configurations (plain is always run): tracemalloc memlens-exact "
-        "memlens-sample",
+        help=f"only these configurations (plain is always run): {' '.join(CONFIGS)}",
+    )
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter to measure (memlens installed in it); default: this one",
     )
     ap.add_argument(
         "--instructions", action="store_true", help="count instructions under callgrind instead"
@@ -125,7 +146,13 @@ def main() -> int:
         return instructions(names, args.json)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: v for k, v in configs(tmp).items() if k == "plain" or k in (args.configs or [k])}
+        cfgs = {
+            k: v
+            for k, v in configs(tmp, args.python).items()
+            if k == "plain" or k in (args.configs or [k])
+        }
+        if "memray" not in cfgs and (args.configs is None or "memray" in args.configs):
+            print("(memray is not installed in that interpreter: pip install -e .[bench])")
         for name in names:
             script = str(HERE / "workloads" / f"{name}.py")
             for argv in cfgs.values():  # warm-up: bytecode caches, page cache
@@ -162,16 +189,17 @@ def _summary(rounds: list[dict[str, tuple[float, float, int]]]) -> dict[str, dic
 def _row(name: str, r: dict[str, dict[str, float]]) -> str:
     base_rss = r["plain"]["rss_bytes"]
     parts = [f"{name:14s} plain {r['plain']['cpu_s']:5.2f}s cpu"]
-    for cfg in (c for c in ("tracemalloc", "memlens-exact", "memlens-sample") if c in r):
+    for cfg in (c for c in CONFIGS if c in r):
         over = r[cfg]["cpu_ratio"] - 1
         wall = r[cfg]["wall_ratio"] - 1
         mem = r[cfg]["rss_bytes"] / base_rss
         parts.append(f"{cfg} {over:+7.1%} (wall {wall:+.0%}, rss x{mem:.2f})")
-    if "tracemalloc" in r and "memlens-exact" in r:
-        tm_over = r["tracemalloc"]["cpu_ratio"] - 1
-        ex_over = r["memlens-exact"]["cpu_ratio"] - 1
-        ratio = ex_over / tm_over if tm_over > 0.05 else float("nan")
-        parts.append(f"exact/tracemalloc overhead {ratio:.2f}")
+    for peer in ("tracemalloc", "memray"):
+        if peer in r and "memlens-exact" in r:
+            peer_over = r[peer]["cpu_ratio"] - 1
+            ex_over = r["memlens-exact"]["cpu_ratio"] - 1
+            ratio = ex_over / peer_over if peer_over > 0.05 else float("nan")
+            parts.append(f"exact/{peer} overhead {ratio:.2f}")
     return " | ".join(parts)
 
 
