@@ -1,13 +1,20 @@
 // Every CPython version branch of the tracer lives here and nowhere else.
 //
-// Reading the interpreter's frame stack needs the internal frame layout, which changes
+// Reading the interpreter's frame stack and code objects needs internal layouts that change
 // between minor versions. Each branch provides:
-//   current_frame(tstate)  -> innermost frame of a thread (or nullptr)
-//   frame_prev(f)          -> the calling frame
-//   frame_code(f)          -> PyCodeObject* or nullptr when the frame runs no code object
-//   frame_offset(f, code)  -> index (code units) of the last instruction executed
-//   frame_skip(f)          -> true for frames that are incomplete or C-stack shims
-//   unchecked_tstate()     -> the calling thread's tstate without fatal errors
+//   unchecked_tstate()       -> the calling thread's tstate without fatal errors
+//   current_frame(tstate)    -> innermost frame of a thread (or nullptr)
+//   frame_prev(f)            -> the calling frame
+//   frame_code(f)            -> PyCodeObject* or nullptr when the frame runs no code object
+//   frame_pos(f)             -> the frame's instruction position as a plain integer, cheap to
+//                               compare (changes whenever the frame executes an instruction)
+//   frame_offset(f, code)    -> index (code units) of the last instruction executed
+//   frame_shim(f)            -> true for frames owned by the C stack (3.12+ entry shims)
+//   frame_incomplete(f)      -> true for a frame still being set up (only the innermost can be)
+//   code_qualname(code)      -> the qualified name (3.10 has only co_name)
+//   kLineTable               -> the format of co_linetable: 310 (PEP 626 pairs) or 311
+//                               (the location table of 3.11+)
+//   kMonitoring              -> whether sys.monitoring exists (3.12+)
 #pragma once
 
 #ifndef Py_BUILD_CORE
@@ -25,6 +32,8 @@
 #include <frameobject.h>
 #endif
 
+#include <cstdint>
+
 namespace memlens::compat {
 
 #if PY_VERSION_HEX >= 0x030D0000  // 3.13: tstate->current_frame, f_executable, instr_ptr
@@ -36,36 +45,57 @@ inline PyCodeObject* frame_code(Frame* f) {
     PyObject* ex = f->f_executable;
     return (ex && PyCode_Check(ex)) ? reinterpret_cast<PyCodeObject*>(ex) : nullptr;
 }
+inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->instr_ptr); }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->instr_ptr - _PyCode_CODE(co));
 }
-inline bool frame_skip(Frame* f) {
-    return f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f);
-}
+inline bool frame_shim(Frame* f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
+inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
 #elif PY_VERSION_HEX >= 0x030B0000  // 3.11, 3.12: cframe->current_frame, f_code, prev_instr
 using Frame = _PyInterpreterFrame;
 inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }
 inline Frame* current_frame(PyThreadState* ts) { return ts->cframe ? ts->cframe->current_frame : nullptr; }
 inline Frame* frame_prev(Frame* f) { return f->previous; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->prev_instr); }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->prev_instr - _PyCode_CODE(co));
 }
 #if PY_VERSION_HEX >= 0x030C0000  // 3.12 adds shim frames owned by the C stack
-inline bool frame_skip(Frame* f) {
-    return f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f);
-}
+inline bool frame_shim(Frame* f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
 #else
-inline bool frame_skip(Frame* f) { return _PyFrame_IsIncomplete(f); }
+inline bool frame_shim(Frame*) { return false; }
 #endif
+inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
 #else  // 3.10: PyFrameObject chain, f_lasti in code units
 using Frame = PyFrameObject;
 inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }
 inline Frame* current_frame(PyThreadState* ts) { return ts->frame; }
 inline Frame* frame_prev(Frame* f) { return f->f_back; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline uintptr_t frame_pos(Frame* f) { return static_cast<uintptr_t>(static_cast<intptr_t>(f->f_lasti)); }
 inline int frame_offset(Frame* f, PyCodeObject*) { return f->f_lasti < 0 ? 0 : f->f_lasti; }
-inline bool frame_skip(Frame*) { return false; }
+inline bool frame_shim(Frame*) { return false; }
+inline bool frame_incomplete(Frame*) { return false; }
 #endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+inline PyObject* code_qualname(PyCodeObject* co) { return co->co_qualname; }
+constexpr int kLineTable = 311;
+#else
+inline PyObject* code_qualname(PyCodeObject* co) { return co->co_name; }
+constexpr int kLineTable = 310;
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+constexpr bool kMonitoring = true;
+#else
+constexpr bool kMonitoring = false;
+#endif
+
+// pymalloc serves requests of 1 to 512 bytes from pools of one size class each; classes are
+// multiples of 16 bytes on 64-bit builds (3.8 to 3.13).
+constexpr size_t kPymallocSmall = 512;
+constexpr size_t kPymallocAlign = 16;
 
 }  // namespace memlens::compat

@@ -1,18 +1,22 @@
-// Bindings only: every function here forwards to tracer.hpp and converts plain data.
+// Bindings only: every function here forwards to tracer.hpp / snapshot.hpp and converts plain
+// data into Python objects (typed arrays for per-node columns).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "codes.hpp"
+#include "snapshot.hpp"
 #include "tracer.hpp"
 
 namespace nb = nanobind;
 
 namespace {
 
-void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, int max_depth,
-           double timeline_interval_ms) {
+void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, double timeline_interval_ms,
+           bool watch_exits) {
     memlens::Options o;
     if (mode == "exact") {
         o.mode = memlens::Mode::Exact;
@@ -23,59 +27,154 @@ void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, int
     }
     o.sample_interval = sample_interval;
     o.seed = seed;
-    o.max_depth = max_depth;
     o.timeline_interval_ms = timeline_interval_ms;
+    o.watch_exits = watch_exits;
     std::string err = memlens::start(o);
     if (!err.empty()) {
         throw std::runtime_error(err);
     }
 }
 
-nb::dict snapshot() {
-    memlens::SnapshotData data;
-    memlens::snapshot(data);
-    memlens::PauseScope pause;  // building these objects must not be traced
-    nb::list codes;
-    for (void* c : data.codes) {
-        codes.append(nb::borrow(static_cast<PyObject*>(c)));
+// array.array(typecode, raw bytes of `v`)
+template <typename T>
+nb::object typed(const std::vector<T>& v, const char* typecode) {
+    static nb::object array = nb::module_::import_("array").attr("array");
+    nb::object a = array(typecode);
+    a.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+    return a;
+}
+
+// The figure columns of `sums`: alloc_bytes ... peak_bytes (int64), and the variances.
+void put_sums(nb::dict& d, const std::vector<memlens::Sums>& sums, bool variances) {
+    size_t n = sums.size();
+    std::vector<int64_t> col(n);
+    auto column = [&](const char* name, int64_t memlens::Sums::*field) {
+        for (size_t i = 0; i < n; ++i) {
+            col[i] = sums[i].*field;
+        }
+        d[name] = typed(col, "q");
+    };
+    column("alloc_bytes", &memlens::Sums::alloc_bytes);
+    column("alloc_count", &memlens::Sums::alloc_count);
+    column("live_bytes", &memlens::Sums::live_bytes);
+    column("live_count", &memlens::Sums::live_count);
+    column("peak_bytes", &memlens::Sums::peak_bytes);
+    if (variances) {
+        std::vector<double> var(n);
+        auto vcolumn = [&](const char* name, double memlens::Sums::*field) {
+            for (size_t i = 0; i < n; ++i) {
+                var[i] = sums[i].*field;
+            }
+            d[name] = typed(var, "d");
+        };
+        vcolumn("alloc_var", &memlens::Sums::alloc_var);
+        vcolumn("live_var", &memlens::Sums::live_var);
+        vcolumn("peak_var", &memlens::Sums::peak_var);
     }
-    static_assert(sizeof(memlens::NodeOut) == 80, "NodeOut must be packed as '=Iiqqqqqqddd'");
-    nb::bytes nodes(reinterpret_cast<const char*>(data.nodes.data()),
-                    data.nodes.size() * sizeof(memlens::NodeOut));
-    nb::list timeline;
-    for (const auto& p : data.timeline) {
-        timeline.append(nb::make_tuple(p.t, p.traced_bytes, p.rss_bytes));
-    }
-    nb::dict d;
-    d["codes"] = codes;
-    d["nodes"] = nodes;
-    d["node_format"] = "=Iiqqqqqqddd";
-    d["peak_traced_bytes"] = data.peak_traced_bytes;
-    d["current_traced_bytes"] = data.current_traced_bytes;
-    d["peak_rss_bytes"] = data.peak_rss_bytes;
-    d["samples"] = data.samples;
-    d["duration_s"] = data.duration_s;
-    d["max_depth"] = data.max_depth;
-    d["mode"] = data.mode == 1 ? "sampling" : "exact";
-    d["sample_interval"] = data.sample_interval;
-    d["timeline"] = timeline;
-    return d;
+}
+
+std::vector<int32_t> int32s(nb::bytes b) {
+    std::vector<int32_t> v(b.size() / sizeof(int32_t));
+    std::memcpy(v.data(), b.c_str(), v.size() * sizeof(int32_t));
+    return v;
 }
 
 }  // namespace
 
 NB_MODULE(_tracer, m) {
     m.doc() = "memlens native tracer: PEP 445 allocator hooks with per-line attribution.";
-    m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0,
-          nb::arg("seed") = 0, nb::arg("max_depth") = 128, nb::arg("timeline_interval_ms") = 10.0,
+
+    nb::class_<memlens::SnapshotData>(m, "Snapshot", "A copy of a run's call tree and totals.")
+        .def_prop_ro(
+            "codes",
+            [](const memlens::SnapshotData& s) {
+                nb::list out;
+                for (uint32_t c = 0; c < s.lines.count(); ++c) {
+                    const memlens::codes::Info& i = s.lines.info(c);
+                    out.append(nb::make_tuple(nb::str(i.filename.c_str(), i.filename.size()),
+                                              nb::str(i.qualname.c_str(), i.qualname.size()), i.first_line,
+                                              i.last_line));
+                }
+                return out;
+            },
+            "Per code id: (file name, qualified name, first line, last line).")
+        .def_prop_ro(
+            "info",
+            [](const memlens::SnapshotData& s) {
+                nb::list timeline;
+                for (const auto& p : s.timeline) {
+                    timeline.append(nb::make_tuple(p.t, p.traced_bytes, p.rss_bytes));
+                }
+                nb::dict d;
+                d["peak_traced_bytes"] = s.peak_traced_bytes;
+                d["current_traced_bytes"] = s.current_traced_bytes;
+                d["peak_rss_bytes"] = s.peak_rss_bytes;
+                d["allocations"] = s.allocations;
+                d["samples"] = s.samples;
+                d["duration_s"] = s.duration_s;
+                d["mode"] = s.mode == 1 ? "sampling" : "exact";
+                d["sample_interval"] = s.sample_interval;
+                d["nodes"] = s.nodes.size();
+                d["timeline"] = timeline;
+                return d;
+            },
+            "Totals, mode and the timeline.")
+        .def(
+            "build",
+            [](const memlens::SnapshotData& s, nb::bytes file_of_code, nb::bytes function_of_code,
+               int32_t functions) {
+                std::vector<int32_t> files = int32s(file_of_code), funcs = int32s(function_of_code);
+                if (files.size() != s.lines.count() || funcs.size() != s.lines.count()) {
+                    throw nb::value_error("one file and one function per code id are needed");
+                }
+                memlens::Built b;
+                {
+                    nb::gil_scoped_release release;
+                    memlens::build(s, files, funcs, functions, b);
+                }
+                bool variances = s.mode == 1;
+                nb::dict tree, sites, site_incl, fns;
+                tree["parent"] = typed(b.parent, "i");
+                tree["file"] = typed(b.file, "i");
+                tree["line"] = typed(b.line, "i");
+                tree["function"] = typed(b.function, "i");
+                put_sums(tree, b.self, false);
+                sites["file"] = typed(b.site_file, "i");
+                sites["line"] = typed(b.site_line, "i");
+                put_sums(sites, b.site_self, variances);
+                put_sums(site_incl, b.site_incl, false);
+                put_sums(fns, b.function_incl, false);
+                nb::dict out;
+                out["tree"] = tree;
+                out["sites"] = sites;
+                out["sites_incl"] = site_incl;
+                out["functions"] = fns;
+                return out;
+            },
+            nb::arg("file_of_code"), nb::arg("function_of_code"), nb::arg("functions"),
+            "Collapses the tree onto lines: file_of_code and function_of_code are int32 arrays "
+            "(one entry per code id; file -1 = transparent). Returns typed columns.");
+
+    m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0, nb::arg("seed") = 0,
+          nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true,
           "Install the allocator hooks and start recording.");
     m.def("stop", &memlens::stop, "Stop recording and restore the allocators when possible.");
-    m.def("snapshot", &snapshot, "Copy of the recorded call tree and totals.");
+    m.def(
+        "snapshot",
+        []() {
+            auto* s = new memlens::SnapshotData();
+            memlens::snapshot(*s);
+            memlens::PauseScope pause;  // building these objects must not be traced
+            return nb::cast(s, nb::rv_policy::take_ownership);
+        },
+        "Copy of the recorded call tree and totals.");
     m.def("reset", &memlens::reset, "Drop recorded data (not while tracing).");
     m.def("is_active", &memlens::is_active);
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("is_forked_child", &memlens::is_forked_child);
     m.def("hook_kind", &memlens::hook_kind, "Which hooks the current or last run installed.");
+    m.def("watches_exits", &memlens::watches_exits,
+          "Whether this run reads only the changed part of stacks (sys.monitoring, 3.12+).");
     m.def(
         "totals",
         []() {
@@ -101,4 +200,13 @@ NB_MODULE(_tracer, m) {
             }
         },
         "Trace numpy's array data (numpy's _multiarray_umath._ARRAY_API capsule).");
+    m.def(
+        "_line_of",
+        [](nb::handle code, int32_t offset) {
+            if (!PyCode_Check(code.ptr())) {
+                throw nb::type_error("a code object is needed");
+            }
+            return memlens::codes::line_of(reinterpret_cast<PyCodeObject*>(code.ptr()), offset);
+        },
+        "Test hook: the line of an instruction offset (code units), as snapshots resolve it.");
 }

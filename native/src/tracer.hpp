@@ -1,17 +1,21 @@
 // The tracer: the single entry point of the native side.
 //
 // It installs PEP 445 hooks on the RAW, MEM and OBJ allocator domains (chaining to the
-// allocators it found), attributes each allocation to the call-tree node of the Python stack
-// that made it, and keeps per-node figures: allocated (bytes, count), live (bytes, count) and
-// live at the moment the total traced memory peaked (exact, O(1) per event, see tracer.cpp).
-// In sampling mode only allocations hit by a Poisson process of mean interval I bytes are
-// recorded, with unbiased weights. Nothing here does file I/O or creates Python objects in
-// a hook; snapshot() copies figures into plain vectors for the binding layer.
+// allocators it found) and a numpy data-memory handler, charges each allocation to the
+// call-tree node of the Python stack that made it, and keeps per-node figures: allocated
+// (bytes, count), live (bytes, count) and live at the moment the total traced memory peaked
+// (exact, O(1) per event). In sampling mode only allocations hit by a Poisson process of mean
+// interval I bytes are recorded, with unbiased weights. Nothing in a hook does file I/O,
+// creates Python objects or keeps one alive; snapshot() copies what a run needs.
+//
+// The units: hooks.cpp (the PEP 445, arena and numpy hooks), blocks (where tracked blocks are
+// remembered), stack (which node the current stack is), calltree (nodes and figures), codes
+// (code objects without references), snapshot (building a run's figures), timeline (memory
+// over time), compat.hpp (every CPython version branch).
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace memlens {
 
@@ -21,38 +25,11 @@ struct Options {
     Mode mode = Mode::Exact;
     uint64_t sample_interval = 0;  // mean bytes between samples (sampling mode)
     uint64_t seed = 0;             // 0: seed from the clock
-    int max_depth = 128;           // frames kept per stack (innermost ones)
     double timeline_interval_ms = 10.0;
+    bool watch_exits = true;       // 3.12+: sys.monitoring frame exits keep stack reads short
 };
 
-struct NodeOut {
-    uint32_t parent;  // UINT32_MAX for the root node 0
-    int32_t offset;
-    int64_t code_index;  // index into SnapshotData::codes, -1 for the root
-    int64_t alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes;
-    double alloc_var, live_var, peak_var;  // variance of the estimates (0 in exact mode)
-};
-
-struct TimelineOut {
-    double t;  // seconds since start
-    int64_t traced_bytes;
-    int64_t rss_bytes;
-};
-
-struct SnapshotData {
-    std::vector<void*> codes;  // PyCodeObject*, borrowed (kept alive by the tracer until reset)
-    std::vector<NodeOut> nodes;
-    int64_t peak_traced_bytes = 0;
-    int64_t current_traced_bytes = 0;
-    int64_t peak_rss_bytes = 0;
-    uint64_t allocations = 0;  // allocation events seen (sampled or not)
-    uint64_t samples = 0;      // allocation events recorded
-    double duration_s = 0;
-    int max_depth = 0;
-    int mode = 0;
-    uint64_t sample_interval = 0;
-    std::vector<TimelineOut> timeline;
-};
+struct SnapshotData;  // snapshot.hpp
 
 // Starts tracing. Returns an empty string on success, else why it could not start.
 // Requires the GIL.
@@ -66,19 +43,20 @@ bool is_active();
 bool hooks_installed();
 // True in a child process forked while tracing (the child is not traced).
 bool is_forked_child();
-// Which hooks the current (or last) run installed: "exact", "sampling" (any allocator) or
-// "sampling-pymalloc" (no MEM/OBJ free hooks; see tracer.cpp). "" before any run.
+// Which hooks the current (or last) run installed: "exact-pymalloc" (pymalloc block map),
+// "exact" (address table only), "sampling" (any allocator) or "sampling-pymalloc" (no MEM/OBJ
+// free hooks; see hooks.cpp). "" before any run.
 const char* hook_kind();
-// Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by setting
-// a numpy memory handler that chains to the current one. `api_capsule` is numpy's
-// `_multiarray_umath._ARRAY_API`. The handler stays set (as a pass-through when not tracing)
-// because arrays keep the handler that allocated them. Returns "" or why it could not.
-// Requires the GIL.
+// Whether this run reads only the changed part of stacks (sys.monitoring frame exits, 3.12+).
+bool watches_exits();
+// Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by chaining
+// a handler of ours onto numpy's default handler, in every thread. `api_capsule` is numpy's
+// `_multiarray_umath._ARRAY_API`. Returns "" or why it could not. Requires the GIL.
 std::string numpy_attach(void* api_capsule);
 // Copies the recorded figures. Requires the GIL. Safe while tracing (the calling thread's
 // own allocations are not tracked meanwhile).
 void snapshot(SnapshotData& out);
-// Drops recorded data and the references to code objects. Requires the GIL, not active.
+// Drops recorded data. Requires the GIL, not active.
 void reset();
 
 // Current and peak traced bytes (racy read, for progress displays).

@@ -15,7 +15,7 @@ import math
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any, TypeVar
 
     _V = TypeVar("_V", bound="_Value")
@@ -294,6 +294,146 @@ class CallNode(_Value):
         return cls(id, parent, file, line, function, sums[0], sums[1], sums[2], sums[4])
 
 
+#: The columns of a :class:`CallTree`, in :class:`CallNode` field order.
+CALL_TREE_COLUMNS: tuple[str, ...] = (
+    "id",
+    "parent",
+    "file",
+    "line",
+    "function",
+    "alloc_bytes",
+    "alloc_count",
+    "live_bytes",
+    "peak_bytes",
+)
+
+
+class CallTree:
+    """A run's call tree, stored by column: a sequence of :class:`CallNode`.
+
+    A big program's tree has hundreds of thousands of nodes; one object per node would cost
+    more time and memory than the rest of the run. Nodes are made on access. ``file`` and
+    ``function`` columns index the ``files`` and ``functions`` name tables; the other columns
+    hold the :class:`CallNode` fields of the same name (any sequences of ints: lists, or the
+    typed arrays the tracer builds).
+    """
+
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "file",
+        "files",
+        "function",
+        "functions",
+        "id",
+        "line",
+        "live_bytes",
+        "parent",
+        "peak_bytes",
+    )
+    files: tuple[str, ...]
+    functions: tuple[str, ...]
+    id: Sequence[int]
+    parent: Sequence[int]
+    file: Sequence[int]
+    line: Sequence[int]
+    function: Sequence[int]
+    alloc_bytes: Sequence[int]
+    alloc_count: Sequence[int]
+    live_bytes: Sequence[int]
+    peak_bytes: Sequence[int]
+
+    def __init__(
+        self,
+        files: Sequence[str],
+        functions: Sequence[str],
+        columns: Mapping[str, Sequence[int]],
+    ) -> None:
+        """``columns`` maps every name of :data:`CALL_TREE_COLUMNS` to a column."""
+        _set(self, "files", tuple(files))
+        _set(self, "functions", tuple(functions))
+        lengths = set()
+        for name in CALL_TREE_COLUMNS:
+            column = columns[name]
+            lengths.add(len(column))
+            _set(self, name, column)
+        if len(lengths) > 1:
+            raise ValueError("call-tree columns differ in length")
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[CallNode]) -> CallTree:
+        """The columns of some nodes (in order)."""
+        if isinstance(nodes, CallTree):
+            return nodes
+        files: dict[str, int] = {}
+        functions: dict[str, int] = {}
+        columns: dict[str, list[int]] = {name: [] for name in CALL_TREE_COLUMNS}
+        for n in nodes:
+            for name in CALL_TREE_COLUMNS:
+                value = getattr(n, name)
+                if name == "file":
+                    value = files.setdefault(value, len(files))
+                elif name == "function":
+                    value = functions.setdefault(value, len(functions))
+                columns[name].append(value)
+        return cls(tuple(files), tuple(functions), columns)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def node(self, i: int) -> CallNode:
+        """The node at position ``i``."""
+        return CallNode(
+            self.id[i],
+            self.parent[i],
+            self.files[self.file[i]],
+            self.line[i],
+            self.functions[self.function[i]],
+            self.alloc_bytes[i],
+            self.alloc_count[i],
+            self.live_bytes[i],
+            self.peak_bytes[i],
+        )
+
+    def __getitem__(self, i: int) -> CallNode:
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("call-tree index out of range")
+        return self.node(i)
+
+    def __iter__(self) -> Iterator[CallNode]:
+        files, functions = self.files, self.functions
+        for row in zip(*(getattr(self, name) for name in CALL_TREE_COLUMNS), strict=True):
+            yield CallNode(row[0], row[1], files[row[2]], row[3], functions[row[4]], *row[5:])
+
+    def rows(self, file_ids: Mapping[str, int]) -> Iterator[tuple[Any, ...]]:
+        """Plain rows in :data:`CALL_TREE_COLUMNS` order with ``file`` mapped through
+        ``file_ids`` and ``function`` as its name (for writers: no node objects)."""
+        fids = [file_ids[f] for f in self.files]
+        functions = self.functions
+        for row in zip(*(getattr(self, name) for name in CALL_TREE_COLUMNS), strict=True):
+            yield (row[0], row[1], fids[row[2]], row[3], functions[row[4]], *row[5:])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CallTree):
+            if len(self) != len(other):
+                return False
+            return tuple(self) == tuple(other)
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"CallTree({list(self)!r})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"CallTree is immutable: cannot set {name}")
+
+
 class TimelinePoint(_Value):
     """Memory over time: seconds since start, traced bytes and resident set size."""
 
@@ -398,17 +538,17 @@ class Run(_Value):
     __slots__ = ("call_tree", "files", "info", "timeline")
     info: RunInfo
     files: Mapping[str, SourceFile]
-    call_tree: tuple[CallNode, ...]
+    call_tree: CallTree
     timeline: tuple[TimelinePoint, ...]
 
     def __init__(
         self,
         info: RunInfo,
         files: Mapping[str, SourceFile] | None = None,
-        call_tree: tuple[CallNode, ...] = (),
+        call_tree: Iterable[CallNode] = (),
         timeline: tuple[TimelinePoint, ...] = (),
     ) -> None:
         _set(self, "info", info)
         _set(self, "files", {} if files is None else files)
-        _set(self, "call_tree", call_tree)
+        _set(self, "call_tree", CallTree.from_nodes(call_tree))
         _set(self, "timeline", timeline)

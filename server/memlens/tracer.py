@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 #: Default mean sampling interval (bytes) for sampling mode; see docs/how-it-works.md.
 DEFAULT_SAMPLE_INTERVAL = 128 * 1024
-DEFAULT_MAX_DEPTH = 128
 
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 _RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "runpy.py")
@@ -52,7 +51,6 @@ class _Session:
         "hidden",
         "include",
         "libraries",
-        "max_depth",
         "mode",
         "pid",
         "sample_interval",
@@ -65,7 +63,6 @@ class _Session:
         sample_interval: int | None,
         include: tuple[str, ...],
         exclude: tuple[str, ...],
-        max_depth: int,
         libraries: bool,
         hidden: tuple[str, ...],
     ) -> None:
@@ -75,7 +72,6 @@ class _Session:
         self.sample_interval = sample_interval
         self.include = include
         self.exclude = exclude
-        self.max_depth = max_depth
         self.pid = os.getpid()
         self.started = time.time()  # seconds since the epoch (UTC)
         self.argv = list(sys.argv)
@@ -94,7 +90,6 @@ def start(
     sample_interval: int | None = None,
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
-    max_depth: int = DEFAULT_MAX_DEPTH,
     timeline_interval_ms: float = 10.0,
     seed: int | None = None,
     libraries: bool = False,
@@ -102,6 +97,7 @@ def start(
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
     command: Sequence[str] | None = None,
+    watch_exits: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -116,7 +112,9 @@ def start(
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced. ``hidden`` names files (e.g. a launcher script) that are
-    never charged, like memlens's own.
+    never charged, like memlens's own. ``watch_exits=False`` turns off the frame-exit
+    monitoring that keeps deep stacks cheap on Python 3.12+ (for comparisons; figures are the
+    same either way).
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -133,12 +131,11 @@ def start(
         sample_interval=interval or None,
         include=tuple(include),
         exclude=tuple(exclude),
-        max_depth=max_depth,
         libraries=libraries,
         hidden=tuple(os.path.realpath(h) for h in hidden),
     )
     try:
-        _tracer.start(mode, interval, seed or 0, max_depth, timeline_interval_ms)
+        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits)
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
@@ -401,199 +398,90 @@ def _match(path: str, pattern: str) -> bool:
     return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
 
-class _CodeInfo:
-    """What a code object contributes: its file, function and (lazily) its line table.
-
-    Line tables are read only for code objects whose file passes the filter.
-    """
-
-    __slots__ = ("_code", "_table", "file", "first_line", "passes", "qualname")
-
-    def __init__(self, code: types.CodeType, flt: _Filter) -> None:
-        self._code = code
-        self.file = flt.realpath(code.co_filename)
-        self.passes = flt.passes(code.co_filename)
-        self.qualname: str = getattr(code, "co_qualname", code.co_name)
-        self.first_line = code.co_firstlineno
-        self._table: tuple[list[int], list[int], int] | None = None
-
-    def _lines(self) -> tuple[list[int], list[int], int]:
-        if self._table is None:
-            starts: list[int] = []
-            values: list[int] = []
-            last = self.first_line
-            for start, _end, line in self._code.co_lines():
-                if line is None:
-                    continue
-                starts.append(start)
-                values.append(line)
-                last = max(last, line)
-            self._table = (starts, values, last)
-        return self._table
-
-    @property
-    def last_line(self) -> int:
-        return self._lines()[2]
-
-    def line(self, offset_units: int) -> int:
-        import bisect
-
-        starts, values, _last = self._lines()
-        i = bisect.bisect_right(starts, offset_units * 2) - 1
-        return values[i] if i >= 0 else self.first_line
-
-
-_ROOT = 0xFFFFFFFF
-
-
 def _build_run(
-    snap: dict[str, Any],
+    snap: Any,
     session: _Session,
     command: Sequence[str] | None,
     exit_code: int | None,
     complete: bool,
 ) -> Run:
-    import struct
+    """The run of a native snapshot: the filters decide, per code object, which file it is
+    charged to; the native side collapses the call tree onto lines and sums the figures
+    (time and memory linear in the tree's nodes); here only per-line, per-function and
+    per-file objects are made. The call tree stays in typed columns."""
+    from array import array
     from datetime import datetime, timedelta, timezone
 
     from memlens._version import __version__
     from memlens.layout import platform_name, python_version
-    from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, TimelinePoint
+    from memlens.model import (
+        CALL_TREE_COLUMNS,
+        SUMS,
+        CallTree,
+        FunctionStats,
+        LineStats,
+        Run,
+        RunInfo,
+        SourceFile,
+        TimelinePoint,
+    )
 
-    node_struct = struct.Struct(snap["node_format"])
     flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
-    codes = [_CodeInfo(c, flt) for c in snap["codes"]]
-    raw = list(node_struct.iter_unpack(snap["nodes"]))
+    files: dict[str, int] = {}  # real path -> file id
+    functions: dict[tuple[int, str, int, int], int] = {}  # (file id, qualname, first, last)
+    file_of = array("i")
+    function_of = array("i")
+    for filename, qualname, first, last in snap.codes:
+        if not flt.passes(filename):
+            file_of.append(-1)
+            function_of.append(-1)
+            continue
+        fid = files.setdefault(flt.realpath(filename), len(files))
+        file_of.append(fid)
+        function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
+    built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
+    paths = list(files)
 
-    # Collapse the native tree onto lines of files that pass the filter.
-    fid_of: list[int] = [-1] * len(raw)  # native node -> filtered node (-1: unattributed)
-    key_to_fid: dict[tuple[int, str, int], int] = {}
-    f_parent: list[int] = []
-    f_site: list[tuple[str, int]] = []
-    f_func: list[tuple[str, str, int, int]] = []  # file, qualname, first, last
-    # self figures: alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes
-    f_self: list[list[int]] = []
-    f_var: list[list[float]] = []
-    for nid, (parent, offset, code_index, *_rest) in enumerate(raw):
-        inherited = fid_of[parent] if parent != _ROOT and nid > 0 else -1
-        if code_index < 0:
-            fid_of[nid] = inherited
-            continue
-        info = codes[code_index]
-        if not info.passes:
-            fid_of[nid] = inherited
-            continue
-        line = info.line(offset)
-        key = (inherited, info.file, line)
-        fid = key_to_fid.get(key)
-        if fid is None:
-            fid = len(f_parent)
-            key_to_fid[key] = fid
-            f_parent.append(inherited)
-            f_site.append((info.file, line))
-            f_func.append((info.file, info.qualname, info.first_line, info.last_line))
-            f_self.append([0, 0, 0, 0, 0])
-            f_var.append([0.0, 0.0, 0.0])
-        fid_of[nid] = fid
-    for nid, (_p, _o, _c, ab, ac, lb, lc, pb, av, lv, pv) in enumerate(raw):
-        fid = fid_of[nid]
-        if fid < 0:
-            continue
-        s = f_self[fid]
-        s[0] += ab
-        s[1] += ac
-        s[2] += lb
-        s[3] += lc
-        s[4] += pb
-        v = f_var[fid]
-        v[0] += av
-        v[1] += lv
-        v[2] += pv
-
-    n = len(f_parent)
-    # Subtree sums (parents always precede children).
-    sub = [list(s) for s in f_self]
-    for fid in range(n - 1, -1, -1):
-        p = f_parent[fid]
-        if p >= 0:
-            sp, sf = sub[p], sub[fid]
-            for k in range(5):
-                sp[k] += sf[k]
-    children: list[list[int]] = [[] for _ in range(n)]
-    roots: list[int] = []
-    for fid in range(n):
-        p = f_parent[fid]
-        (children[p] if p >= 0 else roots).append(fid)
-
-    # Inclusive figures: each subtree counted once per line (and per function) on its path.
-    line_self: dict[tuple[str, int], list[int]] = {}
-    line_var: dict[tuple[str, int], list[float]] = {}
-    line_incl: dict[tuple[str, int], list[int]] = {}
-    func_incl: dict[tuple[str, str, int, int], list[int]] = {}
-    active_sites: dict[tuple[str, int], int] = {}
-    active_funcs: dict[tuple[str, str, int, int], int] = {}
-    stack: list[tuple[int, bool]] = [(r, False) for r in reversed(roots)]
-    while stack:
-        fid, leaving = stack.pop()
-        site, func = f_site[fid], f_func[fid]
-        if leaving:
-            active_sites[site] -= 1
-            active_funcs[func] -= 1
-            continue
-        ls = line_self.setdefault(site, [0, 0, 0, 0, 0])
-        lv = line_var.setdefault(site, [0.0, 0.0, 0.0])
-        for k in range(5):
-            ls[k] += f_self[fid][k]
-        for k in range(3):
-            lv[k] += f_var[fid][k]
-        st = sub[fid]
-        if not active_sites.get(site):
-            li = line_incl.setdefault(site, [0, 0, 0, 0, 0])
-            for k in range(5):
-                li[k] += st[k]
-        if not active_funcs.get(func):
-            fi = func_incl.setdefault(func, [0, 0, 0, 0, 0])
-            for k in range(5):
-                fi[k] += st[k]
-        active_sites[site] = active_sites.get(site, 0) + 1
-        active_funcs[func] = active_funcs.get(func, 0) + 1
-        stack.append((fid, True))
-        stack.extend((c, False) for c in reversed(children[fid]))
-
-    # Per file.
-    per_file_lines: dict[str, dict[int, LineStats]] = {}
-    for (file, line), s in line_self.items():
-        incl = line_incl.get((file, line), [0, 0, 0, 0, 0])
-        v = line_var[(file, line)]
-        if not any(s) and not any(incl):
-            continue
-        per_file_lines.setdefault(file, {})[line] = LineStats.from_sums(s, incl, v)
-    per_file_funcs: dict[str, list[FunctionStats]] = {}
-    for (file, qualname, first, last), fi in sorted(func_incl.items()):
-        if not any(fi):
-            continue
-        per_file_funcs.setdefault(file, []).append(
-            FunctionStats.from_sums(qualname, first, last, fi)
-        )
-    files: dict[str, SourceFile] = {}
-    from memlens.model import SourceFile
-
-    for file in sorted(set(per_file_lines) | set(per_file_funcs)):
-        sha, text = _read_source(file)
-        files[file] = SourceFile(
-            path=file,
+    sites, incl = built["sites"], built["sites_incl"]
+    self_sums = [sites[k] for k in SUMS]
+    incl_sums = [incl[k] for k in SUMS]
+    variances = [sites[k] for k in ("alloc_var", "live_var", "peak_var") if k in sites]
+    per_file_lines: dict[int, dict[int, LineStats]] = {}
+    for i, (fid, line) in enumerate(zip(sites["file"], sites["line"], strict=True)):
+        var = [v[i] for v in variances] if variances else (0.0, 0.0, 0.0)
+        stats = LineStats.from_sums([c[i] for c in self_sums], [c[i] for c in incl_sums], var)
+        if not stats.is_empty():
+            per_file_lines.setdefault(fid, {})[line] = stats
+    fn_sums = [built["functions"][k] for k in SUMS]
+    per_file_funcs: dict[int, list[FunctionStats]] = {}
+    for (fid, qualname, first, last), fn in sorted(functions.items()):
+        sums = [c[fn] for c in fn_sums]
+        if any(sums):
+            per_file_funcs.setdefault(fid, []).append(
+                FunctionStats.from_sums(qualname, first, last, sums)
+            )
+    tree = built["tree"]
+    used = set(tree["file"]) | set(per_file_lines) | set(per_file_funcs)
+    run_files: dict[str, SourceFile] = {}
+    for fid in sorted(used, key=lambda f: paths[f]):
+        path = paths[fid]
+        sha, text = _read_source(path)
+        run_files[path] = SourceFile(
+            path=path,
             sha256=sha,
             text=text,
-            lines=dict(sorted(per_file_lines.get(file, {}).items())),
-            functions=tuple(per_file_funcs.get(file, ())),
+            lines=dict(sorted(per_file_lines.get(fid, {}).items())),
+            functions=tuple(per_file_funcs.get(fid, ())),
         )
-
-    call_tree = tuple(
-        CallNode.from_sums(fid, f_parent[fid], *f_site[fid], f_func[fid][1], f_self[fid])
-        for fid in range(n)
-        if f_site[fid][0] in files
+    names = [q for (_fid, q, _first, _last) in functions]
+    call_tree = CallTree(
+        paths,
+        names,
+        {"id": range(len(tree["parent"])), **{k: tree[k] for k in CALL_TREE_COLUMNS[1:]}},
     )
-    duration = float(snap["duration_s"])
+
+    snap_info = snap.info
+    duration = float(snap_info["duration_s"])
     started = datetime.fromtimestamp(session.started, timezone.utc)
     info = RunInfo(
         command=tuple(command if command is not None else session.argv),
@@ -606,15 +494,17 @@ def _build_run(
         exit_code=exit_code,
         mode=session.mode,
         sample_interval_bytes=session.sample_interval,
-        peak_traced_bytes=int(snap["peak_traced_bytes"]),
-        peak_rss_bytes=int(snap["peak_rss_bytes"]),
+        peak_traced_bytes=int(snap_info["peak_traced_bytes"]),
+        peak_rss_bytes=int(snap_info["peak_rss_bytes"]),
         complete=complete,
         cwd=os.getcwd(),
         memlens_version=__version__,
-        max_depth=int(snap["max_depth"]),
+        max_depth=0,
     )
-    timeline = tuple(TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap["timeline"])
-    return Run(info=info, files=files, call_tree=call_tree, timeline=timeline)
+    timeline = tuple(
+        TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
+    )
+    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
 
 
 def _read_source(path: str) -> tuple[str, str | None]:

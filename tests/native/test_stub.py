@@ -12,6 +12,6 @@ STUB = Path(__file__).resolve().parents[2] / "server" / "memlens" / "_tracer.pyi
 
 def test_stub_matches_module() -> None:
     tree = ast.parse(STUB.read_text())
-    stubbed = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    exported = {n for n in dir(_tracer) if not n.startswith("_") and callable(getattr(_tracer, n))}
+    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    exported = {n for n in dir(_tracer) if not n.startswith("__") and callable(getattr(_tracer, n))}
     assert stubbed == exported

@@ -1,0 +1,230 @@
+#include "blocks.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace memlens::blocks {
+
+uintptr_t* g_top[size_t{1} << kTopBits];
+uint32_t g_reciprocal[33];
+uint8_t g_filter[size_t{1} << 16];
+
+namespace {
+
+constexpr size_t kLeafEntries = size_t{1} << (kLeafBits - kPageBits);
+constexpr size_t kLeafBytes = kLeafEntries * sizeof(uintptr_t);
+
+inline uintptr_t* leaf_of(uintptr_t p, bool create) {
+    uintptr_t*& leaf = g_top[p >> kLeafBits];
+    if (!leaf && create) {
+        // 2 MiB of address space; only the pages that are written cost memory.
+        void* m = mmap(nullptr, kLeafBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        leaf = m == MAP_FAILED ? nullptr : static_cast<uintptr_t*>(m);
+    }
+    return leaf;
+}
+
+inline size_t side_entries(uint32_t k) { return 255 / k + 1; }
+
+// ---------------------------------------------------------------------------------------
+// Address table.
+struct Slot {
+    uintptr_t key;  // 0 = empty
+    uint64_t val;   // node << kSizeBits | size
+};
+
+struct Table {
+    Slot* slots = nullptr;
+    size_t mask = 0;
+    size_t count = 0;
+};
+Table g_table;
+
+inline uint64_t hash_ptr(uintptr_t p) { return (uint64_t(p) >> 4) * 0x9E3779B97F4A7C15ULL; }
+inline size_t home(const Table& t, uintptr_t key) { return (hash_ptr(key) >> 20) & t.mask; }
+
+bool table_init(Table& t, size_t cap) {
+    t.slots = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    t.mask = t.slots ? cap - 1 : 0;
+    t.count = 0;
+    return t.slots != nullptr;
+}
+
+void put_new(Table& t, uintptr_t key, uint64_t val) {
+    size_t i = home(t, key);
+    while (t.slots[i].key) {
+        i = (i + 1) & t.mask;
+    }
+    t.slots[i] = {key, val};
+    ++t.count;
+}
+
+bool table_grow(Table& t) {
+    Table bigger;
+    if (!table_init(bigger, (t.mask + 1) * 2)) {
+        return false;
+    }
+    for (size_t i = 0; i <= t.mask; ++i) {
+        if (t.slots[i].key) {
+            put_new(bigger, t.slots[i].key, t.slots[i].val);
+        }
+    }
+    std::free(t.slots);
+    t = bigger;
+    return true;
+}
+
+inline void filter_add(uintptr_t p) {
+    uint8_t& c = g_filter[filter_index(p)];
+    if (c != UINT8_MAX) {
+        __atomic_store_n(&c, uint8_t(c + 1), __ATOMIC_RELAXED);
+    }
+}
+inline void filter_remove(uintptr_t p) {
+    uint8_t& c = g_filter[filter_index(p)];
+    if (c != UINT8_MAX && c > 0) {  // a saturated counter stays set: only false positives
+        __atomic_store_n(&c, uint8_t(c - 1), __ATOMIC_RELAXED);
+    }
+}
+
+}  // namespace
+
+bool init() {
+    destroy();
+    for (uint32_t k = 1; k <= 32; ++k) {
+        g_reciprocal[k] = (65536 + k - 1) / k;
+        for (uint32_t x = 0; x < 256; ++x) {  // the fast division must be exact
+            if (((x * g_reciprocal[k]) >> 16) != x / k) {
+                return false;
+            }
+        }
+    }
+    std::memset(g_filter, 0, sizeof(g_filter));
+    return table_init(g_table, 4096);
+}
+
+void destroy() {
+    for (uintptr_t*& leaf : g_top) {
+        if (!leaf) {
+            continue;
+        }
+        for (size_t i = 0; i < kLeafEntries; ++i) {
+            if (leaf[i]) {
+                std::free(reinterpret_cast<void*>(leaf[i] & ~uintptr_t(63)));
+            }
+        }
+        munmap(leaf, kLeafBytes);
+        leaf = nullptr;
+    }
+    std::free(g_table.slots);
+    g_table = Table{};
+}
+
+bool page_put(uintptr_t p, size_t size, uint32_t node) {
+    if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
+        return false;
+    }
+    uintptr_t* leaf = leaf_of(p, true);
+    if (!leaf) {
+        return false;
+    }
+    uint32_t k = uint32_t((size + 15) / 16);
+    uintptr_t& e = leaf[(p >> kPageBits) & (kLeafEntries - 1)];
+    if (!e || (e & 31) + 1 != k) {
+        // A page seen for the first time, or a pool that pymalloc emptied and gave another
+        // size class: all its tracked blocks were freed (their entries are 0).
+        if (e) {
+            std::free(reinterpret_cast<void*>(e & ~uintptr_t(63)));
+            e = 0;
+        }
+        size_t bytes = (side_entries(k) * sizeof(uint32_t) + 63) & ~size_t(63);
+        void* side = std::aligned_alloc(64, bytes);
+        if (!side) {
+            return false;
+        }
+        std::memset(side, 0, bytes);
+        e = reinterpret_cast<uintptr_t>(side) | (k - 1);
+    }
+    auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
+    uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
+    side[idx] = ((node + 1) << 4) | uint32_t(k * 16 - size);
+    return true;
+}
+
+void arena_freed(uintptr_t p, size_t size) {
+    for (uintptr_t page = p & ~uintptr_t(4095); page < p + size; page += 4096) {
+        uintptr_t* leaf = page < kAddressLimit ? leaf_of(page, false) : nullptr;
+        if (leaf) {
+            uintptr_t& e = leaf[(page >> kPageBits) & (kLeafEntries - 1)];
+            if (e) {
+                std::free(reinterpret_cast<void*>(e & ~uintptr_t(63)));
+                e = 0;
+            }
+        }
+    }
+}
+
+bool table_put(uintptr_t p, uint32_t node, uint64_t size, bool* replaced, Entry* old) {
+    Table& t = g_table;
+    *replaced = false;
+    // Grow at 75% load: linear probing with a strong hash stays short there.
+    if ((t.count + 1) * 4 > (t.mask + 1) * 3 && !table_grow(t)) {
+        return false;
+    }
+    uint64_t val = (uint64_t(node) << kSizeBits) | (size > kSizeMask ? kSizeMask : size);
+    size_t i = home(t, p);
+    while (t.slots[i].key) {
+        if (t.slots[i].key == p) {
+            *replaced = true;
+            *old = Entry{uint32_t(t.slots[i].val >> kSizeBits), t.slots[i].val & kSizeMask};
+            t.slots[i].val = val;
+            return true;
+        }
+        i = (i + 1) & t.mask;
+    }
+    t.slots[i] = {p, val};
+    ++t.count;
+    filter_add(p);
+    return true;
+}
+
+bool table_take(uintptr_t p, Entry* out) {
+    Table& t = g_table;
+    if (!t.slots) {
+        return false;
+    }
+    size_t i = home(t, p);
+    while (t.slots[i].key) {
+        if (t.slots[i].key == p) {
+            *out = Entry{uint32_t(t.slots[i].val >> kSizeBits), t.slots[i].val & kSizeMask};
+            // Backward-shift deletion keeps probe chains intact without tombstones.
+            size_t hole = i;
+            size_t j = i;
+            for (;;) {
+                j = (j + 1) & t.mask;
+                if (!t.slots[j].key) {
+                    break;
+                }
+                size_t h = home(t, t.slots[j].key);
+                // Move slot j into the hole if its home is not cyclically in (hole, j].
+                bool movable = (hole <= j) ? (h <= hole || h > j) : (h <= hole && h > j);
+                if (movable) {
+                    t.slots[hole] = t.slots[j];
+                    hole = j;
+                }
+            }
+            t.slots[hole] = {0, 0};
+            --t.count;
+            filter_remove(p);
+            return true;
+        }
+        i = (i + 1) & t.mask;
+    }
+    return false;
+}
+
+size_t table_count() { return g_table.count; }
+
+}  // namespace memlens::blocks

@@ -1,0 +1,114 @@
+// Where tracked blocks are remembered, so that a free finds the node and size to take back.
+//
+// * The pymalloc block map (exact mode over pymalloc, GIL events only, no lock): pymalloc
+//   serves 1 to 512-byte requests from pools of one size class each, so a block's index
+//   within its 4 KiB page is (address % 4096) / class. Each page that holds a tracked block
+//   has a side array of 4-byte entries (node + 1) << 4 | (class - size), reached through a
+//   two-level page table. Allocations that follow each other land next to each other in the
+//   pools and in the side arrays, so the bookkeeping stays in cache even when the live set
+//   does not (an address-keyed hash table scatters it: that cost 43% of a profiled run with a
+//   large live set), and it costs 4 bytes per pymalloc slot, nothing per block elsewhere.
+//   pymalloc's arena allocator is hooked so that the pages of a released arena are forgotten.
+// * The address table (every other block: large, RAW, numpy, and every block when another
+//   allocator is in use): open addressing on the address, backward-shift deletion, under
+//   g_table_lock. A counting filter of its addresses keeps frees of untracked blocks to one
+//   load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compat.hpp"
+#include "state.hpp"
+
+namespace memlens::blocks {
+
+// ---------------------------------------------------------------------------------------
+// pymalloc block map.
+
+constexpr int kPageBits = 12;
+constexpr int kLeafBits = 30;  // one leaf of the page table covers 1 GiB
+constexpr int kTopBits = 48 - kLeafBits;
+constexpr uintptr_t kAddressLimit = uintptr_t{1} << 48;
+
+// A leaf entry: pointer to the page's side array (64-byte aligned) | (class / 16 - 1).
+extern uintptr_t* g_top[size_t{1} << kTopBits];
+// Exact division by the class (16 * k, k = 1..32) of an offset in 16-byte units (0..255).
+extern uint32_t g_reciprocal[33];
+
+bool init();
+// Frees every side array and leaf (not while tracing).
+void destroy();
+
+// Remembers a pymalloc block of `size` bytes (1..512) charged to `node`. Creates the page's
+// side array when needed. False when out of memory (the caller then uses the table).
+bool page_put(uintptr_t p, size_t size, uint32_t node);
+
+// Whether `p` lies in a page known to hold pymalloc blocks of `size`'s class (so a realloc's
+// result can go in the block map).
+inline bool page_fits(uintptr_t p, size_t size) {
+    if (p >= kAddressLimit) {
+        return false;
+    }
+    uintptr_t* leaf = g_top[p >> kLeafBits];
+    if (!leaf) {
+        return false;
+    }
+    uintptr_t e = leaf[(p >> kPageBits) & ((uintptr_t{1} << (kLeafBits - kPageBits)) - 1)];
+    return e && (e & 31) + 1 == (size + 15) / 16;
+}
+
+// Forgets a tracked pymalloc block: true with its node and size if `p` was one.
+inline bool page_take(uintptr_t p, uint32_t* node, size_t* size) {
+    if (p >= kAddressLimit) {
+        return false;
+    }
+    uintptr_t* leaf = g_top[p >> kLeafBits];
+    if (!leaf) {
+        return false;
+    }
+    uintptr_t e = leaf[(p >> kPageBits) & ((uintptr_t{1} << (kLeafBits - kPageBits)) - 1)];
+    if (!e) {
+        return false;
+    }
+    uint32_t k = uint32_t(e & 31) + 1;
+    auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
+    uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
+    uint32_t v = side[idx];
+    if (!v) {
+        return false;
+    }
+    side[idx] = 0;
+    *node = (v >> 4) - 1;
+    *size = size_t(k) * 16 - (v & 15);
+    return true;
+}
+
+// pymalloc released an arena: its pages hold no block anymore.
+void arena_freed(uintptr_t p, size_t size);
+
+// ---------------------------------------------------------------------------------------
+// Address table (under g_table_lock).
+
+constexpr uint64_t kSizeBits = 36;
+constexpr uint64_t kSizeMask = (uint64_t{1} << kSizeBits) - 1;
+
+struct Entry {
+    uint32_t node;
+    uint64_t size;
+};
+
+// Inserts (or replaces: a stale entry for a reused address, whose previous value is returned
+// in *old). False when out of memory (the block stays untracked).
+bool table_put(uintptr_t p, uint32_t node, uint64_t size, bool* replaced, Entry* old);
+bool table_take(uintptr_t p, Entry* out);
+size_t table_count();
+
+// Whether the table may hold `p` (one load; read without the lock).
+extern uint8_t g_filter[size_t{1} << 16];
+inline size_t filter_index(uintptr_t p) { return ((uint64_t(p) >> 4) * 0x9E3779B97F4A7C15ULL) >> 48; }
+inline bool filter_hit(uintptr_t p) {
+    return __atomic_load_n(&g_filter[filter_index(p)], __ATOMIC_RELAXED) != 0;
+}
+
+}  // namespace memlens::blocks

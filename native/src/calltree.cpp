@@ -1,0 +1,182 @@
+#include "calltree.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace memlens::calltree {
+
+Chunk* g_chunks[kChunks];
+std::atomic<uint32_t> g_size{0};
+
+namespace {
+
+inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+inline uint64_t key_hash(uint32_t parent, uint32_t code, int32_t offset) {
+    return mix((uint64_t(parent) << 32 | code) ^ (uint64_t(uint32_t(offset)) * 0x9E3779B97F4A7C15ULL));
+}
+
+// Open addressing over node ids + 1 (0 = empty). Readers load the current index with acquire,
+// then slots with acquire (a slot is stored after its node's fields). A full index is replaced
+// by a bigger one; the old one is retired (kept readable) until destroy().
+struct Index {
+    size_t mask;
+    Index* retired;  // the index this one replaced
+    std::atomic<uint32_t> slots[1];
+};
+
+std::atomic<Index*> g_index{nullptr};
+bool g_sampling_vars = false;
+
+Index* new_index(size_t cap) {
+    size_t bytes = sizeof(Index) + (cap - 1) * sizeof(std::atomic<uint32_t>);
+    auto* ix = static_cast<Index*>(std::calloc(1, bytes));
+    if (ix) {
+        ix->mask = cap - 1;
+    }
+    return ix;
+}
+
+uint32_t find_in(const Index* ix, uint32_t parent, uint32_t code, int32_t offset, size_t* empty) {
+    size_t i = key_hash(parent, code, offset) & ix->mask;
+    for (;;) {
+        uint32_t slot = ix->slots[i].load(std::memory_order_acquire);
+        if (slot == 0) {
+            *empty = i;
+            return kNoParent;
+        }
+        const Node& n = node(slot - 1);
+        if (n.parent == parent && n.code == code && n.offset == offset) {
+            return slot - 1;
+        }
+        i = (i + 1) & ix->mask;
+    }
+}
+
+bool grow_index(uint32_t count) {
+    Index* old = g_index.load(std::memory_order_relaxed);
+    Index* fresh = new_index((old->mask + 1) * 2);
+    if (!fresh) {
+        return false;
+    }
+    for (uint32_t id = 1; id < count; ++id) {
+        const Node& n = node(id);
+        size_t i = key_hash(n.parent, n.code, n.offset) & fresh->mask;
+        while (fresh->slots[i].load(std::memory_order_relaxed)) {
+            i = (i + 1) & fresh->mask;
+        }
+        fresh->slots[i].store(id + 1, std::memory_order_relaxed);
+    }
+    fresh->retired = old;
+    g_index.store(fresh, std::memory_order_release);
+    return true;
+}
+
+Chunk* new_chunk() {
+    auto* c = static_cast<Chunk*>(std::calloc(1, sizeof(Chunk)));
+    if (c && g_sampling_vars) {
+        c->vars = static_cast<Variances*>(std::calloc(kChunkSize, sizeof(Variances)));
+        if (!c->vars) {
+            std::free(c);
+            return nullptr;
+        }
+    }
+    return c;
+}
+
+}  // namespace
+
+bool init(bool sampling) {
+    destroy();
+    g_sampling_vars = sampling;
+    g_chunks[0] = new_chunk();
+    Index* ix = new_index(4096);
+    if (!g_chunks[0] || !ix) {
+        std::free(ix);
+        destroy();
+        return false;
+    }
+    Node& root = g_chunks[0]->nodes[0];
+    root.parent = kNoParent;
+    root.code = kNoCode;
+    g_index.store(ix, std::memory_order_release);
+    g_size.store(1, std::memory_order_release);
+    return true;
+}
+
+void destroy() {
+    for (Chunk*& c : g_chunks) {
+        if (c) {
+            std::free(c->nogil);
+            std::free(c->vars);
+            std::free(c);
+            c = nullptr;
+        }
+    }
+    Index* ix = g_index.exchange(nullptr);
+    while (ix) {
+        Index* older = ix->retired;
+        std::free(ix);
+        ix = older;
+    }
+    g_size.store(0);
+}
+
+uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
+    size_t empty = 0;
+    Index* ix = g_index.load(std::memory_order_acquire);
+    if (!ix) {
+        return kRootNode;
+    }
+    uint32_t found = find_in(ix, parent, code, offset, &empty);
+    if (found != kNoParent) {
+        return found;
+    }
+    Guard g(g_intern_lock);
+    uint32_t id = g_size.load(std::memory_order_relaxed);
+    ix = g_index.load(std::memory_order_relaxed);
+    if (size_t(id + 1) * 2 > ix->mask + 1 && grow_index(id)) {  // keep the load at most 1/2
+        ix = g_index.load(std::memory_order_relaxed);
+    }
+    if (size_t(id + 1) * 8 > ix->mask * 7) {
+        return kRootNode;  // could not grow: never fill the index up
+    }
+    found = find_in(ix, parent, code, offset, &empty);  // someone may have added it meanwhile
+    if (found != kNoParent) {
+        return found;
+    }
+    if (id >= kMaxNodes) {
+        return kRootNode;
+    }
+    Chunk*& chunk = g_chunks[id >> kChunkBits];
+    if (!chunk && !(chunk = new_chunk())) {
+        return kRootNode;
+    }
+    Node& n = chunk->nodes[id & (kChunkSize - 1)];
+    n.parent = parent;
+    n.code = code;
+    n.offset = offset;
+    ix->slots[empty].store(id + 1, std::memory_order_release);
+    g_size.store(id + 1, std::memory_order_release);
+    return id;
+}
+
+Figures* nogil(uint32_t id) {
+    Chunk* c = g_chunks[id >> kChunkBits];
+    if (!c->nogil) {
+        c->nogil = static_cast<Figures*>(std::calloc(kChunkSize, sizeof(Figures)));
+        if (!c->nogil) {
+            return nullptr;
+        }
+    }
+    return &c->nogil[id & (kChunkSize - 1)];
+}
+
+}  // namespace memlens::calltree

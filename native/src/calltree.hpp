@@ -1,0 +1,127 @@
+// The call tree: interned stacks and their figures.
+//
+// A stack is a path of nodes; a node is (parent node, code id, instruction offset). Node 0 is
+// the root ("no Python frame"). Nodes live in fixed-size chunks that never move, so a node's
+// address stays valid while other threads add nodes. Finding a node is lock-free (the index is
+// published with release stores and old index arrays are retired, not freed, until reset);
+// adding one takes g_intern_lock.
+//
+// Figures per node: allocated (bytes, count), live (bytes, count) and live at the moment the
+// total traced memory peaked, exact in O(1) per event: a global epoch increases whenever the
+// total reaches a new maximum; before a node's figures change, if they have not changed since
+// the latest maximum (their epoch is older), their live bytes are their live bytes at that
+// maximum, so they are saved. At snapshot, figures untouched since the maximum take their
+// current live bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "state.hpp"
+
+namespace memlens {
+
+constexpr uint32_t kRootNode = 0;
+constexpr uint32_t kNoParent = UINT32_MAX;
+constexpr uint32_t kNoCode = UINT32_MAX;
+// Node ids fit in 28 bits (the pymalloc block map packs them with a 4-bit size).
+constexpr uint32_t kMaxNodes = (uint32_t{1} << 28) - 2;
+
+struct Figures {
+    int64_t alloc_bytes, alloc_count, live_bytes, live_count, peak_bytes;
+    uint64_t epoch;
+};
+
+struct Node {
+    uint32_t parent;
+    uint32_t code;  // code id (codes.hpp), kNoCode for the root
+    int32_t offset;
+    uint32_t reserved;
+    Figures fig;  // GIL events (all events in sampling mode)
+};
+static_assert(sizeof(Node) == 64, "a node is one cache line");
+
+// Variances of the sampling estimates (sampling mode only).
+struct Variances {
+    double alloc, live, peak;
+};
+
+namespace calltree {
+
+constexpr int kChunkBits = 14;
+constexpr uint32_t kChunkSize = uint32_t{1} << kChunkBits;
+constexpr uint32_t kChunks = (kMaxNodes >> kChunkBits) + 1;
+
+struct Chunk {
+    Node nodes[kChunkSize];
+    Figures* nogil;    // figures of events made without the GIL (allocated on first use)
+    Variances* vars;   // sampling mode
+};
+
+extern Chunk* g_chunks[kChunks];
+extern std::atomic<uint32_t> g_size;
+
+inline Node& node(uint32_t id) { return g_chunks[id >> kChunkBits]->nodes[id & (kChunkSize - 1)]; }
+
+// Creates the root; false when out of memory.
+bool init(bool sampling);
+// Frees every chunk and index (not while tracing).
+void destroy();
+inline uint32_t size() { return g_size.load(std::memory_order_acquire); }
+
+// The node (parent, code, offset), created when needed. Returns the root when out of memory
+// or ids. Lock-free when the node exists.
+uint32_t intern(uint32_t parent, uint32_t code, int32_t offset);
+
+// The no-GIL figures of a node (created on first use). Under g_table_lock.
+Figures* nogil(uint32_t id);
+// The variances of a node (sampling mode).
+inline Variances& vars(uint32_t id) { return g_chunks[id >> kChunkBits]->vars[id & (kChunkSize - 1)]; }
+// The no-GIL figures if any were created (snapshot).
+inline const Figures* nogil_if_any(uint32_t id) {
+    Figures* f = g_chunks[id >> kChunkBits]->nogil;
+    return f ? &f[id & (kChunkSize - 1)] : nullptr;
+}
+
+// Saves a node's live bytes as its live-at-peak bytes if it has not changed since the latest
+// maximum of the total.
+inline bool touch(Figures& f) {
+    if (f.epoch != g_epoch) {
+        f.peak_bytes = f.live_bytes;
+        f.epoch = g_epoch;
+        return true;
+    }
+    return false;
+}
+
+// Records a new maximum of the total, if it is one.
+inline void check_peak() {
+    int64_t total = traced_total();
+    if (total > __atomic_load_n(&g_peak, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&g_peak, total, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_epoch, g_epoch + 1, __ATOMIC_RELAXED);
+    }
+}
+
+// An allocation of `bytes` (standing for `count` allocations) charged to figures `f`;
+// `total` is the running total those figures belong to.
+inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
+    touch(f);
+    f.alloc_bytes += bytes;
+    f.alloc_count += count;
+    f.live_bytes += bytes;
+    f.live_count += count;
+    __atomic_store_n(&total, total + bytes, __ATOMIC_RELAXED);
+    check_peak();
+}
+
+// A tracked block of `bytes` (`count` allocations) freed.
+inline void on_free(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
+    touch(f);
+    f.live_bytes -= bytes;
+    f.live_count -= count;
+    __atomic_store_n(&total, total - bytes, __ATOMIC_RELAXED);
+}
+
+}  // namespace calltree
+}  // namespace memlens

@@ -1,0 +1,768 @@
+// The allocator hooks. Notes on the choices that are not obvious:
+//
+// * Reentrancy: a thread-local flag is checked first in every allocating hook. An OBJ
+//   allocation above 512 bytes falls through pymalloc into the RAW domain: it is counted once,
+//   at the outermost hook. Frees never call an allocator, so they need no flag of their own.
+// * GIL events (MEM/OBJ always; RAW and numpy when PyGILState_Check says so) update the
+//   figures and the pymalloc block map without a lock; see state.hpp for the rest.
+// * Exact mode over pymalloc remembers small blocks in the pymalloc block map (blocks.hpp) and
+//   hooks pymalloc's arena allocator to forget the pages of released arenas. Any other
+//   allocator (debug hooks, PYTHONMALLOC=malloc, another hook below ours) uses the address
+//   table for everything.
+// * Sampling mode: an unsampled allocation costs a countdown subtraction and the reentrancy
+//   flag around the real call; an unsampled free one filter load. Over plain pymalloc the
+//   MEM/OBJ domains have no free hook at all (see the pym_* hooks).
+#include "hooks.hpp"
+
+#include <cstring>
+
+#include "blocks.hpp"
+#include "calltree.hpp"
+#include "compat.hpp"
+#include "sampling.hpp"
+#include "stack.hpp"
+#include "state.hpp"
+
+#if PY_VERSION_HEX >= 0x030D0000
+// Still exported by 3.13, but Python.h no longer declares it.
+extern "C" const char* _PyMem_GetCurrentAllocatorName(void);
+#endif
+
+namespace memlens::hooks {
+namespace {
+
+using compat::kPymallocSmall;
+
+struct Domain {
+    PyMemAllocatorDomain id;
+    PyMemAllocatorEx original;
+    PyMemAllocatorEx ours;
+    bool installed;
+};
+
+Domain g_domains[3] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
+                       {PYMEM_DOMAIN_MEM, {}, {}, false},
+                       {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+
+enum class Kind { None, ExactPymalloc, Exact, Sampling, SamplingPymalloc };
+Kind g_kind = Kind::None;
+bool g_map = false;  // exact mode over pymalloc: small MEM/OBJ blocks in the block map
+
+PyObjectArenaAllocator g_arena_original;
+PyObjectArenaAllocator g_arena_ours;
+bool g_arena_installed = false;
+
+// ---------------------------------------------------------------------------------------
+// Recording. `gil`: the event is made with the GIL held.
+
+// Adds or removes figures of a block (w.count allocations of w.bytes in all) at `node`.
+// GIL events in exact mode need no lock; the others hold g_table_lock.
+inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
+    if (g_sampling) {
+        Figures& f = calltree::node(node).fig;
+        Variances& v = calltree::vars(node);
+        if (calltree::touch(f)) {
+            v.peak = v.live;
+        }
+        v.alloc += w.var;
+        v.live += w.var;
+        calltree::on_alloc(f, g_total, w.bytes, w.count);
+    } else if (gil) {
+        calltree::on_alloc(calltree::node(node).fig, g_total, w.bytes, w.count);
+    } else if (Figures* f = calltree::nogil(node)) {
+        calltree::on_alloc(*f, g_total_nogil, w.bytes, w.count);
+    }
+}
+
+inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
+    if (g_sampling) {
+        Figures& f = calltree::node(node).fig;
+        Variances& v = calltree::vars(node);
+        if (calltree::touch(f)) {
+            v.peak = v.live;
+        }
+        v.live -= w.var;
+        calltree::on_free(f, g_total, w.bytes, w.count);
+    } else if (gil) {
+        calltree::on_free(calltree::node(node).fig, g_total, w.bytes, w.count);
+    } else if (Figures* f = calltree::nogil(node)) {
+        calltree::on_free(*f, g_total_nogil, w.bytes, w.count);
+    }
+}
+
+// A live block returns to its node without counting an allocation (a failed realloc).
+inline void count_restore(uint32_t node, const sampling::Weight& w, bool gil) {
+    count_alloc(node, w, gil);
+    Figures* f = g_sampling || gil ? &calltree::node(node).fig : calltree::nogil(node);
+    if (f) {
+        f->alloc_bytes -= w.bytes;
+        f->alloc_count -= w.count;
+    }
+    if (g_sampling) {
+        calltree::vars(node).alloc -= w.var;
+    }
+}
+
+// Puts a block in the address table (g_table_lock held) and takes back the figures of a
+// stale entry for the same address (a block freed where we could not see it).
+inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil) {
+    bool replaced = false;
+    blocks::Entry old{};
+    if (blocks::table_put(p, node, size, &replaced, &old) && replaced) {
+        count_free(old.node, sampling::weight(old.size), gil);
+    }
+}
+
+// Records a block just allocated (or the new block of a realloc). `small`: a pymalloc block
+// that may go in the block map.
+void record(ThreadState& t, uintptr_t p, size_t size, bool gil, bool small) {
+    sampling::thread_refresh(t);
+    uint32_t node = stack::leaf_node(t, gil);
+    if (gil && !g_sampling) {  // the common case: no lock
+        ++g_allocations;
+        ++g_samples;
+        if (!(small && blocks::page_put(p, size, node))) {
+            Guard g(g_table_lock);
+            table_put_locked(p, node, size, true);
+        }
+        calltree::on_alloc(calltree::node(node).fig, g_total, int64_t(size), 1);
+        return;
+    }
+    sampling::Weight w = sampling::weight(size);
+    Guard g(g_table_lock);
+    ++g_allocations;
+    ++g_samples;
+    table_put_locked(p, node, size, gil);
+    count_alloc(node, w, gil);
+}
+
+struct Forgotten {
+    bool tracked;
+    bool in_map;
+    uint32_t node;
+    uint64_t size;
+};
+
+// Forgets a block about to be freed (or reallocated), if it is tracked. `mapped`: the block
+// may be in the pymalloc block map (a MEM/OBJ block).
+Forgotten forget(uintptr_t p, bool gil, bool mapped) {
+    if (mapped && g_map) {
+        uint32_t node = 0;
+        size_t size = 0;
+        if (blocks::page_take(p, &node, &size)) {
+            calltree::on_free(calltree::node(node).fig, g_total, int64_t(size), 1);
+            return {true, true, node, size};
+        }
+    }
+    if (!blocks::filter_hit(p)) {
+        return {};
+    }
+    blocks::Entry e{};
+    {
+        Guard g(g_table_lock);
+        if (!blocks::table_take(p, &e)) {
+            return {};
+        }
+        if (g_sampling || !gil) {
+            count_free(e.node, sampling::weight(e.size), gil);
+        }
+    }
+    if (!g_sampling && gil) {
+        calltree::on_free(calltree::node(e.node).fig, g_total, int64_t(e.size), 1);
+    }
+    return {true, false, e.node, e.size};
+}
+
+// A realloc failed: the old block (forgotten before the call) is still alive.
+__attribute__((noinline)) void restore(uintptr_t p, const Forgotten& old, bool gil) {
+    sampling::Weight w = sampling::weight(old.size);
+    if (old.in_map && blocks::page_put(p, old.size, old.node)) {
+        count_restore(old.node, w, gil);
+        return;
+    }
+    Guard g(g_table_lock);
+    table_put_locked(p, old.node, old.size, gil);
+    count_restore(old.node, w, gil);
+}
+
+// The tracked part of an allocation: the real call under the reentrancy flag (the
+// allocator's own allocations inside it are not counted), then the block recorded if `take`.
+template <typename Call>
+inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, bool small, bool take, Call call) {
+    t.in_hook = true;
+    void* p = call();
+    if (p && take) {
+        record(t, uintptr_t(p), size, gil, small);
+    }
+    t.in_hook = false;
+    return p;
+}
+
+// The tracked part of a reallocation: the old block forgotten before the call (the allocator
+// may hand its address to another thread at once), the new one recorded if `take`, the old
+// one put back if the call failed. `call(take)` performs it; `small(p)` says whether the new
+// block may go in the block map.
+template <typename Call, typename Small>
+inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, bool mapped, bool take, Call call,
+                             Small small) {
+    t.in_hook = true;
+    Forgotten old = ptr ? forget(uintptr_t(ptr), gil, mapped) : Forgotten{};
+    void* p = call(take);
+    if (p) {
+        if (take) {
+            record(t, uintptr_t(p), size, gil, small(p));
+        }
+    } else if (old.tracked) {
+        restore(uintptr_t(ptr), old, gil);
+    }
+    t.in_hook = false;
+    return p;
+}
+
+inline bool gil_held(int domain) { return domain != 0 || PyGILState_Check(); }
+
+// ---------------------------------------------------------------------------------------
+// Exact mode. D is the domain (0 = RAW, which may run without the GIL).
+
+inline bool small_request(size_t size) { return size - 1 < kPymallocSmall; }  // 1..512
+
+template <int D>
+void* ex_malloc(void*, size_t size) {
+    Domain& d = g_domains[D];
+    ThreadState& t = t_state;
+    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+        return d.original.malloc(d.original.ctx, size);
+    }
+    return alloc_tracked(t, size, gil_held(D), D != 0 && g_map && small_request(size), true,
+                         [&] { return d.original.malloc(d.original.ctx, size); });
+}
+
+template <int D>
+void* ex_calloc(void*, size_t nelem, size_t elsize) {
+    Domain& d = g_domains[D];
+    ThreadState& t = t_state;
+    size_t size = 0;
+    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed) ||
+        __builtin_mul_overflow(nelem, elsize, &size)) {
+        return d.original.calloc(d.original.ctx, nelem, elsize);
+    }
+    return alloc_tracked(t, size, gil_held(D), D != 0 && g_map && small_request(size), true,
+                         [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
+}
+
+template <int D>
+void* ex_realloc(void*, void* ptr, size_t size) {
+    Domain& d = g_domains[D];
+    ThreadState& t = t_state;
+    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return d.original.realloc(d.original.ctx, ptr, size);
+    }
+    // A moved or resized pymalloc block goes back in the block map only where the map knows
+    // its page holds blocks of its class (a shrunk large block stays a libc block).
+    auto small = [&](void* p) {
+        return D != 0 && g_map && small_request(size) && (!ptr || blocks::page_fits(uintptr_t(p), size));
+    };
+    return realloc_tracked(t, ptr, size, gil_held(D), D != 0, !t.paused,
+                           [&](bool) { return d.original.realloc(d.original.ctx, ptr, size); }, small);
+}
+
+template <int D>
+void ex_free(void*, void* ptr) {
+    Domain& d = g_domains[D];
+    // A RAW free inside another hook is the allocator's own (pymalloc releasing a large block
+    // that the OBJ hook already forgot).
+    if (ptr && g_active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
+        forget(uintptr_t(ptr), gil_held(D), D != 0);
+    }
+    d.original.free(d.original.ctx, ptr);
+}
+
+// pymalloc's arena allocator: the pages of a released arena are forgotten by the block map.
+void* arena_alloc(void*, size_t size) { return g_arena_original.alloc(g_arena_original.ctx, size); }
+void arena_free(void*, void* ptr, size_t size) {
+    if (ptr) {
+        blocks::arena_freed(uintptr_t(ptr), size);
+    }
+    g_arena_original.free(g_arena_original.ctx, ptr, size);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampling mode (general hooks: any allocator).
+
+// Called when this thread's countdown reached 0 or below after counting an allocation of
+// `size` bytes. Draws the next countdown; says whether that allocation is sampled (not in a
+// paused thread, not after the run).
+inline bool rearm(int64_t& left, uint64_t& rng) {
+    left = sampling::draw_countdown(rng);
+    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+}
+
+__attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
+    if (ts.generation != g_generation) {
+        // The thread's first allocation in this run: a fresh seed and countdown, and this
+        // allocation counted against it.
+        sampling::thread_refresh(ts);
+        ts.countdown -= int64_t(size);
+        if (ts.countdown > 0) {
+            return false;
+        }
+    }
+    return rearm(ts.countdown, ts.rng);
+}
+
+inline bool sampled(ThreadState& ts, size_t size) {
+    ts.countdown -= int64_t(size);
+    if (__builtin_expect(ts.countdown > 0, 1)) {
+        return false;
+    }
+    return countdown_expired(ts, size);
+}
+
+template <typename Call>
+__attribute__((noinline)) void* sample_alloc_slow(size_t size, bool gil, Call call) {
+    ThreadState& t = t_state;
+    return alloc_tracked(t, size, gil, false, countdown_expired(t, size), call);
+}
+
+template <typename Call>
+inline void* sample_alloc(size_t size, bool gil, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook) {
+        return call();
+    }
+    int64_t left = ts.countdown - int64_t(size);
+    ts.countdown = left;
+    if (__builtin_expect(left <= 0, 0)) {
+        return sample_alloc_slow(size, gil, call);
+    }
+    ts.in_hook = true;  // allocations the allocator makes inside this one are not counted
+    void* p = call();
+    ts.in_hook = false;
+    return p;
+}
+
+template <typename Call>
+inline void* sample_realloc(void* ptr, size_t size, bool gil, Call call) {
+    ThreadState& ts = t_state;
+    if (ts.in_hook) {
+        return call();
+    }
+    int64_t left = ts.countdown - int64_t(size);
+    if (__builtin_expect(left > 0 && !blocks::filter_hit(uintptr_t(ptr)), 1)) {
+        ts.countdown = left;
+        ts.in_hook = true;
+        void* p = call();
+        ts.in_hook = false;
+        return p;
+    }
+    if (!g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    bool take = !ts.paused && sampled(ts, size);  // the old block may be tracked
+    return realloc_tracked(ts, ptr, size, gil, false, take, [&](bool) { return call(); }, [](void*) { return false; });
+}
+
+// Forgets a block that may be tracked, then frees it with `call`.
+template <typename Call>
+__attribute__((noinline)) void sample_free_slow(void* ptr, bool gil, Call call) {
+    if (ptr && !t_state.in_hook && g_active.load(std::memory_order_relaxed)) {
+        forget(uintptr_t(ptr), gil, false);
+    }
+    call();
+}
+
+// Both paths end in a tail call: the unsampled free needs no stack frame.
+template <typename Call>
+inline void sample_free(void* ptr, int domain, Call call) {
+    if (__builtin_expect(blocks::filter_hit(uintptr_t(ptr)), 0)) {
+        return sample_free_slow(ptr, gil_held(domain), call);
+    }
+    return call();
+}
+
+template <int D>
+void* sm_malloc(void*, size_t size) {
+    Domain& d = g_domains[D];
+    return sample_alloc(size, D != 0, [&] { return d.original.malloc(d.original.ctx, size); });
+}
+
+template <int D>
+void* sm_calloc(void*, size_t nelem, size_t elsize) {
+    Domain& d = g_domains[D];
+    return sample_alloc(nelem * elsize, D != 0, [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
+}
+
+template <int D>
+void* sm_realloc(void*, void* ptr, size_t size) {
+    Domain& d = g_domains[D];
+    return sample_realloc(ptr, size, D != 0, [&] { return d.original.realloc(d.original.ctx, ptr, size); });
+}
+
+template <int D>
+void sm_free(void*, void* ptr) {
+    Domain& d = g_domains[D];
+    return sample_free(ptr, D, [&d, ptr] { d.original.free(d.original.ctx, ptr); });
+}
+
+// Sampling mode over pymalloc (the usual allocator; not with debug hooks or
+// PYTHONMALLOC=malloc): no MEM/OBJ free hook at all. pymalloc serves requests above
+// kPymallocSmall from the RAW domain and its free hands any block outside its arenas to
+// PyMem_RawFree. So a sampled MEM/OBJ block is requested with at least kPymallocSmall + 1
+// bytes: it comes from the RAW domain, and its free reaches our RAW free hook. Unsampled
+// blocks are never seen again: their frees cost nothing. And a small request never re-enters
+// the hooks (pymalloc serves it from its pools), so it needs no reentrancy flag: an unsampled
+// small allocation is a countdown subtraction and a tail call. (The one exception, pymalloc
+// growing its arena table through the RAW domain, is rare and small: it is counted like any
+// RAW allocation.)
+//
+// MEM/OBJ allocations hold the GIL, so they share one countdown (a plain global: no TLS access
+// on the fast path). Sampling stays exact in law: the bytes of MEM/OBJ (this countdown) and
+// those of RAW and numpy (per-thread countdowns) form separate streams, each sampled at rate
+// 1/I by its own exponential countdown.
+struct GilCountdown {
+    int64_t left;
+    uint64_t rng;
+};
+GilCountdown g_gil_countdown;
+
+// Counts `size` MEM/OBJ bytes (unless `counted`); true when the allocation is sampled.
+inline bool gil_sampled(size_t size, bool counted) {
+    if (!counted) {
+        g_gil_countdown.left -= int64_t(size);
+        if (g_gil_countdown.left > 0) {
+            return false;
+        }
+    }
+    return rearm(g_gil_countdown.left, g_gil_countdown.rng);
+}
+
+// The slow path of a MEM/OBJ allocation: large, or the countdown expired (`counted`: the size
+// was already taken off the countdown).
+__attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t elsize, bool zero, bool counted) {
+    ThreadState& ts = t_state;
+    const PyMemAllocatorEx& o = d.original;
+    size_t size = nelem * elsize;
+    if (ts.in_hook) {  // not reached with pymalloc; kept as every hook's guard
+        return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
+    }
+    bool take = gil_sampled(size, counted);
+    // Under the reentrancy flag: large requests go through the RAW domain, not counted twice.
+    return alloc_tracked(ts, size, true, false, take, [&] {
+        if (take && size <= kPymallocSmall) {
+            return zero ? o.calloc(o.ctx, 1, kPymallocSmall + 1) : o.malloc(o.ctx, kPymallocSmall + 1);
+        }
+        return zero ? o.calloc(o.ctx, nelem, elsize) : o.malloc(o.ctx, size);
+    });
+}
+
+// The four below take the domain from D, not from ctx: one RIP-relative load each for the
+// original allocator's function and context.
+template <int D>
+void* pym_malloc(void*, size_t size) {
+    Domain& d = g_domains[D];
+    if (__builtin_expect(size <= kPymallocSmall, 1)) {
+        g_gil_countdown.left -= int64_t(size);
+        if (__builtin_expect(g_gil_countdown.left > 0, 1)) {
+            return d.original.malloc(d.original.ctx, size);
+        }
+        return pym_alloc_slow(d, 1, size, false, true);
+    }
+    return pym_alloc_slow(d, 1, size, false, false);
+}
+
+template <int D>
+void* pym_calloc(void*, size_t nelem, size_t elsize) {
+    Domain& d = g_domains[D];
+    size_t size = 0;
+    if (__builtin_expect(!__builtin_mul_overflow(nelem, elsize, &size) && size <= kPymallocSmall, 1)) {
+        g_gil_countdown.left -= int64_t(size);
+        if (__builtin_expect(g_gil_countdown.left > 0, 1)) {
+            return d.original.calloc(d.original.ctx, nelem, elsize);
+        }
+        return pym_alloc_slow(d, nelem, elsize, true, true);
+    }
+    return pym_alloc_slow(d, nelem, elsize, true, false);
+}
+
+template <int D>
+void* pym_realloc(void*, void* ptr, size_t size) {
+    Domain& d = g_domains[D];
+    const PyMemAllocatorEx& o = d.original;
+    ThreadState& ts = t_state;
+    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return o.realloc(o.ctx, ptr, size);
+    }
+    // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
+    return realloc_tracked(
+        ts, ptr, size, true, false, gil_sampled(size, false),
+        [&](bool take) { return o.realloc(o.ctx, ptr, take && size <= kPymallocSmall ? kPymallocSmall + 1 : size); },
+        [](void*) { return false; });
+}
+
+template <int D>
+void pym_free(void*, void* ptr) {
+    Domain& d = g_domains[D];
+    d.original.free(d.original.ctx, ptr);  // a tail call: sampled blocks are seen as RAW frees
+}
+
+// ---------------------------------------------------------------------------------------
+// numpy allocates array data through its own handler (plain malloc by default), never
+// through PEP 445. numpy >= 1.22 lets a handler be set (NEP 49), but a handler set with
+// PyDataMem_SetHandler holds only in the current context: threads start with numpy's default
+// handler. So ours replaces the functions of numpy's default handler itself (a global of
+// numpy's, shared by every thread and context), chaining to the ones it had. The struct
+// layout is numpy's version-1 ABI.
+struct NumpyAllocator {
+    void* ctx;
+    void* (*malloc)(void* ctx, size_t size);
+    void* (*calloc)(void* ctx, size_t nelem, size_t elsize);
+    void* (*realloc)(void* ctx, void* ptr, size_t new_size);
+    void (*free)(void* ctx, void* ptr, size_t size);
+};
+struct NumpyHandler {
+    char name[127];
+    uint8_t version;
+    NumpyAllocator allocator;
+};
+NumpyAllocator g_np_original;
+NumpyHandler g_np_handler;  // when the current handler is not numpy's default: a handler of ours
+NumpyHandler* g_np_patched = nullptr;
+
+// numpy's handler stays patched for the life of the process (arrays keep the handler that
+// allocated them): the mode is read per call. Outside a run the sampling paths only count
+// down; their slow paths check g_active. ctx is not relied on: a thread may read the patched
+// functions with the context numpy had.
+void* np_malloc(void*, size_t size) {
+    auto call = [&] { return g_np_original.malloc(g_np_original.ctx, size); };
+    if (g_sampling) {
+        return sample_alloc(size, PyGILState_Check(), call);
+    }
+    ThreadState& t = t_state;
+    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    return alloc_tracked(t, size, PyGILState_Check(), false, true, call);
+}
+void* np_calloc(void*, size_t nelem, size_t elsize) {
+    auto call = [&] { return g_np_original.calloc(g_np_original.ctx, nelem, elsize); };
+    if (g_sampling) {
+        return sample_alloc(nelem * elsize, PyGILState_Check(), call);
+    }
+    ThreadState& t = t_state;
+    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    return alloc_tracked(t, nelem * elsize, PyGILState_Check(), false, true, call);
+}
+void* np_realloc(void*, void* ptr, size_t size) {
+    auto call = [&] { return g_np_original.realloc(g_np_original.ctx, ptr, size); };
+    if (g_sampling) {
+        return sample_realloc(ptr, size, PyGILState_Check(), call);
+    }
+    ThreadState& t = t_state;
+    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    return realloc_tracked(t, ptr, size, PyGILState_Check(), false, !t.paused, [&](bool) { return call(); },
+                           [](void*) { return false; });
+}
+void np_free(void*, void* ptr, size_t size) {
+    auto call = [ptr, size] { g_np_original.free(g_np_original.ctx, ptr, size); };
+    if (g_sampling) {
+        return sample_free(ptr, 0, call);
+    }
+    if (ptr && g_active.load(std::memory_order_relaxed)) {
+        forget(uintptr_t(ptr), PyGILState_Check(), false);
+    }
+    call();
+}
+
+// ---------------------------------------------------------------------------------------
+// Installing.
+
+template <int D>
+void set_exact(Domain& d) {
+    d.ours = PyMemAllocatorEx{&d, ex_malloc<D>, ex_calloc<D>, ex_realloc<D>, ex_free<D>};
+}
+template <int D>
+void set_sampling(Domain& d) {
+    d.ours = PyMemAllocatorEx{&d, sm_malloc<D>, sm_calloc<D>, sm_realloc<D>, sm_free<D>};
+}
+template <int D>
+void set_pymalloc_sampling(Domain& d) {
+    static_assert(D != 0, "the RAW domain keeps the sampling hooks");
+    d.ours = PyMemAllocatorEx{&d, pym_malloc<D>, pym_calloc<D>, pym_realloc<D>, pym_free<D>};
+}
+
+// True when the MEM and OBJ domains are plain pymalloc (checked before our hooks go in).
+bool pymalloc_in_use() {
+    const char* name = _PyMem_GetCurrentAllocatorName();
+    return name != nullptr && std::strcmp(name, "pymalloc") == 0;
+}
+
+bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.ours.malloc && a.ctx == &d; }
+
+}  // namespace
+
+void start_run() {
+    g_gil_countdown.rng = sampling::mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
+    g_gil_countdown.left = g_sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
+}
+
+void install() {
+    bool pymalloc = pymalloc_in_use();
+    if (g_sampling) {
+        g_kind = pymalloc ? Kind::SamplingPymalloc : Kind::Sampling;
+        set_sampling<0>(g_domains[0]);
+        if (pymalloc) {
+            set_pymalloc_sampling<1>(g_domains[1]);
+            set_pymalloc_sampling<2>(g_domains[2]);
+        } else {
+            set_sampling<1>(g_domains[1]);
+            set_sampling<2>(g_domains[2]);
+        }
+    } else {
+        g_kind = pymalloc ? Kind::ExactPymalloc : Kind::Exact;
+        set_exact<0>(g_domains[0]);
+        set_exact<1>(g_domains[1]);
+        set_exact<2>(g_domains[2]);
+    }
+    g_map = g_kind == Kind::ExactPymalloc;
+    for (Domain& d : g_domains) {
+        PyMem_GetAllocator(d.id, &d.original);
+    }
+    if (g_map) {
+        PyObject_GetArenaAllocator(&g_arena_original);
+        g_arena_ours = PyObjectArenaAllocator{nullptr, arena_alloc, arena_free};
+        PyObject_SetArenaAllocator(&g_arena_ours);
+        g_arena_installed = true;
+    }
+    for (Domain& d : g_domains) {
+        PyMem_SetAllocator(d.id, &d.ours);
+        d.installed = true;
+    }
+}
+
+void uninstall() {
+    for (Domain& d : g_domains) {
+        PyMemAllocatorEx current;
+        PyMem_GetAllocator(d.id, &current);
+        if (is_ours(current, d)) {
+            PyMem_SetAllocator(d.id, &d.original);
+            d.installed = false;
+        }
+        // Otherwise another hook sits on top of ours and calls into it: ours stays installed
+        // as a pass-through (g_active is false) for the life of the process.
+    }
+    if (g_arena_installed) {
+        PyObjectArenaAllocator current;
+        PyObject_GetArenaAllocator(&current);
+        if (current.free == arena_free) {
+            PyObject_SetArenaAllocator(&g_arena_original);
+            g_arena_installed = false;
+        }
+        // Otherwise ours stays below the other one; arena_freed() on an empty map is harmless.
+    }
+}
+
+bool installed() {
+    for (const Domain& d : g_domains) {
+        PyMemAllocatorEx current;
+        PyMem_GetAllocator(d.id, &current);
+        if (d.installed || (d.ours.malloc && is_ours(current, d))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool left_below() {
+    for (const Domain& d : g_domains) {
+        if (d.installed) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char* kind() {
+    switch (g_kind) {
+        case Kind::ExactPymalloc:
+            return "exact-pymalloc";
+        case Kind::Exact:
+            return "exact";
+        case Kind::Sampling:
+            return "sampling";
+        case Kind::SamplingPymalloc:
+            return "sampling-pymalloc";
+        case Kind::None:
+            break;
+    }
+    return "";
+}
+
+bool pymalloc_map() { return g_map; }
+
+std::string numpy_attach(void* api_capsule) {
+    PyObject* capsule = static_cast<PyObject*>(api_capsule);
+    void** api = static_cast<void**>(PyCapsule_GetPointer(capsule, nullptr));
+    if (api == nullptr) {
+        PyErr_Clear();
+        return "numpy's C API capsule is not readable";
+    }
+    using GetHandler = PyObject* (*)();
+    using SetHandler = PyObject* (*)(PyObject*);
+    PyObject* current = reinterpret_cast<GetHandler>(api[305])();
+    if (current == nullptr) {
+        PyErr_Clear();
+        return "numpy gave no memory handler";
+    }
+    auto* h = static_cast<NumpyHandler*>(PyCapsule_GetPointer(current, "mem_handler"));
+    if (h == nullptr || h->version != 1) {
+        PyErr_Clear();
+        Py_DECREF(current);
+        return "numpy's memory handler has an unknown layout";
+    }
+    if (h == g_np_patched || h == &g_np_handler) {  // already ours
+        Py_DECREF(current);
+        return {};
+    }
+    if (g_np_patched) {
+        Py_DECREF(current);
+        return "numpy's memory handler was changed by the program; new arrays are not traced";
+    }
+    g_np_original = h->allocator;
+    NumpyAllocator ours{nullptr, np_malloc, np_calloc, np_realloc, np_free};
+    if (std::strncmp(h->name, "default_allocator", sizeof(h->name)) == 0) {
+        // numpy's own default: patched in place, for every thread (see above).
+        __atomic_store_n(&h->allocator.malloc, ours.malloc, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->allocator.calloc, ours.calloc, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->allocator.realloc, ours.realloc, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->allocator.free, ours.free, __ATOMIC_RELEASE);
+        g_np_patched = h;
+        Py_DECREF(current);
+        return {};
+    }
+    // The program set its own handler: chain to it in this context.
+    Py_DECREF(current);
+    std::memset(&g_np_handler, 0, sizeof(g_np_handler));
+    std::strncpy(g_np_handler.name, "memlens", sizeof(g_np_handler.name) - 1);
+    g_np_handler.version = 1;
+    g_np_handler.allocator = ours;
+    g_np_patched = &g_np_handler;
+    PyObject* cap = PyCapsule_New(&g_np_handler, "mem_handler", nullptr);
+    if (cap == nullptr) {
+        PyErr_Clear();
+        return "out of memory";
+    }
+    PyObject* old = reinterpret_cast<SetHandler>(api[304])(cap);
+    Py_DECREF(cap);
+    if (old == nullptr) {
+        PyErr_Clear();
+        return "numpy refused the memory handler";
+    }
+    Py_DECREF(old);
+    return {};
+}
+
+}  // namespace memlens::hooks

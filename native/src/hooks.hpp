@@ -1,0 +1,29 @@
+// The allocator hooks: PEP 445 hooks on the RAW, MEM and OBJ domains, pymalloc's arena
+// allocator (exact mode over pymalloc) and numpy's data-memory handler. Every hook checks the
+// thread's reentrancy flag first; nothing in a hook allocates through the hooked allocators or
+// creates Python objects.
+#pragma once
+
+#include <string>
+
+namespace memlens::hooks {
+
+// Chooses the hooks for the run's mode and the allocators in use, and installs them.
+// Requires the GIL; g_opts is set.
+void install();
+// Restores the allocators found at start where ours are still the current ones (otherwise
+// ours stay installed below the other hook, as pass-throughs). Requires the GIL.
+void uninstall();
+// True when any domain's current allocator is one of our hooks.
+bool installed();
+// True when a domain still has our hooks from an earlier run below another hook.
+bool left_below();
+// See tracer.hpp.
+const char* kind();
+// Whether the pymalloc block map is in use this run.
+bool pymalloc_map();
+std::string numpy_attach(void* api_capsule);
+// Draws the MEM/OBJ sampling countdown of a new run.
+void start_run();
+
+}  // namespace memlens::hooks

@@ -1,0 +1,80 @@
+// A snapshot of a run and the one way a run's figures are built from it.
+//
+// snapshot() (tracer.hpp) copies the call tree's figures and what line resolution needs of
+// every code object. build() then collapses the tree onto source lines: the caller says, per
+// code object, which file it is charged to (or -1: transparent, its allocations go to the
+// innermost calling frame that is charged) and which function it is; build() computes the
+// collapsed tree (node = caller's node, file, line), self figures per line, and inclusive
+// figures per line and per function, counting each subtree once per line (and per function)
+// on its path even under recursion. Time and memory are linear in the number of nodes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codes.hpp"
+
+namespace memlens {
+
+// Figures of one node, line or function: allocated, live and live at the peak, in the layout
+// of the Python side's model.SUMS, with the variances of the estimates in sampling mode.
+struct Sums {
+    int64_t alloc_bytes = 0, alloc_count = 0, live_bytes = 0, live_count = 0, peak_bytes = 0;
+    double alloc_var = 0, live_var = 0, peak_var = 0;
+    void add(const Sums& o) {
+        alloc_bytes += o.alloc_bytes;
+        alloc_count += o.alloc_count;
+        live_bytes += o.live_bytes;
+        live_count += o.live_count;
+        peak_bytes += o.peak_bytes;
+        alloc_var += o.alloc_var;
+        live_var += o.live_var;
+        peak_var += o.peak_var;
+    }
+};
+
+struct SnapshotNode {
+    uint32_t parent;
+    uint32_t code;
+    int32_t offset;
+    Sums sums;
+};
+
+struct TimelinePoint {
+    double t;  // seconds since start
+    int64_t traced_bytes;
+    int64_t rss_bytes;
+};
+
+struct SnapshotData {
+    std::vector<SnapshotNode> nodes;
+    codes::Lines lines;
+    int64_t peak_traced_bytes = 0;
+    int64_t current_traced_bytes = 0;
+    int64_t peak_rss_bytes = 0;
+    uint64_t allocations = 0;
+    uint64_t samples = 0;
+    double duration_s = 0;
+    int mode = 0;
+    uint64_t sample_interval = 0;
+    std::vector<TimelinePoint> timeline;
+};
+
+// The collapsed run, column by column.
+struct Built {
+    // The collapsed call tree: node i's caller is parent[i] (-1 for a root).
+    std::vector<int32_t> parent, file, line, function;
+    std::vector<Sums> self;
+    // Per (file, line): self figures and inclusive figures.
+    std::vector<int32_t> site_file, site_line;
+    std::vector<Sums> site_self, site_incl;
+    // Per function id given by the caller: inclusive figures (zero when never reached).
+    std::vector<Sums> function_incl;
+};
+
+// `file_of_code[c]` (-1: transparent) and `function_of_code[c]` for every code id of the
+// snapshot; `functions` is the number of distinct function ids.
+void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
+           const std::vector<int32_t>& function_of_code, int32_t functions, Built& out);
+
+}  // namespace memlens

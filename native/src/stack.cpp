@@ -1,0 +1,469 @@
+#include "stack.hpp"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "calltree.hpp"
+#include "codes.hpp"
+#include "compat.hpp"
+
+namespace memlens::stack {
+
+namespace {
+
+using compat::Frame;
+
+struct Level {
+    Frame* frame;
+    PyCodeObject* code;
+    uintptr_t pos;
+    uint32_t code_id;
+    uint32_t node;
+    uint64_t since;  // the thread's walk count when this level's frame appeared
+};
+
+}  // namespace
+}  // namespace memlens::stack
+
+namespace memlens {
+
+struct ThreadStack {
+    stack::Level* levels;
+    int cap;
+    int len;
+    int trusted;  // levels [0, trusted) cannot have changed since the last walk (3.12+)
+    uint64_t deaths;
+    uint64_t generation;
+    compat::Frame** scratch;
+    int scratch_cap;
+    uint64_t walks;
+};
+
+namespace stack {
+namespace {
+
+// A frame that stayed in place over this many walks of its thread gets its code watched.
+constexpr uint64_t kWatchAfter = 16;
+
+pthread_key_t g_key;
+pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+void destroy_stack(void* p) {
+    auto* s = static_cast<ThreadStack*>(p);
+    if (t_state.stack == s) {
+        t_state.stack = nullptr;  // a hook running later in this thread's exit makes a new one
+    }
+    std::free(s->levels);
+    std::free(s->scratch);
+    std::free(s);
+}
+void make_key() { pthread_key_create(&g_key, destroy_stack); }
+
+ThreadStack* new_stack(ThreadState& t) {
+    pthread_once(&g_key_once, make_key);
+    auto* s = static_cast<ThreadStack*>(std::calloc(1, sizeof(ThreadStack)));
+    if (!s) {
+        return nullptr;
+    }
+    s->cap = s->scratch_cap = 128;
+    s->levels = static_cast<Level*>(std::calloc(size_t(s->cap), sizeof(Level)));
+    s->scratch = static_cast<Frame**>(std::calloc(size_t(s->scratch_cap), sizeof(Frame*)));
+    if (!s->levels || !s->scratch) {
+        destroy_stack(s);
+        return nullptr;
+    }
+    t.stack = s;
+    pthread_setspecific(g_key, s);
+    return s;
+}
+
+template <typename T>
+bool grow(T*& array, int& cap, int need) {
+    int n = cap;
+    while (n < need) {
+        n *= 2;
+    }
+    auto* bigger = static_cast<T*>(std::realloc(array, size_t(n) * sizeof(T)));
+    if (!bigger) {
+        return false;
+    }
+    std::memset(static_cast<void*>(bigger + cap), 0, size_t(n - cap) * sizeof(T));
+    array = bigger;
+    cap = n;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Frame-exit monitoring (3.12+).
+
+constexpr uint8_t kWatched = 1;
+constexpr uint8_t kRequested = 2;
+
+bool g_monitoring = false;
+int g_tool = -1;
+PyObject* g_set_local_events = nullptr;  // sys.monitoring.set_local_events
+long g_exit_events = 0;                  // PY_RETURN | PY_YIELD
+std::vector<uint32_t>* g_requests = nullptr;  // code ids to watch, under g_intern_lock
+bool g_pending = false;  // a pending call is scheduled (under g_intern_lock)
+
+inline uint8_t watch_state(uint32_t code) {
+    uint8_t* f = codes::flags(code);
+    return f ? __atomic_load_n(f, __ATOMIC_ACQUIRE) : kRequested;
+}
+inline bool watched(uint32_t code) { return watch_state(code) & kWatched; }
+
+int apply_requests(void*);
+
+// Asks for `code` to be watched (the pending call does it outside the hooks).
+void request_watch(uint32_t code) {
+    Guard g(g_intern_lock);
+    uint8_t* f = codes::flags(code);
+    if (!f || *f || !g_requests) {
+        return;
+    }
+    __atomic_store_n(f, kRequested, __ATOMIC_RELEASE);
+    g_requests->push_back(code);  // libc memory: never the hooked allocators
+    if (!g_pending) {
+        g_pending = Py_AddPendingCall(apply_requests, nullptr) == 0;
+    }
+}
+
+// A pending call (main thread, GIL held, between bytecodes): sets local PY_RETURN and PY_YIELD
+// events on the requested code objects that are still alive.
+int apply_requests(void*) {
+    std::vector<uint32_t> todo;
+    {
+        Guard g(g_intern_lock);
+        g_pending = false;
+        if (!g_monitoring || !g_requests) {
+            return 0;
+        }
+        todo.swap(*g_requests);
+    }
+    PauseScope pause;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (uint32_t code : todo) {
+        PyCodeObject* co = codes::live_code(code);
+        if (!co || !g_monitoring) {
+            continue;
+        }
+        PyObject* r = PyObject_CallFunction(g_set_local_events, "iOl", g_tool, reinterpret_cast<PyObject*>(co),
+                                            g_exit_events);
+        if (r) {
+            Py_DECREF(r);
+            __atomic_store_n(codes::flags(code), uint8_t(kWatched | kRequested), __ATOMIC_RELEASE);
+        } else {
+            PyErr_Clear();
+        }
+    }
+    PyErr_Restore(type, value, tb);
+    return 0;
+}
+
+// sys.monitoring callback for PY_RETURN, PY_YIELD and PY_UNWIND: the current frame is leaving
+// the stack. If it is the watched frame just above the trusted levels, the level below it is
+// about to resume: it is no longer trusted.
+PyObject* on_frame_exit(PyObject*, PyObject* const*, Py_ssize_t) {
+    ThreadStack* s = t_state.stack;
+    if (s && s->trusted > 0 && s->generation == g_generation) {
+        PyThreadState* ts = compat::unchecked_tstate();
+        Frame* f = ts ? compat::current_frame(ts) : nullptr;
+        if (f && f == s->levels[s->trusted].frame) {
+            --s->trusted;
+        }
+    }
+    Py_RETURN_NONE;
+}
+PyMethodDef g_exit_def = {"memlens_frame_exit", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(on_frame_exit)),
+                          METH_FASTCALL, nullptr};
+
+// After a walk of `depth` levels (levels below `from` were trusted before it): extends the
+// trusted levels over watched code objects and asks for watches on frames that stay in place.
+void update_trust(ThreadStack* s, int from, int depth) {
+    // Trusting t levels (keeping levels [0, t) unchanged) needs the exits of levels 0..t
+    // watched: the exit of level t makes level t - 1 resume, and so on down.
+    int t = s->trusted < depth ? s->trusted : depth - 1;
+    if (t <= 0) {
+        t = depth > 0 && watched(s->levels[0].code_id) ? 0 : -1;
+    }
+    while (t >= 0 && t + 1 < depth && watched(s->levels[t + 1].code_id)) {
+        ++t;
+    }
+    s->trusted = t > 0 ? t : 0;
+    for (int i = from; i < depth; ++i) {
+        const Level& lv = s->levels[i];
+        if (s->walks - lv.since >= kWatchAfter && watch_state(lv.code_id) == 0) {
+            request_watch(lv.code_id);
+        }
+    }
+}
+
+PyObject* monitoring_attr(const char* name) {
+    PyObject* sys = PyImport_ImportModule("sys");
+    if (!sys) {
+        return nullptr;
+    }
+    PyObject* mon = PyObject_GetAttrString(sys, "monitoring");
+    Py_DECREF(sys);
+    if (!mon) {
+        return nullptr;
+    }
+    PyObject* attr = PyObject_GetAttrString(mon, name);
+    Py_DECREF(mon);
+    return attr;
+}
+
+long event_bit(PyObject* events, const char* name) {
+    PyObject* v = PyObject_GetAttrString(events, name);
+    long bit = v ? PyLong_AsLong(v) : -1;
+    Py_XDECREF(v);
+    return bit;
+}
+
+}  // namespace
+
+bool start_monitoring() {
+    if constexpr (!compat::kMonitoring) {
+        return false;
+    }
+    if (!g_opts.watch_exits) {
+        return false;
+    }
+    stop_monitoring();
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    bool ok = false;
+    PyObject* get_tool = monitoring_attr("get_tool");
+    PyObject* use_tool_id = monitoring_attr("use_tool_id");
+    PyObject* register_callback = monitoring_attr("register_callback");
+    PyObject* set_events = monitoring_attr("set_events");
+    PyObject* events = monitoring_attr("events");
+    PyObject* set_local = monitoring_attr("set_local_events");
+    PyObject* cb = PyCFunction_New(&g_exit_def, nullptr);
+    if (get_tool && use_tool_id && register_callback && set_events && events && set_local && cb) {
+        long ret = event_bit(events, "PY_RETURN"), yld = event_bit(events, "PY_YIELD"),
+             unwind = event_bit(events, "PY_UNWIND");
+        for (int tool : {4, 3}) {  // 0-2 and 5 are conventionally the debugger's, coverage's, profilers', optimizers'
+            PyObject* owner = PyObject_CallFunction(get_tool, "i", tool);
+            bool free_id = owner == Py_None;
+            Py_XDECREF(owner);
+            if (!free_id) {
+                PyErr_Clear();
+                continue;
+            }
+            PyObject* r = PyObject_CallFunction(use_tool_id, "is", tool, "memlens");
+            if (!r) {
+                PyErr_Clear();
+                continue;
+            }
+            Py_DECREF(r);
+            g_tool = tool;
+            bool registered = true;
+            for (long ev : {ret, yld, unwind}) {
+                r = PyObject_CallFunction(register_callback, "ilO", tool, ev, cb);
+                registered = registered && r != nullptr;
+                Py_XDECREF(r);
+            }
+            r = registered ? PyObject_CallFunction(set_events, "il", tool, unwind) : nullptr;
+            ok = r != nullptr;
+            Py_XDECREF(r);
+            break;
+        }
+        g_exit_events = ret | yld;
+    }
+    if (ok) {
+        g_set_local_events = set_local;
+        set_local = nullptr;
+        g_requests = new std::vector<uint32_t>();
+        g_monitoring = true;
+    }
+    Py_XDECREF(get_tool);
+    Py_XDECREF(use_tool_id);
+    Py_XDECREF(register_callback);
+    Py_XDECREF(set_events);
+    Py_XDECREF(events);
+    Py_XDECREF(set_local);
+    Py_XDECREF(cb);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    if (!ok && g_tool >= 0) {
+        stop_monitoring();
+    }
+    return ok;
+}
+
+void stop_monitoring() {
+    if constexpr (!compat::kMonitoring) {
+        return;
+    }
+    if (g_tool < 0) {
+        return;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    std::vector<uint32_t>* requests = nullptr;
+    {
+        Guard g(g_intern_lock);
+        g_monitoring = false;
+        requests = g_requests;
+        g_requests = nullptr;
+    }
+    delete requests;
+    if (g_set_local_events) {
+        for (uint32_t code = 0; uint8_t* f = codes::flags(code); ++code) {
+            PyCodeObject* co = (*f & kWatched) ? codes::live_code(code) : nullptr;
+            if (co) {
+                PyObject* r = PyObject_CallFunction(g_set_local_events, "iOi", g_tool, reinterpret_cast<PyObject*>(co), 0);
+                Py_XDECREF(r);
+                PyErr_Clear();
+            }
+            *f = 0;
+        }
+    }
+    PyObject* set_events = monitoring_attr("set_events");
+    PyObject* register_callback = monitoring_attr("register_callback");
+    PyObject* events = monitoring_attr("events");
+    PyObject* free_tool_id = monitoring_attr("free_tool_id");
+    if (set_events) {
+        Py_XDECREF(PyObject_CallFunction(set_events, "ii", g_tool, 0));
+    }
+    if (register_callback && events) {
+        for (const char* name : {"PY_RETURN", "PY_YIELD", "PY_UNWIND"}) {
+            Py_XDECREF(PyObject_CallFunction(register_callback, "ilO", g_tool, event_bit(events, name), Py_None));
+        }
+    }
+    if (free_tool_id) {
+        Py_XDECREF(PyObject_CallFunction(free_tool_id, "i", g_tool));
+    }
+    Py_XDECREF(set_events);
+    Py_XDECREF(register_callback);
+    Py_XDECREF(events);
+    Py_XDECREF(free_tool_id);
+    Py_CLEAR(g_set_local_events);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    g_tool = -1;
+}
+
+bool monitoring() { return g_monitoring; }
+
+uint32_t leaf_node(ThreadState& t, bool gil) {
+    ThreadStack* s = t.stack;
+    if (!s && !(s = new_stack(t))) {
+        return kRootNode;
+    }
+    if (s->generation != g_generation) {
+        s->generation = g_generation;
+        s->len = s->trusted = 0;
+        s->walks = 0;
+    }
+    uint64_t deaths = __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE);
+    if (s->deaths != deaths) {
+        // A code object died: cached levels above the trusted ones may name its address.
+        s->deaths = deaths;
+        s->len = s->trusted;
+    }
+    PyThreadState* ts = compat::unchecked_tstate();
+    if (!ts) {
+        return kRootNode;
+    }
+    ++s->walks;
+    const bool watching = compat::kMonitoring && g_monitoring && gil;
+    int base = watching ? s->trusted : 0;
+    Frame* stop = base ? s->levels[base - 1].frame : nullptr;
+    int n = 0;
+    bool innermost = true;
+    Frame* f = compat::current_frame(ts);
+    for (; f && f != stop; f = compat::frame_prev(f)) {
+        if (compat::frame_shim(f)) {
+            continue;
+        }
+        if (innermost) {
+            innermost = false;
+            if (compat::frame_incomplete(f)) {
+                continue;
+            }
+        }
+        if (!compat::frame_code(f)) {
+            continue;
+        }
+        if (n == s->scratch_cap && !grow(s->scratch, s->scratch_cap, n + 1)) {
+            break;  // out of memory: the outermost frames are lost
+        }
+        s->scratch[n++] = f;
+    }
+    if (stop && !f) {
+        // The trusted frame is not on this stack (its frames were switched wholesale, as
+        // greenlets do): read it all.
+        s->trusted = 0;
+        base = 0;
+        s->len = 0;
+        return leaf_node(t, gil);
+    }
+    int depth = base + n;
+    if (depth > s->cap && !grow(s->levels, s->cap, depth)) {
+        return kRootNode;
+    }
+    // The levels that are unchanged, from the root side.
+    int len = s->len;
+    int k = base;
+    int same = depth < len ? depth : len;
+    while (k < same) {
+        Frame* fr = s->scratch[depth - 1 - k];
+        Level& lv = s->levels[k];
+        if (lv.code != compat::frame_code(fr) || lv.pos != compat::frame_pos(fr)) {
+            break;
+        }
+        if (lv.frame != fr) {
+            lv.frame = fr;
+            lv.since = s->walks;
+        }
+        ++k;
+    }
+    if (k < depth || len != depth) {
+        uint32_t parent = k ? s->levels[k - 1].node : kRootNode;
+        for (int i = k; i < depth; ++i) {
+            Frame* fr = s->scratch[depth - 1 - i];
+            PyCodeObject* co = compat::frame_code(fr);
+            Level& lv = s->levels[i];
+            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co) : codes::kNone;
+            if (code == codes::kNone) {
+                depth = i;  // a code object we cannot name: charge its caller
+                break;
+            }
+            int off = compat::frame_offset(fr, co);
+            uint32_t node = calltree::intern(parent, code, off < 0 ? 0 : off);
+            if (i >= len || lv.frame != fr || lv.code != co) {
+                lv.since = s->walks;
+            }
+            lv.frame = fr;
+            lv.code = co;
+            lv.pos = compat::frame_pos(fr);
+            lv.code_id = code;
+            lv.node = node;
+            parent = node;
+        }
+        s->len = depth;
+        if (s->trusted >= depth) {
+            s->trusted = depth > 0 ? depth - 1 : 0;
+        }
+    }
+    if (watching) {
+        update_trust(s, base, depth);
+    }
+    return depth ? s->levels[depth - 1].node : kRootNode;
+}
+
+void free_thread(ThreadState& t) {
+    if (t.stack) {
+        pthread_setspecific(g_key, nullptr);
+        destroy_stack(t.stack);
+    }
+}
+
+}  // namespace stack
+}  // namespace memlens

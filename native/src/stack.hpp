@@ -1,0 +1,37 @@
+// Where the current thread is: the call-tree node of its Python stack.
+//
+// Each thread caches its last stack as levels from the root (frame, code, instruction
+// position, node). An allocation re-reads the frames and re-interns only the levels that
+// changed, but reading the frames is linear in the depth of the stack. On 3.12+ the tracer
+// also knows which root-side levels cannot have changed: a level can only change after the
+// frame above it returned (or yielded, or unwound), and sys.monitoring reports those exits for
+// code objects we ask it to watch. The levels below the lowest watched exit are "trusted", and
+// an allocation reads only the frames above them. Code objects are watched only once their
+// frames have stayed in place over several allocations (the outer frames of a program), so
+// that call-heavy leaf functions pay nothing. Without sys.monitoring (3.10, 3.11) every
+// allocation reads the whole stack, with no depth limit.
+#pragma once
+
+#include <cstdint>
+
+#include "state.hpp"
+
+namespace memlens::stack {
+
+// The node of the calling thread's current stack (the root when it has no Python frame).
+// With `gil` false (a thread that released the GIL, reading its own frames), code objects
+// that this run has not seen yet cannot be registered: the stack is cut above them.
+uint32_t leaf_node(ThreadState& t, bool gil);
+
+// Sets up frame-exit monitoring (3.12+) for a run; returns false when it is not available
+// (the tracer then reads whole stacks). Requires the GIL, before the hooks go in.
+bool start_monitoring();
+// Removes every watch and our sys.monitoring tool. Requires the GIL, after the hooks are out.
+void stop_monitoring();
+// Whether this run watches frame exits.
+bool monitoring();
+
+// Frees the calling thread's cache (thread exit).
+void free_thread(ThreadState& t);
+
+}  // namespace memlens::stack

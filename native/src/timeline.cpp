@@ -1,0 +1,129 @@
+#include "timeline.hpp"
+
+#include <Python.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "state.hpp"
+
+namespace memlens::timeline {
+namespace {
+
+constexpr size_t kCap = 4096;
+
+// Written by the sampler thread only, read after it stopped.
+TimelinePoint* g_points = nullptr;
+size_t g_len = 0;
+std::thread* g_thread = nullptr;
+std::chrono::steady_clock::time_point g_start;
+// Heap objects that are never destroyed: a child forked while the sampler thread waits would
+// otherwise hang at exit destroying a condition variable that has a (now absent) waiter. The
+// child gets fresh ones (forget_thread).
+std::mutex* g_mutex = new std::mutex;
+std::condition_variable* g_cv = new std::condition_variable;
+bool g_stop = false;
+
+void sampler_main(double interval_ms) {
+    std::unique_lock<std::mutex> lk(*g_mutex);
+    size_t stride = 1, tick = 0;
+    for (;;) {
+        if (g_stop) {
+            break;
+        }
+        if (tick++ % stride == 0) {
+            if (g_len == kCap) {
+                // Bounded however long the run: keep every other point, halve the rate.
+                for (size_t i = 0; i < kCap / 2; ++i) {
+                    g_points[i] = g_points[2 * i];
+                }
+                g_len = kCap / 2;
+                stride *= 2;
+            }
+            double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+            g_points[g_len++] = TimelinePoint{t, traced_total(), read_rss()};
+        }
+        g_cv->wait_for(lk, std::chrono::duration<double, std::milli>(interval_ms));
+    }
+}
+
+}  // namespace
+
+int64_t read_rss() {
+    static long page = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = 0;
+    char* p = buf;
+    while (*p && *p != ' ') {
+        ++p;
+    }
+    return int64_t(std::strtoll(p, nullptr, 10)) * page;
+}
+
+bool start(double interval_ms) {
+    reset();
+    g_points = static_cast<TimelinePoint*>(std::calloc(kCap, sizeof(TimelinePoint)));
+    if (!g_points) {
+        return false;
+    }
+    g_start = std::chrono::steady_clock::now();
+    if (interval_ms > 0) {
+        g_stop = false;
+        g_thread = new std::thread(sampler_main, interval_ms);
+    }
+    return true;
+}
+
+void stop(double t) {
+    if (!g_thread) {
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lk(*g_mutex);
+        g_stop = true;
+    }
+    g_cv->notify_all();
+    Py_BEGIN_ALLOW_THREADS
+    g_thread->join();
+    Py_END_ALLOW_THREADS
+    delete g_thread;
+    g_thread = nullptr;
+    if (g_points && g_len < kCap) {  // the state at stop, always
+        g_points[g_len++] = TimelinePoint{t, traced_total(), read_rss()};
+    }
+}
+
+void points(std::vector<TimelinePoint>& out) {
+    out.clear();
+    if (!g_thread && g_points) {  // the sampler thread has stopped: the buffer is stable
+        out.assign(g_points, g_points + g_len);
+    }
+}
+
+void reset() {
+    std::free(g_points);
+    g_points = nullptr;
+    g_len = 0;
+}
+
+void forget_thread() {
+    g_thread = nullptr;  // it does not exist in the child (leaked on purpose)
+    g_mutex = new std::mutex;  // the parent's may be held or waited on
+    g_cv = new std::condition_variable;
+}
+
+}  // namespace memlens::timeline

@@ -1,0 +1,24 @@
+// Memory over time: a thread that reads the traced total and the resident set size every
+// interval. It touches no Python state and allocates only from libc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "snapshot.hpp"
+
+namespace memlens::timeline {
+
+// Starts the thread (interval > 0). False when out of memory.
+bool start(double interval_ms);
+// Stops and joins the thread (releasing the GIL meanwhile), then adds the state at `t`.
+void stop(double t);
+// The points so far (only once the thread has stopped; empty while it runs).
+void points(std::vector<TimelinePoint>& out);
+// Frees the points.
+void reset();
+// In a forked child: the thread does not exist there.
+void forget_thread();
+int64_t read_rss();
+
+}  // namespace memlens::timeline
