@@ -98,7 +98,7 @@ class CallTree:
             frames = self.path_to(node)
             key = tuple((n.file, n.line, n.function) for n in frames)
             peak, alloc = incl.get(node.id, (node.peak_bytes, node.alloc_bytes))
-            _, p, a = merged.get(key, (frames, 0, 0))
-            merged[key] = (frames, p + peak, a + alloc)
+            first, p, a = merged.get(key, (frames, 0, 0))
+            merged[key] = (first, p + peak, a + alloc)
         ranked = sorted(merged.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
         return [CallPath(frames, p, a) for _, (frames, p, a) in ranked[:limit]]
