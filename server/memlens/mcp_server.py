@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from memlens import fileformat, query
 from memlens._version import __version__
-from memlens.errors import MemlensError
+from memlens.errors import MemlensError, os_error_reason
 from memlens.model import ERRORS, FIGURES, Run
 from memlens.store import Store
 
@@ -75,7 +75,10 @@ class Workspace:
     def run_path(self, spec: str | None, default: str = "latest") -> Path:
         """A run spec (as on the command line: path, id, prefix, latest, baseline) -> its file,
         as the CLI would name it in messages."""
-        path = self.store.resolve(spec, default)
+        try:
+            path = self.store.resolve(spec, default)
+        except OSError as exc:  # e.g. a name too long for the file system
+            raise MemlensError(f"cannot read {spec}: {os_error_reason(exc)}") from None
         self.check_inside(path, spec or default)
         return path
 
@@ -265,8 +268,11 @@ def _check_value(name: str, schema: Mapping[str, Any], value: object) -> object:
         raise MemlensError(f"{name} must be more than {schema['exclusiveMinimum']}")
     if "maximum" in schema and value > schema["maximum"]:
         raise MemlensError(f"{name} must be at most {schema['maximum']}")
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        raise MemlensError(f"{name} must not be empty")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            raise MemlensError(f"{name} must not be empty")
+        if "\0" in value:  # no file name has one; os functions would raise
+            raise MemlensError(f"{name} must not contain NUL characters")
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
             raise MemlensError(f"{name} must not be empty")
@@ -283,6 +289,7 @@ def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> 
     Only the parts of JSON Schema that the tools' schemas use are understood: ``type`` (one
     or a list), ``enum``, ``minimum``, ``exclusiveMinimum``, ``maximum``, ``minLength``,
     ``minItems``, ``maxItems``, ``items``, ``required`` and ``additionalProperties: false``.
+    Strings never hold NUL characters (no file name can).
     """
     props: Mapping[str, Any] = schema["properties"]
     unknown = sorted(set(arguments) - set(props))
@@ -370,8 +377,6 @@ def _profile_script(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     script, *program_args = args["argv"]
     if script.startswith("-"):
         raise MemlensError(f"argv[0] must be a script in the workspace, not {script!r}")
-    if any("\0" in a for a in args["argv"]):
-        raise MemlensError("argv must not contain NUL characters")
     ws.check_inside(ws.root / script, script)
     Target(script, None, program_args).check()  # the server works in the workspace
     with ws.program_lock:

@@ -401,6 +401,8 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
                 "start_line must not be greater than end_line",
             ),
             ("line_figures", {"path": "nothere.py"}, "the run has no figures for nothere.py"),
+            ("line_figures", {"path": "a\0b.py"}, "path must not contain NUL characters"),
+            ("top_lines", {"run": "x" * 300}, f"cannot read {'x' * 300}: File name too long"),
             (
                 "line_figures",
                 {"path": "keeper.py", "call_paths": -1},

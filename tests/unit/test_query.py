@@ -163,6 +163,8 @@ def test_arguments_get_defaults_and_json_integers() -> None:
         ),
         ("list_runs", {"all": True}, "unknown argument 'all' (arguments: none)"),
         ("line_figures", {"path": None}, "missing argument 'path'"),
+        ("line_figures", {"path": "a\0b"}, "path must not contain NUL characters"),
+        ("profile_script", {"argv": ["a.py", "x\0"]}, "argv[1] must not contain NUL characters"),
         ("profile_script", {"argv": ["a.py", 3]}, "argv[1] must be a string, not an integer"),
         ("profile_script", {"argv": ["a.py"] * 1001}, "argv must have at most 1000 items"),
         ("profile_script", {"argv": ["a.py"], "timeout_s": -1}, "timeout_s must be more than 0"),
