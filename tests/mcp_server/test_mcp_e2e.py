@@ -531,12 +531,35 @@ def http_server(root: Path) -> Iterator[str]:
         proc.wait(60)
 
 
+def _post_status(url: str, host: str) -> int:
+    """The status of a bare JSON-RPC POST to ``url`` sent with the Host header ``host``."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        headers = {
+            "Host": host,
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        conn.request("POST", parts.path, body, headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
 async def test_streamable_http(tmp_path: Path) -> None:
     run_file = profiled_keeper(tmp_path)
     with http_server(tmp_path) as url, anyio.fail_after(120):
         async with Client(url) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
             top = await ok(client, "top_lines", by="live", limit=1)
+        # DNS rebinding: a page of another site that resolves to 127.0.0.1 is refused.
+        foreign = _post_status(url, "attacker.example:80")
+    assert foreign == 421
     assert tools == TOOLS
     assert top["run"]["id"] == run_file.stem
     assert top["lines"][0]["line"] == KEEP_LINE
