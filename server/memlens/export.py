@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memlens.fileformat import FORMAT_VERSION, MAGIC
-from memlens.model import ERRORS, FIGURES, FunctionStats, LineStats, Run
+from memlens.model import ERRORS, FIGURES, FunctionStats, LineStats, Run, RunInfo
 
 
 def line_figures(stats: LineStats, mode: str) -> dict[str, int | float]:
@@ -33,29 +33,34 @@ def function_figures(fn: FunctionStats) -> dict[str, str | int]:
     }
 
 
+def run_header(info: RunInfo) -> dict[str, Any]:
+    """The export's ``run`` object: the run's header."""
+    return {
+        "command": list(info.command),
+        "python": info.python,
+        "started": info.started,
+        "duration_s": info.duration_s,
+        "exit_code": info.exit_code,
+        "mode": info.mode,
+        "sample_interval_bytes": info.sample_interval_bytes,
+        "peak_traced_bytes": info.peak_traced_bytes,
+        "peak_rss_bytes": info.peak_rss_bytes,
+        "complete": info.complete,
+        "ended": info.ended,
+        "platform": info.platform,
+        "pid": info.pid,
+        "cwd": info.cwd,
+        "memlens_version": info.memlens_version,
+        "source": info.source,
+    }
+
+
 def to_json_dict(run: Run) -> dict[str, Any]:
     info = run.info
     return {
         "format": MAGIC,
         "version": FORMAT_VERSION,
-        "run": {
-            "command": list(info.command),
-            "python": info.python,
-            "started": info.started,
-            "duration_s": info.duration_s,
-            "exit_code": info.exit_code,
-            "mode": info.mode,
-            "sample_interval_bytes": info.sample_interval_bytes,
-            "peak_traced_bytes": info.peak_traced_bytes,
-            "peak_rss_bytes": info.peak_rss_bytes,
-            "complete": info.complete,
-            "ended": info.ended,
-            "platform": info.platform,
-            "pid": info.pid,
-            "cwd": info.cwd,
-            "memlens_version": info.memlens_version,
-            "source": info.source,
-        },
+        "run": run_header(info),
         "files": {
             path: {
                 "sha256": sf.sha256,

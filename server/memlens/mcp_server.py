@@ -214,6 +214,12 @@ def _output(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": dict(properties), "required": list(properties)}
 
 
+#: The arguments of the tools that rank lines or functions of one run.
+_RANKING_ARGS = _object(
+    {"run": _RUN_ARG, "by": _BY_ARG, "limit": _LIMIT_ARG, "include_library": _LIBRARY_ARG}
+)
+
+
 # -- checking arguments --------------------------------------------------------------------------
 _TYPE_NAMES = {
     "string": "a string",
@@ -498,14 +504,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "figure in bytes: peak_bytes (held when the program's traced memory peaked), "
         "alloc_bytes/alloc_count (allocated over the run), live_bytes/live_count (still held "
         "at exit: a likely leak), and incl_* (including what the line called).",
-        _object(
-            {
-                "run": _RUN_ARG,
-                "by": _BY_ARG,
-                "limit": _LIMIT_ARG,
-                "include_library": _LIBRARY_ARG,
-            }
-        ),
+        _RANKING_ARGS,
         _output(
             {
                 "run": _RUN_REF,
@@ -564,14 +563,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Functions by memory, largest first: incl_* figures include everything the function "
         "called (each stack once); alloc_bytes, alloc_count, live_bytes and peak_bytes are the "
         "function's own lines.",
-        _object(
-            {
-                "run": _RUN_ARG,
-                "by": _BY_ARG,
-                "limit": _LIMIT_ARG,
-                "include_library": _LIBRARY_ARG,
-            }
-        ),
+        _RANKING_ARGS,
         _output(
             {
                 "run": _RUN_REF,

@@ -19,6 +19,7 @@ from memlens.annotate import FIGURE_NAMES
 from memlens.calltree import CallTree
 from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
+from memlens.export import run_header
 from memlens.model import FunctionStats, Run, SourceFile
 from memlens.report import top_lines as ranked_lines
 from memlens.store import Store
@@ -62,20 +63,8 @@ def run_ref(path: Path) -> dict[str, str]:
 
 
 def run_summary(path: Path, run: Run) -> dict[str, Any]:
-    """A run's header under the export's names, with its id and file."""
-    info = run.info
-    return {
-        **run_ref(path),
-        "command": list(info.command),
-        "started": info.started,
-        "duration_s": info.duration_s,
-        "exit_code": info.exit_code,
-        "mode": info.mode,
-        "sample_interval_bytes": info.sample_interval_bytes,
-        "peak_traced_bytes": info.peak_traced_bytes,
-        "peak_rss_bytes": info.peak_rss_bytes,
-        "complete": info.complete,
-    }
+    """A run's id and file, and its header as the export has it (:func:`export.run_header`)."""
+    return {**run_ref(path), **run_header(run.info)}
 
 
 def is_library_path(path: str) -> bool:
