@@ -48,7 +48,8 @@ OUTPUT_TAIL = 4000
 #: After a timeout, how long the program has to save its run after SIGTERM before SIGKILL.
 TERM_GRACE_S = 10.0
 DEFAULT_SAMPLE_INTERVAL = 128 * 1024
-#: Runs kept in memory (by file, modification time and size), so follow-up calls are quick.
+#: Parsed runs kept in memory (by file, inode, modification time and size): follow-up calls
+#: about the same run do not read it again.
 RUN_CACHE_SIZE = 4
 
 
@@ -63,7 +64,7 @@ class Workspace:
         #: One profiled program at a time: they would share the machine (and skew each
         #: other's timings), and each takes the store's next run name.
         self.program_lock = threading.Lock()
-        self._runs: dict[tuple[str, int, int], Run] = {}
+        self._runs: dict[tuple[str, int, int, int], Run] = {}
         self._cache_lock = threading.Lock()
 
     def check_inside(self, path: str | os.PathLike[str], what: str) -> None:
@@ -88,7 +89,7 @@ class Workspace:
             st = path.stat()
         except OSError:
             return fileformat.read(path)  # the reader words the error
-        key = (str(path), st.st_mtime_ns, st.st_size)
+        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
         with self._cache_lock:
             run = self._runs.get(key)
         if run is None:
