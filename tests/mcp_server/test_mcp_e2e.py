@@ -597,3 +597,13 @@ def test_without_the_sdk_memlens_mcp_says_how_to_install_it(tmp_path: Path) -> N
         "memlens: the MCP server needs the MCP Python SDK, which is not installed: "
         "pip install 'memlens[mcp]'\n"
     )
+
+
+def test_bad_start_up_options_are_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    assert cli_error(tmp_path, "mcp", "--dir", str(missing)) == (
+        f"memlens: cannot serve {missing}: not a directory"
+    )
+    assert cli_error(tmp_path, "mcp", "--http", "--port", "70000") == (
+        "memlens: --port must be between 0 and 65535"
+    )
