@@ -338,9 +338,29 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
     )
 
 
-def to_json_dict(d: RunDiff) -> dict[str, Any]:
-    """The ``memlens diff --json`` document (documented in docs/file-format.md)."""
-    return {
+def ranked_lines(d: RunDiff, figure: str) -> list[LineDiff]:
+    """Lines by absolute change of ``figure``, biggest first (then file and line)."""
+    return sorted(d.lines, key=lambda ld: (-abs(ld.change(figure)), ld.file, ld.line))
+
+
+def ranked_functions(d: RunDiff, figure: str) -> list[FunctionDiff]:
+    """Functions by absolute change of ``figure``, biggest first (then file and name)."""
+    return sorted(d.functions, key=lambda fd: (-abs(fd.change(figure)), fd.file, fd.qualname))
+
+
+def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> dict[str, Any]:
+    """The ``memlens diff --json`` document (documented in docs/file-format.md).
+
+    With ``by`` (a figure both lines and functions have: ``alloc_bytes``, ``live_bytes``,
+    ``peak_bytes``), lines and functions are sorted by the absolute change of that figure and
+    the first ``top`` of each are kept (None: all); without, every pair in file order.
+    """
+    lines: Sequence[LineDiff] = d.lines
+    functions: Sequence[FunctionDiff] = d.functions
+    if by is not None:
+        lines = ranked_lines(d, by)[:top]
+        functions = ranked_functions(d, by)[:top]
+    doc: dict[str, Any] = {
         "format": "memlens-diff",
         "version": 1,
         "totals": {k: c.as_dict() for k, c in d.totals().items()},
@@ -357,7 +377,7 @@ def to_json_dict(d: RunDiff) -> dict[str, Any]:
                 "change": {f: c.delta for f, c in ld.changes().items()},
                 "relative": {f: c.ratio for f, c in ld.changes().items()},
             }
-            for ld in d.lines
+            for ld in lines
         ],
         "functions": [
             {
@@ -369,9 +389,12 @@ def to_json_dict(d: RunDiff) -> dict[str, Any]:
                 "change": {f: c.delta for f, c in fd.changes().items()},
                 "relative": {f: c.ratio for f, c in fd.changes().items()},
             }
-            for fd in d.functions
+            for fd in functions
         ],
     }
+    if by is not None:
+        doc["by"] = by
+    return doc
 
 
 __all__ = [
@@ -386,5 +409,7 @@ __all__ = [
     "follow_moves",
     "match_lines",
     "matching",
+    "ranked_functions",
+    "ranked_lines",
     "to_json_dict",
 ]

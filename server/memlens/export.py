@@ -9,7 +9,50 @@ from __future__ import annotations
 from typing import Any
 
 from memlens.fileformat import FORMAT_VERSION, MAGIC
-from memlens.model import FIGURES, Run
+from memlens.model import ERRORS, FIGURES, FunctionStats, LineStats, Run, RunInfo
+
+
+def line_figures(stats: LineStats, mode: str) -> dict[str, int | float]:
+    """One line's figures under the export's names; the error estimates in sampling mode."""
+    out: dict[str, int | float] = {f: getattr(stats, f) for f in FIGURES}
+    if mode == "sampling":
+        out.update((e, getattr(stats, e)) for e in ERRORS)
+    return out
+
+
+def function_figures(fn: FunctionStats) -> dict[str, str | int]:
+    """One function's entry of the export: its name, lines and inclusive figures."""
+    return {
+        "qualname": fn.qualname,
+        "first_line": fn.first_line,
+        "last_line": fn.last_line,
+        "incl_alloc_bytes": fn.alloc_bytes,
+        "incl_alloc_count": fn.alloc_count,
+        "incl_live_bytes": fn.live_bytes,
+        "incl_peak_bytes": fn.peak_bytes,
+    }
+
+
+def run_header(info: RunInfo) -> dict[str, Any]:
+    """The export's ``run`` object: the run's header."""
+    return {
+        "command": list(info.command),
+        "python": info.python,
+        "started": info.started,
+        "duration_s": info.duration_s,
+        "exit_code": info.exit_code,
+        "mode": info.mode,
+        "sample_interval_bytes": info.sample_interval_bytes,
+        "peak_traced_bytes": info.peak_traced_bytes,
+        "peak_rss_bytes": info.peak_rss_bytes,
+        "complete": info.complete,
+        "ended": info.ended,
+        "platform": info.platform,
+        "pid": info.pid,
+        "cwd": info.cwd,
+        "memlens_version": info.memlens_version,
+        "source": info.source,
+    }
 
 
 def to_json_dict(run: Run) -> dict[str, Any]:
@@ -17,54 +60,14 @@ def to_json_dict(run: Run) -> dict[str, Any]:
     return {
         "format": MAGIC,
         "version": FORMAT_VERSION,
-        "run": {
-            "command": list(info.command),
-            "python": info.python,
-            "started": info.started,
-            "duration_s": info.duration_s,
-            "exit_code": info.exit_code,
-            "mode": info.mode,
-            "sample_interval_bytes": info.sample_interval_bytes,
-            "peak_traced_bytes": info.peak_traced_bytes,
-            "peak_rss_bytes": info.peak_rss_bytes,
-            "complete": info.complete,
-            "ended": info.ended,
-            "platform": info.platform,
-            "pid": info.pid,
-            "cwd": info.cwd,
-            "memlens_version": info.memlens_version,
-            "source": info.source,
-        },
+        "run": run_header(info),
         "files": {
             path: {
                 "sha256": sf.sha256,
                 "lines": {
-                    str(line): {
-                        **{f: getattr(st, f) for f in FIGURES},
-                        **(
-                            {
-                                "alloc_err": st.alloc_err,
-                                "live_err": st.live_err,
-                                "peak_err": st.peak_err,
-                            }
-                            if info.mode == "sampling"
-                            else {}
-                        ),
-                    }
-                    for line, st in sorted(sf.lines.items())
+                    str(line): line_figures(st, info.mode) for line, st in sorted(sf.lines.items())
                 },
-                "functions": [
-                    {
-                        "qualname": fn.qualname,
-                        "first_line": fn.first_line,
-                        "last_line": fn.last_line,
-                        "incl_alloc_bytes": fn.alloc_bytes,
-                        "incl_alloc_count": fn.alloc_count,
-                        "incl_live_bytes": fn.live_bytes,
-                        "incl_peak_bytes": fn.peak_bytes,
-                    }
-                    for fn in sf.functions
-                ],
+                "functions": [function_figures(fn) for fn in sf.functions],
             }
             for path, sf in run.files.items()
         },

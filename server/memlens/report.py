@@ -8,7 +8,7 @@ listing reads exactly as the editor's inlay hints.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -44,12 +44,17 @@ def _source_lines(run: Run, file: str) -> list[str]:
     return text.splitlines() if text is not None else []
 
 
-def top_lines(run: Run, by: str = "peak", n: int = 10) -> list[TopRow]:
-    """The ``n`` lines with the largest ``by`` figure (self), largest first."""
+def top_lines(
+    run: Run, by: str = "peak", n: int | None = 10, keep: Callable[[str], bool] | None = None
+) -> list[TopRow]:
+    """The ``n`` lines (None: all) with the largest ``by`` figure (self), largest first; lines
+    with 0 are left out, and so are files for which ``keep`` says False."""
     attr = FIGURE_NAMES[by]
     peak = run.info.peak_traced_bytes or 1
     rows: list[tuple[int, str, int, LineStats]] = []
     for file, sf in run.files.items():
+        if keep is not None and not keep(file):
+            continue
         for line, st in sf.lines.items():
             value = st.figure(attr)
             if value > 0:

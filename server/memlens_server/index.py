@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+from memlens.calltree import CallTree
 from memlens.diff import match_lines
-from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile
+from memlens.model import FunctionStats, LineStats, Run, SourceFile
 
 
 def canonical(path: str | os.PathLike[str]) -> str:
@@ -88,46 +89,9 @@ class RunData:
         return self.path.stem
 
     @cached_property
-    def _nodes(self) -> tuple[dict[int, CallNode], dict[tuple[str, int], list[int]]]:
-        by_id = {n.id: n for n in self.run.call_tree}
-        by_loc: dict[tuple[str, int], list[int]] = {}
-        for n in self.run.call_tree:
-            by_loc.setdefault((n.file, n.line), []).append(n.id)
-        return by_id, by_loc
-
-    @cached_property
-    def inclusive(self) -> Mapping[int, tuple[int, int]]:
-        """Node id -> (peak_bytes, alloc_bytes) summed over the node's subtree."""
-        by_id, _ = self._nodes
-        children: dict[int, list[int]] = {}
-        for n in self.run.call_tree:
-            children.setdefault(n.parent, []).append(n.id)
-        totals: dict[int, tuple[int, int]] = {}
-        # Iterative post-order from every root (parent not in the tree).
-        roots = [n.id for n in self.run.call_tree if n.parent not in by_id]
-        for root in roots:
-            stack: list[tuple[int, bool]] = [(root, False)]
-            while stack:
-                nid, done = stack.pop()
-                if done:
-                    node = by_id[nid]
-                    peak, alloc = node.peak_bytes, node.alloc_bytes
-                    for c in children.get(nid, ()):
-                        cp, ca = totals.get(c, (0, 0))
-                        peak += cp
-                        alloc += ca
-                    totals[nid] = (peak, alloc)
-                    continue
-                stack.append((nid, True))
-                stack.extend((c, False) for c in children.get(nid, ()) if c not in totals)
-        return totals
-
-    def nodes_at(self, key: str, line: int) -> list[CallNode]:
-        by_id, by_loc = self._nodes
-        return [by_id[i] for i in by_loc.get((key, line), ())]
-
-    def node(self, node_id: int) -> CallNode | None:
-        return self._nodes[0].get(node_id)
+    def tree(self) -> CallTree:
+        """Call-tree lookups (nodes by line, inclusive figures, call paths)."""
+        return CallTree(self.run.call_tree)
 
 
 def _mtime(path: Path) -> int:

@@ -114,28 +114,17 @@ def _delta(new: int, old: int) -> str:
 def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[str, int, int]]:
     """The heaviest call paths reaching ``key:line``: (text, peak bytes, allocated bytes).
 
-    Each node of the call tree at this line is one path (root -> ... -> this line); paths with
-    the same text are merged. Figures are inclusive of what the line calls.
+    Each node of the call tree at this line is one path (root -> ... -> this line); nodes
+    reached through the same callers are merged (:meth:`memlens.calltree.CallTree.heaviest_paths`).
+    Figures are inclusive of what the line calls.
     """
-    totals: dict[str, list[int]] = {}
-    incl = run.inclusive
-    for node in run.nodes_at(key, line):
-        frames: list[str] = []
-        cur = run.node(node.parent)
-        guard = 0
-        while cur is not None and guard < 10_000:
-            frames.append(f"`{cur.function}` ({os.path.basename(cur.file)}:{cur.line})")
-            cur = run.node(cur.parent)
-            guard += 1
-        frames.reverse()
-        frames.append(f"`{node.function}` (line {node.line})")
-        text = " → ".join(frames)
-        peak, alloc = incl.get(node.id, (node.peak_bytes, node.alloc_bytes))
-        acc = totals.setdefault(text, [0, 0])
-        acc[0] += peak
-        acc[1] += alloc
-    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-    return [(text, p, a) for text, (p, a) in ranked[:limit]]
+    out: list[tuple[str, int, int]] = []
+    for path in run.tree.heaviest_paths(key, line, limit):
+        *callers, own = path.frames
+        frames = [f"`{n.function}` ({os.path.basename(n.file)}:{n.line})" for n in callers]
+        frames.append(f"`{own.function}` (line {own.line})")
+        out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
+    return out
 
 
 def hover_markdown(view: FileView, line: int, *, stale: bool, has_baseline: bool) -> str | None:

@@ -2,7 +2,8 @@
 
 benchmarks/run.py measures the cost; this test keeps the modules that made up most of it
 (measured: dataclasses + inspect ~14 ms CPU, pathlib ~4 ms, typing ~3 ms, shutil ~2 ms)
-out of the run path: argument parsing, tracing, building and writing the run file.
+out of the run path: argument parsing, tracing, building and writing the run file. The MCP
+SDK (`memlens mcp` only) never loads there either.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("dataclasses", "inspect", "typing", "pathlib", "platform", "shutil", "secrets", "rich")
+HEAVY = (
+    "dataclasses",
+    "inspect",
+    "typing",
+    "pathlib",
+    "platform",
+    "shutil",
+    "secrets",
+    "rich",
+    "mcp",
+    "memlens.mcp_server",
+)
 
 CHECK = """
 import atexit, sys

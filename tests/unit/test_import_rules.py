@@ -21,7 +21,14 @@ STDLIB_ONLY = {
     "memlens.export",
     "memlens.mapping",
     "memlens.layout",
+    "memlens.calltree",
+    "memlens.query",
 }
+
+#: The MCP SDK and what it brings: only the MCP server module imports them (``memlens mcp``
+#: loads it when it starts; every other command, and ``memlens run``, never does).
+MCP_SDK = ("mcp", "mcp_types", "anyio", "uvicorn", "starlette", "pydantic")
+MCP_MODULE = "memlens.mcp_server"
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -59,6 +66,9 @@ def test_import_rules(module: str, path: Path) -> None:
             i for i in imports if any(_is(i, p) for p in ("memlens_server", "pygls", "lsprotocol"))
         }
         assert not bad, f"{module} must not import the language server or LSP libraries: {bad}"
+    if module != MCP_MODULE:
+        bad = {i for i in imports if any(_is(i, p) for p in MCP_SDK)}
+        assert not bad, f"{module} must not import the MCP SDK (only {MCP_MODULE} does): {bad}"
     if _is(module, "memlens_server"):
         bad = {i for i in imports if _is(i, "memlens._tracer") or _is(i, "memlens.tracer")}
         assert not bad, f"{module} must not import the tracer (run files are the contract): {bad}"
@@ -76,3 +86,4 @@ def test_rules_see_every_package() -> None:
     names = {m for m, _ in _modules()}
     assert "memlens.model" in names
     assert "memlens_server" in names
+    assert MCP_MODULE in names

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "diff": "diff",
     "import": "importer",
     "lsp": "lsp",
+    "mcp": "mcp",
 }
 
 

@@ -48,23 +48,20 @@ def run(args: argparse.Namespace) -> int:
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
     d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
     line_attr, fn_attr = _FIG[args.by]
-    lines = _ranked_lines(d, line_attr)
-    functions = _ranked_functions(d, fn_attr)
     if args.json:
         import json
 
         from memlens.diff import to_json_dict
 
-        doc = to_json_dict(d)
-        top = args.top or None
-        line_index = {id(ld): i for i, ld in enumerate(d.lines)}
-        fn_index = {id(fd): i for i, fd in enumerate(d.functions)}
-        doc["a"], doc["b"], doc["by"] = str(path_a), str(path_b), line_attr
-        doc["lines"] = [doc["lines"][line_index[id(ld)]] for ld in lines][:top]
-        doc["functions"] = [doc["functions"][fn_index[id(fd)]] for fd in functions][:top]
+        doc = to_json_dict(d, by=line_attr, top=args.top or None)
+        doc["a"], doc["b"] = str(path_a), str(path_b)
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
+    from memlens.diff import ranked_functions, ranked_lines
+
+    lines = ranked_lines(d, line_attr)
+    functions = ranked_functions(d, fn_attr)
     top = _DEFAULT_TOP if args.top is None else (args.top or None)
     title = f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}"
     changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
@@ -75,15 +72,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_plain(d, title, changed, changed_fns, line_attr, fn_attr, out)
     return 0
-
-
-def _ranked_lines(d: RunDiff, attr: str) -> list[LineDiff]:
-    """Lines by absolute change of ``attr``, biggest first (then file and line)."""
-    return sorted(d.lines, key=lambda ld: (-abs(ld.change(attr)), ld.file, ld.line))
-
-
-def _ranked_functions(d: RunDiff, attr: str) -> list[FunctionDiff]:
-    return sorted(d.functions, key=lambda fd: (-abs(fd.change(attr)), fd.file, fd.qualname))
 
 
 def _where(ld: LineDiff) -> str:

@@ -28,14 +28,16 @@ def run(args: argparse.Namespace) -> int:
             f"memlens: removed {len(gone)} run(s), kept {len(store.run_files())}", file=sys.stderr
         )
         return 0
-    entries = store.entries()
-    latest, baseline = store.latest(), store.baseline()
     if args.json:
         import json
 
-        json.dump([_as_dict(e, latest, baseline) for e in entries], sys.stdout, indent=2)
+        from memlens.query import run_entries
+
+        json.dump(run_entries(store), sys.stdout, indent=2)
         print()
         return 0
+    entries = store.entries()
+    latest, baseline = store.latest(), store.baseline()
     if not entries:
         print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
         return 0
@@ -63,22 +65,3 @@ def run(args: argparse.Namespace) -> int:
         cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(6)]
         print(("  ".join(cells) + "  " + r[6]).rstrip())
     return 0
-
-
-def _as_dict(e: object, latest: object, baseline: object) -> dict[str, object]:
-    from memlens.store import RunEntry
-
-    assert isinstance(e, RunEntry)
-    info = e.info
-    return {
-        "id": e.id,
-        "path": str(e.path),
-        "started": info.started if info else None,
-        "command": list(info.command) if info else None,
-        "peak_traced_bytes": info.peak_traced_bytes if info else None,
-        "duration_s": info.duration_s if info else None,
-        "complete": info.complete if info else None,
-        "latest": e.path == latest,
-        "baseline": e.path == baseline,
-        "error": e.error,
-    }

@@ -1,0 +1,42 @@
+"""``memlens mcp``: the MCP server over the workspace's runs, for coding agents."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir", default=".", help="the workspace: its store, and where runs are read (default: .)"
+    )
+    parser.add_argument(
+        "--allow-run",
+        action="store_true",
+        help="let agents run scripts of the workspace under memlens (profile_script)",
+    )
+    parser.add_argument(
+        "--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port for --http (default 8765; 0: any free port)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from memlens.errors import MemlensError
+
+    if not 0 <= args.port <= 65535:
+        raise MemlensError("--port must be between 0 and 65535")
+    try:
+        from memlens import mcp_server
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise MemlensError(
+            "the MCP server needs the MCP Python SDK, which is not installed: "
+            "pip install 'memlens[mcp]'"
+        ) from None
+    mcp_server.serve(args.dir, allow_run=args.allow_run, http=args.http, port=args.port)
+    return 0
