@@ -216,7 +216,7 @@ int decode_line_table(const uint8_t* table, size_t len, int first_line,
 bool start() {
     reset();
     if (g_index < 0) {
-        g_index = _PyEval_RequestCodeExtraIndex(on_code_freed);
+        g_index = compat::request_code_extra_index(on_code_freed);
         if (g_index < 0) {
             PyErr_Clear();
             return false;
@@ -244,7 +244,7 @@ uint32_t id_of(PyCodeObject* code) {
         return kNone;
     }
     void* extra = nullptr;
-    if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), g_index, &extra) == 0 && extra) {
+    if (compat::code_get_extra(reinterpret_cast<PyObject*>(code), g_index, &extra) == 0 && extra) {
         uint64_t v = uint64_t(reinterpret_cast<uintptr_t>(extra));
         if (uint32_t(v >> 32) == g_tag && uint32_t(v) < g_count) {
             return uint32_t(v);
@@ -263,7 +263,7 @@ uint32_t id_of(PyCodeObject* code) {
     // set an exception: the program's own pending exception is kept.
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    int err = _PyCode_SetExtra(reinterpret_cast<PyObject*>(code), g_index, extra_value(id));
+    int err = compat::code_set_extra(reinterpret_cast<PyObject*>(code), g_index, extra_value(id));
     if (err) {
         PyErr_Clear();
     }

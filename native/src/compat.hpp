@@ -11,10 +11,13 @@
 //   frame_offset(f, code)    -> index (code units) of the last instruction executed
 //   frame_shim(f)            -> true for frames owned by the C stack (3.12+ entry shims)
 //   frame_incomplete(f)      -> true for a frame still being set up (only the innermost can be)
+//   frame_at_resume(f)       -> true while a frame executes RESUME (3.12+: where the interpreter
+//                               instruments a code object for sys.monitoring)
 //   code_qualname(code)      -> the qualified name (3.10 has only co_name)
 //   kLineTable               -> the format of co_linetable: 310 (PEP 626 pairs) or 311
 //                               (the location table of 3.11+)
 //   kMonitoring              -> whether sys.monitoring exists (3.12+)
+//   request_code_extra_index, code_get_extra, code_set_extra -> co_extra slots
 #pragma once
 
 #ifndef Py_BUILD_CORE
@@ -28,6 +31,11 @@
 
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030D0000
+#include "opcode_ids.h"
+#elif PY_VERSION_HEX >= 0x030C0000
+#include "opcode.h"
+#endif
 #else
 #include <frameobject.h>
 #endif
@@ -51,6 +59,10 @@ inline int frame_offset(Frame* f, PyCodeObject* co) {
 }
 inline bool frame_shim(Frame* f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
 inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
+inline bool frame_at_resume(Frame* f) {
+    int op = f->instr_ptr->op.code;
+    return op == RESUME || op == RESUME_CHECK || op == INSTRUMENTED_RESUME;
+}
 #elif PY_VERSION_HEX >= 0x030B0000  // 3.11, 3.12: cframe->current_frame, f_code, prev_instr
 using Frame = _PyInterpreterFrame;
 inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet(); }
@@ -63,8 +75,13 @@ inline int frame_offset(Frame* f, PyCodeObject* co) {
 }
 #if PY_VERSION_HEX >= 0x030C0000  // 3.12 adds shim frames owned by the C stack
 inline bool frame_shim(Frame* f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
+inline bool frame_at_resume(Frame* f) {
+    int op = f->prev_instr->op.code;
+    return op == RESUME || op == INSTRUMENTED_RESUME;
+}
 #else
 inline bool frame_shim(Frame*) { return false; }
+inline bool frame_at_resume(Frame*) { return false; }
 #endif
 inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
 #else  // 3.10: PyFrameObject chain, f_lasti in code units
@@ -77,6 +94,7 @@ inline uintptr_t frame_pos(Frame* f) { return static_cast<uintptr_t>(static_cast
 inline int frame_offset(Frame* f, PyCodeObject*) { return f->f_lasti < 0 ? 0 : f->f_lasti; }
 inline bool frame_shim(Frame*) { return false; }
 inline bool frame_incomplete(Frame*) { return false; }
+inline bool frame_at_resume(Frame*) { return false; }
 #endif
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -85,6 +103,17 @@ constexpr int kLineTable = 311;
 #else
 inline PyObject* code_qualname(PyCodeObject* co) { return co->co_name; }
 constexpr int kLineTable = 310;
+#endif
+
+// co_extra slots (the unstable C API names them PyUnstable_* from 3.12 on).
+#if PY_VERSION_HEX >= 0x030C0000
+inline Py_ssize_t request_code_extra_index(freefunc f) { return PyUnstable_Eval_RequestCodeExtraIndex(f); }
+inline int code_get_extra(PyObject* code, Py_ssize_t i, void** extra) { return PyUnstable_Code_GetExtra(code, i, extra); }
+inline int code_set_extra(PyObject* code, Py_ssize_t i, void* extra) { return PyUnstable_Code_SetExtra(code, i, extra); }
+#else
+inline Py_ssize_t request_code_extra_index(freefunc f) { return _PyEval_RequestCodeExtraIndex(f); }
+inline int code_get_extra(PyObject* code, Py_ssize_t i, void** extra) { return _PyCode_GetExtra(code, i, extra); }
+inline int code_set_extra(PyObject* code, Py_ssize_t i, void* extra) { return _PyCode_SetExtra(code, i, extra); }
 #endif
 
 #if PY_VERSION_HEX >= 0x030C0000

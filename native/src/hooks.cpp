@@ -118,6 +118,9 @@ inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil
 void record(ThreadState& t, uintptr_t p, size_t size, bool gil, bool small) {
     sampling::thread_refresh(t);
     uint32_t node = stack::leaf_node(t, gil);
+    if (node == stack::kNotTheProgram) {
+        return;
+    }
     if (gil && !g_sampling) {  // the common case: no lock
         ++g_allocations;
         ++g_samples;

@@ -44,32 +44,29 @@ nb::object typed(const std::vector<T>& v, const char* typecode) {
     return a;
 }
 
-// The figure columns of `sums`: alloc_bytes ... peak_bytes (int64), and the variances.
-void put_sums(nb::dict& d, const std::vector<memlens::Sums>& sums, bool variances) {
-    size_t n = sums.size();
-    std::vector<int64_t> col(n);
-    auto column = [&](const char* name, int64_t memlens::Sums::*field) {
-        for (size_t i = 0; i < n; ++i) {
-            col[i] = sums[i].*field;
-        }
-        d[name] = typed(col, "q");
-    };
-    column("alloc_bytes", &memlens::Sums::alloc_bytes);
-    column("alloc_count", &memlens::Sums::alloc_count);
-    column("live_bytes", &memlens::Sums::live_bytes);
-    column("live_count", &memlens::Sums::live_count);
-    column("peak_bytes", &memlens::Sums::peak_bytes);
-    if (variances) {
-        std::vector<double> var(n);
-        auto vcolumn = [&](const char* name, double memlens::Sums::*field) {
-            for (size_t i = 0; i < n; ++i) {
-                var[i] = sums[i].*field;
-            }
-            d[name] = typed(var, "d");
-        };
-        vcolumn("alloc_var", &memlens::Sums::alloc_var);
-        vcolumn("live_var", &memlens::Sums::live_var);
-        vcolumn("peak_var", &memlens::Sums::peak_var);
+// One column of a struct array, as a typed array.
+template <typename S, typename T>
+nb::object column(const std::vector<S>& rows, T S::*field, const char* typecode) {
+    std::vector<T> col(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+        col[i] = rows[i].*field;
+    }
+    return typed(col, typecode);
+}
+
+// The figure columns of `sums`: alloc_bytes ... peak_bytes (int64); the variances if any.
+void put_sums(nb::dict& d, const std::vector<memlens::Sums>& sums, const std::vector<memlens::SumVars>* vars) {
+    using memlens::Sums;
+    d["alloc_bytes"] = column(sums, &Sums::alloc_bytes, "q");
+    d["alloc_count"] = column(sums, &Sums::alloc_count, "q");
+    d["live_bytes"] = column(sums, &Sums::live_bytes, "q");
+    d["live_count"] = column(sums, &Sums::live_count, "q");
+    d["peak_bytes"] = column(sums, &Sums::peak_bytes, "q");
+    if (vars && !vars->empty()) {
+        using memlens::SumVars;
+        d["alloc_var"] = column(*vars, &SumVars::alloc, "d");
+        d["live_var"] = column(*vars, &SumVars::live, "d");
+        d["peak_var"] = column(*vars, &SumVars::peak, "d");
     }
 }
 
@@ -111,6 +108,8 @@ NB_MODULE(_tracer, m) {
                 d["peak_rss_bytes"] = s.peak_rss_bytes;
                 d["allocations"] = s.allocations;
                 d["samples"] = s.samples;
+                d["stack_reads"] = s.stack_reads;
+                d["frames_read"] = s.frames_read;
                 d["duration_s"] = s.duration_s;
                 d["mode"] = s.mode == 1 ? "sampling" : "exact";
                 d["sample_interval"] = s.sample_interval;
@@ -132,18 +131,17 @@ NB_MODULE(_tracer, m) {
                     nb::gil_scoped_release release;
                     memlens::build(s, files, funcs, functions, b);
                 }
-                bool variances = s.mode == 1;
                 nb::dict tree, sites, site_incl, fns;
                 tree["parent"] = typed(b.parent, "i");
                 tree["file"] = typed(b.file, "i");
                 tree["line"] = typed(b.line, "i");
                 tree["function"] = typed(b.function, "i");
-                put_sums(tree, b.self, false);
+                put_sums(tree, b.self, nullptr);
                 sites["file"] = typed(b.site_file, "i");
                 sites["line"] = typed(b.site_line, "i");
-                put_sums(sites, b.site_self, variances);
-                put_sums(site_incl, b.site_incl, false);
-                put_sums(fns, b.function_incl, false);
+                put_sums(sites, b.site_self, &b.site_vars);
+                put_sums(site_incl, b.site_incl, nullptr);
+                put_sums(fns, b.function_incl, nullptr);
                 nb::dict out;
                 out["tree"] = tree;
                 out["sites"] = sites;

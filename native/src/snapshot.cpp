@@ -1,18 +1,69 @@
 #include "snapshot.hpp"
 
-#include <unordered_map>
-
 namespace memlens {
 
 namespace {
 
-struct KeyHash {
-    size_t operator()(uint64_t k) const {
+// uint64 key -> int32 value, open addressing (keys are never UINT64_MAX).
+class FlatMap {
+public:
+    explicit FlatMap(size_t expected) {
+        size_t cap = 16;
+        while (cap < expected * 2) {
+            cap *= 2;
+        }
+        keys_.assign(cap, kEmpty);
+        values_.resize(cap);
+    }
+    // The value of `key`, inserting `value` when absent; *inserted says which.
+    int32_t emplace(uint64_t key, int32_t value, bool* inserted) {
+        if ((count_ + 1) * 2 > keys_.size()) {
+            grow();
+        }
+        size_t mask = keys_.size() - 1;
+        size_t i = hash(key) & mask;
+        while (keys_[i] != kEmpty) {
+            if (keys_[i] == key) {
+                *inserted = false;
+                return values_[i];
+            }
+            i = (i + 1) & mask;
+        }
+        keys_[i] = key;
+        values_[i] = value;
+        ++count_;
+        *inserted = true;
+        return value;
+    }
+
+private:
+    static constexpr uint64_t kEmpty = UINT64_MAX;
+    static size_t hash(uint64_t k) {
         k ^= k >> 33;
         k *= 0xff51afd7ed558ccdULL;
         k ^= k >> 33;
         return size_t(k);
     }
+    void grow() {
+        std::vector<uint64_t> keys(keys_.size() * 2, kEmpty);
+        std::vector<int32_t> values(keys.size());
+        size_t mask = keys.size() - 1;
+        for (size_t j = 0; j < keys_.size(); ++j) {
+            if (keys_[j] != kEmpty) {
+                size_t i = hash(keys_[j]) & mask;
+                while (keys[i] != kEmpty) {
+                    i = (i + 1) & mask;
+                }
+                keys[i] = keys_[j];
+                values[i] = values_[j];
+            }
+        }
+        keys_.swap(keys);
+        values_.swap(values);
+    }
+    std::vector<uint64_t> keys_;
+    std::vector<int32_t> values_;
+    size_t count_ = 0;
 };
 
 }  // namespace
@@ -24,8 +75,7 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     std::vector<int32_t> fid_of(n, -1);  // native node -> collapsed node (-1: none)
     std::vector<int32_t> site_of;        // collapsed node -> site
     // (collapsed parent, site) -> collapsed node; (file, line) -> site
-    std::unordered_map<uint64_t, int32_t, KeyHash> node_key, site_key;
-    node_key.reserve(n);
+    FlatMap node_key(n), site_key(1024);
 
     for (size_t id = 0; id < n; ++id) {
         const SnapshotNode& nd = snap.nodes[id];
@@ -36,32 +86,38 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         } else {
             int32_t line = snap.lines.line(nd.code, nd.offset);
             uint64_t skey = (uint64_t(uint32_t(file)) << 32) | uint32_t(line);
-            auto s = site_key.emplace(skey, int32_t(out.site_file.size()));
-            if (s.second) {
+            bool added = false;
+            int32_t site = site_key.emplace(skey, int32_t(out.site_file.size()), &added);
+            if (added) {
                 out.site_file.push_back(file);
                 out.site_line.push_back(line);
             }
-            int32_t site = s.first->second;
             uint64_t nkey = (uint64_t(uint32_t(inherited + 1)) << 32) | uint32_t(site);
-            auto f = node_key.emplace(nkey, int32_t(out.parent.size()));
-            if (f.second) {
+            int32_t fid = node_key.emplace(nkey, int32_t(out.parent.size()), &added);
+            if (added) {
                 out.parent.push_back(inherited);
                 out.file.push_back(file);
                 out.line.push_back(line);
                 out.function.push_back(function_of_code[nd.code]);
                 site_of.push_back(site);
             }
-            fid_of[id] = f.first->second;
+            fid_of[id] = fid;
         }
     }
     const size_t m = out.parent.size();
+    const size_t sites = out.site_file.size();
     out.self.assign(m, Sums{});
+    if (!snap.vars.empty()) {
+        out.site_vars.assign(sites, SumVars{});
+    }
     for (size_t id = 0; id < n; ++id) {
         if (fid_of[id] >= 0) {
             out.self[size_t(fid_of[id])].add(snap.nodes[id].sums);
+            if (!snap.vars.empty()) {
+                out.site_vars[size_t(site_of[size_t(fid_of[id])])].add(snap.vars[id]);
+            }
         }
     }
-    node_key = {};
     fid_of = {};
 
     // Subtree sums: a collapsed node's parent always precedes it.
@@ -93,7 +149,6 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
-    const size_t sites = out.site_file.size();
     out.site_self.assign(sites, Sums{});
     out.site_incl.assign(sites, Sums{});
     out.function_incl.assign(size_t(functions > 0 ? functions : 0), Sums{});

@@ -17,19 +17,25 @@
 namespace memlens {
 
 // Figures of one node, line or function: allocated, live and live at the peak, in the layout
-// of the Python side's model.SUMS, with the variances of the estimates in sampling mode.
+// of the Python side's model.SUMS.
 struct Sums {
     int64_t alloc_bytes = 0, alloc_count = 0, live_bytes = 0, live_count = 0, peak_bytes = 0;
-    double alloc_var = 0, live_var = 0, peak_var = 0;
     void add(const Sums& o) {
         alloc_bytes += o.alloc_bytes;
         alloc_count += o.alloc_count;
         live_bytes += o.live_bytes;
         live_count += o.live_count;
         peak_bytes += o.peak_bytes;
-        alloc_var += o.alloc_var;
-        live_var += o.live_var;
-        peak_var += o.peak_var;
+    }
+};
+
+// The variances of sampling mode's estimates of alloc, live and peak bytes.
+struct SumVars {
+    double alloc = 0, live = 0, peak = 0;
+    void add(const SumVars& o) {
+        alloc += o.alloc;
+        live += o.live;
+        peak += o.peak;
     }
 };
 
@@ -48,12 +54,15 @@ struct TimelinePoint {
 
 struct SnapshotData {
     std::vector<SnapshotNode> nodes;
+    std::vector<SumVars> vars;  // per node, sampling mode only
     codes::Lines lines;
     int64_t peak_traced_bytes = 0;
     int64_t current_traced_bytes = 0;
     int64_t peak_rss_bytes = 0;
     uint64_t allocations = 0;
     uint64_t samples = 0;
+    uint64_t stack_reads = 0;
+    uint64_t frames_read = 0;
     double duration_s = 0;
     int mode = 0;
     uint64_t sample_interval = 0;
@@ -68,6 +77,7 @@ struct Built {
     // Per (file, line): self figures and inclusive figures.
     std::vector<int32_t> site_file, site_line;
     std::vector<Sums> site_self, site_incl;
+    std::vector<SumVars> site_vars;  // sampling mode only
     // Per function id given by the caller: inclusive figures (zero when never reached).
     std::vector<Sums> function_incl;
 };

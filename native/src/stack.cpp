@@ -387,6 +387,9 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
             if (compat::frame_incomplete(f)) {
                 continue;
             }
+            if (watching && compat::frame_at_resume(f)) {
+                return kNotTheProgram;
+            }
         }
         if (!compat::frame_code(f)) {
             continue;
@@ -396,15 +399,19 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
         }
         s->scratch[n++] = f;
     }
-    if (stop && !f) {
-        // The trusted frame is not on this stack (its frames were switched wholesale, as
-        // greenlets do): read it all.
+    if (stop && (!f || compat::frame_code(f) != s->levels[base - 1].code ||
+                 compat::frame_pos(f) != s->levels[base - 1].pos)) {
+        // The last trusted frame is not on this stack (its frames were switched wholesale, as
+        // greenlets do) or it moved on (an exit we were not told of, e.g. an exception that C
+        // code caught): read the whole stack.
         s->trusted = 0;
-        base = 0;
-        s->len = 0;
         return leaf_node(t, gil);
     }
     int depth = base + n;
+    if (gil) {
+        ++g_stack_reads;
+        g_frames_read += uint64_t(n);
+    }
     if (depth > s->cap && !grow(s->levels, s->cap, depth)) {
         return kRootNode;
     }

@@ -18,9 +18,15 @@
 
 namespace memlens::stack {
 
-// The node of the calling thread's current stack (the root when it has no Python frame).
-// With `gil` false (a thread that released the GIL, reading its own frames), code objects
-// that this run has not seen yet cannot be registered: the stack is cut above them.
+// Returned by leaf_node for an allocation that is the interpreter's bookkeeping for our own
+// frame-exit monitoring (3.12+ instruments each code object at its RESUME instruction after
+// the set of monitored events changed, allocating per-code data): not the program's.
+constexpr uint32_t kNotTheProgram = UINT32_MAX;
+
+// The node of the calling thread's current stack (the root when it has no Python frame), or
+// kNotTheProgram. With `gil` false (a thread that released the GIL, reading its own frames),
+// code objects that this run has not seen yet cannot be registered: the stack is cut above
+// them.
 uint32_t leaf_node(ThreadState& t, bool gil);
 
 // Sets up frame-exit monitoring (3.12+) for a run; returns false when it is not available

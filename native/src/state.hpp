@@ -63,6 +63,9 @@ inline int64_t g_peak = 0;
 inline uint64_t g_epoch = 1;
 inline uint64_t g_allocations = 0;  // allocation events seen (sampled or not; GIL events)
 inline uint64_t g_samples = 0;      // allocation events recorded
+// Stack reads (GIL events; racy counts, for benchmarks and tests): reads, and frames read.
+inline uint64_t g_stack_reads = 0;
+inline uint64_t g_frames_read = 0;
 
 struct ThreadStack;  // stack.hpp
 

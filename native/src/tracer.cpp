@@ -92,6 +92,7 @@ std::string start(const Options& options) {
     g_total = g_total_nogil = g_peak = 0;
     g_epoch = 1;
     g_allocations = g_samples = 0;
+    g_stack_reads = g_frames_read = 0;
     g_duration = 0;
     g_peak_rss = 0;
     ++g_generation;
@@ -146,6 +147,9 @@ void snapshot(SnapshotData& out) {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
         out.nodes.resize(n);
+        if (g_sampling) {
+            out.vars.resize(n);
+        }
         uint64_t epoch = g_epoch;
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
@@ -168,15 +172,15 @@ void snapshot(SnapshotData& out) {
             }
             if (g_sampling) {
                 const Variances& v = calltree::vars(id);
-                o.sums.alloc_var = v.alloc;
-                o.sums.live_var = v.live;
-                o.sums.peak_var = at_peak_now ? v.live : v.peak;
+                out.vars[id] = SumVars{v.alloc, v.live, at_peak_now ? v.live : v.peak};
             }
         }
         out.peak_traced_bytes = g_peak;
         out.current_traced_bytes = traced_total();
         out.allocations = g_allocations;
         out.samples = g_samples;
+        out.stack_reads = g_stack_reads;
+        out.frames_read = g_frames_read;
     }
     out.lines.load();
     out.duration_s = g_active.load() ? elapsed() : g_duration;

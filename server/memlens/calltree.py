@@ -27,7 +27,7 @@ class CallPath:
     incl_alloc_bytes: int
 
 
-class CallTree:
+class CallTreeIndex:
     """Indexes of one run's call tree (:attr:`memlens.model.Run.call_tree`)."""
 
     def __init__(self, nodes: Sequence[CallNode]) -> None:

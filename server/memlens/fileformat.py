@@ -30,6 +30,7 @@ from memlens.model import (
     ERRORS,
     FIGURES,
     CallNode,
+    CallTree,
     FunctionStats,
     LineStats,
     Run,
@@ -230,22 +231,11 @@ def _create(con: sqlite3.Connection) -> None:
             con.execute(statement)
 
 
-def _node_rows(nodes: Iterable[CallNode], file_ids: Mapping[str, int]) -> Iterable[tuple[Any, ...]]:
-    for n in nodes:
-        fid = file_ids.get(n.file)
-        if fid is None:
-            raise ValueError(f"call-tree node {n.id} names a file not in the run: {n.file}")
-        yield (
-            n.id,
-            n.parent,
-            fid,
-            n.line,
-            n.function,
-            n.alloc_bytes,
-            n.alloc_count,
-            n.live_bytes,
-            n.peak_bytes,
-        )
+def _node_rows(tree: CallTree, file_ids: Mapping[str, int]) -> Iterable[tuple[Any, ...]]:
+    missing = [f for f in tree.files if f not in file_ids]
+    if missing:
+        raise ValueError(f"the call tree names a file not in the run: {missing[0]}")
+    return tree.rows(file_ids)
 
 
 def read(path: str | os.PathLike[str]) -> Run:

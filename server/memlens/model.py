@@ -12,6 +12,7 @@ imports ``inspect``) and generating seven classes cost more CPU than the rest of
 from __future__ import annotations
 
 import math
+from _collections_abc import Sequence as _Sequence  # collections.abc without its import cost
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
 if TYPE_CHECKING:
@@ -308,7 +309,7 @@ CALL_TREE_COLUMNS: tuple[str, ...] = (
 )
 
 
-class CallTree:
+class CallTree(_Sequence["CallNode"]):
     """A run's call tree, stored by column: a sequence of :class:`CallNode`.
 
     A big program's tree has hundreds of thousands of nodes; one object per node would cost
@@ -395,7 +396,7 @@ class CallTree:
             self.peak_bytes[i],
         )
 
-    def __getitem__(self, i: int) -> CallNode:
+    def __getitem__(self, i: int) -> CallNode:  # type: ignore[override]  # no slices
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memlens.annotate import FIGURE_NAMES
-from memlens.calltree import CallTree
+from memlens.calltree import CallTreeIndex
 from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
 from memlens.export import run_header
@@ -98,7 +98,7 @@ def _code(sf: SourceFile, line: int) -> str:
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
-def _function_of(tree: CallTree, sf: SourceFile, line: int) -> str | None:
+def _function_of(tree: CallTreeIndex, sf: SourceFile, line: int) -> str | None:
     """The function a line belongs to: as the call tree recorded it, else the innermost
     function whose lines contain it; None at module level of a run without a call tree."""
     nodes = tree.at(sf.path, line)
@@ -108,7 +108,7 @@ def _function_of(tree: CallTree, sf: SourceFile, line: int) -> str | None:
     return max(around, key=lambda fn: fn.first_line).qualname if around else None
 
 
-def _line_entry(run: Run, tree: CallTree, sf: SourceFile, line: int) -> dict[str, Any]:
+def _line_entry(run: Run, tree: CallTreeIndex, sf: SourceFile, line: int) -> dict[str, Any]:
     return {
         "path": sf.path,
         "line": line,
@@ -125,7 +125,7 @@ def top_lines(
     lines with 0 are left out. ``limit`` None: all."""
     keep = None if include_library else (lambda path: not is_library_path(path))
     rows = ranked_lines(run, by, limit, keep=keep)
-    tree = CallTree(run.call_tree)
+    tree = CallTreeIndex(run.call_tree)
     return [_line_entry(run, tree, run.files[r.file], r.line) for r in rows]
 
 
@@ -133,9 +133,9 @@ def line_figures(
     run: Run, file: str, start: int = 1, end: int | None = None, paths: int = 3
 ) -> list[dict[str, Any]]:
     """The lines of ``file`` (a key of ``run.files``) between ``start`` and ``end`` that have
-    figures, each with its ``paths`` heaviest call paths (:meth:`CallTree.heaviest_paths`)."""
+    figures, each with its ``paths`` heaviest call paths (:meth:`CallTreeIndex.heaviest_paths`)."""
     sf = run.files[file]
-    tree = CallTree(run.call_tree)
+    tree = CallTreeIndex(run.call_tree)
     out: list[dict[str, Any]] = []
     for line in sorted(sf.lines):
         if line < start or (end is not None and line > end):

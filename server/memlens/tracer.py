@@ -164,11 +164,8 @@ def stop(
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
-    try:
-        return _build_run(snap, session, command, exit_code, complete)
-    finally:
-        del snap
-        _tracer.reset()
+    _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
+    return _build_run(snap, session, command, exit_code, complete)
 
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.

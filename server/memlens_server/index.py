@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from memlens.calltree import CallTree
+from memlens.calltree import CallTreeIndex
 from memlens.diff import match_lines
 from memlens.model import FunctionStats, LineStats, Run, SourceFile
 
@@ -89,9 +89,9 @@ class RunData:
         return self.path.stem
 
     @cached_property
-    def tree(self) -> CallTree:
+    def tree(self) -> CallTreeIndex:
         """Call-tree lookups (nodes by line, inclusive figures, call paths)."""
-        return CallTree(self.run.call_tree)
+        return CallTreeIndex(self.run.call_tree)
 
 
 def _mtime(path: Path) -> int:

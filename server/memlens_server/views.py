@@ -115,7 +115,7 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
     """The heaviest call paths reaching ``key:line``: (text, peak bytes, allocated bytes).
 
     Each node of the call tree at this line is one path (root -> ... -> this line); nodes
-    reached through the same callers are merged (:meth:`memlens.calltree.CallTree.heaviest_paths`).
+    reached through the same callers are merged (:meth:`memlens.calltree.CallTreeIndex.heaviest_paths`).
     Figures are inclusive of what the line calls.
     """
     out: list[tuple[str, int, int]] = []

@@ -60,8 +60,10 @@ def test_freed_block_is_allocated_but_not_live() -> None:
     run, _ = profile(programs.freed)
     s = stats(run, "freed")
     assert near(s.alloc_bytes, 6 * MIB)
-    assert s.live_bytes == 0
-    assert s.live_count == 0
+    # The buffer is not live. A small object the call made (its argument tuple) may look live:
+    # CPython puts freed tuples on a free list instead of freeing them (docs/how-it-works.md).
+    assert s.live_bytes < 256
+    assert s.live_count <= 1
     assert near(s.peak_bytes, 6 * MIB)  # it was live when the total peaked
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from memlens import query
-from memlens.calltree import CallTree
+from memlens.calltree import CallTreeIndex
 from memlens.errors import MemlensError
 from memlens.mcp_server import TOOLS, check_arguments
 from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile
@@ -104,7 +104,7 @@ def test_function_self_figures_leave_nested_functions_and_namesakes_apart() -> N
 
 def test_heaviest_paths_merge_rank_and_survive_a_looping_tree() -> None:
     path = "/work/m.py"
-    tree = CallTree(
+    tree = CallTreeIndex(
         (
             CallNode(0, -1, path, 30, "<module>"),
             CallNode(1, 0, path, 20, "main"),
@@ -122,7 +122,7 @@ def test_heaviest_paths_merge_rank_and_survive_a_looping_tree() -> None:
     ]
     assert tree.heaviest_paths(path, 5, limit=1) == paths[:1]
     assert tree.heaviest_paths(path, 99) == []
-    looping = CallTree((CallNode(0, 1, path, 1, "a"), CallNode(1, 0, path, 2, "b")))
+    looping = CallTreeIndex((CallNode(0, 1, path, 1, "a"), CallNode(1, 0, path, 2, "b")))
     (only,) = looping.heaviest_paths(path, 1)
     assert only.frames[-1].id == 0
     assert len(only.frames) <= 10_001
