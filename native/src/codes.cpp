@@ -35,6 +35,64 @@ Py_ssize_t g_index = -1;    // our co_extra slot, requested once per process
 
 Record& record(uint32_t id) { return g_records[id >> kChunkBits][id & (kChunkSize - 1)]; }
 
+// Static code objects (see compat.hpp) by address: they never die, so addresses are unique.
+struct StaticIds {
+    uintptr_t* keys = nullptr;
+    uint32_t* ids = nullptr;
+    size_t mask = 0, count = 0;
+    size_t slot(uintptr_t k) const {
+        size_t i = size_t((uint64_t(k) >> 4) * 0x9E3779B97F4A7C15ULL >> 32) & mask;
+        while (keys[i] && keys[i] != k) {
+            i = (i + 1) & mask;
+        }
+        return i;
+    }
+    bool find(uintptr_t k, uint32_t* id) const {
+        if (!keys) {
+            return false;
+        }
+        size_t i = slot(k);
+        if (!keys[i]) {
+            return false;
+        }
+        *id = ids[i];
+        return true;
+    }
+    bool add(uintptr_t k, uint32_t id) {
+        if ((count + 1) * 2 > mask + 1) {
+            StaticIds bigger;
+            bigger.mask = mask ? mask * 2 + 1 : 63;
+            bigger.keys = static_cast<uintptr_t*>(std::calloc(bigger.mask + 1, sizeof(uintptr_t)));
+            bigger.ids = static_cast<uint32_t*>(std::calloc(bigger.mask + 1, sizeof(uint32_t)));
+            if (!bigger.keys || !bigger.ids) {
+                bigger.clear();
+                return false;
+            }
+            for (size_t j = 0; keys && j <= mask; ++j) {
+                if (keys[j]) {
+                    size_t i = bigger.slot(keys[j]);
+                    bigger.keys[i] = keys[j];
+                    bigger.ids[i] = ids[j];
+                }
+            }
+            bigger.count = count;
+            clear();
+            *this = bigger;
+        }
+        size_t i = slot(k);
+        keys[i] = k;
+        ids[i] = id;
+        ++count;
+        return true;
+    }
+    void clear() {
+        std::free(keys);
+        std::free(ids);
+        *this = StaticIds{};
+    }
+};
+StaticIds g_static;
+
 inline void* extra_value(uint32_t id) {
     return reinterpret_cast<void*>(uintptr_t((uint64_t(g_tag) << 32) | id));
 }
@@ -237,17 +295,27 @@ void reset() {
     }
     g_count = 0;
     g_tag = 0;
+    g_static.clear();
 }
 
 uint32_t id_of(PyCodeObject* code) {
     if (g_tag == 0) {
         return kNone;
     }
-    void* extra = nullptr;
-    if (compat::code_get_extra(reinterpret_cast<PyObject*>(code), g_index, &extra) == 0 && extra) {
-        uint64_t v = uint64_t(reinterpret_cast<uintptr_t>(extra));
-        if (uint32_t(v >> 32) == g_tag && uint32_t(v) < g_count) {
-            return uint32_t(v);
+    const bool is_static = compat::code_is_static(code);
+    uint32_t found = kNone;
+    if (is_static) {
+        Guard g(g_intern_lock);
+        if (g_static.find(uintptr_t(code), &found)) {
+            return found;
+        }
+    } else {
+        void* extra = nullptr;
+        if (compat::code_get_extra(reinterpret_cast<PyObject*>(code), g_index, &extra) == 0 && extra) {
+            uint64_t v = uint64_t(reinterpret_cast<uintptr_t>(extra));
+            if (uint32_t(v >> 32) == g_tag && uint32_t(v) < g_count) {
+                return uint32_t(v);
+            }
         }
     }
     Guard g(g_intern_lock);
@@ -258,6 +326,14 @@ uint32_t id_of(PyCodeObject* code) {
     Record*& chunk = g_records[id >> kChunkBits];
     if (!chunk && !(chunk = static_cast<Record*>(std::calloc(kChunkSize, sizeof(Record))))) {
         return kNone;
+    }
+    if (is_static) {
+        if (!g_static.add(uintptr_t(code), id)) {
+            return kNone;
+        }
+        record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, 0};
+        __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
+        return id;
     }
     // Writing co_extra may allocate (PyMem_Realloc: our hooks pass it through) and, on failure,
     // set an exception: the program's own pending exception is kept.

@@ -57,7 +57,15 @@ inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->ins
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->instr_ptr - _PyCode_CODE(co));
 }
-inline bool frame_shim(Frame* f) { return f->owner == FRAME_OWNED_BY_CSTACK; }
+// Entry shims, and the interpreter's own static code (e.g. the frame that checks what an
+// __init__ returned), flagged as never monitored.
+inline bool frame_shim(Frame* f) {
+    if (f->owner == FRAME_OWNED_BY_CSTACK) {
+        return true;
+    }
+    PyCodeObject* co = frame_code(f);
+    return co && (co->co_flags & CO_NO_MONITORING_EVENTS);
+}
 inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
 inline bool frame_at_resume(Frame* f) {
     int op = f->instr_ptr->op.code;
@@ -105,7 +113,14 @@ inline PyObject* code_qualname(PyCodeObject* co) { return co->co_name; }
 constexpr int kLineTable = 310;
 #endif
 
-// co_extra slots (the unstable C API names them PyUnstable_* from 3.12 on).
+// co_extra slots (the unstable C API names them PyUnstable_* from 3.12 on). Static code
+// objects (immortal from 3.12 on: deep-frozen modules, interpreter shims) may live in read-only
+// memory: they get no co_extra slot (and, never dying, need none).
+#if PY_VERSION_HEX >= 0x030C0000
+inline bool code_is_static(PyCodeObject* co) { return _Py_IsImmortal(reinterpret_cast<PyObject*>(co)); }
+#else
+inline bool code_is_static(PyCodeObject*) { return false; }
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 inline Py_ssize_t request_code_extra_index(freefunc f) { return PyUnstable_Eval_RequestCodeExtraIndex(f); }
 inline int code_get_extra(PyObject* code, Py_ssize_t i, void** extra) { return PyUnstable_Code_GetExtra(code, i, extra); }

@@ -116,7 +116,8 @@ def test_an_allocation_400_frames_deep_reaches_every_caller(tmp_path: Path) -> N
     assert 3 * MIB <= leaf.alloc_bytes < 3 * MIB + 4096
     for tag in ("call", "top"):
         incl = lines[line_no(path, tag)].incl_alloc_bytes
-        assert 3 * MIB <= incl < 3 * MIB + 64 * 1024, (tag, incl)
+        # (3.10 allocates a frame object per call: 400 of them under these lines too)
+        assert 3 * MIB <= incl < 3 * MIB + 400 * 1024, (tag, incl)
     assert run.info.max_depth == 0  # no frame cap
 
 
