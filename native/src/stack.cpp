@@ -48,6 +48,16 @@ namespace {
 // A frame that stayed in place over this many walks of its thread gets its code watched.
 constexpr uint64_t kWatchAfter = 16;
 
+// Whether a frame is at the same place as a cached level. From 3.11 on the instruction
+// position is a pointer into the code object itself, so it names the code too (a code object
+// that died and whose memory was reused is handled by the death counter).
+inline bool same_place(const Level& lv, Frame* f) {
+    if (lv.pos != compat::frame_pos(f)) {
+        return false;
+    }
+    return compat::kLineTable >= 311 || lv.code == compat::frame_code(f);
+}
+
 pthread_key_t g_key;
 pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -377,6 +387,11 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
     Frame* stop = base ? s->levels[base - 1].frame : nullptr;
     int n = 0;
     bool innermost = true;
+    // Without trusted levels (3.10, 3.11) the whole stack is read on every allocation: the
+    // frames are compared with the cached levels in the same pass, assuming the depth did not
+    // change (the usual case), so each frame costs a couple of loads.
+    const int len = s->len;
+    int differs = INT32_MAX;  // lowest level found to differ, when the depth is `len`
     Frame* f = compat::current_frame(ts);
     for (; f && f != stop; f = compat::frame_prev(f)) {
         if (compat::frame_shim(f)) {
@@ -397,7 +412,14 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
         if (n == s->scratch_cap && !grow(s->scratch, s->scratch_cap, n + 1)) {
             break;  // out of memory: the outermost frames are lost
         }
-        s->scratch[n++] = f;
+        s->scratch[n] = f;
+        if constexpr (!compat::kMonitoring) {
+            int level = len - 1 - n;
+            if (level >= 0 && !same_place(s->levels[level], f)) {
+                differs = level;  // levels are met from the top: the last one set is the lowest
+            }
+        }
+        ++n;
     }
     if (stop && (!f || compat::frame_code(f) != s->levels[base - 1].code ||
                  compat::frame_pos(f) != s->levels[base - 1].pos)) {
@@ -416,20 +438,23 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
         return kRootNode;
     }
     // The levels that are unchanged, from the root side.
-    int len = s->len;
     int k = base;
-    int same = depth < len ? depth : len;
-    while (k < same) {
-        Frame* fr = s->scratch[depth - 1 - k];
-        Level& lv = s->levels[k];
-        if (lv.code != compat::frame_code(fr) || lv.pos != compat::frame_pos(fr)) {
-            break;
+    if (!compat::kMonitoring && depth == len) {
+        k = differs == INT32_MAX ? depth : differs;
+    } else {
+        int same = depth < len ? depth : len;
+        while (k < same) {
+            Frame* fr = s->scratch[depth - 1 - k];
+            Level& lv = s->levels[k];
+            if (!same_place(lv, fr)) {
+                break;
+            }
+            if (lv.frame != fr) {
+                lv.frame = fr;
+                lv.since = s->walks;
+            }
+            ++k;
         }
-        if (lv.frame != fr) {
-            lv.frame = fr;
-            lv.since = s->walks;
-        }
-        ++k;
     }
     if (k < depth || len != depth) {
         uint32_t parent = k ? s->levels[k - 1].node : kRootNode;
