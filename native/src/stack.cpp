@@ -377,7 +377,11 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
         s->deaths = deaths;
         s->len = s->trusted;
     }
-    PyThreadState* ts = compat::unchecked_tstate();
+    // With the GIL, the current thread state is the caller's. Without it (a thread that
+    // released the GIL and runs C code), the interpreter's current state is another thread's:
+    // the caller's own is found through its thread-specific key (none for threads that never
+    // ran Python, such as a C library's worker threads: their allocations go to the root).
+    PyThreadState* ts = gil ? compat::unchecked_tstate() : PyGILState_GetThisThreadState();
     if (!ts) {
         return kRootNode;
     }
