@@ -24,6 +24,8 @@ namespace memlens {
 constexpr uint32_t kRootNode = 0;
 constexpr uint32_t kNoParent = UINT32_MAX;
 constexpr uint32_t kNoCode = UINT32_MAX;
+// The code id of the child node that native (C allocator) blocks of a line are charged to.
+constexpr uint32_t kNativeCode = UINT32_MAX - 1;
 // Node ids fit in 28 bits (the pymalloc block map packs them with a 4-bit size).
 constexpr uint32_t kMaxNodes = (uint32_t{1} << 28) - 2;
 

@@ -14,7 +14,12 @@
 //   MEM/OBJ domains have no free hook at all (see the pym_* hooks).
 #include "hooks.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdarg>
 #include <cstring>
+#include <map>
 
 #include "blocks.hpp"
 #include "calltree.hpp"
@@ -46,7 +51,8 @@ Domain g_domains[3] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
 
 enum class Kind { None, ExactPymalloc, Exact, Sampling, SamplingPymalloc };
 Kind g_kind = Kind::None;
-bool g_map = false;  // exact mode over pymalloc: small MEM/OBJ blocks in the block map
+bool g_map = false;     // exact mode over pymalloc: small MEM/OBJ blocks in the block map
+bool g_native = false;  // the C allocator's calls from other libraries are traced
 
 PyObjectArenaAllocator g_arena_original;
 PyObjectArenaAllocator g_arena_ours;
@@ -113,18 +119,31 @@ inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil
     }
 }
 
-// Records a block just allocated (or the new block of a realloc). `small`: a pymalloc block
-// that may go in the block map.
-void record(ThreadState& t, uintptr_t p, size_t size, bool gil, bool small) {
-    sampling::thread_refresh(t);
+// What a tracked block is: a pymalloc block (it may go in the block map), another block of
+// Python's allocators, or a block of the C allocator (native: charged to a child node of the
+// line's node, so that lines tell native bytes from Python's).
+enum class Block { Python, Pymalloc, Native };
+
+// The node a block made now is charged to, or stack::kNotTheProgram.
+inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
     uint32_t node = stack::leaf_node(t, gil);
+    if (kind == Block::Native && node != stack::kNotTheProgram) {
+        node = calltree::intern(node, kNativeCode, 0);
+    }
+    return node;
+}
+
+// Records a block just allocated (or the new block of a realloc).
+void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
+    sampling::thread_refresh(t);
+    uint32_t node = node_for(t, gil, kind);
     if (node == stack::kNotTheProgram) {
         return;
     }
     if (gil && !g_sampling) {  // the common case: no lock
         ++g_allocations;
         ++g_samples;
-        if (!(small && blocks::page_put(p, size, node))) {
+        if (!(kind == Block::Pymalloc && blocks::page_put(p, size, node))) {
             Guard g(g_table_lock);
             table_put_locked(p, node, size, true);
         }
@@ -191,11 +210,11 @@ __attribute__((noinline)) void restore(uintptr_t p, const Forgotten& old, bool g
 // The tracked part of an allocation: the real call under the reentrancy flag (the
 // allocator's own allocations inside it are not counted), then the block recorded if `take`.
 template <typename Call>
-inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, bool small, bool take, Call call) {
+inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bool take, Call call) {
     t.in_hook = true;
     void* p = call();
     if (p && take) {
-        record(t, uintptr_t(p), size, gil, small);
+        record(t, uintptr_t(p), size, gil, kind);
     }
     t.in_hook = false;
     return p;
@@ -203,17 +222,17 @@ inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, bool small, bo
 
 // The tracked part of a reallocation: the old block forgotten before the call (the allocator
 // may hand its address to another thread at once), the new one recorded if `take`, the old
-// one put back if the call failed. `call(take)` performs it; `small(p)` says whether the new
-// block may go in the block map.
-template <typename Call, typename Small>
+// one put back if the call failed. `call(take)` performs it; `kind(p)` says what the new
+// block is.
+template <typename Call, typename Kind>
 inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, bool mapped, bool take, Call call,
-                             Small small) {
+                             Kind kind) {
     t.in_hook = true;
     Forgotten old = ptr ? forget(uintptr_t(ptr), gil, mapped) : Forgotten{};
     void* p = call(take);
     if (p) {
         if (take) {
-            record(t, uintptr_t(p), size, gil, small(p));
+            record(t, uintptr_t(p), size, gil, kind(p));
         }
     } else if (old.tracked) {
         restore(uintptr_t(ptr), old, gil);
@@ -227,7 +246,9 @@ inline bool gil_held(int domain) { return domain != 0 || PyGILState_Check(); }
 // ---------------------------------------------------------------------------------------
 // Exact mode. D is the domain (0 = RAW, which may run without the GIL).
 
-inline bool small_request(size_t size) { return size - 1 < kPymallocSmall; }  // 1..512
+inline Block kind_of(int domain, size_t size) {
+    return domain != 0 && g_map && size - 1 < kPymallocSmall ? Block::Pymalloc : Block::Python;  // 1..512
+}
 
 template <int D>
 void* ex_malloc(void*, size_t size) {
@@ -236,7 +257,7 @@ void* ex_malloc(void*, size_t size) {
     if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
         return d.original.malloc(d.original.ctx, size);
     }
-    return alloc_tracked(t, size, gil_held(D), D != 0 && g_map && small_request(size), true,
+    return alloc_tracked(t, size, gil_held(D), kind_of(D, size), true,
                          [&] { return d.original.malloc(d.original.ctx, size); });
 }
 
@@ -249,7 +270,7 @@ void* ex_calloc(void*, size_t nelem, size_t elsize) {
         __builtin_mul_overflow(nelem, elsize, &size)) {
         return d.original.calloc(d.original.ctx, nelem, elsize);
     }
-    return alloc_tracked(t, size, gil_held(D), D != 0 && g_map && small_request(size), true,
+    return alloc_tracked(t, size, gil_held(D), kind_of(D, size), true,
                          [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
 }
 
@@ -262,11 +283,13 @@ void* ex_realloc(void*, void* ptr, size_t size) {
     }
     // A moved or resized pymalloc block goes back in the block map only where the map knows
     // its page holds blocks of its class (a shrunk large block stays a libc block).
-    auto small = [&](void* p) {
-        return D != 0 && g_map && small_request(size) && (!ptr || blocks::page_fits(uintptr_t(p), size));
+    auto kind = [&](void* p) {
+        return kind_of(D, size) == Block::Pymalloc && (!ptr || blocks::page_fits(uintptr_t(p), size))
+                   ? Block::Pymalloc
+                   : Block::Python;
     };
     return realloc_tracked(t, ptr, size, gil_held(D), D != 0, !t.paused,
-                           [&](bool) { return d.original.realloc(d.original.ctx, ptr, size); }, small);
+                           [&](bool) { return d.original.realloc(d.original.ctx, ptr, size); }, kind);
 }
 
 template <int D>
@@ -280,13 +303,25 @@ void ex_free(void*, void* ptr) {
     d.original.free(d.original.ctx, ptr);
 }
 
-// pymalloc's arena allocator: the pages of a released arena are forgotten by the block map.
-void* arena_alloc(void*, size_t size) { return g_arena_original.alloc(g_arena_original.ctx, size); }
+// pymalloc's arena allocator: the pages of a released arena are forgotten by the block map,
+// and the arenas' own mappings (made through libpython's mmap) are not native allocations.
+void* arena_alloc(void*, size_t size) {
+    ThreadState& t = t_state;
+    bool nested = t.in_hook;
+    t.in_hook = true;
+    void* p = g_arena_original.alloc(g_arena_original.ctx, size);
+    t.in_hook = nested;
+    return p;
+}
 void arena_free(void*, void* ptr, size_t size) {
-    if (ptr) {
+    if (ptr && g_map) {
         blocks::arena_freed(uintptr_t(ptr), size);
     }
+    ThreadState& t = t_state;
+    bool nested = t.in_hook;
+    t.in_hook = true;
     g_arena_original.free(g_arena_original.ctx, ptr, size);
+    t.in_hook = nested;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -322,13 +357,13 @@ inline bool sampled(ThreadState& ts, size_t size) {
 }
 
 template <typename Call>
-__attribute__((noinline)) void* sample_alloc_slow(size_t size, bool gil, Call call) {
+__attribute__((noinline)) void* sample_alloc_slow(size_t size, bool gil, Block kind, Call call) {
     ThreadState& t = t_state;
-    return alloc_tracked(t, size, gil, false, countdown_expired(t, size), call);
+    return alloc_tracked(t, size, gil, kind, countdown_expired(t, size), call);
 }
 
 template <typename Call>
-inline void* sample_alloc(size_t size, bool gil, Call call) {
+inline void* sample_alloc(size_t size, bool gil, Block kind, Call call) {
     ThreadState& ts = t_state;
     if (ts.in_hook) {
         return call();
@@ -336,7 +371,7 @@ inline void* sample_alloc(size_t size, bool gil, Call call) {
     int64_t left = ts.countdown - int64_t(size);
     ts.countdown = left;
     if (__builtin_expect(left <= 0, 0)) {
-        return sample_alloc_slow(size, gil, call);
+        return sample_alloc_slow(size, gil, kind, call);
     }
     ts.in_hook = true;  // allocations the allocator makes inside this one are not counted
     void* p = call();
@@ -345,7 +380,7 @@ inline void* sample_alloc(size_t size, bool gil, Call call) {
 }
 
 template <typename Call>
-inline void* sample_realloc(void* ptr, size_t size, bool gil, Call call) {
+inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call call) {
     ThreadState& ts = t_state;
     if (ts.in_hook) {
         return call();
@@ -362,7 +397,7 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Call call) {
         return call();
     }
     bool take = !ts.paused && sampled(ts, size);  // the old block may be tracked
-    return realloc_tracked(ts, ptr, size, gil, false, take, [&](bool) { return call(); }, [](void*) { return false; });
+    return realloc_tracked(ts, ptr, size, gil, false, take, [&](bool) { return call(); }, [kind](void*) { return kind; });
 }
 
 // Forgets a block that may be tracked, then frees it with `call`.
@@ -386,19 +421,21 @@ inline void sample_free(void* ptr, int domain, Call call) {
 template <int D>
 void* sm_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
-    return sample_alloc(size, D != 0, [&] { return d.original.malloc(d.original.ctx, size); });
+    return sample_alloc(size, D != 0, Block::Python, [&] { return d.original.malloc(d.original.ctx, size); });
 }
 
 template <int D>
 void* sm_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
-    return sample_alloc(nelem * elsize, D != 0, [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
+    return sample_alloc(nelem * elsize, D != 0, Block::Python,
+                        [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
 }
 
 template <int D>
 void* sm_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
-    return sample_realloc(ptr, size, D != 0, [&] { return d.original.realloc(d.original.ctx, ptr, size); });
+    return sample_realloc(ptr, size, D != 0, Block::Python,
+                          [&] { return d.original.realloc(d.original.ctx, ptr, size); });
 }
 
 template <int D>
@@ -450,7 +487,7 @@ __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t e
     }
     bool take = gil_sampled(size, counted);
     // Under the reentrancy flag: large requests go through the RAW domain, not counted twice.
-    return alloc_tracked(ts, size, true, false, take, [&] {
+    return alloc_tracked(ts, size, true, Block::Python, take, [&] {
         if (take && size <= kPymallocSmall) {
             return zero ? o.calloc(o.ctx, 1, kPymallocSmall + 1) : o.malloc(o.ctx, kPymallocSmall + 1);
         }
@@ -499,7 +536,7 @@ void* pym_realloc(void*, void* ptr, size_t size) {
     return realloc_tracked(
         ts, ptr, size, true, false, gil_sampled(size, false),
         [&](bool take) { return o.realloc(o.ctx, ptr, take && size <= kPymallocSmall ? kPymallocSmall + 1 : size); },
-        [](void*) { return false; });
+        [](void*) { return Block::Python; });
 }
 
 template <int D>
@@ -538,36 +575,36 @@ NumpyHandler* g_np_patched = nullptr;
 void* np_malloc(void*, size_t size) {
     auto call = [&] { return g_np_original.malloc(g_np_original.ctx, size); };
     if (g_sampling) {
-        return sample_alloc(size, PyGILState_Check(), call);
+        return sample_alloc(size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
     if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
         return call();
     }
-    return alloc_tracked(t, size, PyGILState_Check(), false, true, call);
+    return alloc_tracked(t, size, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_calloc(void*, size_t nelem, size_t elsize) {
     auto call = [&] { return g_np_original.calloc(g_np_original.ctx, nelem, elsize); };
     if (g_sampling) {
-        return sample_alloc(nelem * elsize, PyGILState_Check(), call);
+        return sample_alloc(nelem * elsize, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
     if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
         return call();
     }
-    return alloc_tracked(t, nelem * elsize, PyGILState_Check(), false, true, call);
+    return alloc_tracked(t, nelem * elsize, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_realloc(void*, void* ptr, size_t size) {
     auto call = [&] { return g_np_original.realloc(g_np_original.ctx, ptr, size); };
     if (g_sampling) {
-        return sample_realloc(ptr, size, PyGILState_Check(), call);
+        return sample_realloc(ptr, size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
     if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
         return call();
     }
     return realloc_tracked(t, ptr, size, PyGILState_Check(), false, !t.paused, [&](bool) { return call(); },
-                           [](void*) { return false; });
+                           [](void*) { return Block::Python; });
 }
 void np_free(void*, void* ptr, size_t size) {
     auto call = [ptr, size] { g_np_original.free(g_np_original.ctx, ptr, size); };
@@ -579,6 +616,265 @@ void np_free(void*, void* ptr, size_t size) {
     }
     call();
 }
+
+// ---------------------------------------------------------------------------------------
+// The C allocator, as other libraries call it (native.cpp patches these hooks into their
+// relocation slots). Python's own calls to it (the RAW domain, pymalloc's arenas) are made
+// under our reentrancy flag, so they are counted once, as Python allocations. Blocks are
+// charged to a child node of the line's node (kNativeCode), so lines tell native bytes apart.
+
+using MallocFn = void* (*)(size_t);
+using CallocFn = void* (*)(size_t, size_t);
+using ReallocFn = void* (*)(void*, size_t);
+using ReallocArrayFn = void* (*)(void*, size_t, size_t);
+using FreeFn = void (*)(void*);
+using PosixMemalignFn = int (*)(void**, size_t, size_t);
+using AlignedFn = void* (*)(size_t, size_t);
+using MmapFn = void* (*)(void*, size_t, int, int, int, off_t);
+using MunmapFn = int (*)(void*, size_t);
+using MremapFn = void* (*)(void*, size_t, size_t, int, ...);
+
+void* g_real_malloc = nullptr;
+void* g_real_calloc = nullptr;
+void* g_real_realloc = nullptr;
+void* g_real_reallocarray = nullptr;
+void* g_real_free = nullptr;
+void* g_real_posix_memalign = nullptr;
+void* g_real_aligned_alloc = nullptr;
+void* g_real_memalign = nullptr;
+void* g_real_valloc = nullptr;
+void* g_real_pvalloc = nullptr;
+void* g_real_mmap = nullptr;
+void* g_real_mmap64 = nullptr;
+void* g_real_munmap = nullptr;
+void* g_real_mremap = nullptr;
+
+template <typename F>
+inline F real(void* p) {
+    return reinterpret_cast<F>(p);
+}
+
+inline bool native_tracked(const ThreadState& t) {
+    return g_native && !(t.in_hook | t.paused) && g_active.load(std::memory_order_relaxed);
+}
+
+template <typename Call>
+inline void* native_alloc(size_t size, Call call) {
+    ThreadState& t = t_state;
+    if (!native_tracked(t)) {
+        return call();
+    }
+    if (g_sampling) {
+        return sample_alloc(size, PyGILState_Check(), Block::Native, call);
+    }
+    return alloc_tracked(t, size, PyGILState_Check(), Block::Native, true, call);
+}
+
+inline void native_forget(void* ptr) {
+    if (ptr && blocks::filter_hit(uintptr_t(ptr)) && g_active.load(std::memory_order_relaxed) &&
+        !t_state.in_hook) {
+        forget(uintptr_t(ptr), PyGILState_Check(), false);
+    }
+}
+
+void* ml_malloc(size_t size) {
+    return native_alloc(size, [&] { return real<MallocFn>(g_real_malloc)(size); });
+}
+void* ml_calloc(size_t nelem, size_t elsize) {
+    size_t size = 0;
+    if (__builtin_mul_overflow(nelem, elsize, &size)) {
+        return real<CallocFn>(g_real_calloc)(nelem, elsize);
+    }
+    return native_alloc(size, [&] { return real<CallocFn>(g_real_calloc)(nelem, elsize); });
+}
+void* ml_realloc(void* ptr, size_t size) {
+    ThreadState& t = t_state;
+    auto call = [&] { return real<ReallocFn>(g_real_realloc)(ptr, size); };
+    if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    bool gil = PyGILState_Check();
+    if (g_sampling) {
+        return sample_realloc(ptr, size, gil, Block::Native, call);
+    }
+    return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
+                           [](void*) { return Block::Native; });
+}
+void* ml_reallocarray(void* ptr, size_t nelem, size_t elsize) {
+    size_t size = 0;
+    if (__builtin_mul_overflow(nelem, elsize, &size)) {
+        return real<ReallocArrayFn>(g_real_reallocarray)(ptr, nelem, elsize);  // sets ENOMEM
+    }
+    ThreadState& t = t_state;
+    auto call = [&] { return real<ReallocArrayFn>(g_real_reallocarray)(ptr, nelem, elsize); };
+    if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
+        return call();
+    }
+    bool gil = PyGILState_Check();
+    if (g_sampling) {
+        return sample_realloc(ptr, size, gil, Block::Native, call);
+    }
+    return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
+                           [](void*) { return Block::Native; });
+}
+void ml_free(void* ptr) {
+    native_forget(ptr);
+    real<FreeFn>(g_real_free)(ptr);
+}
+int ml_posix_memalign(void** out, size_t align, size_t size) {
+    int err = 0;
+    native_alloc(size, [&]() -> void* {
+        err = real<PosixMemalignFn>(g_real_posix_memalign)(out, align, size);
+        return err == 0 ? *out : nullptr;
+    });
+    return err;
+}
+void* ml_aligned_alloc(size_t align, size_t size) {
+    return native_alloc(size, [&] { return real<AlignedFn>(g_real_aligned_alloc)(align, size); });
+}
+void* ml_memalign(size_t align, size_t size) {
+    return native_alloc(size, [&] { return real<AlignedFn>(g_real_memalign)(align, size); });
+}
+void* ml_valloc(size_t size) {
+    return native_alloc(size, [&] { return real<MallocFn>(g_real_valloc)(size); });
+}
+void* ml_pvalloc(size_t size) {
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size_t rounded = size ? (size + page - 1) / page * page : page;  // what pvalloc allocates
+    return native_alloc(rounded, [&] { return real<MallocFn>(g_real_pvalloc)(size); });
+}
+
+// Anonymous mappings are tracked as address ranges (munmap may release part of one), under
+// g_table_lock, and counted exactly in sampling mode too (they are page-sized or larger).
+struct Mapping {
+    uintptr_t end;
+    uint32_t node;
+};
+std::map<uintptr_t, Mapping>* g_mappings = nullptr;  // by start address
+
+void track_mapping(void* p, size_t len) {
+    ThreadState& t = t_state;
+    t.in_hook = true;  // the map's own allocations are ours
+    bool gil = PyGILState_Check();
+    uint32_t node = node_for(t, gil, Block::Native);
+    if (node != stack::kNotTheProgram) {
+        Guard g(g_table_lock);
+        if (g_mappings) {
+            (*g_mappings)[uintptr_t(p)] = Mapping{uintptr_t(p) + len, node};
+            ++g_allocations;
+            ++g_samples;
+            count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_sampling);
+        }
+    }
+    t.in_hook = false;
+}
+
+// Forgets the tracked parts of [p, p + len).
+void untrack_range(uintptr_t p, size_t len) {
+    ThreadState& t = t_state;
+    bool nested = t.in_hook;
+    t.in_hook = true;
+    bool gil = PyGILState_Check();
+    uintptr_t end = p + len;
+    {
+        Guard g(g_table_lock);
+        if (g_mappings && !g_mappings->empty()) {
+            auto it = g_mappings->upper_bound(p);
+            if (it != g_mappings->begin()) {
+                --it;
+            }
+            while (it != g_mappings->end() && it->first < end) {
+                uintptr_t start = it->first;
+                Mapping m = it->second;
+                if (m.end <= p) {
+                    ++it;
+                    continue;
+                }
+                uintptr_t lo = start > p ? start : p, hi = m.end < end ? m.end : end;
+                bool whole = lo == start && hi == m.end;
+                count_free(m.node, sampling::Weight{int64_t(hi - lo), whole ? 1 : 0, 0.0}, gil && !g_sampling);
+                it = g_mappings->erase(it);
+                if (start < lo) {
+                    (*g_mappings)[start] = Mapping{lo, m.node};
+                }
+                if (hi < m.end) {
+                    it = g_mappings->emplace(hi, Mapping{m.end, m.node}).first;
+                    ++it;
+                }
+            }
+        }
+    }
+    t.in_hook = nested;
+}
+
+inline bool anonymous(int flags, int fd) { return (flags & MAP_ANONYMOUS) && fd == -1; }
+
+void* ml_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+    void* p = real<MmapFn>(g_real_mmap)(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED && anonymous(flags, fd) && native_tracked(t_state)) {
+        if (flags & MAP_FIXED) {
+            untrack_range(uintptr_t(p), len);  // it replaced whatever was there
+        }
+        track_mapping(p, len);
+    }
+    return p;
+}
+void* ml_mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+    void* p = real<MmapFn>(g_real_mmap64)(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED && anonymous(flags, fd) && native_tracked(t_state)) {
+        if (flags & MAP_FIXED) {
+            untrack_range(uintptr_t(p), len);
+        }
+        track_mapping(p, len);
+    }
+    return p;
+}
+int ml_munmap(void* addr, size_t len) {
+    if (g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook) {
+        untrack_range(uintptr_t(addr), len);
+    }
+    return real<MunmapFn>(g_real_munmap)(addr, len);
+}
+void* ml_mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
+    void* new_addr = nullptr;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        new_addr = va_arg(ap, void*);
+        va_end(ap);
+    }
+    bool tracking = g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook;
+    bool was_tracked = false;
+    if (tracking) {
+        Guard g(g_table_lock);
+        was_tracked = g_mappings && g_mappings->count(uintptr_t(old));
+    }
+    void* p = real<MremapFn>(g_real_mremap)(old, old_len, new_len, flags, new_addr);
+    if (p != MAP_FAILED && was_tracked) {
+        untrack_range(uintptr_t(old), old_len);
+        if (native_tracked(t_state)) {
+            track_mapping(p, new_len);  // charged where it was resized, as a realloc is
+        }
+    }
+    return p;
+}
+
+const Interposer g_interposers[] = {
+    {"malloc", reinterpret_cast<void*>(ml_malloc), &g_real_malloc},
+    {"calloc", reinterpret_cast<void*>(ml_calloc), &g_real_calloc},
+    {"realloc", reinterpret_cast<void*>(ml_realloc), &g_real_realloc},
+    {"reallocarray", reinterpret_cast<void*>(ml_reallocarray), &g_real_reallocarray},
+    {"free", reinterpret_cast<void*>(ml_free), &g_real_free},
+    {"posix_memalign", reinterpret_cast<void*>(ml_posix_memalign), &g_real_posix_memalign},
+    {"aligned_alloc", reinterpret_cast<void*>(ml_aligned_alloc), &g_real_aligned_alloc},
+    {"memalign", reinterpret_cast<void*>(ml_memalign), &g_real_memalign},
+    {"valloc", reinterpret_cast<void*>(ml_valloc), &g_real_valloc},
+    {"pvalloc", reinterpret_cast<void*>(ml_pvalloc), &g_real_pvalloc},
+    {"mmap", reinterpret_cast<void*>(ml_mmap), &g_real_mmap},
+    {"mmap64", reinterpret_cast<void*>(ml_mmap64), &g_real_mmap64},
+    {"munmap", reinterpret_cast<void*>(ml_munmap), &g_real_munmap},
+    {"mremap", reinterpret_cast<void*>(ml_mremap), &g_real_mremap},
+};
 
 // ---------------------------------------------------------------------------------------
 // Installing.
@@ -631,10 +927,14 @@ void install() {
         set_exact<2>(g_domains[2]);
     }
     g_map = g_kind == Kind::ExactPymalloc;
+    g_native = g_opts.native;
+    if (g_native && !g_mappings) {
+        g_mappings = new std::map<uintptr_t, Mapping>();
+    }
     for (Domain& d : g_domains) {
         PyMem_GetAllocator(d.id, &d.original);
     }
-    if (g_map) {
+    if (g_map || g_native) {
         PyObject_GetArenaAllocator(&g_arena_original);
         g_arena_ours = PyObjectArenaAllocator{nullptr, arena_alloc, arena_free};
         PyObject_SetArenaAllocator(&g_arena_ours);
@@ -705,6 +1005,17 @@ const char* kind() {
 }
 
 bool pymalloc_map() { return g_map; }
+
+void reset() {
+    Guard g(g_table_lock);
+    delete g_mappings;
+    g_mappings = nullptr;
+}
+
+const Interposer* interposers(size_t* count) {
+    *count = sizeof(g_interposers) / sizeof(g_interposers[0]);
+    return g_interposers;
+}
 
 std::string numpy_attach(void* api_capsule) {
     PyObject* capsule = static_cast<PyObject*>(api_capsule);

@@ -4,6 +4,7 @@
 // creates Python objects.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace memlens::hooks {
@@ -25,5 +26,16 @@ bool pymalloc_map();
 std::string numpy_attach(void* api_capsule);
 // Draws the MEM/OBJ sampling countdown of a new run.
 void start_run();
+// Frees what a run kept (not while tracing).
+void reset();
+
+// A C library function whose calls from other libraries the native hooks take over:
+// native.cpp resolves `*real` and patches `hook` into the libraries' relocation slots.
+struct Interposer {
+    const char* symbol;
+    void* hook;
+    void** real;
+};
+const Interposer* interposers(size_t* count);
 
 }  // namespace memlens::hooks

@@ -16,7 +16,7 @@ namespace nb = nanobind;
 namespace {
 
 void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, double timeline_interval_ms,
-           bool watch_exits) {
+           bool watch_exits, bool native) {
     memlens::Options o;
     if (mode == "exact") {
         o.mode = memlens::Mode::Exact;
@@ -29,6 +29,7 @@ void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, dou
     o.seed = seed;
     o.timeline_interval_ms = timeline_interval_ms;
     o.watch_exits = watch_exits;
+    o.native = native;
     std::string err = memlens::start(o);
     if (!err.empty()) {
         throw std::runtime_error(err);
@@ -131,7 +132,7 @@ NB_MODULE(_tracer, m) {
                     nb::gil_scoped_release release;
                     memlens::build(s, files, funcs, functions, b);
                 }
-                nb::dict tree, sites, site_incl, fns;
+                nb::dict tree, sites, site_incl, site_native, fns;
                 tree["parent"] = typed(b.parent, "i");
                 tree["file"] = typed(b.file, "i");
                 tree["line"] = typed(b.line, "i");
@@ -141,11 +142,13 @@ NB_MODULE(_tracer, m) {
                 sites["line"] = typed(b.site_line, "i");
                 put_sums(sites, b.site_self, &b.site_vars);
                 put_sums(site_incl, b.site_incl, nullptr);
+                put_sums(site_native, b.site_native, nullptr);
                 put_sums(fns, b.function_incl, nullptr);
                 nb::dict out;
                 out["tree"] = tree;
                 out["sites"] = sites;
                 out["sites_incl"] = site_incl;
+                out["sites_native"] = site_native;
                 out["functions"] = fns;
                 return out;
             },
@@ -154,7 +157,7 @@ NB_MODULE(_tracer, m) {
             "(one entry per code id; file -1 = transparent). Returns typed columns.");
 
     m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0, nb::arg("seed") = 0,
-          nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true,
+          nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true, nb::arg("native") = true,
           "Install the allocator hooks and start recording.");
     m.def("stop", &memlens::stop, "Stop recording and restore the allocators when possible.");
     m.def(
@@ -173,6 +176,8 @@ NB_MODULE(_tracer, m) {
     m.def("hook_kind", &memlens::hook_kind, "Which hooks the current or last run installed.");
     m.def("watches_exits", &memlens::watches_exits,
           "Whether this run reads only the changed part of stacks (sys.monitoring, 3.12+).");
+    m.def("traces_native", &memlens::traces_native,
+          "Whether this run traces the C allocator calls of other libraries.");
     m.def(
         "totals",
         []() {

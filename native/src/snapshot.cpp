@@ -1,5 +1,7 @@
 #include "snapshot.hpp"
 
+#include "calltree.hpp"
+
 namespace memlens {
 
 namespace {
@@ -107,12 +109,16 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     const size_t m = out.parent.size();
     const size_t sites = out.site_file.size();
     out.self.assign(m, Sums{});
+    out.site_native.assign(sites, Sums{});
     if (!snap.vars.empty()) {
         out.site_vars.assign(sites, SumVars{});
     }
     for (size_t id = 0; id < n; ++id) {
         if (fid_of[id] >= 0) {
             out.self[size_t(fid_of[id])].add(snap.nodes[id].sums);
+            if (snap.nodes[id].code == kNativeCode) {
+                out.site_native[size_t(site_of[size_t(fid_of[id])])].add(snap.nodes[id].sums);
+            }
             if (!snap.vars.empty()) {
                 out.site_vars[size_t(site_of[size_t(fid_of[id])])].add(snap.vars[id]);
             }

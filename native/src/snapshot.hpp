@@ -6,7 +6,9 @@
 // innermost calling frame that is charged) and which function it is; build() computes the
 // collapsed tree (node = caller's node, file, line), self figures per line, and inclusive
 // figures per line and per function, counting each subtree once per line (and per function)
-// on its path even under recursion. Time and memory are linear in the number of nodes.
+// on its path even under recursion. Native blocks (the C allocator's, on a child node of their
+// line's node) count in their line's self figures and, apart, in its native figures. Time and
+// memory are linear in the number of nodes.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +79,7 @@ struct Built {
     // Per (file, line): self figures and inclusive figures.
     std::vector<int32_t> site_file, site_line;
     std::vector<Sums> site_self, site_incl;
+    std::vector<Sums> site_native;   // the part of site_self from the C allocator
     std::vector<SumVars> site_vars;  // sampling mode only
     // Per function id given by the caller: inclusive figures (zero when never reached).
     std::vector<Sums> function_incl;

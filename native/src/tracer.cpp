@@ -12,6 +12,7 @@
 #include "calltree.hpp"
 #include "codes.hpp"
 #include "hooks.hpp"
+#include "native.hpp"
 #include "sampling.hpp"
 #include "snapshot.hpp"
 #include "stack.hpp"
@@ -24,6 +25,7 @@ namespace {
 
 bool g_forked_child = false;
 bool g_watching = false;
+bool g_native_installed = false;
 std::chrono::steady_clock::time_point g_start_time;
 double g_duration = 0;
 int64_t g_peak_rss = 0;
@@ -49,6 +51,7 @@ void atfork_child() {
 }
 
 void free_tables() {
+    hooks::reset();
     blocks::destroy();
     calltree::destroy();
     codes::reset();
@@ -107,6 +110,7 @@ std::string start(const Options& options) {
     g_start_time = std::chrono::steady_clock::now();
     g_active.store(true);
     hooks::install();
+    g_native_installed = g_opts.native && native::install();
     if (!timeline::start(options.timeline_interval_ms)) {
         stop();
         return "out of memory";
@@ -120,6 +124,9 @@ void stop() {
     }
     g_active.store(false);
     g_duration = elapsed();
+    if (g_native_installed) {
+        native::uninstall();
+    }
     timeline::stop(g_duration);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
@@ -134,6 +141,7 @@ bool hooks_installed() { return hooks::installed(); }
 bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
+bool traces_native() { return g_native_installed; }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }
 
 void snapshot(SnapshotData& out) {

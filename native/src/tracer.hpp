@@ -27,6 +27,7 @@ struct Options {
     uint64_t seed = 0;             // 0: seed from the clock
     double timeline_interval_ms = 10.0;
     bool watch_exits = true;       // 3.12+: sys.monitoring frame exits keep stack reads short
+    bool native = true;            // trace the C allocator calls of other libraries
 };
 
 struct SnapshotData;  // snapshot.hpp
@@ -49,6 +50,8 @@ bool is_forked_child();
 const char* hook_kind();
 // Whether this run reads only the changed part of stacks (sys.monitoring frame exits, 3.12+).
 bool watches_exits();
+// Whether this run traces the C allocator calls of other libraries (native.hpp).
+bool traces_native();
 // Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by chaining
 // a handler of ours onto numpy's default handler, in every thread. `api_capsule` is numpy's
 // `_multiarray_umath._ARRAY_API`. Returns "" or why it could not. Requires the GIL.
