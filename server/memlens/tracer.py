@@ -98,6 +98,7 @@ def start(
     checkpoint_interval_s: float = 5.0,
     command: Sequence[str] | None = None,
     watch_exits: bool = True,
+    native: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -112,7 +113,9 @@ def start(
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced. ``hidden`` names files (e.g. a launcher script) that are
-    never charged, like memlens's own. ``watch_exits=False`` turns off the frame-exit
+    never charged, like memlens's own. ``native=False`` leaves out what C libraries allocate
+    themselves (malloc & co. and anonymous mmap, charged to the Python line that made them do
+    it). ``watch_exits=False`` turns off the frame-exit
     monitoring that keeps deep stacks cheap on Python 3.12+ (for comparisons; figures are the
     same either way).
     """
@@ -135,7 +138,7 @@ def start(
         hidden=tuple(os.path.realpath(h) for h in hidden),
     )
     try:
-        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits)
+        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session

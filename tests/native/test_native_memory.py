@@ -1,0 +1,206 @@
+"""Native memory: what C libraries allocate themselves (malloc & co., anonymous mmap) is charged
+to the Python line that made them do it, without counting Python's own allocations twice."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memlens
+from memlens import _tracer
+from memlens.model import LineStats, Run
+
+MB = 1_000_000
+MIB = 1024 * 1024
+
+
+def profile(fn: Callable[[], Any], **options: Any) -> Run:
+    gc.collect()
+    with memlens.profile(**options) as p:
+        fn()
+    assert p.run is not None
+    return p.run
+
+
+def load(tmp_path: Path, source: str) -> tuple[dict[str, Any], str]:
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(source))
+    namespace: dict[str, Any] = {"__name__": "prog"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own source
+    return namespace, str(path)
+
+
+def line(run: Run, path: str, tag: str) -> LineStats:
+    for i, text in enumerate(Path(path).read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# @{tag}"):
+            return run.files[path].lines[i]
+    raise AssertionError(tag)
+
+
+CTYPES = """
+import ctypes
+
+keep = []
+
+def work():
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    for _ in range(100):
+        keep.append(libc.malloc(100_000))  # @malloc
+    gone = libc.malloc(5_000_000)  # @freed
+    libc.free(gone)
+"""
+
+
+def test_ctypes_malloc_is_charged_to_its_line(tmp_path: Path) -> None:
+    ns, path = load(tmp_path, CTYPES)
+    run = profile(ns["work"])
+    assert _tracer.traces_native()
+    kept = line(run, path, "malloc")
+    assert 10.0 * MB <= kept.live_bytes <= 10.5 * MB
+    assert kept.alloc_count >= 100
+    freed = line(run, path, "freed")
+    assert 5 * MB <= freed.alloc_bytes < 5 * MB + 64 * 1024
+    assert freed.live_bytes < 64 * 1024
+
+
+def test_no_native_option(tmp_path: Path) -> None:
+    ns, path = load(tmp_path, CTYPES)
+    run = profile(ns["work"], native=False)
+    assert not _tracer.traces_native()
+    assert line(run, path, "malloc").live_bytes < 1 * MB  # only Python's own objects
+
+
+def test_sqlite_page_cache_on_the_executemany_line(tmp_path: Path) -> None:
+    # sqlite3 is imported (its library loaded) while tracing: libraries loaded later are
+    # patched when they load.
+    ns, path = load(
+        tmp_path,
+        """
+        def work(out):
+            import sqlite3
+            con = sqlite3.connect(":memory:")
+            con.execute("create table t (id integer primary key, data blob)")
+            rows = ((i, b"x" * 1000) for i in range(20_000))
+            con.executemany("insert into t values (?, ?)", rows)  # @insert
+            out.append(con)
+        """,
+    )
+    out: list[Any] = []
+    run = profile(lambda: ns["work"](out))
+    assert line(run, path, "insert").live_bytes >= 15 * MB
+
+
+def test_anonymous_mappings_are_tracked_and_released(tmp_path: Path) -> None:
+    ns, path = load(
+        tmp_path,
+        """
+        import mmap
+
+        def work(out):
+            kept = mmap.mmap(-1, 8 * 1024 * 1024)  # @kept
+            kept[:4] = b"abcd"
+            out.append(kept)
+            gone = mmap.mmap(-1, 4 * 1024 * 1024)  # @gone
+            gone.close()
+        """,
+    )
+    out: list[Any] = []
+    run = profile(lambda: ns["work"](out))
+    kept = line(run, path, "kept")
+    assert 8 * MIB <= kept.live_bytes < 8 * MIB + 64 * 1024
+    gone = line(run, path, "gone")
+    assert 4 * MIB <= gone.alloc_bytes < 4 * MIB + 64 * 1024
+    assert gone.live_bytes < 64 * 1024
+
+
+def test_python_objects_are_not_counted_twice(tmp_path: Path) -> None:
+    # Large Python objects come from the RAW domain, whose allocator is libc's malloc: each
+    # must be counted once (as Python memory), not again as a native block.
+    ns, path = load(
+        tmp_path,
+        """
+        def work(out):
+            out.append([bytearray(1_000_000) for _ in range(20)])  # @buffers
+            out.append([str(i) * 50 for i in range(20_000)])  # @strings
+        """,
+    )
+    out: list[Any] = []
+    with_native = profile(lambda: ns["work"](out), native=True)
+    out.clear()
+    without = profile(lambda: ns["work"](out), native=False)
+    for tag in ("buffers", "strings"):
+        a, b = line(with_native, path, tag), line(without, path, tag)
+        assert abs(a.alloc_bytes - b.alloc_bytes) <= max(4096, b.alloc_bytes // 100), tag
+
+
+PROGRAM_WITH_THREADS_AND_FORK = """
+import ctypes, os, sys, threading
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+
+def churn():
+    for _ in range(2000):
+        libc.free(libc.malloc(1000))
+
+threads = [threading.Thread(target=churn) for _ in range(4)]
+for t in threads:
+    t.start()
+pid = os.fork()
+if pid == 0:
+    churn()  # the child: hooks pass through, nothing is recorded, it exits cleanly
+    os._exit(7)
+for t in threads:
+    t.join()
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+
+import atexit
+atexit.register(churn)  # native allocations while the interpreter shuts down
+print("done")
+"""
+
+
+def test_threads_fork_and_shutdown_are_safe(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM_WITH_THREADS_AND_FORK)
+    out = tmp_path / "run.mlrun"
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "-o", str(out), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == ["child 7", "done"]
+    assert out.exists()
+
+
+def test_numpy_and_blas_threads(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    ns, path = load(
+        tmp_path,
+        """
+        import numpy as np
+
+        def work(out):
+            a = np.ones((700, 700))
+            out.append(a @ a)  # @matmul
+        """,
+    )
+    out: list[Any] = []
+    run = profile(lambda: ns["work"](out))
+    stats = line(run, path, "matmul")
+    assert stats.live_bytes >= 700 * 700 * 8  # the result (numpy's handler)
+    assert float(out[0][0, 0]) == 700.0
