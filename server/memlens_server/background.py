@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import BinaryIO, TypeVar
@@ -61,7 +62,7 @@ class StreamReader:
         self.queue: asyncio.Queue[bytes] | None = None
 
     def _run(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]) -> None:
-        read = getattr(self.stream, "read1", self.stream.read)
+        read = self._reader()
         while True:
             try:
                 data = read(CHUNK)
@@ -75,6 +76,16 @@ class StreamReader:
                 return
             if not data:
                 return
+
+    def _reader(self) -> Callable[[int], bytes]:
+        # The file descriptor itself where there is one: a thread blocked in a buffered
+        # reader holds its lock, and the interpreter aborts when it finalizes that reader at
+        # exit ("could not acquire lock ... possibly due to daemon threads").
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return getattr(self.stream, "read1", self.stream.read)
+        return lambda n: os.read(fd, n)
 
     async def read(self) -> bytes:
         if self.queue is None:

@@ -215,23 +215,27 @@ class MemlensServer(LanguageServer):
         return self.workspace.get_text_document(uri)
 
     async def context(self, uri: str) -> DocContext | None:
-        """The document, its figures and line mapping; None when nothing to show (or the
-        document changed again while its lines were being re-mapped)."""
+        """The document, its figures and line mapping; None when nothing to show.
+
+        The re-mapping runs off the event loop; when the document or the loaded runs change
+        meanwhile, the request is served from the newer state (a few tries, then None)."""
         path = to_fs_path(uri)
         if path is None:
             return None
-        found = self.index.lookup(canonical(path))
-        if found is None:
-            return None
-        folder, view = found
-        doc = self.document(uri)
-        if doc is None:
-            return None
-        try:
-            lines, mapping = await self.mappings.get(uri, doc.version, view, doc.source)
-        except Superseded:
-            return None
-        return DocContext(uri, doc.version, folder, view, lines, mapping, doc.position_codec)
+        key = canonical(path)
+        for _ in range(3):
+            found = self.index.lookup(key)
+            doc = self.document(uri)
+            if found is None or doc is None:
+                return None
+            folder, view = found
+            version, codec = doc.version, doc.position_codec
+            try:
+                lines, mapping = await self.mappings.get(uri, version, view, doc.source)
+            except Superseded:
+                continue
+            return DocContext(uri, version, folder, view, lines, mapping, codec)
+        return None
 
     def log_message(self, text: str, level: str = "info") -> None:
         py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}

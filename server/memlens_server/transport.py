@@ -25,6 +25,7 @@ remove theirs; each ``didOpen``/``didClose`` pair retained ~4 KB and each ``didC
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -70,11 +71,22 @@ class MemlensProtocol(LanguageServerProtocol):
         if future is None:
             return
 
-        def forget(done: Any) -> None:
+        def drop(done: Any) -> None:
             if futures.get(msg_id) is done:
                 del futures[msg_id]
 
-        future.add_done_callback(forget)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (unit tests): nothing iterates the table meanwhile
+            future.add_done_callback(drop)
+            return
+        # Later, on the loop: a future may be done inside a loop over the table (pygls's
+        # shutdown cancels them all while iterating it).
+        def later(done: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to drop
+                loop.call_soon_threadsafe(drop, done)
+
+        future.add_done_callback(later)
 
     # -- used by serve() ------------------------------------------------------------------
     def send_error(self, msg_id: Any, exc: JsonRpcException) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -47,9 +48,13 @@ class RawClient:
         self.notifications: list[dict[str, Any]] = []
         self.server_requests: list[dict[str, Any]] = []
         self.cond = threading.Condition()
-        self.next_id = 1000
+        self.next_id = 1_000_000_000  # tests may pick small ids of their own
         self.write_lock = threading.Lock()
         self.stderr_tail: list[bytes] = []
+        # Server requests are answered from their own thread: the reader must never wait for
+        # the writer (the server may be blocked writing to us while we write to it).
+        self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._answer, daemon=True).start()
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
@@ -80,15 +85,23 @@ class RawClient:
             msg = json.loads(out.read(length))
             self._dispatch(msg)
 
-    def _dispatch(self, msg: dict[str, Any]) -> None:
-        if "method" in msg and "id" in msg:
-            with self.cond:
-                self.server_requests.append(msg)
+    def _answer(self) -> None:
+        while True:
+            msg = self.answers.get()
             try:
                 result = self.on_request(msg["method"], msg.get("params"))
             except Exception:  # noqa: BLE001 - the test's callback decides
                 result = None
-            self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            try:
+                self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            except OSError:
+                return
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        if "method" in msg and "id" in msg:
+            with self.cond:
+                self.server_requests.append(msg)
+            self.answers.put(msg)
             return
         with self.cond:
             if "method" in msg:
