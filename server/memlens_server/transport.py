@@ -80,6 +80,7 @@ class MemlensProtocol(LanguageServerProtocol):
         except RuntimeError:  # no loop (unit tests): nothing iterates the table meanwhile
             future.add_done_callback(drop)
             return
+
         # Later, on the loop: a future may be done inside a loop over the table (pygls's
         # shutdown cancels them all while iterating it).
         def later(done: Any) -> None:
