@@ -3,7 +3,7 @@
 Files are matched by absolute path. Lines are matched through the source texts recorded in
 each run (:func:`memlens.mapping.line_map`), so a line that moved between the runs is still
 compared with itself (also when it moved past other code: :func:`follow_moves` pairs the
-blocks that difflib's in-order matching leaves behind), and a line whose text changed is
+blocks that the in-order matching leaves behind), and a line whose text changed is
 reported on each side separately (it is not the same code any more). When a run lacks the
 text of a file, lines are matched by identity if both runs recorded the same SHA-256 (the
 file did not change), else by line number; the latter is a guess, flagged as such
@@ -15,7 +15,6 @@ when A is 0 and B is not: "new"; 0.0 when both are 0).
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -194,8 +193,6 @@ def matching(a: SourceFile, b: SourceFile) -> tuple[dict[int, int], str]:
 
 #: Passes over the left-over lines (each pass can follow blocks that crossed each other).
 _MOVE_PASSES = 8
-#: Beyond this many left-over line pairs, moves are not searched (difflib is quadratic).
-_MOVE_WORK_LIMIT = 4_000_000
 
 
 def follow_moves(
@@ -215,7 +212,7 @@ def follow_moves(
         used_b = set(mapping.values()) | set(extra.values())
         rest_a = [i for i in range(1, len(old) + 1) if i not in mapping and i not in extra]
         rest_b = [j for j in range(1, len(new) + 1) if j not in used_b]
-        if not rest_a or not rest_b or len(rest_a) * len(rest_b) > _MOVE_WORK_LIMIT:
+        if not rest_a or not rest_b:
             break
         seq_a = [old[i - 1] for i in rest_a]
         seq_b = [new[j - 1] for j in rest_b]
@@ -223,22 +220,20 @@ def follow_moves(
         count_b = Counter(t.strip() for t in seq_b)
 
         found = False
-        matcher = difflib.SequenceMatcher(None, seq_a, seq_b, autojunk=False)
-        for block in matcher.get_matching_blocks():
-            # A block of the left-overs may join lines that are apart in the sources; only
-            # runs contiguous on both sides are one moved block.
-            run: list[tuple[int, int]] = []
-            for k in range(block.size + 1):
-                pair = (rest_a[block.a + k], rest_b[block.b + k]) if k < block.size else None
-                if pair is not None and (
-                    not run or (pair[0] == run[-1][0] + 1 and pair[1] == run[-1][1] + 1)
-                ):
-                    run.append(pair)
-                    continue
-                if run and any(_distinctive(old[i - 1], count_a, count_b) for i, _ in run):
-                    extra.update(run)
-                    found = True
-                run = [pair] if pair is not None else []
+        # In-order matches among the left-overs (bounded like every line matching); only runs
+        # contiguous in both sources are one moved block.
+        run: list[tuple[int, int]] = []
+        for i, j in [*sorted(line_map(seq_a, seq_b).items()), (0, 0)]:
+            pair = (rest_a[i - 1], rest_b[j - 1]) if i else None
+            if pair is not None and (
+                not run or (pair[0] == run[-1][0] + 1 and pair[1] == run[-1][1] + 1)
+            ):
+                run.append(pair)
+                continue
+            if run and any(_distinctive(old[a - 1], count_a, count_b) for a, _ in run):
+                extra.update(run)
+                found = True
+            run = [pair] if pair is not None else []
         if not found:
             break
     return extra

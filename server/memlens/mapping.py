@@ -2,30 +2,204 @@
 
 Used wherever figures recorded against one version of a file must be shown on another: the
 language server (recorded source vs. the edited buffer) and ``memlens diff`` (source of run A
-vs. source of run B). Only lines inside blocks that ``difflib`` finds unchanged are mapped; a
-line that was edited, inserted or deleted maps to nothing, so its figures are hidden rather
-than shown on the wrong line.
+vs. source of run B). Only lines that the matcher pairs as unchanged are mapped; a line that
+was edited, inserted or deleted maps to nothing, so its figures are hidden rather than shown
+on the wrong line.
+
+The matcher is a patience diff with a bounded cost, because both texts may come from a
+workspace nobody vetted (a run file's recorded source) or be very large (a 20,000-line buffer
+of repeated lines): difflib's longest-match search is quadratic on such input (tens of
+seconds). Here, per range of still unmatched lines:
+
+1. the common prefix and suffix are matched (one linear pass: a single edit in a file of
+   identical lines costs no more than that);
+2. small ranges (at most :data:`SMALL_RANGE` line pairs) are left to difflib, whose
+   longest-block matching reads best there and costs little at that size;
+3. otherwise lines that occur exactly once on each side are anchors; the longest chain of
+   anchors in order on both sides (patience sorting, O(k log k)) is matched, and the ranges
+   between anchors are handled the same way;
+4. a range without any unique line (repeated lines only) gets a shortest-edit-script search
+   (Myers, O((N + M) D)) that stops when the number of edits D gets too costly.
+
+Every step is charged to a work budget (a unit is about one line compared or hashed)
+proportional to the input's size, :data:`WORK_PER_LINE` per line, at least :data:`MIN_WORK`
+and at most :data:`MAX_WORK` (about a second of CPU); ranges left when it runs out, and ranges
+that step 4 gives up on, stay unmatched: their lines show no figures (the file is "stale"
+there) instead of costing unbounded time. Matches are always in order and always pair
+identical lines.
 """
 
 from __future__ import annotations
 
 import difflib
+from bisect import bisect_left
 from collections.abc import Sequence
+
+#: Ranges with at most this many line pairs (len(a) * len(b)) go to difflib.
+SMALL_RANGE = 2_500
+#: Work units allowed per input line (a unit is about one line compared or hashed).
+WORK_PER_LINE = 40
+#: Work units allowed whatever the size.
+MIN_WORK = 200_000
+#: Work units never exceeded whatever the size (about a second of CPU).
+MAX_WORK = 4_000_000
+#: Step 4 gives up on ranges that need more edits than this.
+MAX_EDITS = 1_000
 
 
 def line_map(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, int]:
     """Map 1-based line numbers of ``old`` to 1-based line numbers of ``new``.
 
     Lines that are the same text in the same matched block map to their new number; lines that
-    changed are absent from the result. Identical texts give the identity map.
+    changed are absent from the result. Identical texts give the identity map. The cost is
+    bounded by about ``WORK_PER_LINE * (len(old) + len(new))`` line visits.
     """
     a = old.splitlines() if isinstance(old, str) else list(old)
     b = new.splitlines() if isinstance(new, str) else list(new)
     if a == b:
         return {i: i for i in range(1, len(a) + 1)}
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    mapping: dict[int, int] = {}
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            mapping[block.a + k + 1] = block.b + k + 1
-    return mapping
+    return _Matcher(a, b).run()
+
+
+class _Matcher:
+    def __init__(self, a: list[str], b: list[str]) -> None:
+        self.a = a
+        self.b = b
+        self.budget = min(MAX_WORK, max(MIN_WORK, WORK_PER_LINE * (len(a) + len(b))))
+        self.pairs: list[tuple[int, int]] = []
+
+    def run(self) -> dict[int, int]:
+        a, b, pairs = self.a, self.b, self.pairs
+        stack = [(0, len(a), 0, len(b))]
+        while stack:
+            alo, ahi, blo, bhi = stack.pop()
+            # 1. Common prefix and suffix.
+            while alo < ahi and blo < bhi and a[alo] == b[blo]:
+                pairs.append((alo, blo))
+                alo += 1
+                blo += 1
+            while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+                ahi -= 1
+                bhi -= 1
+                pairs.append((ahi, bhi))
+            na, nb = ahi - alo, bhi - blo
+            if na == 0 or nb == 0:
+                continue
+            # 2. Small ranges: difflib's longest blocks.
+            if na * nb <= SMALL_RANGE:
+                self.budget -= na * nb
+                if self.budget < 0:
+                    break
+                matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+                for block in matcher.get_matching_blocks():
+                    pairs.extend((alo + block.a + k, blo + block.b + k) for k in range(block.size))
+                continue
+            # 3. Unique lines as anchors, the longest in-order chain of them.
+            self.budget -= 8 * (na + nb)
+            if self.budget < 0:
+                break
+            anchors = _anchors(a, alo, ahi, b, blo, bhi)
+            if not anchors:
+                # 4. Repeated lines only: a few edits are found cheaply, many are given up.
+                found = _myers(a, alo, ahi, b, blo, bhi, self)
+                if found is not None:
+                    pairs.extend(found)
+                continue
+            prev_a, prev_b = alo, blo
+            for i, j in anchors:
+                pairs.append((i, j))
+                stack.append((prev_a, i, prev_b, j))
+                prev_a, prev_b = i + 1, j + 1
+            stack.append((prev_a, ahi, prev_b, bhi))
+        return {i + 1: j + 1 for i, j in sorted(pairs)}
+
+
+def _anchors(
+    a: list[str], alo: int, ahi: int, b: list[str], blo: int, bhi: int
+) -> list[tuple[int, int]]:
+    """Lines unique on both sides of the ranges, longest chain increasing on both sides."""
+    where_a: dict[str, int] = {}
+    for i in range(alo, ahi):
+        line = a[i]
+        where_a[line] = -1 if line in where_a else i
+    where_b: dict[str, int] = {}
+    for j in range(blo, bhi):
+        line = b[j]
+        if line in where_a:
+            where_b[line] = -1 if line in where_b else j
+    candidates = sorted(
+        (i, where_b[line]) for line, i in where_a.items() if i >= 0 and where_b.get(line, -1) >= 0
+    )
+    if not candidates:
+        return []
+    # Longest increasing subsequence of the b positions (patience sorting).
+    tails: list[int] = []  # b position ending the best chain of each length
+    tail_index: list[int] = []  # index into candidates of that chain's end
+    back: list[int] = [-1] * len(candidates)
+    for k, (_, j) in enumerate(candidates):
+        pos = bisect_left(tails, j)
+        if pos == len(tails):
+            tails.append(j)
+            tail_index.append(k)
+        else:
+            tails[pos] = j
+            tail_index[pos] = k
+        back[k] = tail_index[pos - 1] if pos > 0 else -1
+    chain: list[tuple[int, int]] = []
+    k = tail_index[-1]
+    while k >= 0:
+        chain.append(candidates[k])
+        k = back[k]
+    chain.reverse()
+    return chain
+
+
+def _myers(
+    a: list[str], alo: int, ahi: int, b: list[str], blo: int, bhi: int, matcher: _Matcher
+) -> list[tuple[int, int]] | None:
+    """The matched pairs of a shortest edit script between the ranges, or None when finding
+    it would exceed the matcher's budget (Myers' greedy forward search, kept per edit count
+    for the way back: memory O(D^2))."""
+    n, m = ahi - alo, bhi - blo
+    max_d = min(n + m, MAX_EDITS)
+    if abs(n - m) > max_d:
+        return None  # at least |n - m| edits
+    v: dict[int, int] = {1: 0}
+    trace: list[dict[int, int]] = []
+    for d in range(max_d + 1):
+        trace.append(dict(v))
+        matcher.budget -= len(v)
+        for k in range(-d, d + 1, 2):
+            down = k == -d or (k != d and v[k - 1] < v[k + 1])
+            x = v[k + 1] if down else v[k - 1] + 1
+            y = x - k
+            start = x
+            while x < n and y < m and a[alo + x] == b[blo + y]:
+                x += 1
+                y += 1
+            v[k] = x
+            matcher.budget -= 1 + x - start
+            if x >= n and y >= m:
+                return _myers_path(trace, n, m, alo, blo)
+        if matcher.budget < 0:
+            return None
+    return None
+
+
+def _myers_path(
+    trace: list[dict[int, int]], n: int, m: int, alo: int, blo: int
+) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    x, y = n, m
+    for d in range(len(trace) - 1, -1, -1):
+        v = trace[d]
+        k = x - y
+        prev_k = k + 1 if (k == -d or (k != d and v[k - 1] < v[k + 1])) else k - 1
+        prev_x = v[prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y and x > 0 and y > 0:
+            x -= 1
+            y -= 1
+            pairs.append((alo + x, blo + y))
+        x, y = prev_x, prev_y
+    return pairs

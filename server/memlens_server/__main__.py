@@ -8,17 +8,30 @@ import sys
 from collections.abc import Sequence
 
 
-def start(tcp: int | None = None, host: str = "127.0.0.1") -> None:
+def start(tcp: int | None = None, host: str = "127.0.0.1") -> int:
+    """Serve until ``exit``; returns the exit code (0 after ``shutdown``, else 1)."""
+    import os
+    import threading
+
     from memlens_server.server import create_server
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s"
     )
     server = create_server()
+    code = 0
     if tcp is not None:
         server.start_tcp(host, tcp)
     else:
-        server.start_io()
+        code = server.start_io()
+    # Work still running on a thread (a read stuck on a FIFO in a hostile workspace) must not
+    # keep the process alive after `exit`: leave without waiting for it.
+    main = threading.main_thread()
+    if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,8 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on TCP (debugging)")
     parser.add_argument("--host", default="127.0.0.1", help="address for --tcp")
     args = parser.parse_args(argv)
-    start(args.tcp, args.host)
-    return 0
+    return start(args.tcp, args.host)
 
 
 if __name__ == "__main__":

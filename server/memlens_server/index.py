@@ -46,6 +46,11 @@ class FileView:
     def lines(self) -> Mapping[int, LineStats]:
         return self.source.lines
 
+    def warm(self) -> None:
+        """Compute the derived tables now (called off the event loop)."""
+        _ = self.text_lines, self.baseline_lines, self.baseline_functions
+        _ = self.run.tree.inclusive
+
     @cached_property
     def text_lines(self) -> tuple[str, ...] | None:
         text = self.source.text

@@ -13,9 +13,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -24,14 +28,63 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens._version import __version__
-from memlens_server import convert
+from memlens_server import convert, transport
+from memlens_server.background import CHUNK, StreamReader
 from memlens_server.index import FileView, FolderState, Index, canonical
 from memlens_server.settings import Settings
-from memlens_server.staleness import LineMapping, MappingCache
+from memlens_server.staleness import LineMapping, MappingCache, Superseded
 
 log = logging.getLogger("memlens_server")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+
+
+class Notices:
+    """Rate limits for what the server tells the user, so that a problem that keeps coming
+    back (a run file rewritten in place several times a second, a bad setting) is shown once
+    in a while, not once per occurrence."""
+
+    #: The same problem is shown again (window/showMessage) at most this often.
+    SHOW_EVERY_S = 600.0
+    #: ... and logged (window/logMessage) at most this often.
+    LOG_EVERY_S = 60.0
+    #: Whatever the problems, at most this many messages are shown per minute.
+    MAX_SHOWN_PER_MINUTE = 3
+    #: Keys remembered (oldest forgotten first).
+    MAX_KEYS = 1024
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._shown: dict[str, float] = {}
+        self._logged: dict[str, float] = {}
+        self._recent: deque[float] = deque()
+
+    def _due(self, table: dict[str, float], key: str, every: float) -> bool:
+        now = self.clock()
+        last = table.get(key)
+        if last is not None and now - last < every:
+            return False
+        table.pop(key, None)
+        table[key] = now
+        while len(table) > self.MAX_KEYS:
+            del table[next(iter(table))]
+        return True
+
+    def may_log(self, key: str) -> bool:
+        return self._due(self._logged, key, self.LOG_EVERY_S)
+
+    def may_show(self, key: str) -> bool:
+        now = self.clock()
+        while self._recent and now - self._recent[0] >= 60.0:
+            self._recent.popleft()
+        if len(self._recent) >= self.MAX_SHOWN_PER_MINUTE:
+            return False
+        if not self._due(self._shown, key, self.SHOW_EVERY_S):
+            return False
+        self._recent.append(now)
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +119,7 @@ class DocContext:
     """Everything a request needs about one open document that has figures."""
 
     uri: str
+    version: int | None
     folder: FolderState
     view: FileView
     lines: list[str]
@@ -77,7 +131,12 @@ class MemlensServer(LanguageServer):
     """pygls server with memlens state (no module globals)."""
 
     def __init__(self) -> None:
-        super().__init__("memlens", __version__, converter_factory=convert.converter_factory)
+        super().__init__(
+            "memlens",
+            __version__,
+            protocol_cls=transport.MemlensProtocol,
+            converter_factory=convert.converter_factory,
+        )
         self.index = Index()
         self.settings = Settings()
         self.features = ClientFeatures()
@@ -87,16 +146,67 @@ class MemlensServer(LanguageServer):
         #: token -> (uri, run id) for inlayHint/resolve (hints carry [token, line] as data).
         self.hint_tokens: dict[int, tuple[str, str]] = {}
         self.hint_token_seq = 0
-        #: (path, mtime) of run files already reported as unreadable.
-        self.reported: set[tuple[str, int]] = set()
-        self.shown_problems: set[str] = set()
+        self.notices = Notices()
         #: folder uri -> store signature seen by the last reload.
         self.signatures: dict[str, tuple[Any, ...]] = {}
         self.poll_interval = 1.0
         self.poll_task: asyncio.Task[None] | None = None
         self.reload_lock: asyncio.Lock | None = None
+        #: Folder uris whose runs are being read on a thread right now.
+        self.loading: set[str] = set()
         self.running: dict[str, asyncio.subprocess.Process] = {}
         self.background: set[asyncio.Task[None]] = set()
+        #: uri -> the task publishing its diagnostics (a newer one replaces it).
+        self.publishing: dict[str, asyncio.Task[None]] = {}
+
+    # -- connection ------------------------------------------------------------------------
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
+        """Serve over stdio until ``exit`` or end of input; returns the exit code."""
+        reader = StreamReader(stdin or sys.stdin.buffer)
+        self.protocol.set_writer(_StdoutWriter(stdout or sys.stdout.buffer))
+        return self._run(reader.read)
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one client over TCP (debugging)."""
+
+        async def main() -> None:
+            connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+            connected = asyncio.get_running_loop().create_future()
+
+            def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+                if not connected.done():
+                    connected.set_result((r, w))
+
+            server = await asyncio.start_server(on_connect, host, port)
+            async with server:
+                reader, writer = await connected
+                self.protocol.set_writer(writer)
+                await transport.serve(
+                    self.protocol,  # type: ignore[arg-type]
+                    lambda: reader.read(CHUNK),
+                    self._stop_event or threading.Event(),
+                )
+
+        self._run_main(main)
+
+    def _run(self, read: Callable[[], Awaitable[bytes]]) -> int:
+        async def main() -> None:
+            await transport.serve(self.protocol, read, self._stop_event or threading.Event())  # type: ignore[arg-type]
+
+        return self._run_main(main)
+
+    def _run_main(self, main: Callable[[], Awaitable[None]]) -> int:
+        self._stop_event = threading.Event()
+        code = 0
+        try:
+            asyncio.run(main())  # type: ignore[arg-type]
+        except SystemExit as exc:  # the exit notification
+            code = exc.code if isinstance(exc.code, int) else 0
+        except (KeyboardInterrupt, BrokenPipeError):
+            code = 1
+        finally:
+            self._stop_event.set()
+        return code
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
@@ -104,20 +214,28 @@ class MemlensServer(LanguageServer):
             return None
         return self.workspace.get_text_document(uri)
 
-    def context(self, uri: str) -> DocContext | None:
-        """The document, its figures and line mapping; None when nothing to show."""
+    async def context(self, uri: str) -> DocContext | None:
+        """The document, its figures and line mapping; None when nothing to show.
+
+        The re-mapping runs off the event loop; when the document or the loaded runs change
+        meanwhile, the request is served from the newer state (a few tries, then None)."""
         path = to_fs_path(uri)
         if path is None:
             return None
-        found = self.index.lookup(canonical(path))
-        if found is None:
-            return None
-        folder, view = found
-        doc = self.document(uri)
-        if doc is None:
-            return None
-        lines, mapping = self.mappings.get(uri, doc.version, view, doc.source)
-        return DocContext(uri, folder, view, lines, mapping, doc.position_codec)
+        key = canonical(path)
+        for _ in range(3):
+            found = self.index.lookup(key)
+            doc = self.document(uri)
+            if found is None or doc is None:
+                return None
+            folder, view = found
+            version, codec = doc.version, doc.position_codec
+            try:
+                lines, mapping = await self.mappings.get(uri, version, view, doc.source)
+            except Superseded:
+                continue
+            return DocContext(uri, version, folder, view, lines, mapping, codec)
+        return None
 
     def log_message(self, text: str, level: str = "info") -> None:
         py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
@@ -125,13 +243,39 @@ class MemlensServer(LanguageServer):
         with contextlib.suppress(Exception):  # no connection yet
             self.window_log_message(convert.log(text, level))
 
-    def show_once(self, key: str, text: str, *, error: bool = False) -> None:
-        """Show ``text`` as a window message the first time ``key`` comes up; always log."""
-        self.log_message(text, "error" if error else "warning")
-        if key in self.shown_problems:
-            return
-        self.shown_problems.add(key)
-        self.window_show_message(convert.message(text, error=error))
+    def warn(self, key: str, text: str, *, error: bool = False) -> None:
+        """Show ``text`` as a window message when ``key`` comes up, and log it; both rate
+        limited per key (:class:`Notices`)."""
+        if self.notices.may_log(key):
+            self.log_message(text, "error" if error else "warning")
+        if self.notices.may_show(key):
+            with contextlib.suppress(Exception):  # no connection yet
+                self.window_show_message(convert.message(text, error=error))
+
+    def each(self, what: str, items: Iterable[_I], make: Callable[[_I], _O]) -> list[_O]:
+        """``make(item)`` for each item; an item that fails is left out (and logged), so one
+        bad record of a run never empties a whole response."""
+        out: list[_O] = []
+        for item in items:
+            try:
+                out.append(make(item))
+            except Exception as exc:  # noqa: BLE001 - isolated per item
+                if self.notices.may_log(f"bad-item:{what}"):
+                    self.log_message(f"memlens: left out a {what} ({exc!r})", "warning")
+        return out
+
+
+class _StdoutWriter:
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.flush()
+
+    def write(self, data: bytes) -> None:
+        self.stream.write(data)
+        self.stream.flush()
 
 
 def guarded(fn: _F) -> _F:

@@ -4,16 +4,29 @@ The recorded source text (kept in the run file) is compared with the buffer; whe
 differ, :func:`memlens.mapping.line_map` keeps only the lines inside unchanged blocks, so a
 line that was edited, inserted or deleted loses its figures instead of showing them on the
 wrong line. Results are cached per (uri, version, run file). No LSP types here.
+
+The re-mapping runs on a daemon thread (:func:`memlens_server.background.in_thread`), never
+on the event loop, and its cost is bounded by :func:`memlens.mapping.line_map` (beyond the
+bound, lines stay unmatched: the file shows as stale there). Per document one re-mapping runs
+at a time; a request for a version that a newer one replaced before its turn gets
+:class:`Superseded`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from memlens.mapping import line_map
+from memlens_server.background import in_thread
 from memlens_server.index import FileView
+
+
+class Superseded(Exception):
+    """The document changed again before its re-mapping started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,25 +73,62 @@ def map_lines(view: FileView, buffer: str, lines: list[str] | None = None) -> Li
     return LineMapping(False, True, to_buffer, from_buffer)
 
 
+def prepare(view: FileView, buffer: str) -> tuple[list[str], LineMapping]:
+    """The buffer's lines and mapping, and the view's derived tables a request will read
+    (baseline figures re-mapped onto the run, call-tree sums): all the costly work, done
+    together off the event loop."""
+    lines = buffer_lines(buffer)
+    mapping = map_lines(view, buffer, lines)
+    view.warm()
+    return lines, mapping
+
+
+@dataclass(slots=True)
+class _Entry:
+    version: int | None
+    view: FileView
+    future: asyncio.Future[tuple[list[str], LineMapping]]
+
+
 class MappingCache:
-    """Per-document cache of (version, run file, buffer lines, mapping)."""
+    """Per-document cache of (version, run file) -> (buffer lines, mapping)."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[int | None, FileView, list[str], LineMapping]] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
-    def get(
+    async def get(
         self, uri: str, version: int | None, view: FileView, buffer: str
     ) -> tuple[list[str], LineMapping]:
         entry = self._entries.get(uri)
-        if entry is not None and entry[0] == version and entry[1] is view and version is not None:
-            return entry[2], entry[3]
-        lines = buffer_lines(buffer)
-        mapping = map_lines(view, buffer, lines)
-        self._entries[uri] = (version, view, lines, mapping)
-        return lines, mapping
+        if entry is None or entry.version != version or entry.view is not view or version is None:
+            future = asyncio.ensure_future(self._compute(uri, version, view, buffer))
+            future.add_done_callback(_consume)
+            entry = self._entries[uri] = _Entry(version, view, future)
+        return await asyncio.shield(entry.future)
+
+    async def _compute(
+        self, uri: str, version: int | None, view: FileView, buffer: str
+    ) -> tuple[list[str], LineMapping]:
+        lock = self._locks.setdefault(uri, asyncio.Lock())
+        async with lock:
+            latest = self._entries.get(uri)
+            if latest is not None and (latest.version != version or latest.view is not view):
+                raise Superseded(uri)
+            return await in_thread(prepare, view, buffer, name="memlens-remap")
 
     def forget(self, uri: str) -> None:
         self._entries.pop(uri, None)
+        lock = self._locks.get(uri)
+        if lock is not None and not lock.locked():
+            del self._locks[uri]
 
     def clear(self) -> None:
-        self._entries.clear()
+        for uri in list(self._entries):
+            self.forget(uri)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Mark a dropped computation's outcome as seen (no "never retrieved" warnings)."""
+    if not future.cancelled():
+        future.exception()

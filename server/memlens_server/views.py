@@ -3,6 +3,7 @@
 Pure functions over the index and a line mapping; they return small frozen records with
 0-based buffer lines and plain strings. Only :mod:`memlens_server.convert` turns them into
 LSP objects. Labels come from :func:`memlens.annotate.line_label` (one place for labels).
+Every string from a run that goes into Markdown passes :mod:`memlens_server.markdown`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from memlens.annotate import FIGURE_NAMES, figure_value, line_label
 from memlens.model import LineStats
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
+from memlens_server import markdown as md
 from memlens_server.index import FileView, RunData
 from memlens_server.settings import Settings
 from memlens_server.staleness import LineMapping
@@ -121,8 +123,11 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
     out: list[tuple[str, int, int]] = []
     for path in run.tree.heaviest_paths(key, line, limit):
         *callers, own = path.frames
-        frames = [f"`{n.function}` ({os.path.basename(n.file)}:{n.line})" for n in callers]
-        frames.append(f"`{own.function}` (line {own.line})")
+        frames = [
+            f"{md.code(n.function)} ({md.code(f'{os.path.basename(n.file)}:{n.line}')})"
+            for n in callers
+        ]
+        frames.append(f"{md.code(own.function)} (line {own.line})")
         out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
     return out
 
@@ -179,20 +184,24 @@ def hover_markdown(view: FileView, line: int, *, stale: bool, has_baseline: bool
             "edited lines show none._"
         )
         out.append("")
-    out.append(f"Run `{view.run.id}` ({info.mode})")
+    out.append(f"Run {md.code(view.run.id)} ({md.text(info.mode)})")
     return "\n".join(out)
 
 
 # -- code lenses -----------------------------------------------------------------------------
-def function_lenses(view: FileView, mapping: LineMapping, *, has_baseline: bool) -> list[LensItem]:
-    """One lens above each function that has figures, at its (re-mapped) first line."""
+def function_lenses(
+    view: FileView, mapping: LineMapping, buffer_size: int, *, has_baseline: bool
+) -> list[LensItem]:
+    """One lens above each function that has figures, at its (re-mapped) first line (lines
+    outside the buffer's ``buffer_size`` lines, which only a broken run records, are left out).
+    """
     out: list[LensItem] = []
     base_fns = view.baseline_functions if has_baseline else {}
     for fn in view.source.functions:
         if fn.qualname == "<module>" or (fn.peak_bytes == 0 and fn.alloc_bytes == 0):
             continue
         line = mapping.buffer_line(fn.first_line)
-        if line is None:
+        if line is None or not 1 <= line <= buffer_size:
             continue
         title = (
             f"memlens: {fmt_bytes(fn.peak_bytes)} peak · "
@@ -230,7 +239,7 @@ def leak_items(
         if stats.live_bytes < threshold:
             continue
         line = mapping.buffer_line(rec)
-        if line is None or line > len(lines):
+        if line is None or not 1 <= line <= len(lines):
             continue
         text = lines[line - 1]
         start = len(text) - len(text.lstrip())

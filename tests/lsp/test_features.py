@@ -159,7 +159,7 @@ async def test_hover_table_baseline_and_call_paths(
         assert "Average size 2.6 KiB · 99.0% of the run's peak" in lines
         assert "vs baseline: peak −1.0 MiB (−33%) · allocated ±0 B (±0%) · live ±0 B (±0%)" in lines
         assert (
-            "1. `<module>` (app.py:23) → `main` (app.py:18) → `build` (line 5) — 2.0 MiB peak, 3.0 MiB allocated"
+            "1. `<module>` (`app.py:23`) → `main` (`app.py:18`) → `build` (line 5) — 2.0 MiB peak, 3.0 MiB allocated"
             in lines
         )
         assert not any("earlier version" in line for line in lines)

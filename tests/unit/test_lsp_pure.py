@@ -6,6 +6,7 @@ gets a hint with that label; ``check`` strips the markers and compares (line, la
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from memlens_server import convert, views
 from memlens_server.index import FolderState, Index, RunData, canonical
 from memlens_server.server import ClientFeatures
 from memlens_server.settings import Settings, parse
-from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, map_lines
+from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -151,10 +152,20 @@ def test_mapping_cache_is_per_version(tmp_path: Path) -> None:
     view = folder.view(key)
     assert view is not None
     cache = MappingCache()
-    lines, m1 = cache.get("file:///m.py", 1, view, "a = 1\n")
-    assert (lines, m1) == (["a = 1"], IDENTITY)
-    assert cache.get("file:///m.py", 1, view, "ignored: same version")[1] is IDENTITY
-    assert cache.get("file:///m.py", 2, view, "b\na = 1\n")[1].buffer_line(1) == 2
+
+    async def go() -> None:
+        lines, m1 = await cache.get("file:///m.py", 1, view, "a = 1\n")
+        assert (lines, m1) == (["a = 1"], IDENTITY)
+        assert (await cache.get("file:///m.py", 1, view, "ignored: same version"))[1] is IDENTITY
+        assert (await cache.get("file:///m.py", 2, view, "b\na = 1\n"))[1].buffer_line(1) == 2
+        # A version replaced before its turn is not computed: its waiters learn so.
+        first = asyncio.ensure_future(cache.get("file:///m.py", 3, view, "c\na = 1\n"))
+        second = asyncio.ensure_future(cache.get("file:///m.py", 4, view, "d\na = 1\n"))
+        assert (await second)[1].buffer_line(1) == 2
+        with pytest.raises(Superseded):
+            await first
+
+    asyncio.run(go())
 
 
 # -- views: annotated fixtures --------------------------------------------------------------------
@@ -277,8 +288,8 @@ def test_call_paths_merge_and_rank(tmp_path: Path) -> None:
     folder, _key = folder_with(tmp_path, "x\n", {5: peak(MiB)}, tree=tree)
     assert folder.run is not None
     assert views.call_paths(folder.run, path, 5) == [
-        ("`<module>` (m.py:30) → `other` (m.py:21) → `build` (line 5)", 3 * MiB, 4 * MiB),
-        ("`<module>` (m.py:30) → `main` (m.py:20) → `build` (line 5)", 2 * MiB, 2 * MiB),
+        ("`<module>` (`m.py:30`) → `other` (`m.py:21`) → `build` (line 5)", 3 * MiB, 4 * MiB),
+        ("`<module>` (`m.py:30`) → `main` (`m.py:20`) → `build` (line 5)", 2 * MiB, 2 * MiB),
     ]
     assert views.call_paths(folder.run, path, 99) == []
 
@@ -293,13 +304,15 @@ def test_function_lenses_follow_edits_and_compare(tmp_path: Path) -> None:
     folder, key = folder_with(tmp_path, text, {}, functions=fns, base=base)
     view = folder.view(key)
     assert view is not None
-    assert views.function_lenses(view, IDENTITY, has_baseline=True) == [
+    assert views.function_lenses(view, IDENTITY, 100, has_baseline=True) == [
         views.LensItem(0, "memlens: 2.0 MiB peak · 4.0 MiB allocated (incl.) · Δ −1.0 MiB")
     ]
     moved = map_lines(view, "import os\n" + text)
-    assert [lens.line for lens in views.function_lenses(view, moved, has_baseline=False)] == [1]
+    assert [lens.line for lens in views.function_lenses(view, moved, 100, has_baseline=False)] == [
+        1
+    ]
     renamed = map_lines(view, text.replace("def f():", "def f2():"))
-    assert views.function_lenses(view, renamed, has_baseline=False) == []
+    assert views.function_lenses(view, renamed, 100, has_baseline=False) == []
 
 
 def test_main_block_lenses() -> None:

@@ -17,5 +17,5 @@ def run(args: argparse.Namespace) -> int:
 
     # Imported by name: the core package never imports the server statically.
     server_main = importlib.import_module("memlens_server.__main__")
-    server_main.start(args.tcp, args.host)
-    return 0
+    code: int = server_main.start(args.tcp, args.host)
+    return code

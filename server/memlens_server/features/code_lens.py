@@ -12,15 +12,15 @@ from memlens_server.staleness import buffer_lines
 OPTIONS = convert.CODE_LENS_OPTIONS
 
 
-def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
+async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
     uri = params.text_document.uri
-    ctx = ls.context(uri)
+    ctx = await ls.context(uri)
     items: list[views.LensItem] = []
     if ctx is not None:
         lines = ctx.lines
         items.extend(
             views.function_lenses(
-                ctx.view, ctx.mapping, has_baseline=ctx.folder.baseline is not None
+                ctx.view, ctx.mapping, len(lines), has_baseline=ctx.folder.baseline is not None
             )
         )
     else:
@@ -30,4 +30,4 @@ def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.CodeLen
         lines = buffer_lines(doc.source)
     items.extend(views.main_block_lenses(uri, lines))
     items.sort(key=lambda item: item.line)
-    return [convert.code_lens(item) for item in items]
+    return ls.each("code lens", items, convert.code_lens)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Coroutine
@@ -23,15 +24,19 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
-from memlens.errors import MemlensError
+from memlens import fileformat
+from memlens.errors import MemlensError, RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, views
+from memlens_server.background import in_thread
 from memlens_server.features import runs
 from memlens_server.index import FolderState, canonical
 from memlens_server.server import MemlensServer
 
 #: Seconds between SIGINT and kill when a run is cancelled.
 CANCEL_GRACE_S = 5.0
+#: Seconds a command may spend finding and checking a run file.
+RESOLVE_TIMEOUT_S = 10.0
 
 
 def _arg(args: tuple[object, ...]) -> dict[str, Any]:
@@ -66,6 +71,8 @@ def _folder(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
 
 
 def _resolve(folder: FolderState, spec: object) -> Path:
+    """The run file a spec names: a regular file that reads as a run (checked off the loop:
+    never a device, FIFO or directory, whatever a path or pointer says)."""
     if not isinstance(spec, str) or not spec:
         raise JsonRpcInvalidParams(message='memlens: missing "run" (a run id, path or latest)')
     try:
@@ -74,13 +81,32 @@ def _resolve(folder: FolderState, spec: object) -> Path:
         raise JsonRpcInvalidParams(message=f"memlens: {exc}") from None
     if not path.is_absolute():
         path = (folder.root / path).resolve()
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise JsonRpcInvalidParams(message=f"memlens: cannot read {spec}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise JsonRpcInvalidParams(message=f"memlens: {spec} is not a run file")
+    try:
+        fileformat.read_info(path)
+    except RunFileError as exc:
+        raise JsonRpcInvalidParams(message=f"memlens: {exc}") from None
     return path
+
+
+async def _run_path(folder: FolderState, spec: object) -> Path:
+    try:
+        return await asyncio.wait_for(
+            in_thread(_resolve, folder, spec, name="memlens-resolve"), RESOLVE_TIMEOUT_S
+        )
+    except asyncio.TimeoutError:
+        raise JsonRpcInvalidParams(message=f"memlens: cannot read {spec}: timed out") from None
 
 
 async def set_baseline(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
     a = _arg(args)
     folder = _folder(ls, a)
-    path = _resolve(folder, a.get("run", "latest"))
+    path = await _run_path(folder, a.get("run", "latest"))
     Store(folder.root).set_pointer("baseline", path)
     await runs.reload(ls, [folder.uri])
     state = ls.index.get(folder.uri)
@@ -96,7 +122,7 @@ async def clear_baseline(ls: MemlensServer, *args: object) -> None:
 async def choose_run(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
     a = _arg(args)
     folder = _folder(ls, a)
-    path = _resolve(folder, a.get("run"))
+    path = await _run_path(folder, a.get("run"))
     latest = Store(folder.root).latest()
     chosen = None if path == latest else path
     ls.index = ls.index.replace_folder(replace(folder, chosen=chosen, chosen_latest=latest))
@@ -111,7 +137,7 @@ async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEn
     baseline = store.baseline()
     loaded = folder.run.path if folder.run else None
     out: list[protocol.RunListEntry] = []
-    for e in await asyncio.to_thread(store.entries):
+    for e in await in_thread(store.entries, name="memlens-list"):
         info = e.info
         out.append(
             {
@@ -143,14 +169,24 @@ async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
 async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
     a = _arg(args)
     uri = a.get("uri")
-    path = to_fs_path(uri) if isinstance(uri, str) else None
-    if path is None or not os.path.isfile(path):
+    path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
+    try:
+        regular = path is not None and stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        regular = False
+    if path is None or not regular:
         raise JsonRpcInvalidParams(message=f"memlens: cannot run {uri!r}: not a file")
     extra = a.get("args") or []
     if not isinstance(extra, list) or not all(isinstance(x, str) for x in extra):
         raise JsonRpcInvalidParams(message='memlens: "args" must be a list of strings')
+    # Only files of an open workspace folder run, and their runs go to that folder's store:
+    # never a store in a directory the user did not open (a system directory, say).
     folder_state = ls.index.folder_for(canonical(path))
-    root = folder_state.root if folder_state else Path(path).parent
+    if folder_state is None:
+        raise JsonRpcInvalidParams(
+            message=f"memlens: cannot run {path}: it is outside every workspace folder"
+        )
+    root = folder_state.root
     store = Store(root)
     before = set(store.run_files())
     cmd = [sys.executable, "-m", "memlens", "run", path, *extra]
@@ -222,12 +258,11 @@ async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
     new_run = str(after[-1]) if after else None
     if code != 0 and not cancelled:
         detail = tail[-1] if tail else "no output"
-        ls.show_once(
+        ls.warn(
             f"run-failed:{token}",
             f"memlens run {os.path.basename(path)} exited with {code}: {detail}",
         )
-    uris = [folder_state.uri] if folder_state else None
-    await runs.reload(ls, uris)
+    await runs.reload(ls, [folder_state.uri])
     return {"exitCode": code, "run": new_run}
 
 

@@ -1,10 +1,14 @@
 """Leak warnings: lines that still hold a lot at exit (push diagnostics, source ``memlens``).
 
 Published when a document opens or changes and after every reload or settings change. The
-threshold is ``memlens.leakWarning.minBytes``.
+threshold is ``memlens.leakWarning.minBytes``. Publishing waits for the document's line
+re-mapping, which runs off the event loop; per document only the newest publication runs
+(an edit cancels the one for the version before).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from lsprotocol import types as lsp
 
@@ -12,24 +16,43 @@ from memlens_server import convert, views
 from memlens_server.server import MemlensServer
 
 
-def diagnostics_for(ls: MemlensServer, uri: str) -> list[lsp.Diagnostic]:
-    ctx = ls.context(uri)
+async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list[lsp.Diagnostic]]:
+    ctx = await ls.context(uri)
     if ctx is None:
-        return []
+        doc = ls.document(uri)
+        return (doc.version if doc is not None else None), []
     items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    return [convert.diagnostic(item, ctx.codec, ctx.lines) for item in items]
+    return ctx.version, ls.each(
+        "diagnostic", items, lambda item: convert.diagnostic(item, ctx.codec, ctx.lines)
+    )
+
+
+async def _publish(ls: MemlensServer, uri: str) -> None:
+    try:
+        version, diags = await diagnostics_for(ls, uri)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - failures isolated: log, publish nothing
+        ls.log_message(f"memlens: diagnostics for {uri} failed: {exc}", "error")
+        doc = ls.document(uri)
+        version, diags = (doc.version if doc is not None else None), []
+    if uri in ls.workspace.text_documents:
+        ls.text_document_publish_diagnostics(convert.publish(uri, version, diags))
 
 
 def publish(ls: MemlensServer, uri: str) -> None:
-    try:
-        diags = diagnostics_for(ls, uri)
-    except Exception as exc:  # noqa: BLE001 - failures isolated: log, publish nothing
-        ls.log_message(f"memlens: diagnostics for {uri} failed: {exc}", "error")
-        diags = []
-    doc = ls.document(uri)
-    ls.text_document_publish_diagnostics(
-        convert.publish(uri, doc.version if doc is not None else None, diags)
-    )
+    """Publish the diagnostics of ``uri`` soon (replacing a publication still pending)."""
+    old = ls.publishing.pop(uri, None)
+    if old is not None:
+        old.cancel()
+    task = asyncio.ensure_future(_publish(ls, uri))
+    ls.publishing[uri] = task
+
+    def done(t: asyncio.Task[None]) -> None:
+        if ls.publishing.get(uri) is t:
+            del ls.publishing[uri]
+
+    task.add_done_callback(done)
 
 
 def publish_all(ls: MemlensServer) -> None:
@@ -46,6 +69,10 @@ def did_change(ls: MemlensServer, params: lsp.DidChangeTextDocumentParams) -> No
 
 
 def did_close(ls: MemlensServer, params: lsp.DidCloseTextDocumentParams) -> None:
-    ls.mappings.forget(params.text_document.uri)
-    ls.hint_cache.pop(params.text_document.uri, None)
-    ls.text_document_publish_diagnostics(convert.publish(params.text_document.uri, None, []))
+    uri = params.text_document.uri
+    task = ls.publishing.pop(uri, None)
+    if task is not None:
+        task.cancel()
+    ls.mappings.forget(uri)
+    ls.hint_cache.pop(uri, None)
+    ls.text_document_publish_diagnostics(convert.publish(uri, None, []))

@@ -10,8 +10,8 @@ from memlens_server import convert, views
 from memlens_server.server import MemlensServer
 
 
-def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    ctx = ls.context(params.text_document.uri)
+async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    ctx = await ls.context(params.text_document.uri)
     if ctx is None:
         return None
     line = params.position.line

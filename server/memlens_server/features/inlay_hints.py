@@ -18,18 +18,18 @@ from memlens_server.server import MemlensServer
 OPTIONS = convert.INLAY_HINT_OPTIONS
 
 
-def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
+async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
     uri = params.text_document.uri
-    ctx = ls.context(uri)
+    ctx = await ls.context(uri)
     if ctx is None:
         return None
     start, end = params.range.start, params.range.end
     last = end.line if (end.character > 0 or end.line == start.line) else end.line - 1
+    last = min(last, len(ctx.lines) - 1)  # never past the end of the document
     has_baseline = ctx.folder.baseline is not None
     # Converted hints are kept per document version, run and settings: scrolling back and
     # forth, or asking for the whole file again, reuses them.
-    doc = ls.document(uri)
-    key = (doc.version if doc else None, ctx.view, ls.settings, has_baseline, ctx.codec.encoding)
+    key = (ctx.version, ctx.view, ls.settings, has_baseline, ctx.codec.encoding)
     cache = ls.hint_cache.get(uri)
     if cache is None or cache.key != key:
         cache = ls.hint_cache[uri] = HintCache(key, _token(ls, uri, ctx.view.run.id))
@@ -40,14 +40,16 @@ def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[lsp.Inla
         ctx.view, ctx.mapping, ls.settings, start.line, last + 1, has_baseline=has_baseline
     )
     made = cache.lines
-    out = []
-    for item in items:
+
+    def make(item: views.HintItem) -> lsp.InlayHint:
         hint = made.get(item.line)
         if hint is None:
             # data = [document state, recorded line]: compact, as big files send many hints.
             data = [cache.token, item.recorded_line]
             hint = made[item.line] = convert.inlay_hint(item, ctx.codec, ctx.lines, data)
-        out.append(hint)
+        return hint
+
+    out = ls.each("inlay hint", items, make)
     if whole:
         cache.whole = out
     return out
@@ -79,7 +81,7 @@ def _token(ls: MemlensServer, uri: str, run_id: str) -> int:
     return ls.hint_token_seq
 
 
-def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
+async def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
     data: Any = hint.data
     if not (isinstance(data, (list, tuple)) and len(data) == 2):
         return hint
@@ -87,7 +89,7 @@ def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
     if found is None:
         return hint
     (uri, run_id), line = found, data[1]
-    ctx = ls.context(uri)
+    ctx = await ls.context(uri)
     if ctx is None or ctx.view.run.id != run_id:
         return hint
     text = views.hover_markdown(

@@ -6,7 +6,12 @@ ways: ``workspace/didChangeWatchedFiles`` (registered dynamically when the clien
 cheap poll of the store every second (directory and pointer ``stat``), so it works in every
 client. A reload builds a new :class:`FolderState` off the event loop, swaps it in, then
 re-publishes diagnostics, asks the client to refresh hints and lenses, and sends
-``memlens/runLoaded``. An unreadable run file is reported once and never stops the server.
+``memlens/runLoaded``. An unreadable run file is reported (at most once every few minutes,
+however often it is rewritten) and never stops the server.
+
+Folders load concurrently, each on a daemon thread with a time limit: a folder whose store
+cannot be read (a pointer that is a FIFO, a file on a hung mount) is reported and skipped
+while the others load; it is not read again while that read is still stuck.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import contextlib
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +31,15 @@ from memlens import fileformat
 from memlens.errors import RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, settings, views
+from memlens_server.background import in_thread
 from memlens_server.index import FolderState, Index, RunData
 from memlens_server.server import ClientFeatures, MemlensServer
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
 CLIENT_TIMEOUT_S = 5.0
+#: Seconds a folder's runs may take to load before the folder is reported and skipped.
+LOAD_TIMEOUT_S = 20.0
 
 
 # -- pure-ish loading (runs in a worker thread) ---------------------------------------------
@@ -116,49 +125,57 @@ async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: boo
         if {s.uri for s in states} != known:
             ls.index = Index(tuple(states))
             force = True
-        changed: list[FolderState] = []
-        for prev in states:
-            if uris is not None and prev.uri not in uris:
-                continue
-            ls.signatures[prev.uri] = store_signature(prev.root)
-            new, errors = await asyncio.to_thread(load_folder, prev)
-            for path, message in errors:
-                _report_bad_run(ls, path, message)
-            if (
-                force
-                or _identity(new) != _identity(ls.index.get(prev.uri))
-                or new.chosen != prev.chosen
-            ):
-                ls.index = ls.index.replace_folder(new)
-                changed.append(new)
-        if not changed:
-            return
-        ls.mappings.clear()
-        ls.hint_cache.clear()
+        todo = [s for s in states if uris is None or s.uri in uris]
+        changed = await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in todo))
+    if any(changed):
         # Loaded runs live until the next reload: move them out of the collector's sight,
         # so full collections during big responses do not walk 100,000s of line records.
         gc.freeze()
+
+
+async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> bool:
+    """Load one folder; when what it shows changed, swap it in and tell the client."""
+    if prev.uri in ls.loading:
+        return False  # an earlier read of this folder is still stuck
+    ls.signatures[prev.uri] = store_signature(prev.root)
+    ls.loading.add(prev.uri)
+    work = asyncio.ensure_future(in_thread(load_folder, prev, name="memlens-load"))
+    done: Callable[[object], None] = lambda _: ls.loading.discard(prev.uri)  # noqa: E731
+    work.add_done_callback(done)
+    try:
+        new, errors = await asyncio.wait_for(asyncio.shield(work), LOAD_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        work.add_done_callback(lambda f: f.cancelled() or f.exception())
+        ls.warn(
+            f"load-timeout:{prev.uri}",
+            f"memlens: the runs of {prev.root} could not be read within {LOAD_TIMEOUT_S:.0f} s; "
+            "skipping that folder",
+        )
+        return False
+    for path, message in errors:
+        _report_bad_run(ls, path, message)
+    current = ls.index.get(prev.uri)
+    if current is None:
+        return False  # the folder was removed meanwhile
+    if not (force or _identity(new) != _identity(current) or new.chosen != current.chosen):
+        return False
+    ls.index = ls.index.replace_folder(new)
+    ls.mappings.clear()
+    ls.hint_cache.clear()
     from memlens_server.features import diagnostics
 
     diagnostics.publish_all(ls)
-    for state in changed:
-        notify_loaded(ls, state)
+    notify_loaded(ls, new)
     # Not awaited: a slow or silent client must not hold up the next reload.
     task = asyncio.create_task(refresh(ls))
     ls.background.add(task)
     task.add_done_callback(ls.background.discard)
+    return True
 
 
 def _report_bad_run(ls: MemlensServer, path: Path, message: str) -> None:
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        mtime = 0
-    key = (str(path), mtime)
-    if key in ls.reported:
-        return
-    ls.reported.add(key)
-    ls.show_once(f"bad-run:{path}:{mtime}", f"memlens: {message}", error=False)
+    # Keyed by path: a file rewritten in place again and again is one problem.
+    ls.warn(f"bad-run:{path}", f"memlens: {message}", error=False)
 
 
 def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
@@ -217,9 +234,7 @@ def _apply_settings(ls: MemlensServer, raw: object) -> bool:
     # A configuration is complete: keys it leaves out take their defaults.
     new, problems = settings.parse(raw)
     if problems:
-        ls.show_once(
-            "settings:" + "|".join(problems), "memlens: bad settings: " + "; ".join(problems)
-        )
+        ls.warn("settings:" + "|".join(problems), "memlens: bad settings: " + "; ".join(problems))
     changed = new != ls.settings
     ls.settings = new
     return changed
