@@ -77,6 +77,20 @@ def top_lines(
     return out
 
 
+def leak_lines(run: Run, shown: Sequence[TopRow], n: int | None = 10) -> list[TopRow]:
+    """The lines that held the most at exit, when the ``shown`` rows miss some of them.
+
+    A table ranked by peak or allocations can leave out a line that allocated after the
+    peak and kept it to the end (its peak figure is 0): the report lists those lines by what
+    they still held at exit. Empty when every line with live memory is among ``shown``.
+    """
+    live = top_lines(run, "live", None)
+    seen = {(r.file, r.line) for r in shown}
+    if all((r.file, r.line) in seen for r in live):
+        return []
+    return live[:n]
+
+
 def hottest_file(run: Run, by: str = "peak") -> str | None:
     rows = top_lines(run, by, 1)
     return rows[0].file if rows else None
@@ -142,7 +156,35 @@ def summary_line(run: Run) -> str:
 
 # -- rendering ---------------------------------------------------------------------------
 
-_HEADERS = ("#", "line", "{by}", "allocs", "share of peak", "live at exit", "code")
+#: Column titles of the ranking figure.
+_TITLES = {"peak": "peak", "alloc": "allocated", "live": "live at exit"}
+#: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks.
+_COLUMNS = ("#", "line", "{by}", "allocs", "share of peak", "live", "code")
+_RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live"))
+#: Heading of the second table (lines holding memory at exit that the first one misses).
+LEAKS_TITLE = "live at exit (what the program still held when it ended):"
+
+
+def _columns(by: str) -> tuple[str, ...]:
+    return tuple(c for c in _COLUMNS if not (c == "live" and by == "live"))
+
+
+def _headers(by: str) -> list[str]:
+    titles = {"{by}": _TITLES[by], "live": _TITLES["live"]}
+    return [titles.get(c, c) for c in _columns(by)]
+
+
+def _cells(row: TopRow, by: str) -> tuple[str, ...]:
+    values = {
+        "#": str(row.rank),
+        "line": f"{display_path(row.file)}:{row.line}",
+        "{by}": fmt_bytes(row.value),
+        "allocs": fmt_count(row.stats.alloc_count),
+        "share of peak": f"{row.share_of_peak:.0%}",
+        "live": fmt_bytes(row.stats.live_bytes),
+        "code": row.source[:60],
+    }
+    return tuple(values[c] for c in _columns(by))
 
 
 def render(
@@ -150,50 +192,54 @@ def render(
     out: TextIO,
     *,
     by: str = "peak",
-    top: int = 10,
+    top: int | None = 10,
     file: str | None = None,
     rich_output: bool | None = None,
     show_listing: bool = True,
 ) -> None:
-    """Print the report: summary, top lines, and the annotated hottest (or given) file."""
-    rows = top_lines(run, by, top)
-    target = file or (rows[0].file if rows else None)
+    """Print the report: summary, top lines, and the annotated hottest (or given) file.
+
+    Unless the table is ranked by live memory, lines that still held memory at exit and
+    are not in it follow in a second table (:func:`leak_lines`). ``top`` None: every line.
+    """
+    tables = [(by, top_lines(run, by, top))]
+    if by != "live":
+        leaks = leak_lines(run, tables[0][1], top)
+        if leaks:
+            tables.append(("live", leaks))
+    first = tables[0][1] or tables[-1][1]
+    target = file or (first[0].file if first else None)
     use_rich = out.isatty() if rich_output is None else rich_output
     if use_rich:
-        _render_rich(run, rows, target, by, out, show_listing)
+        _render_rich(run, tables, target, by, out, show_listing)
     else:
-        _render_plain(run, rows, target, by, out, show_listing)
+        _render_plain(run, tables, target, by, out, show_listing)
 
 
-def _cells(row: TopRow) -> tuple[str, ...]:
-    return (
-        str(row.rank),
-        f"{display_path(row.file)}:{row.line}",
-        fmt_bytes(row.value),
-        fmt_count(row.stats.alloc_count),
-        f"{row.share_of_peak:.0%}",
-        fmt_bytes(row.stats.live_bytes),
-        row.source[:60],
-    )
+Tables = Sequence[tuple[str, Sequence[TopRow]]]
+NOTHING = "no allocations were attributed to any line"
 
 
 def _render_plain(
-    run: Run, rows: Sequence[TopRow], target: str | None, by: str, out: TextIO, show: bool
+    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool
 ) -> None:
     print(f"memlens: {summary_line(run)}", file=out)
-    if not rows:
-        print("memlens: no allocations were attributed to any line", file=out)
+    if not any(rows for _, rows in tables):
+        print(f"memlens: {NOTHING}", file=out)
         return
-    headers = tuple(h.format(by=by) for h in _HEADERS)
-    table = [headers, *(_cells(r) for r in rows)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
-    print(file=out)
-    for r in table:
-        cells = [
-            r[i].rjust(widths[i]) if i in (0, 2, 3, 4, 5) else r[i].ljust(widths[i])
-            for i in range(len(widths))
-        ]
-        print(("  " + "  ".join(cells) + "  " + r[-1]).rstrip(), file=out)
+    for i, (rank_by, rows) in enumerate(tables):
+        print(file=out)
+        if i:
+            print(LEAKS_TITLE, file=out)
+        columns = _columns(rank_by)
+        table = [tuple(_headers(rank_by)), *(_cells(r, rank_by) for r in rows)]
+        widths = [max(len(r[i]) for r in table) for i in range(len(columns) - 1)]
+        for r in table:
+            cells = [
+                r[i].rjust(widths[i]) if columns[i] in _RIGHT else r[i].ljust(widths[i])
+                for i in range(len(widths))
+            ]
+            print(("  " + "  ".join(cells) + "  " + r[-1]).rstrip(), file=out)
     if show and target is not None:
         print(file=out)
         print(f"{display_path(target)}:", file=out)
@@ -208,7 +254,7 @@ def _render_plain(
 
 
 def _render_rich(
-    run: Run, rows: Sequence[TopRow], target: str | None, by: str, out: TextIO, show: bool
+    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool
 ) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -216,27 +262,35 @@ def _render_rich(
 
     console = Console(file=out)
     console.print(Text("memlens", style="bold") + Text(f": {summary_line(run)}"))
-    if not rows:
-        console.print(Text("no allocations were attributed to any line"))
+    if not any(rows for _, rows in tables):
+        console.print(Text(NOTHING))
         return
-    table = Table(show_edge=False, header_style="bold")
-    cells = [_cells(r) for r in rows]
-    headers = [h.format(by=by) for h in _HEADERS]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    # The figures never wrap; the code column gives way (or goes) when the terminal is narrow.
-    room = console.width - sum(widths[:-1]) - 3 * (len(headers) - 1)
-    shown = len(headers) if room >= 16 else len(headers) - 1
-    for i in range(shown):
-        if i == len(headers) - 1:
-            table.add_column(headers[i], no_wrap=True, overflow="ellipsis", max_width=room - 1)
-        else:
-            right = i in (0, 2, 3, 4, 5)
-            table.add_column(
-                headers[i], justify="right" if right else "left", no_wrap=True, min_width=widths[i]
-            )
-    for c in cells:
-        table.add_row(*(Text(x) for x in c[:shown]))  # Text: code like "[x]" is not markup
-    console.print(table)
+    for i, (rank_by, rows) in enumerate(tables):
+        if i:
+            console.print(Text(f"\n{LEAKS_TITLE}", style="bold"))
+        columns = _columns(rank_by)
+        table = Table(show_edge=False, header_style="bold")
+        cells = [_cells(r, rank_by) for r in rows]
+        headers = _headers(rank_by)
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+        # The figures never wrap; the code column gives way (or goes) when the terminal is
+        # narrow.
+        room = console.width - sum(widths[:-1]) - 3 * (len(headers) - 1)
+        shown = len(headers) if room >= 16 else len(headers) - 1
+        for k in range(shown):
+            if k == len(headers) - 1:
+                table.add_column(headers[k], no_wrap=True, overflow="ellipsis", max_width=room - 1)
+            else:
+                right = columns[k] in _RIGHT
+                table.add_column(
+                    headers[k],
+                    justify="right" if right else "left",
+                    no_wrap=True,
+                    min_width=widths[k],
+                )
+        for c in cells:
+            table.add_row(*(Text(x) for x in c[:shown]))  # Text: code like "[x]" is not markup
+        console.print(table)
     if show and target is not None:
         console.print(Text(f"\n{display_path(target)}:", style="bold"))
         rows_l = listing(run, target, by)

@@ -141,7 +141,7 @@ def test_report_ranks_by_alloc_and_limits_rows(tmp_path: Path) -> None:
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     header = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#  line"))
-    assert lines[header].split()[2] == "alloc"
+    assert lines[header].split()[2] == "allocated"
     assert lines[header + 1].split()[:2] == ["1", f"{SCRIPTS / 'allocs.py'}:7"]
     assert lines[header + 2].split()[0] == "2"
     assert lines[header + 3] == ""  # two rows, then the listing

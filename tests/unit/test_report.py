@@ -183,3 +183,68 @@ def test_display_path_and_find_file() -> None:
     assert find_file(run, "app/util.py") == UTIL
     with pytest.raises(MemlensError, match=r"the run has no figures for nope\.py"):
         find_file(run, "nope.py")
+
+
+def kept_after_peak_run() -> Run:
+    """50 MiB transient at the peak, then 5 MiB allocated and kept to exit (peak figure 0)."""
+    text = "scratch = bytearray(50 << 20)\ndel scratch\nkept = bytearray(5 << 20)\n"
+    lines = {
+        1: LineStats(alloc_bytes=50 * MiB, alloc_count=1, peak_bytes=50 * MiB),
+        3: LineStats(alloc_bytes=5 * MiB, alloc_count=1, live_bytes=5 * MiB, live_count=1),
+    }
+    info = make_run().info
+    return Run(info=info, files={MAIN: SourceFile(MAIN, "z", text, lines)})
+
+
+def test_lines_kept_after_the_peak_get_their_own_table() -> None:
+    out = io.StringIO()
+    render(kept_after_peak_run(), out, rich_output=False, show_listing=False)
+    assert out.getvalue().splitlines()[2:] == [
+        "  #  line                     peak  allocs  share of peak  live at exit  code",
+        "  1  /proj/app/main.py:1  50.0 MiB       1            50%           0 B  scratch = bytearray(50 << 20)",
+        "",
+        "live at exit (what the program still held when it ended):",
+        "  #  line                 live at exit  allocs  share of peak  code",
+        "  1  /proj/app/main.py:3       5.0 MiB       1             0%  kept = bytearray(5 << 20)",
+    ]
+
+
+def test_no_leak_table_when_the_first_one_shows_every_live_line() -> None:
+    out = io.StringIO()
+    render(make_run(), out, rich_output=False, show_listing=False)  # MAIN:4, live, is shown
+    assert "live at exit (" not in out.getvalue()
+    # ... but with --top 1 and an allocation ranking the live line is missed: it follows.
+    out = io.StringIO()
+    render(make_run(), out, by="alloc", top=1, rich_output=False, show_listing=False)
+    text = out.getvalue().splitlines()
+    assert text[3].split()[:2] == ["1", f"{UTIL}:1"]
+    assert text[5] == "live at exit (what the program still held when it ended):"
+    assert text[7].split()[:4] == ["1", f"{MAIN}:4", "80.0", "MiB"]
+
+
+def test_ranked_by_live_the_table_has_no_duplicate_column() -> None:
+    out = io.StringIO()
+    render(make_run(), out, by="live", rich_output=False, show_listing=False)
+    assert out.getvalue().splitlines()[2:] == [
+        "  #  line                 live at exit  allocs  share of peak  code",
+        "  1  /proj/app/main.py:4      80.0 MiB       2            80%  big = bytearray(40 * 1024 * 1024)",
+    ]
+    assert "live at exit (" not in out.getvalue()  # no second table: this one is it
+
+
+def test_rich_leak_table() -> None:
+    pytest.importorskip("rich")
+    out = io.StringIO()
+    render(kept_after_peak_run(), out, rich_output=True, show_listing=False)
+    lines = out.getvalue().splitlines()
+    title = lines.index("live at exit (what the program still held when it ended):")
+    rows = [ln.replace("│", " ").split() for ln in lines[title:] if "/proj/app/" in ln]
+    assert rows == [["1", f"{MAIN}:3", "5.0", "MiB", "1", "0%"]]
+
+
+def test_top_none_lists_every_line() -> None:
+    run = make_run()
+    assert len(top_lines(run, "alloc", None)) == 3
+    out = io.StringIO()
+    render(run, out, by="alloc", top=None, rich_output=False, show_listing=False)
+    assert [ln.split()[0] for ln in out.getvalue().splitlines()[3:]] == ["1", "2", "3"]

@@ -101,6 +101,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def add_top(parser: argparse.ArgumentParser, default: int = 10) -> None:
+    """The ``--top N`` option of the reports (``run``, ``show``): 0 lists every line."""
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"lines in each table; 0: all (default: {default})",
+    )
+
+
+def top_rows(top: int) -> int | None:
+    """The number of rows ``--top N`` asks for: None (every row) for 0."""
+    if top < 0:
+        raise MemlensError("--top must not be negative")
+    return top or None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None

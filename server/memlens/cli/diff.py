@@ -38,12 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memlens import fileformat
+    from memlens.cli import top_rows
     from memlens.diff import diff_runs
-    from memlens.errors import MemlensError
     from memlens.store import Store
 
-    if args.top is not None and args.top < 0:
-        raise MemlensError("--top must be at least 0")
+    top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
     d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
         from memlens.diff import to_json_dict
 
-        doc = to_json_dict(d, by=line_attr, top=args.top or None)
+        doc = to_json_dict(d, by=line_attr, top=top)
         doc["a"], doc["b"] = str(path_a), str(path_b)
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -62,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     lines = ranked_lines(d, line_attr)
     functions = ranked_functions(d, fn_attr)
-    top = _DEFAULT_TOP if args.top is None else (args.top or None)
+    if args.top is None:
+        top = _DEFAULT_TOP
     title = f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}"
     changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
     changed_fns = [fd for fd in functions if fd.change(fn_attr) != 0][:top]

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from memlens.cli import add_top, top_rows
+
 HELP = "profile a Python program (script or -m module) and report its hottest lines"
 
 
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="save the run so far every S seconds, so a killed program leaves a run (0: never)",
     )
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="lines in the report")
+    add_top(parser)
     parser.add_argument(
         "--by", choices=("peak", "alloc", "live"), default="peak", help="rank lines by"
     )
@@ -69,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.timeline_interval < 0 or args.checkpoint_interval < 0:
         raise MemlensError("intervals must not be negative")
-    if args.top < 0:
-        raise MemlensError("--top must not be negative")
+    top_rows(args.top)  # a bad --top is reported before the program runs
     target = runner.Target(
         None if args.as_module else args.target, args.target if args.as_module else None, args.args
     )
@@ -189,7 +190,7 @@ def _save_and_report(
         elif not args.no_report:
             from memlens.report import render
 
-            render(result, sys.stdout, by=args.by, top=args.top)
+            render(result, sys.stdout, by=args.by, top=top_rows(args.top))
         sys.stdout.flush()
     except BrokenPipeError:
         # `memlens run app.py | head`: the reader left. The exit code stays the program's, and
