@@ -121,9 +121,9 @@ def test_exclude_charges_the_calling_line(tmp_path: Path) -> None:
     assert run.files[helper].lines[2].live_bytes >= 4 * MiB
 
 
-def test_json_prints_the_export_after_the_programs_output(tmp_path: Path) -> None:
+def test_json_dash_prints_the_export_after_the_programs_output(tmp_path: Path) -> None:
     script = SCRIPTS / "allocs.py"
-    proc = memlens("run", "--json", str(script), cwd=tmp_path)
+    proc = memlens("run", "--json", "-", str(script), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     program = plain(script, cwd=tmp_path).stdout
     assert proc.stdout.startswith(program)
@@ -134,6 +134,50 @@ def test_json_prints_the_export_after_the_programs_output(tmp_path: Path) -> Non
     line7 = doc["files"][str(script)]["lines"]["7"]
     assert 50 * MiB <= line7["live_bytes"] < 50 * MiB + 4096
     assert "share of peak" not in proc.stdout
+
+
+def test_json_file_keeps_the_programs_output_apart(tmp_path: Path) -> None:
+    script = SCRIPTS / "allocs.py"
+    program = plain(script, "x", cwd=tmp_path).stdout
+    out = tmp_path / "out" / "run.json"
+    out.parent.mkdir()
+    proc = memlens("run", "--no-report", "--json", "out/run.json", str(script), "x", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == program  # what a script reads on stdout is the program's, alone
+    assert proc.stderr.splitlines()[-1] == "memlens: JSON written to out/run.json"
+    doc = json.loads(out.read_text())
+    assert doc["run"]["command"] == ["python", str(script), "x"]
+    assert 50 * MiB <= doc["files"][str(script)]["lines"]["7"]["live_bytes"] < 50 * MiB + 4096
+    assert not list(out.parent.glob("*.tmp"))
+    # With the report: the report follows the program's output; the JSON is in the file.
+    proc = memlens("run", "--json", str(out), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "share of peak" in proc.stdout
+    assert json.loads(out.read_text())["run"]["command"] == ["python", str(script)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # --json once took no value: `--json app.py data` must not overwrite app.py.
+        (("--json", "allocs.py", "helper.py"), "memlens: --json allocs.py: a Python file; "),
+        (("--json", "nowhere/x.json", "allocs.py"), "memlens: cannot write nowhere/x.json: "),
+    ],
+)
+def test_json_file_is_checked_before_the_program_runs(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    import shutil
+
+    for name in ("allocs.py", "helper.py"):
+        shutil.copy(SCRIPTS / name, tmp_path)
+    before = (tmp_path / "allocs.py").read_text()
+    proc = memlens("run", *args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""  # the program did not run
+    assert proc.stderr.startswith(message)
+    assert len(proc.stderr.splitlines()) == 1
+    assert (tmp_path / "allocs.py").read_text() == before
 
 
 def test_report_ranks_by_alloc_and_limits_rows(tmp_path: Path) -> None:
@@ -273,7 +317,7 @@ def _run_name(cwd: Path) -> str:
     return str(path.relative_to(cwd))
 
 
-@pytest.mark.parametrize("flag", ["--json", "--top=10"])
+@pytest.mark.parametrize("flag", ["--json=-", "--top=10"])
 def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -> None:
     import os
 

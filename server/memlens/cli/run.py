@@ -8,6 +8,10 @@ import sys
 
 from memlens.cli import add_top, top_rows
 
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+if TYPE_CHECKING:
+    from memlens.runner import Target
+
 HELP = "profile a Python program (script or -m module) and report its hottest lines"
 
 
@@ -37,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-report", action="store_true", help="do not print the report")
     parser.add_argument(
-        "--json", action="store_true", help="print the run as JSON (memlens export) instead"
+        "--json",
+        metavar="FILE",
+        help="also write the run as JSON (the memlens export format) to FILE, apart from the "
+        "program's output; '-': print it on stdout after the program's output, instead of "
+        "the report",
     )
     parser.add_argument(
         "--timeline-interval", type=float, default=10.0, metavar="MS", help="default: 10 ms"
@@ -76,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         None if args.as_module else args.target, args.target if args.as_module else None, args.args
     )
     target.check()
+    if args.json not in (None, "-"):
+        args.json = _json_path(args.json, target)
 
     from memlens.layout import RUNS_DIR, STORE_DIR
 
@@ -144,6 +154,27 @@ def run(args: argparse.Namespace) -> int:
     return runner.run(target, on_exit, on_start=on_start)
 
 
+def _json_path(name: str, target: Target) -> str:
+    """The absolute path ``--json FILE`` names, checked before the program runs."""
+    from memlens.errors import MemlensError
+
+    path = os.path.abspath(name)
+    # `memlens run --json app.py data.txt` (from when --json took no value) must not
+    # overwrite the script with JSON.
+    if name.endswith((".py", ".pyw")) or (
+        target.script is not None and os.path.realpath(path) == os.path.realpath(target.script)
+    ):
+        raise MemlensError(
+            f"--json {name}: a Python file; --json takes the file to write the JSON to"
+        )
+    if os.path.isdir(path):
+        raise MemlensError(f"--json {name}: is a directory")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise MemlensError(f"cannot write {name}: no such directory or permission denied")
+    return path
+
+
 def _progress_mode() -> str | None:
     """How to show progress on stderr: not at all (not a terminal), one line at the start
     (the program's output shares that terminal: a redrawn line would mix with it), or a live
@@ -177,10 +208,12 @@ def _save_and_report(
         Store(store_root).set_pointer("latest", Path(out_path))
     flush_streams()
     _say(f"memlens: run written to {_shown(out_path)}")
+    if args.json not in (None, "-"):
+        _write_json(result, args.json)
     if _closed(sys.stdout):
         return  # the program closed its stdout: no report, as python would print nothing
     try:
-        if args.json:
+        if args.json == "-":
             import json
 
             from memlens.export import to_json_dict
@@ -199,6 +232,30 @@ def _save_and_report(
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     flush_streams()
+
+
+def _write_json(run: object, path: str) -> None:
+    """The export of ``run`` into ``path``, replaced whole (readers never see half of it)."""
+    import json
+
+    from memlens.export import to_json_dict
+    from memlens.model import Run
+
+    assert isinstance(run, Run)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as fh:
+            json.dump(to_json_dict(run), fh, indent=2)
+            fh.write("\n")
+        os.replace(temporary, path)
+    except OSError as exc:
+        _say(f"memlens: cannot write {_shown(path)}: {exc.strerror or exc}")
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        return
+    _say(f"memlens: JSON written to {_shown(path)}")
 
 
 def _closed(stream: object) -> bool:
