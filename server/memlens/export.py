@@ -52,6 +52,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
         "cwd": info.cwd,
         "memlens_version": info.memlens_version,
         "source": info.source,
+        "seed": info.seed,
     }
 
 

@@ -114,6 +114,7 @@ _HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "memlens_version": (str,),
     "max_depth": (int,),
     "source": (str,),
+    "seed": (int, type(None)),
 }
 
 

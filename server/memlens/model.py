@@ -453,8 +453,8 @@ class RunInfo(_Value):
     """Provenance and totals of a run (the run file's header).
 
     ``started`` and ``ended`` are ISO-8601 (UTC); ``mode`` is "exact", "sampling" or
-    "imported"; ``source`` is the free-form origin of the data, e.g. "memlens",
-    "tracemalloc", "pymemtrace".
+    "imported"; ``seed`` is the sampling seed (None when not sampled); ``source`` is the
+    free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace".
     """
 
     __slots__ = (
@@ -473,6 +473,7 @@ class RunInfo(_Value):
         "platform",
         "python",
         "sample_interval_bytes",
+        "seed",
         "source",
         "started",
     )
@@ -493,6 +494,7 @@ class RunInfo(_Value):
     memlens_version: str
     max_depth: int
     source: str
+    seed: int | None
 
     def __init__(
         self,
@@ -513,6 +515,7 @@ class RunInfo(_Value):
         memlens_version: str = "",
         max_depth: int = 0,
         source: str = "memlens",
+        seed: int | None = None,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -531,6 +534,7 @@ class RunInfo(_Value):
         _set(self, "memlens_version", memlens_version)
         _set(self, "max_depth", max_depth)
         _set(self, "source", source)
+        _set(self, "seed", seed)
 
 
 class Run(_Value):

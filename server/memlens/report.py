@@ -147,6 +147,8 @@ def summary_line(run: Run) -> str:
     mode = info.mode
     if info.mode == "sampling" and info.sample_interval_bytes:
         mode = f"sampling every ~{fmt_bytes(info.sample_interval_bytes)}"
+        if info.seed is not None:
+            mode += f" (seed {info.seed})"
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     return (
         f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS "

@@ -54,6 +54,7 @@ class _Session:
         "mode",
         "pid",
         "sample_interval",
+        "seed",
         "started",
     )
 
@@ -65,8 +66,10 @@ class _Session:
         exclude: tuple[str, ...],
         libraries: bool,
         hidden: tuple[str, ...],
+        seed: int | None = None,
     ) -> None:
         self.mode = mode
+        self.seed = seed
         self.libraries = libraries
         self.hidden = hidden
         self.sample_interval = sample_interval
@@ -103,7 +106,9 @@ def start(
     """Install the allocator hooks and start recording every thread of this process.
 
     ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (each byte sampled with
-    probability 1/``sample_interval``; default :data:`DEFAULT_SAMPLE_INTERVAL`). ``include`` /
+    probability 1/``sample_interval``; default :data:`DEFAULT_SAMPLE_INTERVAL`). A sampling
+    run with the same ``seed`` (1 to :data:`MAX_SEED`) repeats its samples; without one, a
+    seed is drawn; either is recorded as the run's ``seed``. ``include`` /
     ``exclude`` are glob patterns matched against absolute file names (as PEP 454's filters).
     Frames of the standard library and installed packages are transparent (their allocations
     are charged to the calling line of your code) unless ``libraries`` is true.
@@ -127,6 +132,9 @@ def start(
         interval = int(sample_interval or DEFAULT_SAMPLE_INTERVAL)
         if interval <= 0:
             raise MemlensError("the sampling interval must be a positive number of bytes")
+        seed = _sampling_seed(seed)
+    else:
+        seed = None  # exact mode draws nothing
     if _session is not None:
         raise MemlensError("memlens is already tracing this process")
     session = _Session(
@@ -136,6 +144,7 @@ def start(
         exclude=tuple(exclude),
         libraries=libraries,
         hidden=tuple(os.path.realpath(h) for h in hidden),
+        seed=seed,
     )
     try:
         _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
@@ -145,6 +154,20 @@ def start(
     _watch_numpy()
     if checkpoint is not None:
         _start_checkpoints(session, os.fspath(checkpoint), checkpoint_interval_s, command)
+
+
+#: Seeds are 1 to 2**64 - 1 (the native tracer reads 0 as "seed from the clock").
+MAX_SEED = 2**64 - 1
+
+
+def _sampling_seed(seed: int | None) -> int:
+    """The seed a sampling run uses: ``seed``, or one drawn now (recorded in the run, so the
+    run can be repeated)."""
+    if seed is None:
+        return int.from_bytes(os.urandom(4), "little") or 1
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed <= MAX_SEED:
+        raise MemlensError(f"the seed must be an integer from 1 to {MAX_SEED}")
+    return seed
 
 
 def stop(
@@ -188,10 +211,13 @@ def _start_checkpoints(
     stop_lock.acquire()  # released by _stop_checkpoints()
     done_lock = _thread.allocate_lock()
     done_lock.acquire()  # released by the thread when it ends
+    ready_lock = _thread.allocate_lock()
+    ready_lock.acquire()  # released by the thread once it waits
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
         wait = interval
+        ready_lock.release()
         try:
             while not stop_lock.acquire(timeout=wait):
                 if not _tracer.is_active():
@@ -207,6 +233,9 @@ def _start_checkpoints(
 
     _checkpointer = (stop_lock, done_lock)
     _thread.start_new_thread(loop, ())
+    # The thread's start-up allocations count against sampling's shared countdown: done while
+    # this thread waits, they always fall at the same point, so a seeded run repeats exactly.
+    ready_lock.acquire()
 
 
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> None:
@@ -500,6 +529,7 @@ def _build_run(
         cwd=os.getcwd(),
         memlens_version=__version__,
         max_depth=0,
+        seed=session.seed,
     )
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]

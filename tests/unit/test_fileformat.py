@@ -112,6 +112,7 @@ def runs(draw: st.DrawFn) -> Run:
         memlens_version=draw(texts),
         max_depth=draw(st.integers(0, 10_000)),
         source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
+        seed=draw(st.none() | st.integers(1, 2**64 - 1)),
     )
     return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
 
@@ -156,6 +157,7 @@ def test_golden_v1_file() -> None:
         max_depth=128,
         source="memlens",
     )
+    assert run.info.seed is None  # written before runs recorded their sampling seed
     assert list(run.files) == ["/work/app.py"]
     sf = run.files["/work/app.py"]
     assert sf.sha256 == "ab" * 32
@@ -282,16 +284,17 @@ def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
     _bad(path, reason)
 
 
-def test_header_with_wrong_types(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5)])
+def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
     con = sqlite3.connect(path)
     header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
-    header["peak_traced_bytes"] = "lots"
+    header[key] = value
     con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
     con.commit()
     con.close()
-    _bad(path, "bad run header: peak_traced_bytes is str")
+    _bad(path, f"bad run header: {key} is {type(value).__name__}")
 
 
 def _read_or_error(path: Path) -> str:

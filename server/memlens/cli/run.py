@@ -24,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="sampling mode: mean bytes between samples, e.g. 128KiB (near-zero overhead)",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="sampling mode: the seed of the samples, for a run that can be repeated exactly "
+        "(default: a new one each run, recorded in the run)",
+    )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the run file here")
     parser.add_argument(
         "--dir", default=".", help="store root: runs go to DIR/.memlens/runs (default: .)"
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             interval = parse_size(args.sample)
         except ValueError as exc:
             raise MemlensError(f"--sample: {exc}") from None
+    if args.seed is not None and interval is None:
+        raise MemlensError("--seed is for sampling mode: add --sample BYTES")
     if args.timeline_interval < 0 or args.checkpoint_interval < 0:
         raise MemlensError("intervals must not be negative")
     top_rows(args.top)  # a bad --top is reported before the program runs
@@ -110,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
         # Found out now, not after a long run.
         raise MemlensError(f"cannot write {out_path}: permission denied")
     command = target.command()
-    progress = _Progress(target.display) if _progress_mode() == "live" else None
+    # The live status line works (allocates) at moments of its own, which would move a seeded
+    # run's samples: with --seed, the one line at the start is shown instead.
+    show = _progress_mode()
+    if show == "live" and args.seed is not None:
+        show = "line"
+    progress = _Progress(target.display) if show == "live" else None
 
     def on_exit(exit_code: int | None, complete: bool) -> None:
         if progress is not None:
@@ -125,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     tracer.start(
         mode="sampling" if interval else "exact",
         sample_interval=interval,
+        seed=args.seed,
         include=args.include,
         exclude=args.exclude,
         libraries=args.libraries,
@@ -141,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     _tracer.set_thread_paused(True)
     if progress is not None:
         progress.start()
-    elif _progress_mode() == "line":
+    elif show == "line":
         print(
             f"memlens: profiling {target.display} (Ctrl-C stops it; the run is still written)",
             file=sys.stderr,

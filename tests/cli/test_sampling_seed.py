@@ -1,0 +1,107 @@
+"""`memlens run --sample ... --seed N`: a sampled run that can be repeated exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memlens import fileformat
+from tests.cli.memlens_cmd import memlens
+
+pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+
+PROGRAM = """\
+import json
+rows = [{"id": i, "name": "x" * (i % 50), "vals": list(range(i % 20))} for i in range(20000)]
+text = json.dumps(rows)
+blobs = [bytearray(1000 + i) for i in range(2000)]
+del rows
+print(len(text), len(blobs))
+"""
+
+
+def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[fileformat.Run, dict[str, object]]:  # type: ignore[name-defined]
+    proc = memlens(
+        "run", "--no-report", "--sample", "32KiB", *seed, "-o", f"{name}.mlrun",
+        "--json", f"{name}.json", "app.py", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / f"{name}.json").read_text())
+    return fileformat.read(tmp_path / f"{name}.mlrun"), doc
+
+
+def test_same_seed_same_figures(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(PROGRAM)
+    a, doc_a = _sampled(tmp_path, "a", "--seed", "7")
+    b, doc_b = _sampled(tmp_path, "b", "--seed", "7")
+    assert a.info.seed == b.info.seed == 7
+    assert doc_a["run"]["seed"] == doc_b["run"]["seed"] == 7  # type: ignore[index]
+    assert a.files and a.files == b.files  # every line's figures, sampled the same way
+    assert a.call_tree == b.call_tree
+    assert a.info.peak_traced_bytes == b.info.peak_traced_bytes
+    shown = memlens("show", "a.mlrun", cwd=tmp_path).stdout.splitlines()[0]
+    assert shown.endswith("sampling every ~32.0 KiB (seed 7)")
+    # Without --seed memlens draws one, records it, and running with it repeats the run.
+    c, doc_c = _sampled(tmp_path, "c")
+    seed = c.info.seed
+    assert isinstance(seed, int) and seed >= 1
+    assert doc_c["run"]["seed"] == seed  # type: ignore[index]
+    d, _ = _sampled(tmp_path, "d", "--seed", str(seed))
+    assert d.files == c.files
+    # Another seed samples other allocations.
+    e, _ = _sampled(tmp_path, "e", "--seed", "8")
+    assert e.files != a.files
+
+
+def test_exact_runs_record_no_seed(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("x = bytearray(1000)\n")
+    proc = memlens("run", "--no-report", "--json", "r.json", "app.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["run"]["seed"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--seed", "3"), "memlens: --seed is for sampling mode: add --sample BYTES\n"),
+        (("--sample", "1KiB", "--seed", "0"), "memlens: the seed must be an integer from 1 to "),
+        (("--sample", "1KiB", "--seed", str(2**64)), "memlens: the seed must be an integer"),
+    ],
+)
+def test_bad_seeds_are_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    (tmp_path / "app.py").write_text("print('ran')\n")
+    proc = memlens("run", *args, "app.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(message)
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_seeded_runs_show_the_start_line_not_the_live_status(tmp_path: Path) -> None:
+    # The live status line allocates at moments of its own, which would move the samples.
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.cli.test_run_more_e2e import SCRIPTS, _read_all
+
+    main, sub = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "--sample", "64KiB"]
+        + ["--seed", "5", str(SCRIPTS / "slow.py")],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=sub,
+    )
+    os.close(sub)
+    err = _read_all(main).decode()
+    os.close(main)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert out == b"slow done\n"
+    assert err.startswith(f"memlens: profiling {SCRIPTS / 'slow.py'} (Ctrl-C stops it;")
+    assert "\x1b[K" not in err
