@@ -6,13 +6,15 @@ weight of an edge A -> B is what was allocated under calls that went from line A
 line B. Nodes whose cumulative usage is below ``min_node_fraction`` of the total and edges below
 ``min_edge_fraction`` of their source's cumulative usage are dropped; nodes are drawn larger
 the more they allocate locally. Several runs can be compared in one graph: each node then
-shows every run's local / cumulative figures, and is coloured by its largest share.
+shows every run's local / cumulative figures, and is coloured by its largest share. A node of a
+comparison is the same code in every run, followed where it moved between them (the lines are
+matched as ``memlens diff`` matches them: :func:`memlens.diff.match_lines`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memlens.model import Run
@@ -67,6 +69,72 @@ def flow_graph(run: Run, by: str = "alloc") -> FlowGraph:
     return FlowGraph(local, cumulative, edges, total)
 
 
+def compare_graphs(
+    runs: Sequence[Run], by: str = "alloc"
+) -> tuple[list[FlowGraph], dict[Site, str]]:
+    """The flow graphs of several runs, with one site per piece of code across them all.
+
+    Lines are matched from each run to the previous one that has the file, as ``memlens
+    diff`` matches them (moved code is followed, edited code is new). A site is then
+    ``(file, k)`` where ``k`` orders the file's code by where it is last seen; the second
+    value maps each site to the line to show, ``"14"`` or ``"14 (moved from 12)"`` (its line
+    in the newest run that has it, and in the first).
+    """
+    from memlens.diff import match_lines
+
+    graphs = [flow_graph(run, by) for run in runs]
+    rename: list[dict[Site, Site]] = [{} for _ in runs]  # per run: its line -> shared site
+    shown: dict[Site, str] = {}
+    for path in sorted({site[0] for g in graphs for site in g.local if site != ROOT}):
+        code_of: dict[tuple[int, int], int] = {}  # (run index, line) -> piece of code
+        places: list[list[int]] = []  # piece of code -> its line in each run that has it
+        previous: int | None = None
+        for k, run in enumerate(runs):
+            sf = run.files.get(path)
+            if sf is None:
+                continue
+            lines = {site[1] for site in graphs[k].local if site[0] == path}
+            if sf.text is not None:
+                lines.update(range(1, len(sf.text.splitlines()) + 1))
+            back: dict[int, int] = {}
+            if previous is not None:
+                old_file = runs[previous].files[path]
+                back = {new: old for old, new in match_lines(old_file, sf).items()}
+            for line in sorted(lines):
+                old = back.get(line)
+                code = (
+                    code_of.get((previous, old))
+                    if previous is not None and old is not None
+                    else None
+                )
+                if code is None:
+                    code = len(places)
+                    places.append([])
+                code_of[(k, line)] = code
+                places[code].append(line)
+            previous = k
+        order = sorted(range(len(places)), key=lambda c: (places[c][-1], places[c][0], c))
+        site_of = {code: (path, rank) for rank, code in enumerate(order, start=1)}
+        for (k, line), code in code_of.items():
+            rename[k][(path, line)] = site_of[code]
+        for code, site in site_of.items():
+            first, last = places[code][0], places[code][-1]
+            shown[site] = f"{last}" if first == last else f"{last} (moved from {first})"
+    return [_renamed(g, names) for g, names in zip(graphs, rename, strict=True)], shown
+
+
+def _renamed(g: FlowGraph, names: Mapping[Site, Site]) -> FlowGraph:
+    def site(s: Site) -> Site:
+        return names.get(s, s)
+
+    return FlowGraph(
+        {site(s): v for s, v in g.local.items()},
+        {site(s): v for s, v in g.cumulative.items()},
+        {(site(a), site(b)): w for (a, b), w in g.edges.items()},
+        g.total,
+    )
+
+
 def to_dot(
     graphs: Sequence[FlowGraph],
     names: Sequence[str] = (),
@@ -74,8 +142,13 @@ def to_dot(
     min_edge_fraction: float = 0.05,
     size_by_local: bool = True,
     cwd: str | None = None,
+    lines: Mapping[Site, str] | None = None,
 ) -> str:
-    """DOT text for one graph, or several compared node by node."""
+    """DOT text for one graph, or several compared node by node.
+
+    ``lines`` says which line to show for a site (as :func:`compare_graphs` gives it);
+    by default the site's own line number.
+    """
     if not graphs:
         raise ValueError("no graphs")
     cwd = cwd or os.getcwd()
@@ -90,7 +163,7 @@ def to_dot(
         '  node [shape=box, style="rounded,filled", fontname="Helvetica"];',
     ]
     for site in sorted(keep):
-        label = _label(site, graphs, names, cwd)
+        label = _label(site, graphs, names, cwd, lines or {})
         share = max(g.cumulative.get(site, 0) / t for g, t in zip(graphs, totals, strict=True))
         local_share = max(g.local.get(site, 0) / t for g, t in zip(graphs, totals, strict=True))
         color = _heat(share)
@@ -110,13 +183,19 @@ def to_dot(
     return "\n".join(out) + "\n"
 
 
-def _label(site: Site, graphs: Sequence[FlowGraph], names: Sequence[str], cwd: str) -> str:
+def _label(
+    site: Site,
+    graphs: Sequence[FlowGraph],
+    names: Sequence[str],
+    cwd: str,
+    lines: Mapping[Site, str],
+) -> str:
     if site == ROOT:
         head = "Program root"
     else:
         path = site[0]
         rel = os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
-        head = f"{rel}:{site[1]}"
+        head = f"{rel}:{lines.get(site, site[1])}"
     parts = [_escape(head)]
     for i, g in enumerate(graphs):
         prefix = f"{names[i]}: " if i < len(names) and len(graphs) > 1 else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.cli.memlens_cmd import memlens as _memlens
@@ -77,3 +78,48 @@ def test_swapped_functions_are_compared_line_by_line(tmp_path: Path) -> None:
     assert abs(names["delta"]) < 0.2 * names["a"]
     # The biggest change by allocated bytes is the table line.
     assert (doc["lines"][0]["line_a"], doc["lines"][0]["line_b"]) == (2, 10)
+
+
+def test_table_says_moved_where_the_json_says_moved(tmp_path: Path) -> None:
+    # The list is freed in the first version and kept in the second, which also has a
+    # header comment: the line moved, and its live figure went from nothing to ~100 KiB.
+    script = tmp_path / "app.py"
+    script.write_text("kept = [bytes(1000) for _ in range(100)]\ndel kept\n")
+    assert _memlens("run", "--no-report", "app.py", cwd=tmp_path).returncode == 0
+    assert _memlens("baseline", "set", "latest", cwd=tmp_path).returncode == 0
+    script.write_text("# header\nkept = [bytes(1000) for _ in range(100)]\n")
+    assert _memlens("run", "--no-report", "app.py", cwd=tmp_path).returncode == 0
+    doc = json.loads(_memlens("diff", "--json", "--by", "live", cwd=tmp_path).stdout)
+    first = doc["lines"][0]
+    assert (first["line_a"], first["line_b"], first["status"]) == (1, 2, "moved")
+    assert first["figures"]["live_bytes"]["a"] == 0
+    assert first["figures"]["live_bytes"]["ratio"] is None
+    table = _memlens("diff", "--by", "live", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    row = table.stdout.splitlines()[2]
+    assert row.split()[:4] == ["app.py:2", "(moved", "from", "1)"]
+    assert row.endswith("  from 0")
+    assert "new" not in row
+
+
+def test_flow_compare_follows_the_swapped_functions(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(FIRST.format(table=2000, names=1000))
+    assert _memlens("run", "--no-report", "-o", "a.mlrun", "app.py", cwd=tmp_path).returncode == 0
+    script.write_text(SECOND.format(table=4000, names=1000))
+    assert _memlens("run", "--no-report", "-o", "b.mlrun", "app.py", cwd=tmp_path).returncode == 0
+    proc = _memlens("flow", "--compare", "a.mlrun", "b.mlrun", "--dot", "g.dot", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    labels = {
+        label.split("\\n")[0]: label.split("\\n")[1:]
+        for label in re.findall(r'label="([^"]*)", fillcolor', (tmp_path / "g.dot").read_text())
+    }
+    # build_table's list: line 2, then line 10; both runs' figures are in one box.
+    a_table, b_table = labels["app.py:10 (moved from 2)"]
+    assert a_table.startswith("a: ")
+    assert b_table.startswith("b: ")
+    assert not a_table.startswith("a: 0 B / ")
+    # build_names' list (7 -> 5), and no box mixes the two lists by line number.
+    assert "app.py:5 (moved from 7)" in labels
+    assert "app.py:2" not in labels
+    assert "app.py:7" not in labels

@@ -38,7 +38,8 @@ def test_same_seed_same_figures(tmp_path: Path) -> None:
     b, doc_b = _sampled(tmp_path, "b", "--seed", "7")
     assert a.info.seed == b.info.seed == 7
     assert doc_a["run"]["seed"] == doc_b["run"]["seed"] == 7  # type: ignore[index]
-    assert a.files and a.files == b.files  # every line's figures, sampled the same way
+    assert a.files
+    assert a.files == b.files
     assert a.call_tree == b.call_tree
     assert a.info.peak_traced_bytes == b.info.peak_traced_bytes
     shown = memlens("show", "a.mlrun", cwd=tmp_path).stdout.splitlines()[0]
@@ -46,7 +47,8 @@ def test_same_seed_same_figures(tmp_path: Path) -> None:
     # Without --seed memlens draws one, records it, and running with it repeats the run.
     c, doc_c = _sampled(tmp_path, "c")
     seed = c.info.seed
-    assert isinstance(seed, int) and seed >= 1
+    assert isinstance(seed, int)
+    assert seed >= 1
     assert doc_c["run"]["seed"] == seed  # type: ignore[index]
     d, _ = _sampled(tmp_path, "d", "--seed", str(seed))
     assert d.files == c.files
@@ -90,8 +92,18 @@ def test_seeded_runs_show_the_start_line_not_the_live_status(tmp_path: Path) -> 
 
     main, sub = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memlens", "run", "--no-report", "--sample", "64KiB"]
-        + ["--seed", "5", str(SCRIPTS / "slow.py")],
+        [
+            sys.executable,
+            "-m",
+            "memlens",
+            "run",
+            "--no-report",
+            "--sample",
+            "64KiB",
+            "--seed",
+            "5",
+            str(SCRIPTS / "slow.py"),
+        ],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -149,7 +149,8 @@ def test_diff_table_and_json_follow_moved_lines(tmp_path: Path) -> None:
     # Sorted by absolute change: the moved line (-10 MiB) first, then the new line (+1 MiB).
     assert rows[2].split() == [
         "/work/app.py:5",
-        "(was",
+        "(moved",
+        "from",
         "4)",
         "40.0",
         "MiB",
@@ -352,7 +353,7 @@ def test_diff_on_a_terminal_is_a_rich_table(
     assert "\x1b[" in text  # coloured
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
     assert f"memlens: peak per line, {A_ID} -> {B_ID}" in plain
-    row = next(line for line in plain.splitlines() if "/work/app.py:5 (was 4)" in line)
+    row = next(line for line in plain.splitlines() if "/work/app.py:5 (moved from 4)" in line)
     assert "40.0 MiB" in row
     assert "30.0 MiB" in row
     assert "−10.0 MiB" in row

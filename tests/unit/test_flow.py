@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memlens.flow import ROOT, flow_graph, to_dot
+from memlens.flow import ROOT, compare_graphs, flow_graph, to_dot
 from memlens.model import CallNode, LineStats, Run, RunInfo, SourceFile
 
 F = "/proj/app.py"
@@ -135,3 +135,51 @@ def test_paths_outside_cwd_stay_absolute_and_quotes_are_escaped() -> None:
     )
     dot = to_dot([flow_graph(run)], cwd="/proj")
     assert 'label="/other/we\\"ird.py:1\\n5 B / 5 B"' in dot
+
+
+def _module_run(text: str, allocs: dict[int, int]) -> Run:
+    """Module-level lines of F allocating ``allocs[line]`` bytes each (no calls)."""
+    lines = {n: LineStats(alloc_bytes=b, incl_alloc_bytes=b) for n, b in allocs.items()}
+    tree = tuple(
+        CallNode(i, -1, F, n, "<module>", alloc_bytes=b) for i, (n, b) in enumerate(allocs.items())
+    )
+    return Run(info=_info(), files={F: SourceFile(F, "x", text, lines)}, call_tree=tree)
+
+
+BEFORE = _module_run("import x\ntable = build()\nnames = load()\n", {2: 4000, 3: 100})
+# Two lines inserted above the table (now on line 4), new code on line 2.
+AFTER = _module_run(
+    "import x\nextra = more()\n# note\ntable = build()\nnames = load()\n",
+    {2: 50, 4: 8000, 5: 100},
+)
+
+
+def test_compare_follows_moved_lines_as_diff_does() -> None:
+    # Matched by number, line 2 would mix the table (before) with the new code (after).
+    graphs, lines = compare_graphs([BEFORE, AFTER], "alloc")
+    dot = to_dot(graphs, names=["a", "b"], cwd="/proj", min_node_fraction=0, lines=lines)
+    assert sorted(_nodes(dot).values()) == [
+        "Program root\\na: 0 B / 4.0 KiB\\nb: 0 B / 8.0 KiB",
+        "app.py:2\\na: 0 B / 0 B\\nb: 50 B / 50 B",
+        "app.py:4 (moved from 2)\\na: 3.9 KiB / 3.9 KiB\\nb: 7.8 KiB / 7.8 KiB",
+        "app.py:5 (moved from 3)\\na: 100 B / 100 B\\nb: 100 B / 100 B",
+    ]
+
+
+def test_compare_of_three_runs_shows_the_newest_line_and_the_first() -> None:
+    third = _module_run("table = build()\nimport x\nnames = load()\n", {1: 2000, 3: 100})
+    graphs, lines = compare_graphs([BEFORE, AFTER, third], "alloc")
+    table = next(site for site, shown in lines.items() if shown == "1 (moved from 2)")
+    assert [g.local.get(table, 0) for g in graphs] == [4000, 8000, 2000]
+    names = next(site for site, shown in lines.items() if shown == "3")
+    assert [g.local.get(names, 0) for g in graphs] == [100, 100, 100]
+    # import x (1, 1, 2), extra (after only, 2), the comment (3), the table, names.
+    assert sorted(lines.values()) == ["1 (moved from 2)", "2", "2 (moved from 1)", "3", "3"]
+    extra = next(site for site, shown in lines.items() if shown == "2")
+    assert [g.local.get(extra, 0) for g in graphs] == [0, 50, 0]
+
+
+def test_compare_of_one_run_is_its_own_graph() -> None:
+    run = heapprof_example()
+    graphs, lines = compare_graphs([run], "alloc")
+    assert to_dot(graphs, lines=lines, cwd="/proj") == to_dot([flow_graph(run)], cwd="/proj")

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from memlens.diff import FunctionDiff, LineDiff, RunDiff
+    from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
 
 HELP = "compare two runs per line and function (default: baseline vs latest)"
 
@@ -77,18 +77,28 @@ def run(args: argparse.Namespace) -> int:
 def _where(ld: LineDiff) -> str:
     from memlens.layout import display_path
 
+    # The words of the JSON's "status": moved, new, gone (same-line says nothing).
     where = f"{display_path(ld.file)}:{ld.line}"
-    if ld.line_a is not None and ld.line_b is not None and ld.line_a != ld.line_b:
-        where += f" (was {ld.line_a})"
-    elif ld.line_a is None:
+    if ld.status == "moved":
+        where += f" (moved from {ld.line_a})"
+    elif ld.status == "new":
         where += " (new code)"
-    elif ld.line_b is None:
+    elif ld.status == "gone":
         where += " (code gone)"
     return where
 
 
+def _relative(c: Change, is_new: bool) -> str:
+    """The relative change; from no figure at all: "new" for new code, else "from 0"."""
+    from memlens.units import fmt_percent
+
+    if c.ratio is None and not is_new:
+        return "from 0"
+    return fmt_percent(c.ratio)
+
+
 def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
-    from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
+    from memlens.units import fmt_bytes, fmt_delta_bytes
 
     c = ld.figure(attr)
     return (
@@ -96,13 +106,13 @@ def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
         fmt_bytes(c.a) if ld.a else "-",
         fmt_bytes(c.b) if ld.b else "-",
         fmt_delta_bytes(c.delta),
-        fmt_percent(c.ratio),
+        _relative(c, ld.status == "new"),
     )
 
 
 def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
     from memlens.layout import display_path
-    from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
+    from memlens.units import fmt_bytes, fmt_delta_bytes
 
     c = fd.figure(attr)
     return (
@@ -110,7 +120,7 @@ def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
         fmt_bytes(c.a) if fd.a else "-",
         fmt_bytes(c.b) if fd.b else "-",
         fmt_delta_bytes(c.delta),
-        fmt_percent(c.ratio),
+        _relative(c, fd.a is None),
     )
 
 

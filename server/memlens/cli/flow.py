@@ -23,18 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memlens import fileformat
     from memlens.errors import MemlensError
-    from memlens.flow import flow_graph, to_dot
+    from memlens.flow import compare_graphs, to_dot
     from memlens.store import Store
 
     store = Store(args.dir)
     specs = args.compare or [args.run]
     paths = [store.resolve(s) for s in specs]
-    graphs = [flow_graph(fileformat.read(p), args.by) for p in paths]
+    graphs, lines = compare_graphs([fileformat.read(p) for p in paths], args.by)
     text = to_dot(
         graphs,
         names=[p.stem for p in paths],
         min_node_fraction=args.min_node_fraction,
         min_edge_fraction=args.min_edge_fraction,
+        lines=lines,
     )
     if args.dot:
         try:
