@@ -4,7 +4,7 @@ Public API::
 
     import memlens
 
-    with memlens.profile() as p:      # exact mode; profile(mode="sampling") to sample
+    with memlens.profile() as p:      # exact mode; profile("sampling", seed=7) to sample
         work()
     run = p.run                       # a memlens.model.Run
 
@@ -21,30 +21,85 @@ from memlens._version import __version__
 # milliseconds at start-up (mypy treats any TYPE_CHECKING constant the same way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Iterable, Sequence
 
     from memlens.model import Run
     from memlens.tracer import Profile
 
 __all__ = ["__version__", "profile", "start", "stop"]
 
+# The defaults below are memlens.tracer.start's (tests/unit/test_api.py keeps them equal); they
+# are written out so that help(memlens.profile) shows them without loading the native tracer.
 
-def profile(**options: Any) -> Profile:
-    """Context manager that traces the block it wraps (options as :func:`start`)."""
+
+def profile(
+    mode: str = "exact",
+    sample_interval: int | None = None,
+    *,
+    seed: int | None = None,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    libraries: bool = False,
+    max_depth: int = 128,
+    timeline_interval_ms: float = 10.0,
+) -> Profile:
+    """Context manager that traces the block it wraps; ``p.run`` is the result.
+
+    ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (about one sample every
+    ``sample_interval`` bytes, default 128 KiB; ``seed`` makes it repeatable). ``include`` /
+    ``exclude`` are globs of the files figures are charged to; standard library and installed
+    packages are charged to your calling line unless ``libraries``. ``max_depth`` frames are
+    kept per stack; the memory timeline is sampled every ``timeline_interval_ms``. See
+    :func:`memlens.tracer.start`.
+    """
     from memlens.tracer import Profile
 
-    return Profile(**options)
+    return Profile(
+        mode=mode,
+        sample_interval=sample_interval,
+        seed=seed,
+        include=include,
+        exclude=exclude,
+        libraries=libraries,
+        max_depth=max_depth,
+        timeline_interval_ms=timeline_interval_ms,
+    )
 
 
-def start(**options: Any) -> None:
-    """Start tracing every thread of this process; see :func:`memlens.tracer.start`."""
+def start(
+    mode: str = "exact",
+    sample_interval: int | None = None,
+    *,
+    seed: int | None = None,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    libraries: bool = False,
+    max_depth: int = 128,
+    timeline_interval_ms: float = 10.0,
+) -> None:
+    """Start tracing every thread of this process (options as :func:`profile`)."""
     from memlens import tracer
 
-    tracer.start(**options)
+    tracer.start(
+        mode=mode,
+        sample_interval=sample_interval,
+        seed=seed,
+        include=include,
+        exclude=exclude,
+        libraries=libraries,
+        max_depth=max_depth,
+        timeline_interval_ms=timeline_interval_ms,
+    )
 
 
-def stop(**options: Any) -> Run:
-    """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`."""
+def stop(
+    command: Sequence[str] | None = None, exit_code: int | None = 0, complete: bool = True
+) -> Run:
+    """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`.
+
+    ``command``, ``exit_code`` and ``complete`` are recorded in the run's header (default: this
+    process's ``sys.argv``, 0, True).
+    """
     from memlens import tracer
 
-    return tracer.stop(**options)
+    return tracer.stop(command=command, exit_code=exit_code, complete=complete)

@@ -1,7 +1,7 @@
 """Names on disk, in one place: the run-file suffix and the store's directories. Stdlib only.
 
-Kept free of imports (but os) so that ``memlens run`` can name its run file before the profiled program
-starts without loading the reader/writer.
+Kept free of imports (but os) so that ``memlens run`` can name its run file before the profiled
+program starts, and point ``latest`` at it after, without loading the reader/writer or the store.
 """
 
 from __future__ import annotations
@@ -61,3 +61,36 @@ def new_run_path(runs_dir: str, started: float | None = None, pid: int | None = 
         n += 1
         path = os.path.join(runs_dir, f"{stem}-{n}{RUN_SUFFIX}")
     return path
+
+
+def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
+    """Point ``latest`` or ``baseline`` in ``runs_dir`` at a run file, atomically.
+
+    The pointer holds the run's file name when the run is in ``runs_dir``, else its absolute
+    path. Written to a temporary file that replaces the pointer, so readers never see half of
+    one. The one writer of pointers (:meth:`memlens.store.Store.set_pointer` calls it);
+    standard library only, so ``memlens run`` sets ``latest`` without loading the store.
+    """
+    if name not in POINTERS:
+        raise ValueError(name)
+    os.makedirs(runs_dir, exist_ok=True)
+    real = os.path.realpath(run_path)
+    in_store = os.path.dirname(real) == os.path.realpath(runs_dir)
+    value = os.path.basename(real) if in_store else real
+    while True:
+        temporary = os.path.join(runs_dir, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        break
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(value + "\n")
+        os.replace(temporary, os.path.join(runs_dir, name))
+    except BaseException:
+        import contextlib  # only on this failure path: not worth its import cost otherwise
+
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

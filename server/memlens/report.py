@@ -15,7 +15,7 @@ from typing import TextIO
 from memlens.annotate import FIGURE_NAMES, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path
-from memlens.model import LineStats, Run
+from memlens.model import LineStats, Run, RunInfo
 from memlens.units import fmt_bytes, fmt_count
 
 BY_CHOICES = ("peak", "alloc", "live")
@@ -142,6 +142,21 @@ def _shown(st: LineStats, by: str) -> bool:
     return st.figure(FIGURE_NAMES[by]) > 0 or st.alloc_bytes > 0
 
 
+NOT_RECORDED = "not recorded"
+
+
+def rss_text(info: RunInfo) -> str:
+    """The peak RSS; imports that do not know it (0) say so instead of "0 B"."""
+    return fmt_bytes(info.peak_rss_bytes) if info.peak_rss_bytes > 0 else NOT_RECORDED
+
+
+def duration_text(info: RunInfo) -> str:
+    """``1.25 s``; an import that does not know the duration says so instead of "0.00 s"."""
+    if info.mode == "imported" and info.duration_s <= 0:
+        return f"duration {NOT_RECORDED}"
+    return f"{info.duration_s:.2f} s"
+
+
 def summary_line(run: Run) -> str:
     info = run.info
     mode = info.mode
@@ -149,10 +164,12 @@ def summary_line(run: Run) -> str:
         mode = f"sampling every ~{fmt_bytes(info.sample_interval_bytes)}"
         if info.seed is not None:
             mode += f" (seed {info.seed})"
+    elif info.mode == "imported":
+        mode = f"imported from {info.source}"
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     return (
-        f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS "
-        f"{fmt_bytes(info.peak_rss_bytes)} · {info.duration_s:.2f} s · {mode}{state}"
+        f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
+        f"{duration_text(info)} · {mode}{state}"
     )
 
 

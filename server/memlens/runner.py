@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import sys
-import types
 
 from memlens.errors import MemlensError
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
+    import signal
+    import types
     from collections.abc import Callable, Sequence
+else:
+    # signal's C core, with the same functions and numbers: `import signal` loads enum,
+    # functools, collections... before the program starts (see memlens/cli/run.py).
+    import _signal as signal
 
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__))
 
@@ -80,8 +84,6 @@ def run(
     read and compiled), so a caller can exclude its set-up work from what it measures.
     """
     start_program = on_start or (lambda: None)
-    import runpy
-
     finished = False
     pid = os.getpid()
 
@@ -125,7 +127,7 @@ def run(
     complete = True
     # Like the interpreter, run in a real __main__ module that stays alive after the program
     # ends, so what its globals hold counts as live at exit (runpy.run_path would drop them).
-    main = types.ModuleType("__main__")
+    main = type(sys)("__main__")  # a module object, without importing types
     main.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main
     try:
@@ -133,6 +135,8 @@ def run(
             _run_script(target.script, main, start_program)
         else:
             # What `python -m` itself calls: runs the module in sys.modules["__main__"].
+            import runpy
+
             start_program()
             runpy._run_module_as_main(target.module, alter_argv=True)  # type: ignore[attr-defined]
     except SystemExit as exc:
@@ -207,13 +211,16 @@ def _run_script(path: str, main: types.ModuleType, start_program: Callable[[], N
         start_program()
         runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
         return
-    import importlib.machinery
     import io
+
+    # The loader class python gives __main__, from the import system's frozen core (already
+    # loaded): importing importlib.machinery would load warnings and importlib too.
+    from _frozen_importlib_external import SourceFileLoader
 
     absolute = os.path.abspath(path)
     main.__file__ = absolute
     main.__cached__ = None  # type: ignore[attr-defined]
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", absolute)
+    main.__loader__ = SourceFileLoader("__main__", absolute)
     with io.open_code(absolute) as fh:
         source = fh.read()
     code = compile(source, absolute, "exec", dont_inherit=True)

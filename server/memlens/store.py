@@ -16,14 +16,13 @@ prefix of a run id, ``latest`` or ``baseline``.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlens.errors import MemlensError, RunFileError
-from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR, new_run_path
+from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR, new_run_path, write_pointer
 
 if TYPE_CHECKING:
     from memlens.model import RunInfo
@@ -53,20 +52,8 @@ class Store:
         return Path(new_run_path(str(self.runs_dir), stamp, pid))
 
     def set_pointer(self, name: str, run_path: Path) -> None:
-        """Point ``latest`` or ``baseline`` at a run file of this store."""
-        if name not in POINTERS:
-            raise ValueError(name)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.runs_dir)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(self._pointer_value(run_path) + "\n")
-        os.replace(tmp, self.runs_dir / name)
-
-    def _pointer_value(self, run_path: Path) -> str:
-        run_path = run_path.resolve()
-        if run_path.parent == self.runs_dir:
-            return run_path.name
-        return str(run_path)
+        """Point ``latest`` or ``baseline`` at a run file (:func:`layout.write_pointer`)."""
+        write_pointer(str(self.runs_dir), name, str(run_path))
 
     def clear_pointer(self, name: str) -> None:
         (self.runs_dir / name).unlink(missing_ok=True)

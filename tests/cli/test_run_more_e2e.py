@@ -234,9 +234,14 @@ def test_annotate_unknown_file_is_one_line(tmp_path: Path) -> None:
     assert f"{SCRIPTS / 'allocs.py'}:\n" in proc.stdout
 
 
-def test_everything_after_the_script_belongs_to_the_program(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [("--top", "3", "-m", "x", "--no-report", "--", "y", "--help"), ("--", "-x", "--json")],
+)
+def test_everything_after_the_script_belongs_to_the_program(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
     script = SCRIPTS / "allocs.py"
-    args = ("--top", "3", "-m", "x", "--no-report", "--", "y", "--help")
     proc = memlens("run", "--no-report", str(script), *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == plain(script, *args, cwd=tmp_path).stdout

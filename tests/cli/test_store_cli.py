@@ -225,6 +225,12 @@ def test_import_tracemalloc_into_the_store(tmp_path: Path) -> None:
     assert run.info.mode == "imported"
     line = run.files[str(Path(__file__).resolve())].lines[_work.__code__.co_firstlineno + 1]
     assert 2 << 20 <= line.live_bytes < (2 << 20) + 4096
+    # A snapshot has neither the RSS nor the duration: the report and the list say so.
+    shown = memlens("show", cwd=tmp_path).stdout.splitlines()[0]
+    assert "· peak RSS not recorded · duration not recorded · imported from tracemalloc" in shown
+    listed = memlens("runs", cwd=tmp_path).stdout.splitlines()[1]
+    assert " not recorded " in listed
+    assert " 0.00 s " not in listed
     # -o writes elsewhere and leaves latest alone.
     other = memlens("import", "tracemalloc", "s.pickle", "-o", "x.mlrun", cwd=tmp_path)
     assert other.returncode == 0, other.stderr

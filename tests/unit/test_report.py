@@ -248,3 +248,26 @@ def test_top_none_lists_every_line() -> None:
     out = io.StringIO()
     render(run, out, by="alloc", top=None, rich_output=False, show_listing=False)
     assert [ln.split()[0] for ln in out.getvalue().splitlines()[3:]] == ["1", "2", "3"]
+
+
+def test_imported_runs_say_what_was_not_recorded() -> None:
+    from memlens.model import replace
+
+    run = make_run()
+    imported = replace(
+        run, info=replace(run.info, mode="imported", source="tracemalloc", duration_s=0.0)
+    )
+    imported = replace(imported, info=replace(imported.info, peak_rss_bytes=0))
+    out = io.StringIO()
+    render(imported, out, rich_output=False, show_listing=False)
+    assert out.getvalue().splitlines()[0] == (
+        "memlens: peak 100.0 MiB traced · peak RSS not recorded · duration not recorded · "
+        "imported from tracemalloc"
+    )
+    # A pymemtrace log knows both.
+    logged = replace(run, info=replace(run.info, mode="imported", source="pymemtrace"))
+    out = io.StringIO()
+    render(logged, out, rich_output=False, show_listing=False)
+    assert out.getvalue().splitlines()[0] == (
+        "memlens: peak 100.0 MiB traced · peak RSS 120.0 MiB · 2.50 s · imported from pymemtrace"
+    )

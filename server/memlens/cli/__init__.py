@@ -7,23 +7,25 @@ Each command lives in its own module under :mod:`memlens.cli` and provides:
 - ``run(args) -> int``: does the work and returns the exit code.
 
 Command modules import heavy dependencies (rich, pygls, the tracer) inside ``run`` so that
-``memlens run`` starts the profiled program quickly. Errors meant for the user are raised as
-:class:`memlens.errors.MemlensError` and printed here as one line: ``memlens: <message>``.
+``memlens run`` starts the profiled program quickly. ``memlens run``'s usual command lines do
+not even import argparse (:func:`memlens.cli.run.parse`): what memlens imports before the
+program starts is overhead, and hides the cost of the program's own imports. Errors meant for
+the user are raised as :class:`memlens.errors.MemlensError` and printed here as one line:
+``memlens: <message>``.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
 from memlens._version import __version__
 from memlens.errors import MemlensError
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
-    from typing import Protocol
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any, Protocol
 
 #: Sub-command name -> module under memlens.cli. The one place commands are registered.
 COMMANDS: dict[str, str] = {
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
 
 def _load(module: str) -> Command:
     # A command module satisfies the Command protocol structurally.
+    import importlib
+
     return importlib.import_module(f"memlens.cli.{module}")
 
 
@@ -77,6 +81,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     Building one sub-parser instead of all keeps ``memlens run`` quick to start: only the
     command that runs is imported.
     """
+    import argparse
+
     width = _help_width()
 
     def formatter(prog: str) -> argparse.HelpFormatter:
@@ -101,15 +107,56 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def add_top(parser: argparse.ArgumentParser, default: int = 10) -> None:
-    """The ``--top N`` option of the reports (``run``, ``show``): 0 lists every line."""
+#: The ``--top N`` option of the reports (``run``, ``show``): 0 lists every line.
+TOP_OPTION: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("--top",),
+    {
+        "type": int,
+        "default": 10,
+        "metavar": "N",
+        "help": "lines in each table; 0: all (default: 10)",
+    },
+)
+
+
+#: --by: user-facing figure names.
+FIGURES = ("peak", "alloc", "live")
+
+
+def add_run_spec(
+    parser: argparse.ArgumentParser, name: str = "run", default: str = "latest", what: str = ""
+) -> None:
+    """The positional RUN of the commands that read a saved run."""
     parser.add_argument(
-        "--top",
-        type=int,
+        name,
+        nargs="?",
         default=default,
-        metavar="N",
-        help=f"lines in each table; 0: all (default: {default})",
+        metavar=name.upper(),
+        help=f"{what}a run file, a run id (or a unique prefix of one), latest or baseline "
+        f"(default: {default})",
     )
+
+
+def add_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir", default=".", help="store root: runs are in DIR/.memlens/runs (default: .)"
+    )
+
+
+def add_by(parser: argparse.ArgumentParser, what: str, default: str = "peak") -> None:
+    """``--by peak|alloc|live``: which figure ``what``."""
+    parser.add_argument(
+        "--by",
+        choices=FIGURES,
+        default=default,
+        help=f"{what}: peak (held at the program's peak), alloc (allocated in all) or live "
+        f"(still held at exit) (default: {default})",
+    )
+
+
+def add_top(parser: argparse.ArgumentParser) -> None:
+    flags, keywords = TOP_OPTION
+    parser.add_argument(*flags, **keywords)
 
 
 def top_rows(top: int) -> int | None:
@@ -122,14 +169,8 @@ def top_rows(top: int) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None
-    parser = build_parser(first if first in COMMANDS else None)
-    args = parser.parse_args(args_list)
-    command: Command | None = getattr(args, "_command", None)
-    if command is None:
-        parser.print_help()
-        return 2
     try:
-        return command.run(args)
+        return _main(args_list, first)
     except MemlensError as exc:
         print(f"memlens: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -138,3 +179,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _main(args_list: list[str], first: str | None) -> int:
+    if first == "run":
+        from memlens.cli import run
+
+        quick = run.parse(args_list[1:])
+        if quick is not None:
+            return run.run(quick)
+    parser = build_parser(first if first in COMMANDS else None)
+    args = parser.parse_args(args_list)
+    command: Command | None = getattr(args, "_command", None)
+    if command is None:
+        parser.print_help()
+        return 2
+    return command.run(args)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_by, add_dir, add_run_spec
+
 HELP = "print a source file with each line's figures beside it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="the source file (as profiled)")
-    parser.add_argument("run", nargs="?", default="latest", help="path, run id, latest or baseline")
-    parser.add_argument("--by", choices=("peak", "alloc", "live"), default="peak")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument(
+        "file", help="the source file, as profiled (a path, or the end of one: app/main.py)"
+    )
+    add_run_spec(parser)
+    add_by(parser, "the figure each label leads with")
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:

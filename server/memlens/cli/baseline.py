@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_dir, add_run_spec
+
 HELP = "set, show or clear the baseline run (`baseline set RUN`)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("set", "show", "clear"))
-    parser.add_argument("run", nargs="?", default="latest", help="with set: path, id or latest")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument(
+        "action",
+        choices=("set", "show", "clear"),
+        help="set RUN as the baseline, show it, or clear it",
+    )
+    add_run_spec(parser, what="with set: ")
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from memlens.cli import add_by, add_dir, add_run_spec
+
 if TYPE_CHECKING:
     from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
 
@@ -21,9 +23,9 @@ _DEFAULT_TOP = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", nargs="?", default="baseline", help="old run (default: baseline)")
-    parser.add_argument("b", nargs="?", default="latest", help="new run (default: latest)")
-    parser.add_argument("--by", choices=tuple(_FIG), default="peak", help="figure (default: peak)")
+    add_run_spec(parser, "a", "baseline", "the old run: ")
+    add_run_spec(parser, "b", "latest", "the new run: ")
+    add_by(parser, "the figure compared")
     parser.add_argument(
         "--top",
         type=int,
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="every line and function, as JSON")
     parser.add_argument("--plain", action="store_true", help="plain text even on a terminal")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_dir, add_run_spec
+
 HELP = "print a run as JSON (RUN: path, run id, latest or baseline)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", nargs="?", default="latest")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    add_run_spec(parser)
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,19 +5,36 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_by, add_dir, add_run_spec
+
 HELP = "write the call tree as a Graphviz flow graph (--compare for several runs)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", nargs="?", default="latest", help="path, run id, latest or baseline")
+    add_run_spec(parser)
     parser.add_argument(
-        "--compare", nargs="+", metavar="RUN", help="several runs' figures in each node"
+        "--compare",
+        nargs="+",
+        metavar="RUN",
+        help="compare these runs instead: each box shows every run's figures",
     )
-    parser.add_argument("--dot", metavar="OUT.dot", help="write here (default: stdout)")
-    parser.add_argument("--by", choices=("alloc", "peak", "live"), default="alloc")
-    parser.add_argument("--min-node-fraction", type=float, default=0.01, metavar="F")
-    parser.add_argument("--min-edge-fraction", type=float, default=0.05, metavar="F")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument("--dot", metavar="OUT.dot", help="write the graph here (default: stdout)")
+    add_by(parser, "the figure of boxes and arrows", default="alloc")
+    parser.add_argument(
+        "--min-node-fraction",
+        type=float,
+        default=0.01,
+        metavar="F",
+        help="drop boxes whose cumulative usage is below F of the total (default: 0.01)",
+    )
+    parser.add_argument(
+        "--min-edge-fraction",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="drop arrows below F of their caller's cumulative usage (default: 0.05)",
+    )
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_dir
+
 HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("tool", choices=("tracemalloc", "pymemtrace"))
+    parser.add_argument(
+        "tool", choices=("tracemalloc", "pymemtrace"), help="the tool that wrote FILE"
+    )
     parser.add_argument("file", help="tracemalloc.Snapshot.dump() file, or cPyMemTrace log")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the run here")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the run here (default: in the store)"
+    )
+    add_dir(parser)
     parser.add_argument(
         "--source-dir",
         action="append",

@@ -9,7 +9,9 @@ HELP = "start the language server (LSP over stdio) for editors"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on TCP PORT (debugging)")
-    parser.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address for --tcp (default: 127.0.0.1)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

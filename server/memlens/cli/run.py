@@ -1,85 +1,247 @@
-"""``memlens run``: profile a program and print the annotated hottest lines."""
+"""``memlens run``: profile a program and print the annotated hottest lines.
+
+Everything this module imports at its top is loaded before the profiled program starts, in
+the program's process: it is overhead, and it hides the cost of the program's own imports of
+the same modules (``import argparse`` would cost the program nothing). So the options are one
+table, :data:`OPTIONS`, read by two parsers: :func:`parse`, which reads the usual command
+lines without importing anything, and argparse (:func:`add_arguments`), which is imported
+only for ``--help``, errors and rare spellings (abbreviated options, ``-oFILE``).
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from memlens.cli import add_top, top_rows
+from memlens.cli import TOP_OPTION, top_rows
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
+    import argparse
+    from argparse import Namespace
+    from typing import Any
+
     from memlens.runner import Target
+else:
+
+    class Namespace:
+        """Parsed options as attributes, like ``argparse.Namespace`` (without argparse)."""
+
+        def __init__(self, **values: object) -> None:
+            self.__dict__.update(values)
+
+        def __eq__(self, other: object) -> bool:
+            return vars(self) == vars(other)
+
 
 HELP = "profile a Python program (script or -m module) and report its hottest lines"
+USAGE = "memlens run [options] (script.py | -m module) [args ...]"
+NOTHING_TO_RUN = (
+    "nothing to run: give a script (memlens run app.py) or a module (memlens run -m pkg)"
+)
+
+#: The options of ``memlens run``: flags and argparse keywords, for both parsers.
+OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--exact",), {"action": "store_true", "help": "record every allocation (the default)"}),
+    (
+        ("--sample",),
+        {
+            "metavar": "BYTES",
+            "help": "sampling mode: mean bytes between samples, e.g. 128KiB (near-zero overhead)",
+        },
+    ),
+    (
+        ("--seed",),
+        {
+            "type": int,
+            "metavar": "N",
+            "help": "sampling mode: start the samples from this seed, so that the run can be "
+            "repeated exactly (default: a new seed each run, recorded in the run)",
+        },
+    ),
+    (
+        ("-o", "--output"),
+        {"metavar": "FILE", "help": "write the run file here (default: in the store, see --dir)"},
+    ),
+    (("--dir",), {"default": ".", "help": "store root: runs go to DIR/.memlens/runs (default: .)"}),
+    (
+        ("--include",),
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "GLOB",
+            "help": "charge figures only to files matching GLOB (repeatable; default: all but "
+            "libraries)",
+        },
+    ),
+    (
+        ("--exclude",),
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "GLOB",
+            "help": "never charge files matching GLOB: their allocations go to the calling line "
+            "(repeatable)",
+        },
+    ),
+    (
+        ("--libraries",),
+        {
+            "action": "store_true",
+            "help": "charge lines inside the standard library and installed packages too",
+        },
+    ),
+    (
+        ("--no-report",),
+        {
+            "action": "store_true",
+            "help": "print no report: stdout is then exactly the program's",
+        },
+    ),
+    (
+        ("--json",),
+        {
+            "metavar": "FILE",
+            "help": "also write the run as JSON (the memlens export format) to FILE, apart from "
+            "the program's output; '-': print it on stdout after the program's output, instead "
+            "of the report",
+        },
+    ),
+    (
+        ("--timeline-interval",),
+        {
+            "type": float,
+            "default": 10.0,
+            "metavar": "MS",
+            "help": "sample the memory timeline every MS milliseconds (default: 10)",
+        },
+    ),
+    (
+        ("--checkpoint-interval",),
+        {
+            "type": float,
+            "default": 5.0,
+            "metavar": "S",
+            "help": "save the run so far every S seconds, so that a killed program leaves a run "
+            "(default: 5; 0: never)",
+        },
+    ),
+    TOP_OPTION,
+    (
+        ("--by",),
+        {
+            "choices": ("peak", "alloc", "live"),
+            "default": "peak",
+            "help": "rank lines by peak, allocated or live-at-exit bytes (default: peak)",
+        },
+    ),
+    (
+        ("-m",),
+        {"dest": "as_module", "action": "store_true", "help": "run a module, as python -m"},
+    ),
+)
+#: --exact and --sample exclude each other.
+_EXCLUSIVE = ("--exact", "--sample")
+
+
+def _dest(flags: tuple[str, ...], keywords: dict[str, Any]) -> str:
+    dest: str = keywords.get("dest") or flags[-1].lstrip("-").replace("-", "_")
+    return dest
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "memlens run [options] (script.py | -m module) [args ...]"
+    import argparse
+
+    parser.usage = USAGE
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--exact", action="store_true", help="record every allocation (the default)")
-    mode.add_argument(
-        "--sample",
-        metavar="BYTES",
-        help="sampling mode: mean bytes between samples, e.g. 128KiB (near-zero overhead)",
+    for flags, keywords in OPTIONS:
+        (mode if flags[0] in _EXCLUSIVE else parser).add_argument(*flags, **keywords)
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="script.py | module",
+        help="the program: a script (or a directory or zip with __main__.py), or with -m a module",
     )
     parser.add_argument(
-        "--seed",
-        type=int,
-        metavar="N",
-        help="sampling mode: the seed of the samples, for a run that can be repeated exactly "
-        "(default: a new one each run, recorded in the run)",
+        "args",
+        nargs=argparse.REMAINDER,
+        help="the program's arguments: everything after the script or module is the program's",
     )
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the run file here")
-    parser.add_argument(
-        "--dir", default=".", help="store root: runs go to DIR/.memlens/runs (default: .)"
-    )
-    parser.add_argument(
-        "--include", action="append", default=[], metavar="GLOB", help="only charge these files"
-    )
-    parser.add_argument(
-        "--exclude", action="append", default=[], metavar="GLOB", help="never charge these files"
-    )
-    parser.add_argument(
-        "--libraries",
-        action="store_true",
-        help="charge lines inside the standard library and installed packages too",
-    )
-    parser.add_argument("--no-report", action="store_true", help="do not print the report")
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        help="also write the run as JSON (the memlens export format) to FILE, apart from the "
-        "program's output; '-': print it on stdout after the program's output, instead of "
-        "the report",
-    )
-    parser.add_argument(
-        "--timeline-interval", type=float, default=10.0, metavar="MS", help="default: 10 ms"
-    )
-    parser.add_argument(
-        "--checkpoint-interval",
-        type=float,
-        default=5.0,
-        metavar="S",
-        help="save the run so far every S seconds, so a killed program leaves a run (0: never)",
-    )
-    add_top(parser)
-    parser.add_argument(
-        "--by", choices=("peak", "alloc", "live"), default="peak", help="rank lines by"
-    )
-    parser.add_argument("-m", dest="as_module", action="store_true", help="run a module")
-    parser.add_argument("target", metavar="script.py | module")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
 
 
-def run(args: argparse.Namespace) -> int:
+def parse(argv: list[str]) -> Namespace | None:
+    """Parse the usual ``memlens run`` command lines as argparse would, without argparse.
+
+    None for anything else (``-h``, an unknown or abbreviated option, a bad value, ``--``,
+    ``-oFILE``): argparse then parses it, for its help and its error messages.
+    """
+    by_flag = {flag: (flags, kw) for flags, kw in OPTIONS for flag in flags}
+    values: dict[str, Any] = {}
+    for flags, keywords in OPTIONS:
+        flag = keywords.get("action") == "store_true"
+        default = keywords.get("default", False if flag else None)
+        values[_dest(flags, keywords)] = list(default) if isinstance(default, list) else default
+    seen: set[str] = set()
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+        name, equals, inline = (
+            argv[i].partition("=") if argv[i].startswith("--") else (argv[i], "", "")
+        )
+        option = by_flag.get(name)
+        if option is None:
+            return None
+        flags, keywords = option
+        seen.add(flags[0])
+        dest = _dest(flags, keywords)
+        if keywords.get("action") == "store_true":
+            if equals:
+                return None
+            values[dest] = True
+            i += 1
+            continue
+        if equals:
+            raw, i = inline, i + 1
+        elif i + 1 < len(argv) and not _looks_like_option(argv[i + 1]):
+            raw, i = argv[i + 1], i + 2
+        else:
+            return None
+        try:
+            value = keywords.get("type", str)(raw)
+        except ValueError:
+            return None
+        choices = keywords.get("choices")
+        if choices is not None and value not in choices:
+            return None
+        if keywords.get("action") == "append":
+            values[dest].append(value)
+        else:
+            values[dest] = value
+    if all(flag in seen for flag in _EXCLUSIVE) or i == len(argv):
+        return None  # argparse says what is wrong
+    return Namespace(**values, target=argv[i], args=argv[i + 1 :])
+
+
+def _looks_like_option(token: str) -> bool:
+    """As argparse sees a value: "-1" is a number, "-x" an option."""
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
+
+
+def run(args: Namespace) -> int:
     from memlens import runner, tracer
     from memlens.errors import MemlensError
-    from memlens.units import parse_size
 
+    if args.target is None:
+        raise MemlensError(NOTHING_TO_RUN)
     interval = None
     if args.sample is not None:
+        from memlens.units import parse_size
+
         try:
             interval = parse_size(args.sample)
         except ValueError as exc:
@@ -203,7 +365,7 @@ def _progress_mode() -> str | None:
 
 
 def _save_and_report(
-    result: object, out_path: str, in_store: bool, store_root: str, args: argparse.Namespace
+    result: object, out_path: str, in_store: bool, store_root: str, args: Namespace
 ) -> None:
     from memlens import fileformat
     from memlens.model import Run
@@ -216,11 +378,9 @@ def _save_and_report(
         _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return
     if in_store:
-        from pathlib import Path
+        from memlens.layout import RUNS_DIR, STORE_DIR, write_pointer
 
-        from memlens.store import Store
-
-        Store(store_root).set_pointer("latest", Path(out_path))
+        write_pointer(os.path.join(store_root, STORE_DIR, RUNS_DIR), "latest", out_path)
     flush_streams()
     _say(f"memlens: run written to {_shown(out_path)}")
     if args.json not in (None, "-"):
@@ -298,23 +458,31 @@ class _Progress:
 
     It runs in a thread whose allocations are not traced, and redraws in place every half
     second; the line is erased when the program ends. It writes to file descriptor 2, not to
-    ``sys.stderr``, which belongs to the program (it may replace or redirect it).
+    ``sys.stderr``, which belongs to the program (it may replace or redirect it). A ``_thread``
+    thread, as the tracer's checkpoints: ``threading`` stays the program's to import.
     """
 
     def __init__(self, what: str) -> None:
-        import threading
+        import _thread
 
         self._what = what
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="memlens-progress", daemon=True)
+        self._stop = _thread.allocate_lock()
+        self._stop.acquire()  # released by stop()
+        self._done = _thread.allocate_lock()
+        self._started = False
 
     def start(self) -> None:
-        self._thread.start()
+        import _thread
+
+        self._done.acquire()  # released when the thread ends
+        self._started = True
+        _thread.start_new_thread(self._loop, ())
 
     def stop(self) -> None:
-        self._done.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._started:
+            self._started = False
+            self._stop.release()
+            self._done.acquire()
 
     def _loop(self) -> None:
         import time
@@ -326,17 +494,20 @@ class _Progress:
         frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
         t0 = time.monotonic()
         i = 0
-        while not self._done.wait(0.5):
-            current, peak = _tracer.totals()
-            line = (
-                f"{frames[i % len(frames)]} memlens: profiling {self._what} · "
-                f"{time.monotonic() - t0:.0f} s · {fmt_bytes(current)} traced "
-                f"(peak {fmt_bytes(peak)})"
-            )
-            _write_fd2(f"\r\x1b[K{line}")
-            i += 1
-        if i:
-            _write_fd2("\r\x1b[K")
+        try:
+            while not self._stop.acquire(timeout=0.5):
+                current, peak = _tracer.totals()
+                line = (
+                    f"{frames[i % len(frames)]} memlens: profiling {self._what} · "
+                    f"{time.monotonic() - t0:.0f} s · {fmt_bytes(current)} traced "
+                    f"(peak {fmt_bytes(peak)})"
+                )
+                _write_fd2(f"\r\x1b[K{line}")
+                i += 1
+            if i:
+                _write_fd2("\r\x1b[K")
+        finally:
+            self._done.release()
 
 
 def _write_fd2(text: str) -> None:

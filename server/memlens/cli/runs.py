@@ -5,14 +5,27 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memlens.cli import add_dir
+
 HELP = "list saved runs (id, time, peak, duration, command); `runs prune --keep N`"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
-    parser.add_argument("--keep", type=int, metavar="N", help="with prune: runs to keep")
-    parser.add_argument("--json", action="store_true", help="machine-readable list")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "prune"),
+        default="list",
+        help="list the runs, or prune old ones (default: list)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="with prune: keep the N newest runs (and the baseline)",
+    )
+    parser.add_argument("--json", action="store_true", help="the list as JSON")
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
         return 0
+    from memlens.report import duration_text
     from memlens.units import fmt_bytes
 
     rows = [("id", "started", "peak", "duration", "complete", "command", "")]
@@ -54,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                 e.id,
                 e.info.started[:19].replace("T", " "),
                 fmt_bytes(e.info.peak_traced_bytes),
-                f"{e.info.duration_s:.2f} s",
+                duration_text(e.info),
                 "yes" if e.info.complete else "no",
                 " ".join(e.info.command),
                 f"[{marks}]" if marks else "",

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_top, top_rows
+from memlens.cli import add_by, add_dir, add_run_spec, add_top, top_rows
 
 HELP = "print the report of a saved run (default: the latest)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", nargs="?", default="latest", help="path, run id, latest or baseline")
-    parser.add_argument("--file", metavar="F", help="annotate this file instead of the hottest")
+    add_run_spec(parser)
+    parser.add_argument(
+        "--file", metavar="F", help="list this file of the run (default: the hottest file)"
+    )
     add_top(parser)
-    parser.add_argument("--by", choices=("peak", "alloc", "live"), default="peak")
-    parser.add_argument("--dir", default=".", help="store root (default: .)")
+    add_by(parser, "rank the lines and label them by")
+    add_dir(parser)
 
 
 def run(args: argparse.Namespace) -> int:
