@@ -1,7 +1,16 @@
 from __future__ import annotations
 
+import argparse
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from memlens._version import __version__
+from memlens.cli import COMMANDS
 from tests.cli.memlens_cmd import memlens as _memlens
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version() -> None:
@@ -12,9 +21,73 @@ def test_version() -> None:
 
 
 def test_help_lists_commands() -> None:
-    from memlens.cli import COMMANDS
-
     proc = _memlens("--help")
     assert proc.returncode == 0
     for name in COMMANDS:
         assert f"    {name} " in proc.stdout or f"    {name}\n" in proc.stdout, name
+
+
+def _options(command: str) -> list[argparse.Action]:
+    from memlens.cli import build_parser
+
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [a for a in sub.choices[command]._actions if not isinstance(a, argparse._HelpAction)]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_option_has_help_and_says_its_default(command: str) -> None:
+    for action in _options(command):
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help, f"memlens {command} {name} has no help text"
+        # An option (or optional positional) with a default says which, repeatable ones say so.
+        if action.default not in (None, False, [], argparse.SUPPRESS):
+            assert f"(default: {action.default}" in action.help or "default: " in action.help, name
+        if isinstance(action, argparse._AppendAction):
+            assert "repeatable" in action.help, name
+
+
+def test_run_help_shows_each_default() -> None:
+    proc = _memlens("run", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for shown in (
+        "every MS milliseconds (default: 10)",
+        "(default: 5; 0: never)",
+        "0: all (default: 10)",
+        "GLOB (repeatable;",
+        "(default: peak)",
+    ):
+        assert shown in text, shown
+
+
+@pytest.mark.parametrize("args", [(), ("--top", "3"), ("--sample", "1KiB", "--no-report")])
+def test_run_with_nothing_to_run_is_one_line(args: tuple[str, ...]) -> None:
+    proc = _memlens("run", *args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == (
+        "memlens: nothing to run: give a script (memlens run app.py) or a module "
+        "(memlens run -m pkg)\n"
+    )
+
+
+def test_dev_help_is_the_usage_only() -> None:
+    proc = subprocess.run(
+        ["bash", str(ROOT / "dev"), "help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("memlens developer entry point.")
+    assert all(not line.startswith("set ") for line in lines), proc.stdout
+    for command in ("run", "test", "lint", "bench", "wheel", "vsix"):
+        assert any(line.lstrip().startswith(f"./dev {command}") for line in lines), command
+    unknown = subprocess.run(
+        ["bash", str(ROOT / "dev"), "nonsense"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert unknown.returncode == 2
+    assert unknown.stdout == proc.stdout
