@@ -325,7 +325,12 @@ async function missingMemlensSession(ctx) {
   const python = path.join(bare, 'bin', 'python');
   const { page, close } = await openSession(ctx, true, python);
   try {
-    const want = `memlens is not installed for ${python}. Install it with: ${python} -m pip install memlens`;
+    // The packaged extension ships no wheel here and runs from no checkout: no command to offer
+    // but how to get memlens (it is not on the package index).
+    const want =
+      `memlens is not installed for ${python}, and it is not on the package index yet: build a wheel in a memlens ` +
+      `checkout (./dev wheel) and install it with: ${python} -m pip install dist/memlens-*.whl ` +
+      '(or install the checkout itself: pip install /path/to/memlens)';
     const toast = page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'memlens is not installed' }).first();
     await toast.waitFor({ state: 'visible', timeout: 60_000 });
     const text = norm(await toast.innerText()).trim();

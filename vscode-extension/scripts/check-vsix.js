@@ -6,11 +6,14 @@ const listing = execFileSync('python3', ['-c', 'import sys, zipfile; print("\\n"
   .toString()
   .split('\n')
   .filter(Boolean);
-const required = ['extension/dist/extension.js', 'extension/package.json', 'extension.vsixmanifest'];
+// The wheels `./dev vsix` puts in wheels/ ship inside (the extension installs memlens from them).
+const fs = require('fs');
+const wheels = fs.existsSync('wheels') ? fs.readdirSync('wheels').filter((f) => f.endsWith('.whl')) : [];
+const required = ['extension/dist/extension.js', 'extension/package.json', 'extension.vsixmanifest', ...wheels.map((w) => `extension/wheels/${w}`)];
 const missing = required.filter((f) => !listing.includes(f));
 const stray = listing.filter((f) => f.startsWith('extension/node_modules/') || f.startsWith('extension/src/'));
 if (missing.length || stray.length) {
   console.error(`bad vsix ${path}: missing ${missing.join(', ') || '-'}; stray ${stray.slice(0, 5).join(', ') || '-'}`);
   process.exit(1);
 }
-console.log(`vsix ok: ${listing.length} files`);
+console.log(`vsix ok: ${listing.length} files, ${wheels.length} wheel(s)`);

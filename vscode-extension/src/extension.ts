@@ -2,11 +2,13 @@
 // item and settings. Figures (inlay hints, hovers, lenses, diagnostics) all come from the server;
 // the logic lives in src/common (tested with a stubbed API), this file only wires it to `vscode`.
 import * as os from 'os';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
 import { pickRun, runFile, ServerLink, showSummary, splitArgs, toggleSetting } from './common/commands';
 import { debounce } from './common/debounce';
-import { installCommand, interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
+import { chooseSource, install, installCommand, probeTags } from './common/install';
+import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
@@ -75,23 +77,42 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       isTrusted: () => vscode.workspace.isTrusted,
     });
     output.info(`starting the server: ${interpreter.path} -m memlens lsp (interpreter from ${interpreter.source})`);
-    const problem = probeMessage(interpreter.path, await probeInterpreter(interpreter.path));
-    if (problem) {
+    const cwd = context.globalStorageUri.fsPath;
+    await vscode.workspace.fs.createDirectory(context.globalStorageUri);
+    const probe = await probeInterpreter(interpreter.path);
+    if (probe !== 'ok') {
+      // Where memlens can come from: a wheel shipped inside the extension, else a checkout
+      // (the extension's own, or a trusted workspace folder's).
+      const folders = vscode.workspace.isTrusted ? (vscode.workspace.workspaceFolders ?? []) : [];
+      const checkouts = [path.dirname(context.extensionPath), ...folders.filter((f) => f.uri.scheme === 'file').map((f) => f.uri.fsPath)];
+      const tags = probe === 'missing-memlens' ? await probeTags(interpreter.path, cwd) : undefined;
+      const source = chooseSource(path.join(context.extensionPath, 'wheels'), tags, checkouts);
+      const problem = probeMessage(interpreter.path, probe, source) ?? '';
       output.error(problem);
+      const installNow = 'Install memlens';
       const copy = 'Copy Install Command';
       const open = 'Open Settings';
-      const actions = problem.startsWith('memlens is not installed') ? [copy, open] : [open];
+      const actions = source && probe === 'missing-memlens' ? [installNow, copy, open] : [open];
       void vscodeApi.showError(problem, ...actions).then(async (choice) => {
-        if (choice === copy) {
-          await vscodeApi.copyToClipboard(installCommand(interpreter.path));
+        if (choice === installNow && source) {
+          const done = await vscode.window.withProgress(
+            { location: vscode.ProgressLocation.Notification, title: 'memlens: installing memlens…' },
+            () => install(interpreter.path, source, cwd, (line) => output.info(line)),
+          );
+          if (done) {
+            restart();
+          } else {
+            output.show(true);
+            void vscodeApi.showError('memlens: the install failed; the memlens output says why.');
+          }
+        } else if (choice === copy && source) {
+          await vscodeApi.copyToClipboard(installCommand(interpreter.path, source));
         } else if (choice === open) {
           await vscode.commands.executeCommand('workbench.action.openSettings', 'memlens.interpreter');
         }
       });
       return;
     }
-    const cwd = context.globalStorageUri.fsPath;
-    await vscode.workspace.fs.createDirectory(context.globalStorageUri);
     const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output, cwd);
     next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
       lastState = params;

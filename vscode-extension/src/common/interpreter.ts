@@ -2,6 +2,7 @@
 // selected in the Python extension, else python3. In an untrusted workspace the Python
 // extension's pick is skipped (it may be a venv inside the workspace); VS Code already ignores
 // workspace values of memlens.interpreter there (a restricted setting).
+import { InstallSource, installHint } from './install';
 
 export interface InterpreterSources {
   /** memlens.interpreter as written; `~` and `${workspaceFolder}` are expanded (see expandPath). */
@@ -75,27 +76,16 @@ export function interpreterFromPythonApi(api: PythonExtensionApi | undefined, re
   return undefined;
 }
 
-function quote(python: string): string {
-  return /\s/.test(python) ? `"${python}"` : python;
-}
-
-export function installCommand(python: string): string {
-  return `${quote(python)} -m pip install memlens`;
-}
-
-export function installHint(python: string): string {
-  return `memlens is not installed for ${python}. Install it with: ${installCommand(python)}`;
-}
-
 /** Why the probe of an interpreter failed, for the user. */
 export type ProbeResult = 'ok' | 'missing-interpreter' | 'missing-memlens';
 
-export function probeMessage(python: string, result: ProbeResult): string | undefined {
+/** `source`: where memlens can be installed from (install.ts), if anywhere. */
+export function probeMessage(python: string, result: ProbeResult, source?: InstallSource): string | undefined {
   if (result === 'missing-interpreter') {
     return `memlens: cannot start Python "${python}". Set memlens.interpreter or select an interpreter in the Python extension.`;
   }
   if (result === 'missing-memlens') {
-    return installHint(python);
+    return installHint(python, source);
   }
   return undefined;
 }
