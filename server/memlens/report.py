@@ -81,14 +81,12 @@ def leak_lines(run: Run, shown: Sequence[TopRow], n: int | None = 10) -> list[To
     """The lines that held the most at exit, when the ``shown`` rows miss some of them.
 
     A table ranked by peak or allocations can leave out a line that allocated after the
-    peak and kept it to the end (its peak figure is 0): the report lists those lines by what
-    they still held at exit. Empty when every line with live memory is among ``shown``.
+    peak and kept it to the end (its peak figure is 0): the report lists the ``n`` lines that
+    held the most at exit. Empty when ``shown`` has all of them already.
     """
-    live = top_lines(run, "live", None)
+    live = top_lines(run, "live", n)
     seen = {(r.file, r.line) for r in shown}
-    if all((r.file, r.line) in seen for r in live):
-        return []
-    return live[:n]
+    return [] if all((r.file, r.line) in seen for r in live) else live
 
 
 def hottest_file(run: Run, by: str = "peak") -> str | None:

@@ -382,6 +382,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
         ("leaky_cache.py", "live", 16),  # the cached history dicts: the leak
         ("pipeline_peak.py", "peak", 23),  # records built while the raw rows are alive
         ("numpy_job.py", "peak", 11),  # the expression's full-size temporaries
+        ("peak_then_keep.py", "live", 22),  # the index built after the peak, kept to the end
     ],
 )
 def test_examples_point_at_their_story(tmp_path: Path, example: str, by: str, line: int) -> None:

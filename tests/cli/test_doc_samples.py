@@ -1,0 +1,53 @@
+"""The sample outputs in README.md and docs/cli.md are what memlens prints (tools/sample_outputs.py).
+
+Each sample is run again and compared with the documented block, modulo what differs from run
+to run (timings, the peak RSS, run file names, figures within a few percent). When memlens's
+output changes on purpose, `./dev docs` rewrites the samples.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import sample_outputs  # noqa: E402
+
+pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+
+SAMPLES = [
+    sample
+    for doc in sample_outputs.DOCS
+    for sample in sample_outputs.samples(doc, (ROOT / doc).read_text(encoding="utf-8"))
+]
+
+
+def test_each_document_has_its_sample() -> None:
+    assert {(s.doc, s.command) for s in SAMPLES} == {
+        ("README.md", "memlens run examples/leaky_cache.py"),
+        ("docs/cli.md", "memlens run examples/peak_then_keep.py"),
+    }
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[f"{s.doc}: {s.command}" for s in SAMPLES])
+def test_documented_output_is_what_memlens_prints(sample: sample_outputs.Sample) -> None:
+    problems = sample_outputs.differences(sample.body, sample_outputs.run_sample(sample.command))
+    assert not problems, "\n".join([*problems, "(./dev docs regenerates the samples)"])
+
+
+def test_a_changed_figure_or_line_is_noticed() -> None:
+    body = SAMPLES[0].body
+    # Run to run: other timings, RSS and run file, a figure 0.2 KiB off: in step.
+    moved = (
+        body.replace("· 0.", "· 9.")
+        .replace("peak RSS ", "peak RSS 1")
+        .replace("584.8 KiB", "584.6 KiB")
+    )
+    assert sample_outputs.differences(body, moved) == []
+    # A figure 10% off, another line number, a missing line: not in step.
+    assert sample_outputs.differences(body, body.replace("31.1 MiB", "34.2 MiB"))
+    assert sample_outputs.differences(body, body.replace("leaky_cache.py:16", "leaky_cache.py:17"))
+    assert sample_outputs.differences(body, "\n".join(body.splitlines()[:-1]))
