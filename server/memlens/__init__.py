@@ -40,7 +40,6 @@ def profile(
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
     libraries: bool = False,
-    max_depth: int = 128,
     timeline_interval_ms: float = 10.0,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
@@ -48,9 +47,8 @@ def profile(
     ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (about one sample every
     ``sample_interval`` bytes, default 128 KiB; ``seed`` makes it repeatable). ``include`` /
     ``exclude`` are globs of the files figures are charged to; standard library and installed
-    packages are charged to your calling line unless ``libraries``. ``max_depth`` frames are
-    kept per stack; the memory timeline is sampled every ``timeline_interval_ms``. See
-    :func:`memlens.tracer.start`.
+    packages are charged to your calling line unless ``libraries``. The memory timeline is
+    sampled every ``timeline_interval_ms``. See :func:`memlens.tracer.start`.
     """
     from memlens.tracer import Profile
 
@@ -61,7 +59,6 @@ def profile(
         include=include,
         exclude=exclude,
         libraries=libraries,
-        max_depth=max_depth,
         timeline_interval_ms=timeline_interval_ms,
     )
 
@@ -74,7 +71,6 @@ def start(
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
     libraries: bool = False,
-    max_depth: int = 128,
     timeline_interval_ms: float = 10.0,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
@@ -87,7 +83,6 @@ def start(
         include=include,
         exclude=exclude,
         libraries=libraries,
-        max_depth=max_depth,
         timeline_interval_ms=timeline_interval_ms,
     )
 

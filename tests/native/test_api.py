@@ -10,7 +10,7 @@ import memlens
 from memlens import tracer
 from memlens.errors import MemlensError
 
-PUBLIC = ["mode", "sample_interval", "seed", "include", "exclude", "libraries", "max_depth"]
+PUBLIC = ["mode", "sample_interval", "seed", "include", "exclude", "libraries"]
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio"
     )
     parser.add_argument(
-        "--port", type=int, default=8765, help="port for --http (default 8765; 0: any free port)"
+        "--port", type=int, default=8765, help="port for --http (default: 8765; 0: any free port)"
     )
 
 
