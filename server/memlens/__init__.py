@@ -21,6 +21,7 @@ from memlens._version import __version__
 # milliseconds at start-up (mypy treats any TYPE_CHECKING constant the same way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable, Sequence
 
     from memlens.model import Run
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["__version__", "profile", "start", "stop"]
 
-# The defaults below are memlens.tracer.start's (tests/unit/test_api.py keeps them equal); they
+# The defaults below are memlens.tracer.start's (tests/native/test_api.py keeps them equal); they
 # are written out so that help(memlens.profile) shows them without loading the native tracer.
 
 
@@ -41,6 +42,8 @@ def profile(
     exclude: Iterable[str] = (),
     libraries: bool = False,
     timeline_interval_ms: float = 10.0,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_interval_s: float = 5.0,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -48,19 +51,14 @@ def profile(
     ``sample_interval`` bytes, default 128 KiB; ``seed`` makes it repeatable). ``include`` /
     ``exclude`` are globs of the files figures are charged to; standard library and installed
     packages are charged to your calling line unless ``libraries``. The memory timeline is
-    sampled every ``timeline_interval_ms``. See :func:`memlens.tracer.start`.
+    sampled every ``timeline_interval_ms``. With ``checkpoint`` (a path), the run so far is
+    written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
+    leaves a run. See :func:`memlens.tracer.start`.
     """
+    options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracer import Profile
 
-    return Profile(
-        mode=mode,
-        sample_interval=sample_interval,
-        seed=seed,
-        include=include,
-        exclude=exclude,
-        libraries=libraries,
-        timeline_interval_ms=timeline_interval_ms,
-    )
+    return Profile(**options)
 
 
 def start(
@@ -72,19 +70,14 @@ def start(
     exclude: Iterable[str] = (),
     libraries: bool = False,
     timeline_interval_ms: float = 10.0,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_interval_s: float = 5.0,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
+    options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens import tracer
 
-    tracer.start(
-        mode=mode,
-        sample_interval=sample_interval,
-        seed=seed,
-        include=include,
-        exclude=exclude,
-        libraries=libraries,
-        timeline_interval_ms=timeline_interval_ms,
-    )
+    tracer.start(**options)
 
 
 def stop(

@@ -292,14 +292,15 @@ def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
     assert "slow.py:5" in text
 
 
-def test_live_status_line_when_only_stderr_is_a_terminal(tmp_path: Path) -> None:
+def stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, str]:
+    """`memlens ARGS` with stderr on a pseudo-terminal: exit code, stdout, what the terminal got."""
     import os
     import pty
 
     main, sub = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memlens", "run", "--no-report", str(SCRIPTS / "slow.py")],
-        cwd=tmp_path,
+        [sys.executable, "-m", "memlens", *args],
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=sub,
@@ -308,7 +309,14 @@ def test_live_status_line_when_only_stderr_is_a_terminal(tmp_path: Path) -> None
     err = _read_all(main).decode()
     os.close(main)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0
+    return proc.returncode, out, err
+
+
+def test_live_status_line_when_only_stderr_is_a_terminal(tmp_path: Path) -> None:
+    code, out, err = stderr_on_a_terminal(
+        ["run", "--no-report", str(SCRIPTS / "slow.py")], tmp_path
+    )
+    assert code == 0
     assert out == b"slow done\n"  # stdout untouched
     assert "\r\x1b[K⠋ memlens: profiling" in err
     assert " MiB traced (peak " in err

@@ -83,37 +83,11 @@ def test_bad_seeds_are_one_line(tmp_path: Path, args: tuple[str, ...], message: 
 
 def test_seeded_runs_show_the_start_line_not_the_live_status(tmp_path: Path) -> None:
     # The live status line allocates at moments of its own, which would move the samples.
-    import os
-    import pty
-    import subprocess
-    import sys
+    from tests.cli.test_run_more_e2e import SCRIPTS, stderr_on_a_terminal
 
-    from tests.cli.test_run_more_e2e import SCRIPTS, _read_all
-
-    main, sub = pty.openpty()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memlens",
-            "run",
-            "--no-report",
-            "--sample",
-            "64KiB",
-            "--seed",
-            "5",
-            str(SCRIPTS / "slow.py"),
-        ],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=sub,
-    )
-    os.close(sub)
-    err = _read_all(main).decode()
-    os.close(main)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0
+    args = ["run", "--no-report", "--sample", "64KiB", "--seed", "5", str(SCRIPTS / "slow.py")]
+    code, out, err = stderr_on_a_terminal(args, tmp_path)
+    assert code == 0
     assert out == b"slow done\n"
     assert err.startswith(f"memlens: profiling {SCRIPTS / 'slow.py'} (Ctrl-C stops it;")
     assert "\x1b[K" not in err
