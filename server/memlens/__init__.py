@@ -44,6 +44,7 @@ def profile(
     timeline_interval_ms: float = 10.0,
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
+    watch_exits: bool = True,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -53,7 +54,8 @@ def profile(
     packages are charged to your calling line unless ``libraries``. The memory timeline is
     sampled every ``timeline_interval_ms``. With ``checkpoint`` (a path), the run so far is
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
-    leaves a run. See :func:`memlens.tracer.start`.
+    leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
+    stacks cheap on Python 3.12+ (the figures are the same). See :func:`memlens.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracer import Profile
@@ -72,6 +74,7 @@ def start(
     timeline_interval_ms: float = 10.0,
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
+    watch_exits: bool = True,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)

@@ -16,7 +16,13 @@ PUBLIC = ["mode", "sample_interval", "seed", "include", "exclude", "libraries"]
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])
 def test_signature_names_every_option_with_the_tracers_default(function: object) -> None:
     params = inspect.signature(function).parameters  # type: ignore[arg-type]
-    assert list(params) == [*PUBLIC, "timeline_interval_ms", "checkpoint", "checkpoint_interval_s"]
+    assert list(params) == [
+        *PUBLIC,
+        "timeline_interval_ms",
+        "checkpoint",
+        "checkpoint_interval_s",
+        "watch_exits",
+    ]
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in params.values())
     start = inspect.signature(tracer.start).parameters
     for name, param in params.items():
