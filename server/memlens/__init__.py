@@ -45,6 +45,7 @@ def profile(
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
+    native: bool = True,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -55,7 +56,8 @@ def profile(
     sampled every ``timeline_interval_ms``. With ``checkpoint`` (a path), the run so far is
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
-    stacks cheap on Python 3.12+ (the figures are the same). See :func:`memlens.tracer.start`.
+    stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
+    libraries allocate through the C allocator. See :func:`memlens.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracer import Profile
@@ -75,6 +77,7 @@ def start(
     checkpoint: str | os.PathLike[str] | None = None,
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
+    native: bool = True,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
