@@ -153,6 +153,13 @@ void line_table(PyCodeObject* co, const uint8_t** data, size_t* len) {
     }
 }
 
+uint8_t initial_flags(PyCodeObject* co) {
+    PyObject* f = co->co_filename;
+    bool angle = f && PyUnicode_Check(f) && PyUnicode_GET_LENGTH(f) > 0 &&
+                 PyUnicode_READ_CHAR(f, 0) == '<';
+    return angle ? kTransparent : 0;
+}
+
 // CPython calls this when a code object that has our co_extra slot set is deallocated, before
 // it releases the code's fields. The GIL is held.
 void on_code_freed(void* extra) {
@@ -164,6 +171,11 @@ void on_code_freed(void* extra) {
     Record& r = record(id);
     PyCodeObject* co = r.code;
     if (!co) {
+        return;
+    }
+    if (r.flags & kTransparent) {  // never shown: nothing to keep
+        r.code = nullptr;
+        __atomic_store_n(&g_deaths, g_deaths + 1, __ATOMIC_RELEASE);
         return;
     }
     r.filename = utf8_copy(co->co_filename);
@@ -331,7 +343,7 @@ uint32_t id_of(PyCodeObject* code) {
         if (!g_static.add(uintptr_t(code), id)) {
             return kNone;
         }
-        record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, 0};
+        record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code)};
         __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
         return id;
     }
@@ -347,7 +359,7 @@ uint32_t id_of(PyCodeObject* code) {
     if (err) {
         return kNone;
     }
-    record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, 0};
+    record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code)};
     __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
     return id;
 }

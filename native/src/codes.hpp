@@ -30,8 +30,16 @@ uint32_t id_of(PyCodeObject* code);
 // The live code object of an id, or nullptr once it died. Requires the GIL.
 PyCodeObject* live_code(uint32_t id);
 // A byte of flags kept for the tracer with each code record of this run (stack.cpp's watch
-// state); nullptr for an unknown id. Stays valid until reset().
+// state, low bits); nullptr for an unknown id. Stays valid until reset().
 uint8_t* flags(uint32_t id);
+// Set in flags() for code objects whose file name starts with "<" (exec'd strings, generated
+// code, frozen modules): they are never charged (there is no source to show), so their frames
+// are transparent from the start and they get no call-tree nodes of their own.
+constexpr uint8_t kTransparent = 0x80;
+inline bool transparent(uint32_t id) {
+    uint8_t* f = flags(id);
+    return f && (*f & kTransparent);
+}
 
 // Incremented each time a registered code object dies (readers compare it with a copy).
 extern uint64_t g_deaths;

@@ -121,7 +121,7 @@ bool g_pending = false;  // a pending call is scheduled (under g_intern_lock)
 
 inline uint8_t watch_state(uint32_t code) {
     uint8_t* f = codes::flags(code);
-    return f ? __atomic_load_n(f, __ATOMIC_ACQUIRE) : kRequested;
+    return f ? uint8_t(__atomic_load_n(f, __ATOMIC_ACQUIRE) & (kWatched | kRequested)) : kRequested;
 }
 inline bool watched(uint32_t code) { return watch_state(code) & kWatched; }
 
@@ -131,10 +131,10 @@ int apply_requests(void*);
 void request_watch(uint32_t code) {
     Guard g(g_intern_lock);
     uint8_t* f = codes::flags(code);
-    if (!f || *f || !g_requests) {
+    if (!f || (*f & (kWatched | kRequested)) || !g_requests) {
         return;
     }
-    __atomic_store_n(f, kRequested, __ATOMIC_RELEASE);
+    __atomic_fetch_or(f, kRequested, __ATOMIC_RELEASE);
     g_requests->push_back(code);  // libc memory: never the hooked allocators
     if (!g_pending) {
         g_pending = Py_AddPendingCall(apply_requests, nullptr) == 0;
@@ -165,7 +165,7 @@ int apply_requests(void*) {
                                             g_exit_events);
         if (r) {
             Py_DECREF(r);
-            __atomic_store_n(codes::flags(code), uint8_t(kWatched | kRequested), __ATOMIC_RELEASE);
+            __atomic_fetch_or(codes::flags(code), uint8_t(kWatched | kRequested), __ATOMIC_RELEASE);
         } else {
             PyErr_Clear();
         }
@@ -331,7 +331,7 @@ void stop_monitoring() {
                 Py_XDECREF(r);
                 PyErr_Clear();
             }
-            *f = 0;
+            *f = uint8_t(*f & ~(kWatched | kRequested));
         }
     }
     PyObject* set_events = monitoring_attr("set_events");
@@ -472,7 +472,8 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
                 break;
             }
             int off = compat::frame_offset(fr, co);
-            uint32_t node = calltree::intern(parent, code, off < 0 ? 0 : off);
+            // A transparent frame (see codes::kTransparent) shares its caller's node.
+            uint32_t node = codes::transparent(code) ? parent : calltree::intern(parent, code, off < 0 ? 0 : off);
             if (i >= len || lv.frame != fr || lv.code != co) {
                 lv.since = s->walks;
             }
