@@ -99,9 +99,12 @@ inline bool touch(Figures& f) {
 // Records a new maximum of the total, if it is one.
 inline void check_peak() {
     int64_t total = traced_total();
-    if (total > __atomic_load_n(&g_peak, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&g_peak, total, __ATOMIC_RELAXED);
-        __atomic_store_n(&g_epoch, g_epoch + 1, __ATOMIC_RELAXED);
+    if (total > __atomic_load_n(&g_window_peak, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&g_window_peak, total, __ATOMIC_RELAXED);
+        if (total > __atomic_load_n(&g_peak, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&g_peak, total, __ATOMIC_RELAXED);
+            __atomic_store_n(&g_epoch, g_epoch + 1, __ATOMIC_RELAXED);
+        }
     }
 }
 

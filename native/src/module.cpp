@@ -187,6 +187,15 @@ NB_MODULE(_tracer, m) {
         },
         "(current, peak) traced bytes, for progress displays.");
     m.def(
+        "window",
+        [](bool reset) {
+            int64_t current = 0, peak = 0;
+            memlens::window(reset, &current, &peak);
+            return nb::make_tuple(current, peak);
+        },
+        nb::arg("reset") = false,
+        "(current, peak since the last reset) traced bytes; reset=True starts a new window.");
+    m.def(
         "set_thread_paused",
         [](bool paused) {
             bool previous = memlens::thread_paused();

@@ -60,6 +60,7 @@ inline uint64_t g_generation = 0;  // bumps at each start and reset: invalidates
 inline int64_t g_total = 0;
 inline int64_t g_total_nogil = 0;
 inline int64_t g_peak = 0;
+inline int64_t g_window_peak = 0;  // the largest total since window() last reset it (<= g_peak)
 inline uint64_t g_epoch = 1;
 inline uint64_t g_allocations = 0;  // allocation events seen (sampled or not; GIL events)
 inline uint64_t g_samples = 0;      // allocation events recorded

@@ -92,7 +92,7 @@ std::string start(const Options& options) {
         free_tables();
         return "out of memory";
     }
-    g_total = g_total_nogil = g_peak = 0;
+    g_total = g_total_nogil = g_peak = g_window_peak = 0;
     g_epoch = 1;
     g_allocations = g_samples = 0;
     g_stack_reads = g_frames_read = 0;
@@ -209,6 +209,17 @@ void reset() {
 void totals(int64_t* current, int64_t* peak) {
     *current = traced_total();
     *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+}
+
+void window(bool reset, int64_t* current, int64_t* peak) {
+    *current = traced_total();
+    *peak = __atomic_load_n(&g_window_peak, __ATOMIC_RELAXED);
+    if (*peak < *current) {
+        *peak = *current;
+    }
+    if (reset) {
+        __atomic_store_n(&g_window_peak, *current, __ATOMIC_RELAXED);
+    }
 }
 
 bool thread_paused() { return t_state.paused; }

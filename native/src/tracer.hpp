@@ -64,6 +64,10 @@ void reset();
 
 // Current and peak traced bytes (racy read, for progress displays).
 void totals(int64_t* current, int64_t* peak);
+// Current traced bytes and the largest total since the window was last reset (per-test peaks:
+// the pytest plugin resets it when a test starts); `reset` starts a new window at the current
+// total. Requires the GIL (so that GIL events cannot interleave).
+void window(bool reset, int64_t* current, int64_t* peak);
 
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();

@@ -327,3 +327,19 @@ def test_checkpoints_that_cost_much_are_spaced_out(
         tracer.stop()
     # Every 10 ms as asked would be ~30 checkpoints; 20 ms each means at least 1 s between them.
     assert len(calls) == 1, calls
+
+
+def test_window_peak_restarts_where_asked() -> None:
+    # The running maximum behind per-test peaks: a reset starts it at the current total.
+    with memlens.profile():
+        start, _ = _tracer.window(reset=True)
+        big = bytearray(8 * MIB)
+        del big
+        _, peak = _tracer.window()
+        assert peak - start >= 8 * MIB
+        now, restarted = _tracer.window(reset=True)
+        small = bytearray(1 * MIB)
+        _, peak2 = _tracer.window()
+        del small
+        assert 1 * MIB <= peak2 - now < 2 * MIB
+        assert restarted >= now
