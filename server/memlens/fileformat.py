@@ -22,10 +22,9 @@ import json
 import math
 import os
 import sqlite3
-import stat
 
 from memlens.errors import RunFileError, os_error_reason
-from memlens.layout import RUN_SUFFIX
+from memlens.layout import RUN_SUFFIX, new_temporary, open_regular
 from memlens.model import (
     ERRORS,
     FIGURES,
@@ -124,21 +123,28 @@ def _is(value: object, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def write(run: Run, path: _P) -> _P:
+def write(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = None) -> _P:
     """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns ``path``.
 
     The data is flushed to disk before the rename, so after a crash (even of the machine) the
     target is either the old file or the complete new one. I/O problems (including SQLite's,
-    such as a full disk) raise :class:`OSError`; an inconsistent ``run`` raises ValueError.
+    such as a full disk) raise :class:`OSError`; an inconsistent ``run`` (or a figure that does
+    not fit in 64 bits) raises ValueError.
+
+    ``seal``, when given, is called with the run's header once every row is written, just
+    before the header and the content digest are: what it returns is the header recorded. (The
+    runner uses it to record a signal that arrived while the rows were being written.)
     """
     target = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-    tmp_name = _new_temporary(target)
+    tmp_name = new_temporary(target)
     try:
         try:
-            _write_db(run, tmp_name)
+            _write_db(run, tmp_name, seal)
         except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
             raise OSError(f"cannot write {target}: {exc}") from exc
+        except OverflowError as exc:  # an int beyond SQLite's 64 bits
+            raise ValueError(f"cannot write {target}: a number is too large ({exc})") from None
         fd = os.open(tmp_name, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -152,37 +158,13 @@ def write(run: Run, path: _P) -> _P:
     return path
 
 
-def _new_temporary(target: str) -> str:
-    """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
-
-    (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
-    not safe while other threads create files.)
-    """
-    head, tail = os.path.split(os.path.abspath(target))
-    for _ in range(100):
-        name = os.path.join(head, f".{tail}.{os.urandom(6).hex()}.tmp")
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        os.close(fd)
-        return name
-    raise FileExistsError(f"cannot create a temporary file beside {target}")
-
-
-def _write_db(run: Run, filename: str) -> None:
+def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None = None) -> None:
     con = sqlite3.connect(filename, isolation_level=None)
     try:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.execute("BEGIN")
         _create(con)
-        info = run.info.as_dict()
-        info["command"] = list(run.info.command)
-        con.executemany(
-            "INSERT INTO meta VALUES (?, ?)",
-            [("format", MAGIC), ("version", str(FORMAT_VERSION)), ("run", json.dumps(info))],
-        )
         file_ids: dict[str, int] = {}
         for i, (key, sf) in enumerate(run.files.items(), start=1):
             if key != sf.path:
@@ -220,6 +202,12 @@ def _write_db(run: Run, filename: str) -> None:
             "INSERT INTO timeline VALUES (?, ?, ?)",
             ((p.t, p.traced_bytes, p.rss_bytes) for p in run.timeline),
         )
+        info = (seal(run.info) if seal is not None else run.info).as_dict()
+        info["command"] = list(info["command"])
+        con.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("format", MAGIC), ("version", str(FORMAT_VERSION)), ("run", json.dumps(info))],
+        )
         con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, _content_digest(con)))
         con.execute("COMMIT")
     finally:
@@ -241,26 +229,88 @@ def _node_rows(tree: CallTree, file_ids: Mapping[str, int]) -> Iterable[tuple[An
 
 def read(path: str | os.PathLike[str]) -> Run:
     """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
-    return _with_db(path, _read_db)
+    return _with_db(path, _read_db, whole=True)
 
 
 def read_info(path: str | os.PathLike[str]) -> RunInfo:
     """Read only a run file's header (fast: for listings). Same errors as :func:`read`."""
-    return _with_db(path, _read_info)
+    return _with_db(path, _read_info, whole=False)
 
 
-def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection, str], _T]) -> _T:
+# -- reading untrusted files -------------------------------------------------------------------
+# A run file comes with a workspace, so it is untrusted input: reading one must not run code,
+# hang, or take memory out of proportion to the file. docs/file-format.md ("Reading untrusted
+# files") lists the defences; SQLite's own advice ("Defense Against the Dark Arts") is followed.
+
+#: Most rows a table may hold (explicit checks, counted as rows are read).
+MAX_ROWS: dict[str, int] = {
+    "meta": 1_000,
+    "files": 100_000,
+    "lines": 10_000_000,
+    "functions": 10_000_000,
+    "nodes": 10_000_000,
+    "timeline": 1_000_000,
+}
+#: Longest text value, in bytes (a recorded source file), and longest name (a path, a
+#: qualified name, a meta key), in characters; the run header (meta ``run``) is a name too.
+MAX_VALUE_BYTES = 64 * 1024 * 1024
+MAX_NAME_CHARS = 4096
+MAX_HEADER_CHARS = 1024 * 1024
+#: Time a read may take: a base plus this much per MiB of file (reading runs at several MiB/s).
+READ_BUDGET_S = 30.0
+READ_BUDGET_S_PER_MIB = 1.0
+#: SQLite's own limits on this connection (where Python has ``setlimit``, 3.11+), lowered as
+#: SQLite advises for untrusted input to what the reader's fixed queries need.
+_SQLITE_LIMITS = {
+    "SQLITE_LIMIT_LENGTH": MAX_VALUE_BYTES,
+    "SQLITE_LIMIT_SQL_LENGTH": 100_000,
+    "SQLITE_LIMIT_COLUMN": 100,
+    "SQLITE_LIMIT_EXPR_DEPTH": 100,
+    "SQLITE_LIMIT_COMPOUND_SELECT": 3,
+    "SQLITE_LIMIT_VDBE_OP": 25_000,
+    "SQLITE_LIMIT_FUNCTION_ARG": 8,
+    "SQLITE_LIMIT_ATTACHED": 0,
+    "SQLITE_LIMIT_LIKE_PATTERN_LENGTH": 50,
+    "SQLITE_LIMIT_VARIABLE_NUMBER": 10,
+    "SQLITE_LIMIT_TRIGGER_DEPTH": 1,
+    "SQLITE_LIMIT_WORKER_THREADS": 0,
+}
+
+
+class _Budget:
+    """The progress handler: stops SQLite once the read has taken longer than allowed."""
+
+    def __init__(self, seconds: float) -> None:
+        import time
+
+        self.seconds = seconds
+        self._clock = time.monotonic
+        self._deadline = time.monotonic() + seconds
+        self.exceeded = False
+
+    def __call__(self) -> int:
+        if self._clock() > self._deadline:
+            self.exceeded = True
+            return 1  # SQLite interrupts the statement
+        return 0
+
+
+def _with_db(
+    path: str | os.PathLike[str],
+    reader: Callable[[sqlite3.Connection, str], _T],
+    *,
+    whole: bool,
+) -> _T:
     name = os.fspath(path)
     try:
-        st = os.stat(name)
-        if stat.S_ISDIR(st.st_mode):
-            raise RunFileError(name, "is a directory")
-        if not stat.S_ISREG(st.st_mode):
-            # A FIFO or device would block or never end; a run file is always a regular file.
-            raise RunFileError(name, "not a regular file")
-        with open(name, "rb") as fh:
-            header = fh.read(100)
-            size = os.fstat(fh.fileno()).st_size
+        # Opened without blocking and checked on the descriptor itself: a FIFO, a device
+        # (/dev/zero), a link to one (/proc/self/fd/0) or a directory is refused at once.
+        fd = open_regular(name)
+        try:
+            header = os.read(fd, 100)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise RunFileError(name, os_error_reason(exc)) from None
     except ValueError as exc:  # e.g. a NUL byte in the name
@@ -276,22 +326,60 @@ def _with_db(path: str | os.PathLike[str], reader: Callable[[sqlite3.Connection,
         raise RunFileError(name, "truncated file")
     if size > expected:
         raise RunFileError(name, "corrupt file (trailing data)")
+    budget = _Budget(READ_BUDGET_S + READ_BUDGET_S_PER_MIB * size / (1 << 20))
     try:
-        con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
+        con = _connect_untrusted(name, budget)
     except sqlite3.Error as exc:
         raise RunFileError(name, f"not a readable database ({_one_line(exc)})") from None
     try:
+        _check_schema(con, name, whole)
         return reader(con, name)
     except RunFileError:
         raise
     except sqlite3.Error as exc:
+        if budget.exceeded:
+            raise RunFileError(
+                name, f"took too long to read (more than {budget.seconds:.0f} s)"
+            ) from None
         raise RunFileError(name, f"corrupt or truncated file ({_one_line(exc)})") from None
     except RecursionError:
         raise RunFileError(name, "corrupt file (nesting too deep)") from None
+    except MemoryError:
+        raise RunFileError(name, "too large to read (out of memory)") from None
     except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
         raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {_one_line(exc)})") from None
     finally:
         con.close()
+
+
+def _connect_untrusted(name: str, budget: _Budget) -> sqlite3.Connection:
+    """A read-only connection to an untrusted file, configured before it reads the schema."""
+    # immutable: no locks, no journal, no -wal/-shm files looked for or created.
+    con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
+    try:
+        setlimit = getattr(con, "setlimit", None)  # Python 3.11+
+        if setlimit is not None:
+            for limit, value in _SQLITE_LIMITS.items():
+                setlimit(getattr(sqlite3, limit), value)
+        setconfig = getattr(con, "setconfig", None)  # Python 3.12+: views and triggers off
+        if setconfig is not None:
+            for option, on in (
+                ("SQLITE_DBCONFIG_DEFENSIVE", True),
+                ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+                ("SQLITE_DBCONFIG_ENABLE_VIEW", False),
+                ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False),
+            ):
+                if hasattr(sqlite3, option):
+                    setconfig(getattr(sqlite3, option), on)
+        con.set_progress_handler(budget, 10_000)
+        # No function or virtual table the schema might name runs; pages are checked as read;
+        # no memory-mapped I/O (SQLite's advice for untrusted files); never a write.
+        for pragma in ("trusted_schema=OFF", "cell_size_check=ON", "mmap_size=0", "query_only=ON"):
+            con.execute(f"PRAGMA {pragma}")
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def _one_line(exc: BaseException) -> str:
@@ -350,16 +438,32 @@ _REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
-    try:
-        rows = con.execute("SELECT key, value FROM meta").fetchall()
-    except sqlite3.OperationalError:
-        raise RunFileError(name, "not a memlens run file (no meta table)") from None
-    meta = {k: v for k, v in rows if isinstance(k, str)}
+def _meta(con: sqlite3.Connection, name: str) -> dict[str, object]:
+    """The ``meta`` table as a dict (at most MAX_ROWS["meta"] rows of bounded size)."""
+    limit = MAX_ROWS["meta"]
+    rows = con.execute(
+        "SELECT key, value FROM meta WHERE length(CAST(key AS BLOB)) <= ? "
+        "AND length(CAST(value AS BLOB)) <= ? LIMIT ?",
+        (MAX_NAME_CHARS, MAX_HEADER_CHARS, limit + 1),
+    ).fetchall()
+    if len(rows) > limit:
+        raise RunFileError(name, f"corrupt file (meta holds more than {limit} rows)")
+    (total,) = con.execute("SELECT count(*) FROM meta").fetchone()
+    if total != len(rows):
+        raise RunFileError(name, "corrupt file (meta holds a value that is too long)")
+    return {k: v for k, v in rows if isinstance(k, str)}
+
+
+def _format_version(con: sqlite3.Connection, name: str) -> int:
+    """The format version, after checking the magic; newer than ours asks for an upgrade."""
+    meta = _meta(con, name)
     if meta.get("format") != MAGIC:
         raise RunFileError(name, "not a memlens run file")
     version_text = meta.get("version")
-    if not isinstance(version_text, str) or not version_text.strip().isdigit():
+    if not isinstance(version_text, str) or len(version_text) > 20:
+        raise RunFileError(name, "bad format version")
+    version_text = version_text.strip()
+    if not (version_text.isascii() and version_text.isdigit()):
         raise RunFileError(name, "bad format version")
     version = int(version_text)
     if version > FORMAT_VERSION:
@@ -370,6 +474,11 @@ def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
         )
     if version < 1:
         raise RunFileError(name, f"bad format version {version}")
+    return version
+
+
+def _read_info(con: sqlite3.Connection, name: str) -> RunInfo:
+    meta = _meta(con, name)
     header = meta.get("run")
     if not isinstance(header, str):
         raise RunFileError(name, "no run header")
@@ -412,7 +521,7 @@ def _check_types(
     """One query: does any row of ``table`` hold a value of the wrong type?"""
     tests = [f"typeof({c}) != 'integer'" for c in ints]
     tests += [f"typeof({c}) NOT IN ('real', 'integer')" for c in reals]
-    tests += [f"typeof({c}) != 'text'" for c in text]
+    tests += [f"typeof({c}) != 'text' OR length({c}) > {MAX_NAME_CHARS}" for c in text]
     bad = con.execute(f"SELECT 1 FROM {table} WHERE {' OR '.join(tests)} LIMIT 1").fetchone()
     if bad is not None:
         raise RunFileError(name, f"corrupt file ({table} holds a value of the wrong type)")
@@ -423,27 +532,103 @@ def _check_types(
             raise RunFileError(name, f"corrupt file ({table} holds a number that is not finite)")
 
 
-def _check_schema(con: sqlite3.Connection, name: str) -> None:
-    """Cheap structural check: every table and column a v1 reader needs is there."""
-    tables = {
-        str(row[0]) for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    }
-    for table, columns in _REQUIRED_COLUMNS.items():
-        if table not in tables:
-            raise RunFileError(name, f"corrupt file (no {table} table)")
-        present = {str(row[1]) for row in con.execute(f"PRAGMA table_info({table})")}
-        lacking = [c for c in columns if c not in present]
-        if lacking:
-            raise RunFileError(name, f"corrupt file ({table} table lacks {', '.join(lacking)})")
+_EXPECTED_SCHEMA: dict[str, tuple[str, str, str | None]] | None = None
+
+
+def _expected_schema() -> dict[str, tuple[str, str, str | None]]:
+    """name -> (type, table, SQL with whitespace collapsed) of every object the writer creates.
+
+    Taken from an in-memory database made with :data:`_SCHEMA`, so it also lists the indexes
+    SQLite makes for PRIMARY KEY and UNIQUE (``sqlite_autoindex_*``, no SQL).
+    """
+    global _EXPECTED_SCHEMA
+    if _EXPECTED_SCHEMA is None:
+        con = sqlite3.connect(":memory:")
+        try:
+            _create(con)
+            rows = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+        finally:
+            con.close()
+        _EXPECTED_SCHEMA = {name: (kind, table, _squash(sql)) for kind, name, table, sql in rows}
+    return _EXPECTED_SCHEMA
+
+
+def _squash(sql: object) -> str | None:
+    return " ".join(sql.split()) if isinstance(sql, str) else None
+
+
+def _check_schema(con: sqlite3.Connection, name: str, whole: bool) -> None:
+    """The schema must be exactly the writer's: same tables, columns, types and constraints.
+
+    No view, trigger, extra index, DEFAULT or generated column can slip in, so nothing the
+    file's author wrote runs or expands while the rows are read (a view can loop forever; a
+    column DEFAULT can turn a 5 MB file into gigabytes of rows). ``meta`` is checked first and
+    alone: the format version is read from it before the rest of the schema, so a newer file
+    gets the "upgrade" message even when its tables differ.
+    """
+    expected = _expected_schema()
+    limit = len(expected) + 1
+    rows = con.execute(
+        f"SELECT type, name, tbl_name, sql FROM sqlite_master LIMIT {limit}"
+    ).fetchall()
+    found = {str(r[1]): (str(r[0]), str(r[2]), _squash(r[3])) for r in rows}
+    meta = found.get("meta")
+    if meta is None:
+        raise RunFileError(name, "not a memlens run file (no meta table)")
+    if meta != expected["meta"]:
+        raise RunFileError(name, f"corrupt file (unexpected schema: {_shown_object('meta', meta)})")
+    # Only meta's own pages are checked before the header is read (SQLite's advice: check a
+    # file's structure before reading it); :func:`_read_db` checks every table.
+    _quick_check(con, name, "meta")
+    version = _format_version(con, name)
+    if version != FORMAT_VERSION:  # pragma: no cover - one version exists so far
+        raise RunFileError(name, f"format version {version} is not supported")
+    for obj, shape in found.items():
+        if expected.get(obj) != shape:
+            raise RunFileError(
+                name, f"corrupt file (unexpected schema: {_shown_object(obj, shape)})"
+            )
+    if len(rows) >= limit:  # pragma: no cover - the object past the expected ones differs
+        raise RunFileError(name, "corrupt file (unexpected schema: too many objects)")
+    for obj, shape in expected.items():
+        if obj not in found:
+            raise RunFileError(name, f"corrupt file (no {shape[1]} table)")
+    if whole:
+        _quick_check(con, name, None)
+
+
+def _shown_object(obj: str, shape: tuple[str, str, str | None]) -> str:
+    """How an object that differs from the writer's schema is named in the error."""
+    kind = shape[0]
+    expected = _expected_schema().get(obj)
+    if expected is None:
+        return f"{_clip(kind)} {_clip(obj)}"  # "trigger t", "index i", "table extra"
+    if kind != expected[0]:
+        return f"{_clip(obj)} is a {_clip(kind)}"  # "meta is a view"
+    return f"{kind} {obj} is not as format version {FORMAT_VERSION} defines it"
+
+
+def _clip(text: str) -> str:
+    from memlens.layout import printable
+
+    return printable(text[:60])
+
+
+def _quick_check(con: sqlite3.Connection, name: str, table: str | None) -> None:
+    """``PRAGMA quick_check``: SQLite's structural check of the file (or of one table)."""
+    query = f"PRAGMA quick_check({table})" if table else "PRAGMA quick_check(1)"
+    result = con.execute(query).fetchone()
+    if result is None or result[0] != "ok":
+        detail = _one_line(Exception(result[0] if result else "no answer"))
+        raise RunFileError(name, f"corrupt file ({detail})")
 
 
 def _read_db(con: sqlite3.Connection, name: str) -> Run:
     info = _read_info(con, name)
-    _check_schema(con, name)
 
     # The rows read are also fed to the content digest (same columns and order as the
     # writer's), so checking it costs no second pass over the tables.
-    digest = _RowDigest(con)
+    digest = _RowDigest(con, name)
     paths: dict[int, str] = {}
     files: dict[str, dict[str, Any]] = {}
     for fid, fpath, sha, text in digest.rows(
@@ -453,6 +638,10 @@ def _read_db(con: sqlite3.Connection, name: str) -> Run:
             raise RunFileError(name, "bad file table")
         if text is not None and not isinstance(text, str):
             raise RunFileError(name, "bad file table")
+        if len(fpath) > MAX_NAME_CHARS or len(sha) > MAX_NAME_CHARS:
+            raise RunFileError(name, "corrupt file (files holds a name that is too long)")
+        if text is not None and len(text) > MAX_VALUE_BYTES:
+            raise RunFileError(name, "corrupt file (files holds a text that is too long)")
         paths[_int(fid)] = fpath
         files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
 
@@ -577,10 +766,11 @@ class _RowDigest:
 
     CHUNK = 4096
 
-    def __init__(self, con: sqlite3.Connection) -> None:
+    def __init__(self, con: sqlite3.Connection, name: str) -> None:
         import hashlib
 
         self._con = con
+        self._name = name
         row = con.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
         self.expected: object = None if row is None else row[0]
         self._h = hashlib.sha256()
@@ -593,17 +783,29 @@ class _RowDigest:
                 pass
 
     def rows(self, table: str, query: str) -> Iterator[Any]:
-        """Run ``query`` (the table's digested columns, in digest order) and yield its rows."""
+        """Run ``query`` (the table's digested columns, in digest order) and yield its rows.
+
+        At most ``MAX_ROWS[table]`` rows: one more is an error, before it is turned into
+        anything.
+        """
         cursor = self._con.execute(query)
+        limit = MAX_ROWS[table]
         if self.expected is None:
-            yield from cursor
+            for count, row in enumerate(cursor, start=1):
+                if count > limit:
+                    self._too_many(table)
+                yield row
             return
         if _DIGESTED[self._next][0] != table:  # pragma: no cover - a reader bug
             raise AssertionError(f"digest fed {table}, expected {_DIGESTED[self._next][0]}")
         self._next += 1
         self._h.update(table.encode() + b"\n[")
         sep = b""
+        count = 0
         while chunk := cursor.fetchmany(self.CHUNK):
+            count += len(chunk)
+            if count > limit:
+                self._too_many(table)
             try:
                 text = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))[1:-1]
             except TypeError:  # a BLOB where text belongs: the row checks will name it
@@ -613,6 +815,11 @@ class _RowDigest:
             sep = b","
             yield from chunk
         self._h.update(b"]\n")
+
+    def _too_many(self, table: str) -> None:
+        raise RunFileError(
+            self._name, f"too large to read ({table} holds more than {MAX_ROWS[table]:,} rows)"
+        )
 
     def check(self, name: str) -> None:
         """Raise RunFileError when the rows read do not match the recorded digest."""

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from memlens.layout import printable
 from memlens.model import Run
 from memlens.units import fmt_bytes
 
@@ -206,7 +207,8 @@ def _label(
 
 
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+    return printable(text).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _heat(share: float) -> str:

@@ -1,7 +1,9 @@
-"""Names on disk, in one place: the run-file suffix and the store's directories. Stdlib only.
+"""Names on disk, in one place: the run-file suffix, the store's directories, how files of the
+store are opened and replaced, and how names are shown on a terminal. Stdlib only.
 
 Kept free of imports (but os) so that ``memlens run`` can name its run file before the profiled
-program starts, and point ``latest`` at it after, without loading the reader/writer or the store.
+program starts, point ``latest`` at its checkpoints and at it after, without loading the
+reader/writer or the store.
 """
 
 from __future__ import annotations
@@ -17,14 +19,47 @@ RUNS_DIR = "runs"
 POINTERS = ("latest", "baseline")
 
 
+#: A pointer file holds one file name: anything bigger is not one of ours.
+MAX_POINTER_BYTES = 4096
+
+
 def display_path(path: str, cwd: str | None = None) -> str:
-    """A path relative to the working directory when it is under it."""
+    """A path relative to the working directory when it is under it, fit for a terminal."""
     cwd = cwd or os.getcwd()
     try:
         rel = os.path.relpath(path, cwd)
     except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
+        rel = ".."
+    return printable(path if rel.startswith("..") else rel)
+
+
+def _unprintable_table() -> dict[int, str]:
+    # C0 controls but tab, DEL, C1 controls (0x9b is a one-byte CSI on some terminals), and the
+    # invisible marks that reorder or hide text ("Trojan Source": bidi overrides and isolates).
+    codes = [*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)]
+    codes += [0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    codes += [0xFEFF]
+    return {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in codes}
+
+
+_UNPRINTABLE: dict[int, str] | None = None
+
+
+def printable(text: str) -> str:
+    """``text`` made safe to print on a terminal: the one place this is done.
+
+    Everything memlens prints that comes from a run file or the file system (names, source
+    lines, commands, run ids, error messages quoting them) goes through here, so no escape
+    sequence from a hostile run reaches the terminal. Control characters (all but tab),
+    including newlines and ESC, and the invisible marks that reorder text become visible
+    escapes (``\\x1b``); everything else is kept.
+    """
+    global _UNPRINTABLE
+    if text.isprintable():
+        return text  # the common case, and it costs nothing
+    if _UNPRINTABLE is None:
+        _UNPRINTABLE = _unprintable_table()
+    return text.translate(_UNPRINTABLE)
 
 
 def platform_name() -> str:
@@ -63,34 +98,151 @@ def new_run_path(runs_dir: str, started: float | None = None, pid: int | None = 
     return path
 
 
-def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
-    """Point ``latest`` or ``baseline`` in ``runs_dir`` at a run file, atomically.
+class NotRegularFileError(OSError):
+    """A name that should be a regular file is a FIFO, device, socket or directory."""
 
-    The pointer holds the run's file name when the run is in ``runs_dir``, else its absolute
-    path. Written to a temporary file that replaces the pointer, so readers never see half of
-    one. The one writer of pointers (:meth:`memlens.store.Store.set_pointer` calls it);
+
+def open_regular(path: str, *, follow_links: bool = True) -> int:
+    """Open ``path`` for reading, as a file descriptor, only if it is a regular file.
+
+    Never blocks: a FIFO (or a link to ``/proc/self/fd/0``) opens without waiting for a writer
+    and is refused, as are devices (``/dev/zero``), sockets and directories
+    (:class:`NotRegularFileError`). Without ``follow_links``, a symbolic link is refused too
+    (``OSError`` with ``errno.ELOOP``). The caller closes the descriptor.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOCTTY", 0)
+    if not follow_links:
+        if not hasattr(os, "O_NOFOLLOW"):  # pragma: no cover - Windows
+            import stat
+
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                import errno
+
+                raise OSError(errno.ELOOP, "is a symbolic link", path)
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            import errno
+
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def new_temporary(target: str) -> str:
+    """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
+
+    The one way files of the store are replaced: write the temporary, then rename it over the
+    target. (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it,
+    which is not safe while other threads create files.)
+    """
+    head, tail = os.path.split(os.path.abspath(target))
+    for _ in range(100):
+        name = os.path.join(head, f".{tail}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return name
+    raise FileExistsError(f"cannot create a temporary file beside {target}")
+
+
+def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
+    """Point ``latest`` or ``baseline`` in ``runs_dir`` at a run file of that store, atomically.
+
+    The pointer holds the run's file name. Written to a temporary beside it, flushed and
+    renamed over it: a reader sees the old value or the new one, never half, even after a
+    crash. The one writer of pointers (:meth:`memlens.store.Store.set_pointer` calls it);
     standard library only, so ``memlens run`` sets ``latest`` without loading the store.
     """
     if name not in POINTERS:
         raise ValueError(name)
+    if not in_store(runs_dir, run_path):
+        raise ValueError(f"{run_path} is not in {runs_dir}")  # pointers name runs of their store
     os.makedirs(runs_dir, exist_ok=True)
-    real = os.path.realpath(run_path)
-    in_store = os.path.dirname(real) == os.path.realpath(runs_dir)
-    value = os.path.basename(real) if in_store else real
-    while True:
-        temporary = os.path.join(runs_dir, f".{name}.{os.urandom(6).hex()}.tmp")
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue
-        break
+    value = os.path.basename(os.path.realpath(run_path))
+    target = os.path.join(runs_dir, name)
+    tmp = new_temporary(target)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(value + "\n")
-        os.replace(temporary, os.path.join(runs_dir, name))
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, (value + "\n").encode("utf-8", "surrogateescape"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
     except BaseException:
         import contextlib  # only on this failure path: not worth its import cost otherwise
 
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(tmp)
         raise
+
+
+def read_pointer(runs_dir: str, name: str) -> tuple[str | None, str | None]:
+    """What the pointer file ``name`` in ``runs_dir`` names: ``(run path, None)``, or
+    ``(None, None)`` when it is unset (missing or empty), or ``(None, problem)`` when it cannot
+    be used.
+
+    A pointer is untrusted input (it comes with the workspace): it must be a regular file (not a
+    link, FIFO or device), at most :data:`MAX_POINTER_BYTES`, UTF-8, one line, naming a run
+    file (``*.mlrun``) directly inside ``runs_dir`` -- by its name, as memlens writes it, or by
+    an absolute path that resolves there. The named run need not exist (a dangling pointer is
+    unset, not a problem: runs get pruned); it is not opened here.
+    """
+    path = os.path.join(runs_dir, name)
+    try:
+        fd = open_regular(path, follow_links=False)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        import errno
+
+        if exc.errno == errno.ELOOP:
+            return None, "is a symbolic link"
+        return None, exc.strerror or str(exc)
+    try:
+        data = os.read(fd, MAX_POINTER_BYTES + 1)
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POINTER_BYTES:
+        return None, f"larger than {MAX_POINTER_BYTES} bytes"
+    try:
+        value = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    if not value:
+        return None, None
+    if "\n" in value or "\x00" in value:
+        return None, "not a single file name"
+    if not value.endswith(RUN_SUFFIX):
+        return None, f"does not name a {RUN_SUFFIX} file"
+    if not os.path.isabs(value) and (
+        os.sep in value or (os.altsep and os.altsep in value) or value.startswith(".")
+    ):
+        return None, "names a run outside the store"
+    target = os.path.join(runs_dir, value)  # an absolute value (older memlens) stays as it is
+    if not in_store(runs_dir, target):
+        return None, "names a run outside the store"
+    return target, None
+
+
+def in_store(runs_dir: str, path: str) -> bool:
+    """Whether ``path``, links resolved, is a file directly inside ``runs_dir`` (links resolved).
+
+    The store never follows a link out of itself: a run file or pointer that leads elsewhere
+    (``/dev/zero``, another folder's runs, a secret file) is not one of its runs.
+    """
+    return os.path.dirname(os.path.realpath(path)) == os.path.realpath(runs_dir)

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from memlens.annotate import FIGURE_NAMES, line_label
 from memlens.errors import MemlensError
-from memlens.layout import display_path
+from memlens.layout import display_path, printable
 from memlens.model import LineStats, Run, RunInfo
 from memlens.units import fmt_bytes, fmt_count
 
@@ -40,8 +40,9 @@ class ListingRow:
 
 
 def _source_lines(run: Run, file: str) -> list[str]:
+    """The recorded source's lines, fit for a terminal (a run's text is untrusted)."""
     text = run.files[file].text
-    return text.splitlines() if text is not None else []
+    return [printable(line) for line in text.splitlines()] if text is not None else []
 
 
 def top_lines(
@@ -167,7 +168,7 @@ def summary_line(run: Run) -> str:
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     return (
         f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
-        f"{duration_text(info)} · {mode}{state}"
+        f"{duration_text(info)} · {printable(mode)}{state}"
     )
 
 

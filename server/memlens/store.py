@@ -11,20 +11,37 @@ Layout::
 Pointers are small text files replaced atomically, so readers never see half of one. A run
 spec given by a user (``RUN`` on the command line) is a path to a run file, a run id, a unique
 prefix of a run id, ``latest`` or ``baseline``.
+
+Everything in a store is untrusted input (it comes with the workspace): a pointer that is not a
+small regular UTF-8 file naming a run of this store is ignored with one message, and the store
+never follows a link out of itself (see :func:`memlens.layout.read_pointer`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlens.errors import MemlensError, RunFileError
-from memlens.layout import POINTERS, RUN_SUFFIX, RUNS_DIR, STORE_DIR, new_run_path, write_pointer
+from memlens.layout import (
+    POINTERS,
+    RUN_SUFFIX,
+    RUNS_DIR,
+    STORE_DIR,
+    display_path,
+    in_store,
+    new_run_path,
+    read_pointer,
+    write_pointer,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from memlens.model import RunInfo
 
 
@@ -38,12 +55,27 @@ class RunEntry:
     error: str | None = None
 
 
-class Store:
-    """Runs under ``<root>/.memlens/runs``."""
+def warn(path: Path, problem: str) -> None:
+    """The default way a store reports an ignored pointer: one line on stderr."""
+    print(f"memlens: warning: ignoring {display_path(str(path))}: {problem}", file=sys.stderr)
 
-    def __init__(self, root: str | os.PathLike[str] = ".") -> None:
+
+class Store:
+    """Runs under ``<root>/.memlens/runs``.
+
+    ``on_problem(pointer file, reason)`` is told, once per store object, about a pointer that
+    is ignored (default: :func:`warn`); the language server collects them instead.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] = ".",
+        on_problem: Callable[[Path, str], None] | None = None,
+    ) -> None:
         self.root = Path(root).resolve()
         self.runs_dir = self.root / STORE_DIR / RUNS_DIR
+        self._on_problem = on_problem or warn
+        self._reported: set[tuple[str, str]] = set()
 
     # -- writing -------------------------------------------------------------------------
     def new_run_path(self, started: datetime | None = None, pid: int | None = None) -> Path:
@@ -52,25 +84,78 @@ class Store:
         return Path(new_run_path(str(self.runs_dir), stamp, pid))
 
     def set_pointer(self, name: str, run_path: Path) -> None:
-        """Point ``latest`` or ``baseline`` at a run file (:func:`layout.write_pointer`)."""
+        """Point ``latest`` or ``baseline`` at a run file of this store (see :meth:`adopt`)."""
+        if name not in POINTERS:
+            raise ValueError(name)
+        if not self.holds(run_path):
+            raise MemlensError(
+                f"{display_path(str(run_path))} is not a run file of the store {self.runs_dir}"
+            )
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
         write_pointer(str(self.runs_dir), name, str(run_path))
+
+    def adopt(self, run_path: Path) -> Path:
+        """``run_path`` if it is a run of this store, else a copy of it put into the store.
+
+        Pointers only name runs of their own store; a baseline chosen from elsewhere is copied
+        in (under its own name, or a fresh one when that is taken). The caller has checked
+        that it is a readable run.
+        """
+        if self.holds(run_path):
+            return run_path
+        import shutil
+
+        from memlens.layout import new_temporary
+
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        target = self.runs_dir / (run_path.stem + RUN_SUFFIX)
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.runs_dir / f"{run_path.stem}-{n}{RUN_SUFFIX}"
+        tmp = new_temporary(str(target))
+        try:
+            shutil.copyfile(run_path, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def holds(self, path: Path) -> bool:
+        """Whether ``path`` is a regular run file directly in this store (links resolved)."""
+        import stat
+
+        if path.suffix != RUN_SUFFIX or not in_store(str(self.runs_dir), str(path)):
+            return False
+        try:
+            return stat.S_ISREG(path.stat().st_mode)
+        except (OSError, ValueError):
+            return False
 
     def clear_pointer(self, name: str) -> None:
         (self.runs_dir / name).unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------
-    def pointer(self, name: str) -> Path | None:
-        """The run file a pointer names, or None when unset or dangling."""
-        try:
-            value = (self.runs_dir / name).read_text(encoding="utf-8").strip()
-        except OSError:
-            return None
-        if not value:
-            return None
+    def _pointer(self, name: str) -> tuple[Path | None, str | None]:
+        """(run file, None), (None, None) when unset or dangling, (None, problem) when bad."""
+        value, problem = read_pointer(str(self.runs_dir), name)
+        if value is None:
+            return None, problem
         path = Path(value)
-        if not path.is_absolute():
-            path = self.runs_dir / path
-        return path if path.is_file() else None
+        return (path if self.holds(path) else None), None
+
+    def _report(self, name: str, problem: str) -> None:
+        if (name, problem) not in self._reported:
+            self._reported.add((name, problem))
+            self._on_problem(self.runs_dir / name, problem)
+
+    def pointer(self, name: str) -> Path | None:
+        """The run file a pointer names, or None when unset, dangling or bad (reported)."""
+        path, problem = self._pointer(name)
+        if problem is not None:
+            self._report(name, problem)
+        return path
 
     def latest(self) -> Path | None:
         return self.pointer("latest") or self._newest()
@@ -89,8 +174,8 @@ class Store:
         )
 
     def _newest(self) -> Path | None:
-        files = self.run_files()
-        return files[-1] if files else None
+        """The newest run file of the store (links out of it and FIFOs never count)."""
+        return next((p for p in reversed(self.run_files()) if self.holds(p)), None)
 
     def entries(self) -> list[RunEntry]:
         """Every run with its header; unreadable files are listed with their error."""
@@ -98,6 +183,9 @@ class Store:
 
         out: list[RunEntry] = []
         for path in self.run_files():
+            if not in_store(str(self.runs_dir), str(path)):
+                out.append(RunEntry(path.stem, path, None, "a link to a file outside the store"))
+                continue
             try:
                 out.append(RunEntry(path.stem, path, fileformat.read_info(path)))
             except RunFileError as exc:
@@ -108,14 +196,21 @@ class Store:
         """Turn a user's run spec into a run file path, or raise a one-line MemlensError."""
         spec = spec or default
         if spec in POINTERS:
-            path = self.latest() if spec == "latest" else self.baseline()
+            path, problem = self._pointer(spec)
+            if path is None and spec == "latest":
+                path = self._newest()
             if path is None:
                 hint = (
                     "no runs yet in " + str(self.runs_dir) + " (run `memlens run SCRIPT` first)"
                     if spec == "latest"
                     else "no baseline set (use `memlens baseline set RUN`)"
                 )
+                if problem is not None:  # one line: why the pointer did not count, and the rest
+                    shown = display_path(str(self.runs_dir / spec))
+                    hint = f"ignoring {shown} ({problem}); {hint}"
                 raise MemlensError(hint)
+            if problem is not None:
+                self._report(spec, problem)
             return path
         as_path = Path(spec)
         if as_path.suffix == RUN_SUFFIX or os.sep in spec or as_path.is_file():
@@ -126,6 +221,8 @@ class Store:
         if not matches:
             matches = [p for p in self.run_files() if p.stem.startswith(spec)]
         if len(matches) == 1:
+            if not in_store(str(self.runs_dir), str(matches[0])):
+                raise MemlensError(f"run {spec!r} is a link to a file outside the store")
             return matches[0]
         if len(matches) > 1:
             raise MemlensError(f"run id {spec!r} is ambiguous ({len(matches)} runs match)")

@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(args_list, first)
     except MemlensError as exc:
-        print(f"memlens: {exc}", file=sys.stderr)
+        from memlens.layout import printable  # messages quote names from runs and the disk
+
+        print(f"memlens: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("memlens: interrupted", file=sys.stderr)

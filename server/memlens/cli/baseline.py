@@ -22,20 +22,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memlens import fileformat
+    from memlens.layout import printable
     from memlens.store import Store
 
     store = Store(args.dir)
     if args.action == "set":
         path = store.resolve(args.run)
         fileformat.read_info(path)  # refuse an unreadable run with a clear message
-        store.set_pointer("baseline", path.resolve())
-        print(f"memlens: baseline set to {path.stem}", file=sys.stderr)
+        adopted = store.adopt(path)  # a run from elsewhere is copied into the store
+        store.set_pointer("baseline", adopted)
+        print(f"memlens: baseline set to {printable(adopted.stem)}", file=sys.stderr)
     elif args.action == "clear":
         store.clear_pointer("baseline")
         print("memlens: baseline cleared", file=sys.stderr)
     else:
         path = store.resolve("baseline")
         info = fileformat.read_info(path)
-        print(f"{path.stem}  {info.started[:19].replace('T', ' ')}  {' '.join(info.command)}")
-        print(path)
+        started = info.started[:19].replace("T", " ")
+        print(printable(f"{path.stem}  {started}  {' '.join(info.command)}"))
+        print(printable(str(path)))
     return 0

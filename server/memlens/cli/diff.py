@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     functions = ranked_functions(d, fn_attr)
     if args.top is None:
         top = _DEFAULT_TOP
-    title = f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}"
+    from memlens.layout import printable
+
+    title = printable(f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}")
     changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
     changed_fns = [fd for fd in functions if fd.change(fn_attr) != 0][:top]
     out: TextIO = sys.stdout
@@ -113,12 +115,12 @@ def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
 
 
 def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
-    from memlens.layout import display_path
+    from memlens.layout import display_path, printable
     from memlens.units import fmt_bytes, fmt_delta_bytes
 
     c = fd.figure(attr)
     return (
-        f"{display_path(fd.file)}::{fd.qualname}",
+        f"{display_path(fd.file)}::{printable(fd.qualname)}",
         fmt_bytes(c.a) if fd.a else "-",
         fmt_bytes(c.b) if fd.b else "-",
         fmt_delta_bytes(c.delta),

@@ -55,22 +55,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
         return 0
     from memlens.report import duration_text
+    from memlens.layout import printable
     from memlens.units import fmt_bytes
 
     rows = [("id", "started", "peak", "duration", "complete", "command", "")]
     for e in entries:
         marks = ", ".join(m for m, p in (("latest", latest), ("baseline", baseline)) if p == e.path)
         if e.info is None:
-            rows.append((e.id, "?", "?", "?", "?", f"unreadable: {e.error}", marks))
+            rows.append(
+                (printable(e.id), "?", "?", "?", "?", printable(f"unreadable: {e.error}"), marks)
+            )
             continue
         rows.append(
             (
-                e.id,
-                e.info.started[:19].replace("T", " "),
+                printable(e.id),
+                printable(e.info.started[:19].replace("T", " ")),
                 fmt_bytes(e.info.peak_traced_bytes),
                 duration_text(e.info),
                 "yes" if e.info.complete else "no",
-                " ".join(e.info.command),
+                printable(" ".join(e.info.command)),
                 f"[{marks}]" if marks else "",
             )
         )
