@@ -36,6 +36,7 @@ from memlens.model import (
     RunInfo,
     SourceFile,
     TimelinePoint,
+    replace,
 )
 
 # Neither typing nor pathlib is imported at run time: `memlens run` writes a run at the end of
@@ -142,7 +143,7 @@ def write(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = Non
         try:
             _write_db(run, tmp_name, seal)
         except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
-            raise OSError(f"cannot write {target}: {exc}") from exc
+            raise OSError(_errno_of(exc), _one_line(exc), target) from exc
         except OverflowError as exc:  # an int beyond SQLite's 64 bits
             raise ValueError(f"cannot write {target}: a number is too large ({exc})") from None
         fd = os.open(tmp_name, os.O_RDONLY)
@@ -156,6 +157,58 @@ def write(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = Non
             os.unlink(tmp_name)
         raise
     return path
+
+
+def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = None) -> _P:
+    """Write a program's final run to ``path``, where its last checkpoint may be.
+
+    As :func:`write`; but when the disk is too full for the final file beside the checkpoint
+    it replaces, the checkpoint first gives way to the run's header alone (a few KiB, marked
+    incomplete) and the final run is then written over that. ``path`` holds a readable run at
+    every moment: the checkpoint, the header, the final run. If even the final run does not fit
+    then, the header stays and the error says so.
+    """
+    import errno
+
+    try:
+        return write(run, path, seal=seal)
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM or not os.path.isfile(path):
+            raise
+    header_only = replace(
+        run, files={}, call_tree=(), timeline=(), info=replace(run.info, complete=False)
+    )
+    write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
+    try:
+        return write(run, path, seal=seal)
+    except OSError as exc:
+        raise OSError(
+            exc.errno or errno.ENOSPC,
+            f"{exc.strerror or exc}; only the run's header was kept (marked incomplete)",
+            os.fspath(path),
+        ) from exc
+
+
+def _no_room_errnos() -> frozenset[int]:
+    import errno
+
+    return frozenset(
+        getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name)
+    )
+
+
+#: errno values that mean "no room for this file" (full disk, quota, file size limit).
+_NO_ROOM = _no_room_errnos()
+
+
+def _errno_of(exc: sqlite3.Error) -> int:
+    """The errno an SQLite write error stands for: ENOSPC when SQLite says the disk is full."""
+    import errno
+
+    # SQLITE_FULL is 13; sqlite_errorcode exists from Python 3.11 on, the message always.
+    if getattr(exc, "sqlite_errorcode", None) == 13 or "disk is full" in str(exc):
+        return errno.ENOSPC
+    return errno.EIO
 
 
 def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None = None) -> None:

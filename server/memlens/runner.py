@@ -2,8 +2,12 @@
 
 ``sys.argv``, ``sys.path[0]``, ``__main__``, ``__file__``, standard streams, the exit code
 (``sys.exit(n)``, uncaught exceptions -> 1 with the usual traceback) and death by signal are
-kept. The caller supplies ``on_exit(exit_code, complete)``, called exactly once when the program
-ends, however it ends (normal end, exception, SIGINT, SIGTERM), before the process exits.
+kept. The caller supplies ``on_exit(ending)``, called exactly once when the program ends,
+however it ends (normal end, exception, SIGINT, SIGTERM, SIGHUP), before the process exits; the
+:class:`Ending` says how, and seals what the run records (see :meth:`Ending.seal`).
+
+Signals while ``on_exit`` runs (it writes the run) are held, not lost: the run is written,
+records the signal, and then the process ends by it as plain Python would have.
 
 Imports are kept to what running the program needs: everything imported here is start-up
 overhead for every profiled program.
@@ -22,12 +26,64 @@ if TYPE_CHECKING:
     import signal
     import types
     from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from memlens.model import RunInfo
 else:
     # signal's C core, with the same functions and numbers: `import signal` loads enum,
     # functools, collections... before the program starts (see memlens/cli/run.py).
     import _signal as signal
 
 _OWN_DIR = os.path.dirname(os.path.realpath(__file__))
+
+#: Signals whose default action ends the program without a traceback: unless the program
+#: handles them itself, memlens writes the run first, then dies by the same signal.
+_ENDING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class Ending:
+    """How the program ended, as ``on_exit`` is told.
+
+    ``exit_code`` is the program's exit code, or None when it did not exit by itself (a signal
+    or Ctrl-C ended it); ``complete`` is False when it was interrupted; ``started`` is False
+    when its code never ran (it did not compile): there is nothing to record.
+
+    While ``on_exit`` runs, SIGINT, SIGTERM and SIGHUP are held. The writer calls
+    :meth:`seal` once the run's rows are written: a signal held by then is recorded (the run
+    says the program did not exit by itself) and, after ``on_exit``, ends the process as it
+    would have ended plain Python. A signal that arrives after the seal comes too late for the
+    run, which is written as the program left it: the process then exits as the run says.
+    """
+
+    __slots__ = ("_held", "_sealed_with", "complete", "exit_code", "sealed", "started")
+
+    def __init__(self, exit_code: int | None, complete: bool, started: bool) -> None:
+        self.exit_code = exit_code
+        self.complete = complete
+        self.started = started
+        self.sealed = False
+        self._held: int | None = None  # the first signal held while on_exit ran
+        self._sealed_with: int | None = None
+
+    def seal(self, info: RunInfo) -> RunInfo:
+        """The header to record: ``info``, or, when a signal is held, ``info`` saying so."""
+        self.sealed = True
+        self._sealed_with = self._held
+        if self._held is None or info.exit_code is None:
+            return info
+        from memlens.model import replace
+
+        return replace(info, exit_code=None)
+
+    def _hold(self, signum: int, frame: types.FrameType | None) -> None:
+        if self._held is None and not self.sealed:
+            self._held = signum
+
+    def signal_to_end_by(self) -> int | None:
+        """The held signal the process must now end by (None: exit as the program did)."""
+        return self._sealed_with if self.sealed else self._held
 
 
 class Target:
@@ -75,7 +131,7 @@ class Target:
 
 def run(
     target: Target,
-    on_exit: Callable[[int | None, bool], None],
+    on_exit: Callable[[Ending], None],
     on_start: Callable[[], None] | None = None,
 ) -> int:
     """Run ``target``; return its exit code (or die by the signal that killed it).
@@ -86,33 +142,44 @@ def run(
     start_program = on_start or (lambda: None)
     finished = False
     pid = os.getpid()
-
-    def finish(code: int | None, complete: bool) -> None:
-        nonlocal finished
-        # A child forked by the program is not traced and has no run of its own to write.
-        if not finished and os.getpid() == pid:
-            finished = True
-            # A second Ctrl-C or a SIGTERM while the run is being written waits until it is.
-            blocked = _block_signals()
-            try:
-                on_exit(code, complete)
-            finally:
-                _restore_signals(blocked)
-
-    previous_term = signal.getsignal(signal.SIGTERM)
-
-    def on_sigterm(signum: int, frame: types.FrameType | None) -> None:
-        # Without memlens, SIGTERM kills the program on the spot. Keep that: record the run,
-        # then die by the same signal (no unwinding, the same exit status).
-        finish(None, False)
-        _die_by(signal.SIGTERM)
-
-    if previous_term == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, on_sigterm)
-
     # Registered before the program registers its own handlers, so it runs after them.
     interrupted = [False]
     atexit.register(_after_atexit, interrupted)
+
+    def finish(code: int | None, complete: bool, started: bool = True) -> None:
+        nonlocal finished
+        # A child forked by the program is not traced and has no run of its own to write.
+        if finished or os.getpid() != pid:
+            return
+        finished = True
+        ending = Ending(code, complete, started)
+        held = _hold_signals(ending)
+        try:
+            on_exit(ending)
+        finally:
+            programs = _restore_signals(held)
+        signum = ending.signal_to_end_by()
+        if signum is None:
+            return
+        if signum in programs:
+            signal.raise_signal(signum)  # the program's own handler: it runs now, as usual
+        elif signum == signal.SIGINT:
+            # As a Ctrl-C at the program's very end: "KeyboardInterrupt", atexit handlers,
+            # then death by SIGINT (see _after_atexit).
+            _print_exception(KeyboardInterrupt())
+            interrupted[0] = True
+        else:
+            _die_by(signum)
+
+    def on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
+        # Without memlens, SIGTERM or SIGHUP kills the program on the spot. Keep that: record
+        # the run, then die by the same signal (no unwinding, the same exit status).
+        finish(None, False)
+        _die_by(signum)
+
+    ours = [s for s in _ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    for signum in ours:
+        signal.signal(signum, on_ending_signal)
 
     if target.script is not None:
         script = target.script
@@ -125,6 +192,7 @@ def run(
 
     code: int = 0
     complete = True
+    started = True
     # Like the interpreter, run in a real __main__ module that stays alive after the program
     # ends, so what its globals hold counts as live at exit (runpy.run_path would drop them).
     main = type(sys)("__main__")  # a module object, without importing types
@@ -151,16 +219,18 @@ def run(
     except BaseException as exc:  # noqa: BLE001 - whatever the program raised: report, exit 1
         _print_exception(exc)
         code = 1
-    finally:
-        if signal.getsignal(signal.SIGTERM) is on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # A program that does not compile never ran: there is nothing to record.
+        started = not (isinstance(exc, SyntaxError) and not _program_frames(exc))
     if os.getpid() != pid:
         _exit_forked_child(code, interrupted[0])
     # Like the interpreter: wait for the program's non-daemon threads before it ends (what
     # they allocate belongs to the run); its atexit handlers run after this, as usual.
     _join_threads()
-    finish(None if interrupted[0] else code, complete)
-    return code
+    finish(None if interrupted[0] else code, complete, started)
+    for signum in ours:  # the program has ended: its signals are the process's again
+        if signal.getsignal(signum) is on_ending_signal:
+            signal.signal(signum, signal.SIG_DFL)
+    return 128 + int(signal.SIGINT) if interrupted[0] else code
 
 
 def _join_threads() -> None:
@@ -175,15 +245,35 @@ def _join_threads() -> None:
         shutdown()  # what the interpreter calls at exit; calling it again later is a no-op
 
 
-def _block_signals() -> set[int | signal.Signals] | None:
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+#: What the runner's own handlers look like to _hold_signals (not the program's).
+_DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
 
 
-def _restore_signals(previous: set[int | signal.Signals] | None) -> None:
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+def _hold_signals(ending: Ending) -> dict[int, Any]:
+    """Hold SIGINT, SIGTERM and SIGHUP (those not ignored) until :func:`_restore_signals`.
+
+    Python-level handlers, not a signal mask: a mask is per thread, and the program's other
+    threads would still take the signal (and Python would still raise KeyboardInterrupt in
+    the main thread). Returns the handlers to restore.
+    """
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, *_ENDING_SIGNALS):
+        handler = signal.getsignal(signum)
+        if handler == signal.SIG_IGN or handler is None:
+            continue  # ignored (or set outside Python): nothing to hold
+        previous[signum] = handler
+        signal.signal(signum, ending._hold)
+    return previous
+
+
+def _restore_signals(previous: dict[int, Any]) -> set[int]:
+    """Put the handlers back; returns the signals whose handler is the program's own."""
+    programs = set()
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+        if handler not in _DEFAULTS and getattr(handler, "__module__", None) != __name__:
+            programs.add(signum)
+    return programs
 
 
 def _after_atexit(interrupted: list[bool]) -> None:
@@ -257,6 +347,18 @@ def _print_exception(exc: BaseException) -> None:
     sys.excepthook(type(exc), exc, tb)
 
 
+def _program_frames(exc: BaseException) -> bool:
+    """Whether the traceback of ``exc`` has a frame of the program's own code (not memlens's,
+    runpy's or the import system's)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not _is_own(name) and not name.startswith("<frozen importlib"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _is_own(filename: str) -> bool:
     real = os.path.realpath(filename)
     return (
@@ -275,7 +377,7 @@ def flush_streams() -> None:
             continue
 
 
-def _die_by(signum: signal.Signals) -> None:
+def _die_by(signum: int) -> None:
     flush_streams()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

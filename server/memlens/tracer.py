@@ -28,7 +28,7 @@ from memlens.errors import MemlensError
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
     import types
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
     from memlens.model import Run, SourceFile
@@ -102,6 +102,7 @@ def start(
     command: Sequence[str] | None = None,
     watch_exits: bool = True,
     native: bool = True,
+    on_checkpoint: Callable[[], None] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -117,12 +118,12 @@ def start(
     ``checkpoint_interval_s`` seconds (less often when writing one takes more than 2% of the
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
-    allocations are not traced. ``hidden`` names files (e.g. a launcher script) that are
-    never charged, like memlens's own. ``native=False`` leaves out what C libraries allocate
-    themselves (malloc & co. and anonymous mmap, charged to the Python line that made them do
-    it). ``watch_exits=False`` turns off the frame-exit
-    monitoring that keeps deep stacks cheap on Python 3.12+ (for comparisons; figures are the
-    same either way).
+    allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
+    checkpoint written. ``hidden`` names files (e.g. a launcher script) that are never charged,
+    like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
+    (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
+    ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
+    Python 3.12+ (for comparisons; figures are the same either way).
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -153,7 +154,9 @@ def start(
     _session = session
     _watch_numpy()
     if checkpoint is not None:
-        _start_checkpoints(session, os.fspath(checkpoint), checkpoint_interval_s, command)
+        _start_checkpoints(
+            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
+        )
 
 
 #: Seeds are 1 to 2**64 - 1 (the native tracer reads 0 as "seed from the clock").
@@ -201,7 +204,11 @@ _CHECKPOINT_COST_FACTOR = 50
 
 
 def _start_checkpoints(
-    session: _Session, path: str, interval: float, command: Sequence[str] | None
+    session: _Session,
+    path: str,
+    interval: float,
+    command: Sequence[str] | None,
+    on_checkpoint: Callable[[], None] | None = None,
 ) -> None:
     # _thread rather than threading: no extra import in the profiled program at start-up.
     import _thread
@@ -223,7 +230,8 @@ def _start_checkpoints(
                 if not _tracer.is_active():
                     return
                 began = time.thread_time()
-                write_checkpoint(session, path, command)
+                if write_checkpoint(session, path, command) and on_checkpoint is not None:
+                    on_checkpoint()
                 # A big run takes a while to build and write, mostly holding the GIL: space
                 # checkpoints so that they cost at most ~2% of the program's time.
                 cost = time.thread_time() - began
@@ -238,8 +246,9 @@ def _start_checkpoints(
     ready_lock.acquire()
 
 
-def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> None:
-    """Write the run so far to ``path`` (incomplete). The caller's thread must be paused."""
+def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
+    """Write the run so far to ``path`` (incomplete); False when it could not be written.
+    The caller's thread must be paused."""
     from memlens import fileformat
 
     snap = _tracer.snapshot()
@@ -248,6 +257,8 @@ def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None
         fileformat.write(run, path)
     except OSError as exc:
         print(f"memlens: cannot write checkpoint {path}: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _stop_checkpoints() -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from argparse import Namespace
     from typing import Any
 
+    from memlens import runner
     from memlens.runner import Target
 else:
 
@@ -288,15 +289,28 @@ def run(args: Namespace) -> int:
         show = "line"
     progress = _Progress(target.display) if show == "live" else None
 
-    def on_exit(exit_code: int | None, complete: bool) -> None:
+    def on_exit(ending: runner.Ending) -> None:
         if progress is not None:
             progress.stop()
         try:
-            result = tracer.stop(command=command, exit_code=exit_code, complete=complete)
+            result = tracer.stop(
+                command=command, exit_code=ending.exit_code, complete=ending.complete
+            )
         except MemlensError as exc:
             _say(f"memlens: {exc}")
             return
-        _save_and_report(result, out_path, in_store, store_root, args)
+        if not ending.started:
+            # It did not compile: Python's own error is all there is to see; no empty run.
+            _say("memlens: no run written (the program did not start)")
+            return
+        _save_and_report(result, out_path, in_store, args, ending)
+
+    pointed = [False]
+
+    def first_checkpoint() -> None:
+        if not pointed[0]:
+            pointed[0] = True
+            _point_latest_at(out_path)
 
     tracer.start(
         mode="sampling" if interval else "exact",
@@ -310,6 +324,9 @@ def run(args: Namespace) -> int:
         checkpoint=out_path if args.checkpoint_interval > 0 else None,
         checkpoint_interval_s=args.checkpoint_interval,
         command=command,
+        # A checkpoint is the newest run: `latest` names it as soon as it is written, so a
+        # program that is killed (SIGKILL, a crash) leaves `latest` naming what it recorded.
+        on_checkpoint=first_checkpoint if in_store else None,
     )
     # memlens's own set-up on this thread (reading and compiling the program, ...) is not
     # traced: the program's figures, and the moment of its peak, are the program's alone.
@@ -365,7 +382,11 @@ def _progress_mode() -> str | None:
 
 
 def _save_and_report(
-    result: object, out_path: str, in_store: bool, store_root: str, args: Namespace
+    result: object,
+    out_path: str,
+    in_store: bool,
+    args: Namespace,
+    ending: runner.Ending,
 ) -> None:
     from memlens import fileformat
     from memlens.model import Run
@@ -373,14 +394,13 @@ def _save_and_report(
 
     assert isinstance(result, Run)
     try:
-        fileformat.write(result, out_path)
+        # Over the last checkpoint, making room for the final run on a full disk.
+        fileformat.write_final(result, out_path, seal=ending.seal)
     except OSError as exc:
         _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return
     if in_store:
-        from memlens.layout import RUNS_DIR, STORE_DIR, write_pointer
-
-        write_pointer(os.path.join(store_root, STORE_DIR, RUNS_DIR), "latest", out_path)
+        _point_latest_at(out_path)
     flush_streams()
     _say(f"memlens: run written to {_shown(out_path)}")
     if args.json not in (None, "-"):
@@ -431,6 +451,16 @@ def _write_json(run: object, path: str) -> None:
             os.unlink(temporary)
         return
     _say(f"memlens: JSON written to {_shown(path)}")
+
+
+def _point_latest_at(run_path: str) -> None:
+    """Make the store's ``latest`` name ``run_path`` (a run file in that store)."""
+    from memlens.layout import write_pointer
+
+    try:
+        write_pointer(os.path.dirname(run_path), "latest", run_path)
+    except OSError as exc:
+        _say(f"memlens: cannot update latest: {exc.strerror or exc}")
 
 
 def _closed(stream: object) -> bool:

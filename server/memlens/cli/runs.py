@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
         return 0
-    from memlens.report import duration_text
     from memlens.layout import printable
+    from memlens.report import duration_text
     from memlens.units import fmt_bytes
 
     rows = [("id", "started", "peak", "duration", "complete", "command", "")]
