@@ -265,3 +265,15 @@ def test_source_file_records_are_untouched_by_display(tmp_path: Path) -> None:
     assert back == run
     sf: SourceFile = back.files[path]
     assert ESCAPES in (sf.text or "")
+
+
+def test_import_of_a_huge_rss_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "huge.log").write_text(
+        "SOF\nHEDR: Event dEvent Clock What File Line Function RSS dRSS\n"
+        "FRST: 0 +0 1.000 LINE prog.py 1 main 1000000 1000000\n"
+        "NEXT: 1 +1 1.500 LINE prog.py 2 main 99999999999999999999999 8000000\nEOF\n"
+    )
+    _assert_one_line_error(
+        tmp_path, ("import", "pymemtrace", "huge.log"), "line 4: RSS out of range"
+    )
+    assert not Store(tmp_path).runs_dir.exists()

@@ -254,3 +254,67 @@ def test_fuzz_pymemtrace_parser_reads_or_fails_in_one_line(
     else:
         assert run.info.mode == "imported"
         assert all(s.alloc_bytes >= 0 for sf in run.files.values() for s in sf.lines.values())
+
+
+HUGE = "99999999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (f"NEXT: 1 +1 1.5 LINE f.py 3 main {HUGE} 10", "line 4: RSS out of range"),
+        (f"NEXT: 1 +1 1.5 LINE f.py 3 main 10 -{HUGE}", "line 4: dRSS out of range"),
+        (f"NEXT: 1 +1 1.5 LINE f.py {HUGE} main 10 10", "line 4: line number out of range"),
+        ("NEXT: 1 +1 1.5 LINE f.py 3 main " + "9" * 5000 + " 10", "line 4: number out of range"),
+    ],
+)
+def test_pymemtrace_numbers_out_of_range_are_one_line(
+    tmp_path: Path, row: str, reason: str
+) -> None:
+    text = "SOF\n" + HEDR + "FRST: 0 +0 1.0 LINE f.py 3 main 10 10\n" + row + "\nEOF\n"
+    log = _log(tmp_path, text, "big.log")
+    with pytest.raises(MemlensError, match=reason) as err:
+        import_log(str(log))
+    assert str(err.value).startswith(f"cannot read {log}: ")
+
+
+def test_sums_beyond_64_bits_are_one_line(tmp_path: Path) -> None:
+    # Each value is in range; 1100 of them add up to more than a run file holds (a log's
+    # events at one line are summed before they reach the run).
+    rows = [f"NEXT: {i} +1 1.{i} LINE f.py 3 main {2**53} {2**53}" for i in range(1, 1100)]
+    text = "SOF\n" + HEDR + "FRST: 0 +0 1.0 LINE f.py 3 main 10 10\n" + "\n".join(rows)
+    log = _log(tmp_path, text + "\nEOF\n", "sums.log")
+    with pytest.raises(MemlensError, match="figure out of range"):
+        import_log(str(log))
+    # Many traces, each in range, whose sum at one line is not.
+    traces = [(0, 2**53, (("f.py", 1), (f"g{i}.py", 1)), 2) for i in range(1100)]
+    path = tmp_path / "s.pickle"
+    tracemalloc.Snapshot(traces, 2).dump(str(path))
+    with pytest.raises(MemlensError, match="figures too large to record") as err:
+        import_snapshot(str(path))
+    assert str(err.value).startswith(f"cannot read {path}: damaged tracemalloc snapshot")
+
+
+def test_tracemalloc_sizes_out_of_range_are_one_line(tmp_path: Path) -> None:
+    for size in (2**70, -(2**70)):
+        snapshot = tracemalloc.Snapshot([(0, size, (("f.py", 1),), 1)], 1)
+        path = tmp_path / "s.pickle"
+        snapshot.dump(str(path))
+        with pytest.raises(MemlensError, match="figure out of range") as err:
+            import_snapshot(str(path))
+        assert str(err.value).startswith(f"cannot read {path}: damaged tracemalloc snapshot")
+    snapshot = tracemalloc.Snapshot([(0, 10, (("f.py", 2**70),), 1)], 1)
+    snapshot.dump(str(path))
+    with pytest.raises(MemlensError, match="line number out of range"):
+        import_snapshot(str(path))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs")
+def test_importers_refuse_a_fifo_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    for importer in (import_log, import_snapshot):
+        with pytest.raises(MemlensError, match="not a regular file"):
+            importer(str(fifo))

@@ -42,9 +42,16 @@ def run(args: argparse.Namespace) -> int:
         from memlens.imports.pymemtrace_import import import_log
 
         result = import_log(args.file, args.source_dir)
+    from memlens.errors import MemlensError
+
     store = Store(args.dir)
     out = Path(args.output) if args.output else store.new_run_path()
-    fileformat.write(result, out)
+    try:
+        fileformat.write(result, out)
+    except ValueError as exc:  # a figure the file format cannot hold
+        raise MemlensError(str(exc)) from None
+    except OSError as exc:
+        raise MemlensError(f"cannot write {out}: {exc.strerror or exc}") from None
     if not args.output:
         store.set_pointer("latest", out)
     print(f"memlens: imported {args.file} as {out}", file=sys.stderr)

@@ -34,6 +34,17 @@ Frame = tuple[str, int, str | None]
 FunctionSpan = tuple[str, int, int]
 #: Figure sums per line, function and node, laid out as memlens.model.SUMS.
 _N = len(SUMS)
+#: Largest figure or line number an import accepts (2**53): beyond it a JSON reader such as the
+#: editor's loses precision, and sums soon leave the 64 bits a run file holds.
+MAX_VALUE = 2**53
+_INT64_MAX = 2**63 - 1
+
+
+def check_value(value: int, what: str) -> int:
+    """``value`` if it is within +-MAX_VALUE, else ValueError naming ``what``."""
+    if not -MAX_VALUE <= value <= MAX_VALUE:
+        raise ValueError(f"{what} out of range ({str(value)[:30]})")
+    return value
 
 
 def is_pseudo_file(name: str) -> bool:
@@ -172,10 +183,12 @@ class RunBuilder:
         peak: int,
         live_count: int = 0,
     ) -> None:
+        for _name, line, _func in stack:
+            check_value(line, "line number")
+        values = tuple(check_value(v, "figure") for v in (alloc, count, live, live_count, peak))
         frames = [self._frame(f) for f in stack if f[1] >= 1]
         if not frames:
             return
-        values = (alloc, count, live, live_count, peak)
         parent = -1
         for file, line, func, span in frames:
             key = (parent, file, line)
@@ -241,6 +254,12 @@ class RunBuilder:
             CallNode.from_sums(i, n.parent, n.file, n.line, n.func, n.figures)
             for i, n in enumerate(self._node_rows)
         )
+        sums = [*self._incl.values(), *self._funcs.values(), *(n.figures for n in self._node_rows)]
+        totals = (peak_traced_bytes, peak_rss_bytes, *(p.rss_bytes for p in timeline))
+        if any(abs(v) > _INT64_MAX for s in sums for v in s) or any(
+            abs(v) > _INT64_MAX for v in totals
+        ):
+            raise ValueError("figures too large to record (their sums exceed 64 bits)")
         info = RunInfo(
             command=tuple(command),
             python=python,

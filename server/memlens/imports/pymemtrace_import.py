@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from memlens.errors import MemlensError, os_error_reason
-from memlens.imports._build import RunBuilder, Sources, bounded
+from memlens.imports._build import RunBuilder, Sources, bounded, check_value
+from memlens.layout import open_regular
 from memlens.model import Run, TimelinePoint, replace
 
 COLUMNS = ("Event", "dEvent", "Clock", "What", "File", "Line", "Function", "RSS", "dRSS")
@@ -58,11 +59,21 @@ def import_log(path: str, search_dirs: Sequence[str] | None = None) -> Run:
     directory, then the log's directory). Raises :class:`MemlensError` (one line) on bad input.
     """
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        # A regular file only: a FIFO or device given by mistake would block or never end.
+        with open(open_regular(path), encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError as exc:
         raise MemlensError(f"cannot read {path}: {os_error_reason(exc)}") from None
     events, complete = _parse(path, text.splitlines())
+    try:
+        return _build(path, events, complete, search_dirs)
+    except ValueError as exc:  # figures that cannot be recorded (see _build.check_value)
+        raise MemlensError(f"cannot read {path}: {exc}") from None
+
+
+def _build(
+    path: str, events: list[_Event], complete: bool, search_dirs: Sequence[str] | None
+) -> Run:
     if search_dirs is None:
         search_dirs = (os.getcwd(), os.path.dirname(os.path.abspath(path)))
     builder = RunBuilder(Sources(search_dirs))
@@ -186,16 +197,14 @@ def _parse(path: str, lines: list[str]) -> tuple[list[_Event], bool]:
                 raise bad(number, "bad clock") from None
             if not math.isfinite(clock):  # "1e999": run files hold finite numbers only
                 raise bad(number, "bad clock")
-            events.append(
-                _Event(
-                    clock,
-                    m.group(6),
-                    int(m.group(7)),
-                    m.group(8),
-                    int(m.group(9)),
-                    int(m.group(10)),
+            try:
+                line, rss, drss = (
+                    check_value(_number(m.group(i)), what)
+                    for i, what in ((7, "line number"), (9, "RSS"), (10, "dRSS"))
                 )
-            )
+            except ValueError as exc:
+                raise bad(number, str(exc)) from None
+            events.append(_Event(clock, m.group(6), line, m.group(8), rss, drss))
             continue
         if in_message:
             continue  # a message keeps its newlines: its next lines are part of it
@@ -205,6 +214,13 @@ def _parse(path: str, lines: list[str]) -> tuple[list[_Event], bool]:
     if not events:
         raise MemlensError(f"cannot read {path}: the log has no events")
     return events, ended
+
+
+def _number(digits: str) -> int:
+    """A decimal integer of the log; a number too long to be real is out of range."""
+    if len(digits.lstrip("-")) > 30:
+        raise ValueError(f"number out of range ({digits[:30]}...)")
+    return int(digits)
 
 
 def _clamp_live(run: Run) -> Run:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from memlens.errors import MemlensError, os_error_reason
 from memlens.imports._build import Frame, RunBuilder, Sources
-from memlens.layout import python_version
+from memlens.layout import open_regular, python_version
 from memlens.model import Run
 
 PICKLE_WARNING = (
@@ -40,6 +40,7 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
 
     print(PICKLE_WARNING, file=sys.stderr)
     try:
+        os.close(open_regular(path))  # not a FIFO or device: loading it would block
         snapshot = tracemalloc.Snapshot.load(path)
     except OSError as exc:
         raise MemlensError(f"cannot read {path}: {os_error_reason(exc)}") from None
@@ -69,15 +70,18 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
             f"cannot read {path}: damaged tracemalloc snapshot ({_short(exc)})"
         ) from None
     mtime = datetime.fromtimestamp(os.path.getmtime(path), timezone.utc)
-    return builder.build(
-        command=("tracemalloc", os.path.abspath(path)),
-        source="tracemalloc",
-        python=python_version(),
-        started=mtime,
-        duration_s=0.0,
-        peak_traced_bytes=total,
-        peak_rss_bytes=0,
-    )
+    try:
+        return builder.build(
+            command=("tracemalloc", os.path.abspath(path)),
+            source="tracemalloc",
+            python=python_version(),
+            started=mtime,
+            duration_s=0.0,
+            peak_traced_bytes=total,
+            peak_rss_bytes=0,
+        )
+    except ValueError as exc:  # figures that cannot be recorded (see _build.check_value)
+        raise MemlensError(f"cannot read {path}: damaged tracemalloc snapshot ({exc})") from None
 
 
 def _short(exc: BaseException) -> str:
