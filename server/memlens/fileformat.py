@@ -571,13 +571,13 @@ def _check_types(
     reals: tuple[str, ...],
     text: tuple[str, ...] = (),
 ) -> None:
-    """One query: does any row of ``table`` hold a value of the wrong type?"""
+    """One query: does any row of ``table`` hold a value of the wrong type (or a name too long)?"""
     tests = [f"typeof({c}) != 'integer'" for c in ints]
     tests += [f"typeof({c}) NOT IN ('real', 'integer')" for c in reals]
     tests += [f"typeof({c}) != 'text' OR length({c}) > {MAX_NAME_CHARS}" for c in text]
     bad = con.execute(f"SELECT 1 FROM {table} WHERE {' OR '.join(tests)} LIMIT 1").fetchone()
     if bad is not None:
-        raise RunFileError(name, f"corrupt file ({table} holds a value of the wrong type)")
+        raise RunFileError(name, f"corrupt file ({table} holds a value of the wrong type or size)")
     if reals:
         # SQLite stores NaN as NULL (refused above) but keeps infinities (9e999 is +Inf).
         infinite = " OR ".join(f"{c} IN (9e999, -9e999)" for c in reals)

@@ -268,12 +268,15 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
         (
             "UPDATE functions SET qualname = x'00'",
-            "corrupt file (functions holds a value of the wrong type)",
+            "corrupt file (functions holds a value of the wrong type or size)",
         ),
-        ("UPDATE lines SET peak_err = 'x'", "corrupt file (lines holds a value of the wrong type)"),
+        (
+            "UPDATE lines SET peak_err = 'x'",
+            "corrupt file (lines holds a value of the wrong type or size)",
+        ),
         (
             "UPDATE timeline SET rss_bytes = 1.5",
-            "corrupt file (timeline holds a value of the wrong type)",
+            "corrupt file (timeline holds a value of the wrong type or size)",
         ),
     ],
 )
