@@ -49,7 +49,7 @@ def store_signature(root: Path) -> tuple[Any, ...]:
     out: list[Any] = []
     for p in (runs, runs / "latest", runs / "baseline"):
         try:
-            st = p.stat()
+            st = p.lstat()  # a pointer that is a link is ignored, not followed (memlens.store)
             out.append((st.st_mtime_ns, st.st_size, st.st_ino))
         except OSError:
             out.append(None)
@@ -76,8 +76,9 @@ def _load(
 
 def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]:
     """The folder's new state (reusing unchanged runs) and the run files that failed."""
-    store = Store(prev.root)
     errors: list[tuple[Path, str]] = []
+    # A hostile pointer (a FIFO, a link to /dev/zero...) is ignored and reported once.
+    store = Store(prev.root, on_problem=lambda p, why: errors.append((p, f"ignoring {p}: {why}")))
     latest = store.latest()
     chosen = prev.chosen
     if chosen is not None and (prev.chosen_latest != latest or not chosen.is_file()):
