@@ -17,14 +17,13 @@ For any input, :func:`read` returns a Run or raises RunFileError, nothing else (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import sqlite3
 
 from memlens.errors import RunFileError, os_error_reason
-from memlens.layout import RUN_SUFFIX, new_temporary, open_regular
+from memlens.layout import RUN_SUFFIX, open_regular, replace_file
 from memlens.model import (
     ERRORS,
     FIGURES,
@@ -138,24 +137,16 @@ def write(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = Non
     """
     target = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-    tmp_name = new_temporary(target)
-    try:
+
+    def fill(tmp_name: str) -> None:
         try:
             _write_db(run, tmp_name, seal)
         except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
             raise OSError(_errno_of(exc), _one_line(exc), target) from exc
         except OverflowError as exc:  # an int beyond SQLite's 64 bits
             raise ValueError(f"cannot write {target}: a number is too large ({exc})") from None
-        fd = os.open(tmp_name, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+
+    replace_file(target, fill)
     return path
 
 

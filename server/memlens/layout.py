@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: Suffix of run files.
 RUN_SUFFIX = ".mlrun"
 #: The store lives in <root>/STORE_DIR/RUNS_DIR.
@@ -138,12 +142,35 @@ def open_regular(path: str, *, follow_links: bool = True) -> int:
     return fd
 
 
+def replace_file(target: str, fill: Callable[[str], object]) -> None:
+    """The one way files of the store are written: ``fill(temporary)`` writes the content to
+    a temporary beside ``target`` (:func:`new_temporary`), which is then flushed to disk and
+    renamed over ``target``. A reader sees the old file or the whole new one, never half, even
+    after a crash of the machine; on any error the temporary is removed and ``target`` is left
+    as it was.
+    """
+    tmp = new_temporary(target)
+    try:
+        fill(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        import contextlib  # only on this failure path: not worth its import cost otherwise
+
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def new_temporary(target: str) -> str:
     """Create an empty ``.<name>.<random>.tmp`` beside ``target``, mode 0666 minus the umask.
 
-    The one way files of the store are replaced: write the temporary, then rename it over the
-    target. (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it,
-    which is not safe while other threads create files.)
+    (``tempfile.mkstemp`` makes 0600 files, and reading the umask means changing it, which is
+    not safe while other threads create files.)
     """
     head, tail = os.path.split(os.path.abspath(target))
     for _ in range(100):
@@ -171,22 +198,15 @@ def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
         raise ValueError(f"{run_path} is not in {runs_dir}")  # pointers name runs of their store
     os.makedirs(runs_dir, exist_ok=True)
     value = os.path.basename(os.path.realpath(run_path))
-    target = os.path.join(runs_dir, name)
-    tmp = new_temporary(target)
-    try:
+
+    def fill(tmp: str) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, (value + "\n").encode("utf-8", "surrogateescape"))
-            os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        import contextlib  # only on this failure path: not worth its import cost otherwise
 
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_file(os.path.join(runs_dir, name), fill)
 
 
 def read_pointer(runs_dir: str, name: str) -> tuple[str | None, str | None]:

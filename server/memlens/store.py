@@ -105,7 +105,7 @@ class Store:
             return run_path
         import shutil
 
-        from memlens.layout import new_temporary
+        from memlens.layout import replace_file
 
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         target = self.runs_dir / (run_path.stem + RUN_SUFFIX)
@@ -113,13 +113,7 @@ class Store:
         while target.exists():
             n += 1
             target = self.runs_dir / f"{run_path.stem}-{n}{RUN_SUFFIX}"
-        tmp = new_temporary(str(target))
-        try:
-            shutil.copyfile(run_path, tmp)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_file(str(target), lambda tmp: shutil.copyfile(run_path, tmp))
         return target
 
     def holds(self, path: Path) -> bool:

@@ -7,6 +7,17 @@ import sys
 from pathlib import Path
 
 
+def start_memlens(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """`python -m memlens ARGS` started in the background, its output piped (text)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memlens", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def memlens(
     *args: str, cwd: Path | None = None, stdin: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,8 @@ from memlens import fileformat
 from memlens.layout import read_pointer
 from memlens.model import Run
 from memlens.store import Store
-from tests.cli.memlens_cmd import memlens
+from tests.cli.memlens_cmd import memlens, start_memlens
+from tests.cli.test_run_more_e2e import latest_run
 from tests.runs import sample_run
 
 pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
@@ -98,12 +99,6 @@ def _drive(tmp_path: Path, when: str, name: str) -> subprocess.CompletedProcess[
     )
 
 
-def _latest(cwd: Path) -> Run:
-    path = Store(cwd).latest()
-    assert path is not None
-    return fileformat.read(path)
-
-
 def _own(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if not ln.startswith("memlens:")]
 
@@ -124,7 +119,7 @@ def test_signal_while_the_run_is_written_is_recorded_then_obeyed(tmp_path: Path,
     else:
         assert _own(proc.stderr) == [] == _own(reference.stderr)
     assert "memlens: run written to" in proc.stderr
-    run = _latest(tmp_path)
+    run = latest_run(tmp_path)
     # The run is whole, and says the program did not exit by itself: as the process did not.
     assert run.info.exit_code is None
     assert run.info.complete is True
@@ -135,7 +130,7 @@ def test_signal_after_the_run_was_sealed_comes_too_late(tmp_path: Path) -> None:
     proc = _drive(tmp_path, "rename", "SIGTERM")
     # The run was sealed as the program ended (exit 0): the process ends the same way.
     assert proc.returncode == 0, proc.stderr
-    assert _latest(tmp_path).info.exit_code == 0
+    assert latest_run(tmp_path).info.exit_code == 0
 
 
 def test_sighup_during_the_program_writes_the_run_then_dies_by_it(tmp_path: Path) -> None:
@@ -154,7 +149,7 @@ def test_sighup_during_the_program_writes_the_run_then_dies_by_it(tmp_path: Path
         proc.communicate(timeout=60)
         results.append(proc.returncode)
     assert results == [-signal.SIGHUP, -signal.SIGHUP]
-    run = _latest(tmp_path)
+    run = latest_run(tmp_path)
     assert run.info.complete is False
     assert run.info.exit_code is None
     assert run.files[str(sleeper)].lines[3].live_bytes >= 5 * 1024 * 1024
@@ -191,7 +186,7 @@ def test_a_program_whose_import_fails_to_compile_still_ran(tmp_path: Path) -> No
     proc = memlens("run", "--no-report", "main.py", cwd=tmp_path)
     assert proc.returncode == 1
     assert "SyntaxError" in proc.stderr
-    run = _latest(tmp_path)
+    run = latest_run(tmp_path)
     assert run.info.exit_code == 1
     assert run.files[str(tmp_path / "main.py")].lines[1].live_bytes >= 3_000_000
 
@@ -210,13 +205,7 @@ def test_sigkill_after_4_s_leaves_latest_naming_the_incomplete_run(tmp_path: Pat
     older = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", older)
     (tmp_path / "long.py").write_text(LONG)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlens", "run", "--checkpoint-interval", "1", "long.py"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_memlens("run", "--checkpoint-interval", "1", "long.py", cwd=tmp_path)
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
     time.sleep(4)
@@ -270,24 +259,16 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
     older = fileformat.write(sample_run(), runs / "20261122-090000-1.mlrun")
     store.set_pointer("latest", older)
     out = runs / "20261122-100000-1.mlrun"  # named by hand, in the store: latest follows it
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memlens",
-            "run",
-            "--no-report",
-            "--checkpoint-interval",
-            "0.5",
-            "-o",
-            str(out),
-            "tree.py",
-            str(out),
-        ],
+    proc = start_memlens(
+        "run",
+        "--no-report",
+        "--checkpoint-interval",
+        "0.5",
+        "-o",
+        str(out),
+        "tree.py",
+        str(out),
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "done\n"
@@ -455,13 +436,7 @@ def _broken(run: Run, filename: str, seal: object = None) -> None:
 def test_checkpoint_points_latest_at_itself(tmp_path: Path) -> None:
     # Seen from the pointer file while the program still runs.
     (tmp_path / "long.py").write_text(LONG)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlens", "run", "--checkpoint-interval", "0.3", "long.py"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_memlens("run", "--checkpoint-interval", "0.3", "long.py", cwd=tmp_path)
     try:
         runs = Store(tmp_path).runs_dir
         deadline = time.monotonic() + 60
