@@ -155,6 +155,32 @@ def test_sighup_during_the_program_writes_the_run_then_dies_by_it(tmp_path: Path
     assert run.files[str(sleeper)].lines[3].live_bytes >= 5 * 1024 * 1024
 
 
+def test_hangup_of_the_terminal_the_report_goes_to(tmp_path: Path) -> None:
+    # The terminal closes (its master end goes away) and SIGHUP follows: the run is written,
+    # the report has nowhere to go (EIO), and the process still dies by SIGHUP.
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", str(SCRIPTS / "sleeper.py")],
+        cwd=tmp_path,
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(slave)
+    seen = b""
+    while b"ready" not in seen:
+        seen += os.read(master, 1024)
+    os.close(master)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGHUP, err
+    assert "Traceback" not in err
+    assert latest_run(tmp_path).info.complete is False
+
+
 @pytest.mark.parametrize("target", [("syntax_error.py",), ("-m", "badmod")])
 def test_a_program_that_does_not_compile_writes_no_run(
     tmp_path: Path, target: tuple[str, ...]

@@ -420,9 +420,10 @@ def _save_and_report(
 
             render(result, sys.stdout, by=args.by, top=top_rows(args.top))
         sys.stdout.flush()
-    except BrokenPipeError:
-        # `memlens run app.py | head`: the reader left. The exit code stays the program's, and
-        # nothing complains at exit about the unflushed rest.
+    except OSError:
+        # `memlens run app.py | head`: the reader left (BrokenPipeError); or the terminal hung
+        # up (EIO after SIGHUP). The exit code stays the program's, and nothing complains at
+        # exit about the unflushed rest.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
