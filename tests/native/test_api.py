@@ -10,8 +10,9 @@ import memlens
 from memlens import tracer
 from memlens.errors import MemlensError
 
-#: tracer.start's parameters that memlens run alone uses (its launcher, the command it ran).
-INTERNAL = {"hidden", "command"}
+#: tracer.start's parameters that memlens run alone uses (its launcher, the command it ran,
+#: pointing the store's `latest` at each checkpoint).
+INTERNAL = {"hidden", "command", "on_checkpoint"}
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])
