@@ -333,7 +333,10 @@ def test_fuzz_random_and_malformed_json_rpc(tmp_path: Path) -> None:
         )
         assert hover["result"] is not None, hover
         assert len(measured) == 2
-        assert measured[1] - measured[0] < 8 * 1024, (
+        # ~14k requests come between the two marks: the leaks this guards against (a retained
+        # future per message, 2-4 KiB each) grow RSS by 28 MiB and more; allocator noise under
+        # load has reached 8 MiB.
+        assert measured[1] - measured[0] < 16 * 1024, (
             f"RSS grew from {measured[0]} to {measured[1]} KiB"
         )
     except BaseException:
