@@ -111,6 +111,8 @@ inline void check_peak() {
 // An allocation of `bytes` (standing for `count` allocations) charged to figures `f`;
 // `total` is the running total those figures belong to.
 inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
+    int64_t& allocated = &total == &g_total ? g_alloc_bytes : g_alloc_bytes_nogil;
+    __atomic_store_n(&allocated, allocated + bytes, __ATOMIC_RELAXED);
     touch(f);
     f.alloc_bytes += bytes;
     f.alloc_count += count;

@@ -189,12 +189,13 @@ NB_MODULE(_tracer, m) {
     m.def(
         "window",
         [](bool reset) {
-            int64_t current = 0, peak = 0;
-            memlens::window(reset, &current, &peak);
-            return nb::make_tuple(current, peak);
+            int64_t current = 0, peak = 0, allocated = 0;
+            memlens::window(reset, &current, &peak, &allocated);
+            return nb::make_tuple(current, peak, allocated);
         },
         nb::arg("reset") = false,
-        "(current, peak since the last reset) traced bytes; reset=True starts a new window.");
+        "(current, peak since the last reset, allocated since start) traced bytes; reset=True "
+        "starts a new window.");
     m.def(
         "set_thread_paused",
         [](bool paused) {

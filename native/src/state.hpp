@@ -63,6 +63,10 @@ inline int64_t g_peak = 0;
 inline int64_t g_window_peak = 0;  // the largest total since window() last reset it (<= g_peak)
 inline uint64_t g_epoch = 1;
 inline uint64_t g_allocations = 0;  // allocation events seen (sampled or not; GIL events)
+// Bytes allocated so far (estimates in sampling mode): by GIL events (no lock), and by events
+// without the GIL (under g_table_lock), as the totals.
+inline int64_t g_alloc_bytes = 0;
+inline int64_t g_alloc_bytes_nogil = 0;
 inline uint64_t g_samples = 0;      // allocation events recorded
 // Stack reads (GIL events; racy counts, for benchmarks and tests): reads, and frames read.
 inline uint64_t g_stack_reads = 0;

@@ -95,6 +95,7 @@ std::string start(const Options& options) {
     g_total = g_total_nogil = g_peak = g_window_peak = 0;
     g_epoch = 1;
     g_allocations = g_samples = 0;
+    g_alloc_bytes = g_alloc_bytes_nogil = 0;
     g_stack_reads = g_frames_read = 0;
     g_duration = 0;
     g_peak_rss = 0;
@@ -211,7 +212,9 @@ void totals(int64_t* current, int64_t* peak) {
     *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
 }
 
-void window(bool reset, int64_t* current, int64_t* peak) {
+void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated) {
+    *allocated = __atomic_load_n(&g_alloc_bytes, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&g_alloc_bytes_nogil, __ATOMIC_RELAXED);
     *current = traced_total();
     *peak = __atomic_load_n(&g_window_peak, __ATOMIC_RELAXED);
     if (*peak < *current) {

@@ -64,10 +64,11 @@ void reset();
 
 // Current and peak traced bytes (racy read, for progress displays).
 void totals(int64_t* current, int64_t* peak);
-// Current traced bytes and the largest total since the window was last reset (per-test peaks:
-// the pytest plugin resets it when a test starts); `reset` starts a new window at the current
-// total. Requires the GIL (so that GIL events cannot interleave).
-void window(bool reset, int64_t* current, int64_t* peak);
+// Current traced bytes, the largest total since the window was last reset (per-test peaks:
+// the pytest plugin resets it when a test starts), and the bytes allocated since start (all
+// estimates in sampling mode); `reset` starts a new window at the current total. Requires
+// the GIL (so that GIL events cannot interleave).
+void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
 
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();

@@ -332,14 +332,15 @@ def test_checkpoints_that_cost_much_are_spaced_out(
 def test_window_peak_restarts_where_asked() -> None:
     # The running maximum behind per-test peaks: a reset starts it at the current total.
     with memlens.profile():
-        start, _ = _tracer.window(reset=True)
+        start, _, allocated = _tracer.window(reset=True)
         big = bytearray(8 * MIB)
         del big
-        _, peak = _tracer.window()
+        _, peak, allocated2 = _tracer.window()
         assert peak - start >= 8 * MIB
-        now, restarted = _tracer.window(reset=True)
+        assert allocated2 - allocated >= 8 * MIB
+        now, restarted, _ = _tracer.window(reset=True)
         small = bytearray(1 * MIB)
-        _, peak2 = _tracer.window()
+        _, peak2, _ = _tracer.window()
         del small
         assert 1 * MIB <= peak2 - now < 2 * MIB
         assert restarted >= now
