@@ -61,7 +61,7 @@ def trigger_run(path: Path) -> Path:
     con.executescript(
         """
         CREATE TRIGGER t AFTER INSERT ON lines BEGIN DELETE FROM lines; END;
-        CREATE INDEX i ON nodes (abs(alloc_bytes));
+        CREATE INDEX i ON functions (abs(alloc_bytes));
         """
     )
     con.close()

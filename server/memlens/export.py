@@ -1,20 +1,25 @@
 """The JSON export of a run (``memlens export``): a stable, documented shape. Stdlib only.
 
 The keys named in docs/file-format.md ("Export") are a contract: they are never renamed or
-removed within format version 1; new keys may be added.
+removed within export version 1 (:data:`EXPORT_VERSION`, the shape of this JSON, not the run
+file's format version); new keys may be added.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from memlens.fileformat import FORMAT_VERSION, MAGIC
-from memlens.model import ERRORS, FIGURES, FunctionStats, LineStats, Run, RunInfo
+from memlens.fileformat import MAGIC
+from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
+
+#: The version of the export's shape (keys are only ever added within a version).
+EXPORT_VERSION = 1
 
 
 def line_figures(stats: LineStats, mode: str) -> dict[str, int | float]:
-    """One line's figures under the export's names; the error estimates in sampling mode."""
-    out: dict[str, int | float] = {f: getattr(stats, f) for f in FIGURES}
+    """One line's figures under the export's names (with the native part of the self figures:
+    what C libraries allocated themselves); the error estimates in sampling mode."""
+    out: dict[str, int | float] = {f: getattr(stats, f) for f in (*FIGURES, *NATIVE)}
     if mode == "sampling":
         out.update((e, getattr(stats, e)) for e in ERRORS)
     return out
@@ -60,7 +65,7 @@ def to_json_dict(run: Run) -> dict[str, Any]:
     info = run.info
     return {
         "format": MAGIC,
-        "version": FORMAT_VERSION,
+        "version": EXPORT_VERSION,
         "run": run_header(info),
         "files": {
             path: {

@@ -33,6 +33,10 @@ FIGURES: tuple[str, ...] = (
     "incl_peak_bytes",
 )
 
+#: The part of a line's self alloc, live and peak bytes that C libraries allocated themselves
+#: (malloc & co., anonymous mmap; see docs/how-it-works.md): already included in the figures.
+NATIVE: tuple[str, ...] = ("native_alloc_bytes", "native_live_bytes", "native_peak_bytes")
+
 #: Names of the error estimates (one standard error, in bytes) kept beside the figures.
 #: They are 0 in exact mode.
 ERRORS: tuple[str, ...] = ("alloc_err", "live_err", "peak_err")
@@ -89,9 +93,10 @@ def replace(value: _V, **changes: Any) -> _V:
 
 
 class LineStats(_Value):
-    """Figures recorded for one source line (self and inclusive of callees)."""
+    """Figures recorded for one source line (self and inclusive of callees), with the native
+    part of the self figures."""
 
-    __slots__ = (*FIGURES, *ERRORS)
+    __slots__ = (*FIGURES, *NATIVE, *ERRORS)
     alloc_bytes: int
     alloc_count: int
     live_bytes: int
@@ -100,6 +105,9 @@ class LineStats(_Value):
     incl_alloc_bytes: int
     incl_live_bytes: int
     incl_peak_bytes: int
+    native_alloc_bytes: int
+    native_live_bytes: int
+    native_peak_bytes: int
     alloc_err: float
     live_err: float
     peak_err: float
@@ -114,6 +122,9 @@ class LineStats(_Value):
         incl_alloc_bytes: int = 0,
         incl_live_bytes: int = 0,
         incl_peak_bytes: int = 0,
+        native_alloc_bytes: int = 0,
+        native_live_bytes: int = 0,
+        native_peak_bytes: int = 0,
         alloc_err: float = 0.0,
         live_err: float = 0.0,
         peak_err: float = 0.0,
@@ -126,6 +137,9 @@ class LineStats(_Value):
         _set(self, "incl_alloc_bytes", incl_alloc_bytes)
         _set(self, "incl_live_bytes", incl_live_bytes)
         _set(self, "incl_peak_bytes", incl_peak_bytes)
+        _set(self, "native_alloc_bytes", native_alloc_bytes)
+        _set(self, "native_live_bytes", native_live_bytes)
+        _set(self, "native_peak_bytes", native_peak_bytes)
         _set(self, "alloc_err", alloc_err)
         _set(self, "live_err", live_err)
         _set(self, "peak_err", peak_err)
@@ -136,13 +150,14 @@ class LineStats(_Value):
         own: Sequence[int],
         incl: Sequence[int],
         variances: Sequence[float] = (0.0, 0.0, 0.0),
+        native: Sequence[int] = (0, 0, 0, 0, 0),
     ) -> LineStats:
-        """From self and inclusive sums laid out as :data:`SUMS`, and the variances of the
-        alloc, live and peak estimates (sampling mode; their square roots are the errors)."""
+        """From self, inclusive and native sums laid out as :data:`SUMS`, and the variances of
+        the alloc, live and peak estimates (sampling mode; their square roots are the errors)."""
         alloc_var, live_var, peak_var = (math.sqrt(max(v, 0.0)) for v in variances)
         return cls(
             own[0], own[1], own[2], own[3], own[4], incl[0], incl[2], incl[4],
-            alloc_var, live_var, peak_var,
+            native[0], native[2], native[4], alloc_var, live_var, peak_var,
         )  # fmt: skip
 
     def figure(self, name: str) -> int:

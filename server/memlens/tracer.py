@@ -467,29 +467,39 @@ def _build_run(
     )
 
     flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
-    files: dict[str, int] = {}  # real path -> file id
+    codes = snap.codes
+    charged = [flt.realpath(c[0]) if flt.passes(c[0]) else None for c in codes]
+    # File ids in path order, the order of run.files: the call tree's file column is then
+    # written as it is (no pass over its nodes).
+    files = {path: fid for fid, path in enumerate(sorted({p for p in charged if p is not None}))}
     functions: dict[tuple[int, str, int, int], int] = {}  # (file id, qualname, first, last)
     file_of = array("i")
     function_of = array("i")
-    for filename, qualname, first, last in snap.codes:
-        if not flt.passes(filename):
+    for (_filename, qualname, first, last), path in zip(codes, charged, strict=True):
+        if path is None:
             file_of.append(-1)
             function_of.append(-1)
             continue
-        fid = files.setdefault(flt.realpath(filename), len(files))
+        fid = files[path]
         file_of.append(fid)
         function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
     built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
     paths = list(files)
 
-    sites, incl = built["sites"], built["sites_incl"]
+    sites, incl, native = built["sites"], built["sites_incl"], built["sites_native"]
     self_sums = [sites[k] for k in SUMS]
     incl_sums = [incl[k] for k in SUMS]
+    native_sums = [native[k] for k in SUMS]
     variances = [sites[k] for k in ("alloc_var", "live_var", "peak_var") if k in sites]
     per_file_lines: dict[int, dict[int, LineStats]] = {}
     for i, (fid, line) in enumerate(zip(sites["file"], sites["line"], strict=True)):
         var = [v[i] for v in variances] if variances else (0.0, 0.0, 0.0)
-        stats = LineStats.from_sums([c[i] for c in self_sums], [c[i] for c in incl_sums], var)
+        stats = LineStats.from_sums(
+            [c[i] for c in self_sums],
+            [c[i] for c in incl_sums],
+            var,
+            [c[i] for c in native_sums],
+        )
         if not stats.is_empty():
             per_file_lines.setdefault(fid, {})[line] = stats
     fn_sums = [built["functions"][k] for k in SUMS]
@@ -501,9 +511,8 @@ def _build_run(
                 FunctionStats.from_sums(qualname, first, last, sums)
             )
     tree = built["tree"]
-    used = set(tree["file"]) | set(per_file_lines) | set(per_file_funcs)
     run_files: dict[str, SourceFile] = {}
-    for fid in sorted(used, key=lambda f: paths[f]):
+    for fid in range(len(paths)):  # (every charged file has nodes: it was on a stack)
         path = paths[fid]
         sha, text = _read_source(path)
         run_files[path] = SourceFile(

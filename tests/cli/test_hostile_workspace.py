@@ -143,7 +143,7 @@ def test_bomb_runs_give_one_line_errors(tmp_path: Path) -> None:
         # SQLite's own length limit stops it while reading the schema (Python 3.11+); without
         # setlimit the schema check does, as for the small one.
         "default": "corrupt",
-        "small-default": "unexpected schema: table files is not as format version 1 defines it",
+        "small-default": "unexpected schema: table files is not as format version 2 defines it",
         "trigger": "unexpected schema: trigger t",
     }
     for kind, path in bombs.items():

@@ -7,7 +7,7 @@ import os
 
 from memlens import profile
 from memlens.export import to_json_dict
-from memlens.model import FIGURES
+from memlens.model import FIGURES, NATIVE
 from tests.runs import MIB, sample_run
 
 RUN_KEYS = {
@@ -55,9 +55,13 @@ def test_export_shape_is_exactly_the_documented_one() -> None:
         "incl_alloc_bytes": 40 * MIB,
         "incl_live_bytes": 30 * MIB,
         "incl_peak_bytes": 40 * MIB,
+        "native_alloc_bytes": 0,
+        "native_live_bytes": 0,
+        "native_peak_bytes": 0,
     }
-    # Exact runs carry exactly the eight figures per line, in the documented order.
-    assert list(f["lines"]["6"]) == list(FIGURES)
+    # Exact runs carry exactly the eight figures per line, in the documented order, and the
+    # native part of the self figures.
+    assert list(f["lines"]["6"]) == [*FIGURES, *NATIVE]
     # It is JSON (strictly: no NaN) and survives a round trip unchanged.
     assert json.loads(json.dumps(doc, allow_nan=False)) == doc
 
@@ -95,7 +99,7 @@ def test_export_of_sampling_runs_carries_errors() -> None:
     assert doc["run"]["mode"] == "sampling"
     assert doc["run"]["sample_interval_bytes"] == 65536
     line = doc["files"]["/work/app.py"]["lines"]["4"]
-    assert set(line) == set(FIGURES) | {"alloc_err", "live_err", "peak_err"}
+    assert set(line) == set(FIGURES) | set(NATIVE) | {"alloc_err", "live_err", "peak_err"}
 
 
 def _work() -> list[bytes]:
@@ -112,8 +116,9 @@ def test_export_of_a_real_run() -> None:
     assert doc["run"]["peak_traced_bytes"] >= 1 << 20
     line = str(_work.__code__.co_firstlineno + 1)
     stats = doc["files"][here]["lines"][line]
-    assert set(stats) == set(FIGURES)
+    assert set(stats) == set(FIGURES) | set(NATIVE)
     assert all(isinstance(v, int) for v in stats.values())
+    assert stats["native_live_bytes"] == 0  # bytes objects are Python's
     assert 1 << 20 <= stats["live_bytes"] < (1 << 20) + 4096
     assert stats["alloc_count"] >= 4
     assert keep

@@ -177,6 +177,28 @@ def test_golden_v1_file() -> None:
     assert fileformat.read_info(GOLDEN) == run.info
 
 
+GOLDEN_V2 = GOLDEN.parent / "v2.mlrun"
+GOLDEN_V2_SHA256 = "a3c2a8f5a6fb7afb1888d21643d62b14a35fd2cd46b473cd82e10ab0f734881d"
+
+
+def test_golden_v2_file() -> None:
+    # Written once by tests/data/formats/make_v2.py with format version 2. Never regenerate.
+    from tests.data.formats.make_v2 import golden_v2_run
+
+    assert hashlib.sha256(GOLDEN_V2.read_bytes()).hexdigest() == GOLDEN_V2_SHA256
+    run = fileformat.read(GOLDEN_V2)
+    assert run == golden_v2_run()
+    # Spelled out where version 2 differs from version 1: native figures, the columnar tree.
+    db = run.files["/work/db.py"].lines[4]
+    assert (db.native_alloc_bytes, db.native_live_bytes, db.native_peak_bytes) == (16 * MIB,) * 3
+    assert [(n.id, n.parent, n.file, n.line, n.function, n.alloc_bytes) for n in run.call_tree] == [
+        (0, -1, "/work/app.py", 7, "<module>", 0),
+        (1, 0, "/work/app.py", 4, "main", 1024),
+        (2, 1, "/work/db.py", 4, "load", 24 * MIB),
+    ]
+    assert fileformat.read_info(GOLDEN_V2) == run.info
+
+
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
@@ -231,9 +253,9 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
-    _edit(path, "UPDATE meta SET value = '2' WHERE key = 'version'")
+    _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
-    reason = "format version 2 is newer than this memlens understands (1); upgrade memlens"
+    reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
         fileformat.read_info(path)
@@ -248,7 +270,10 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("UPDATE meta SET value = '{\"python\": \"3\"}' WHERE key = 'run'", "run header lacks"),
         ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
         ("UPDATE lines SET file_id = 77", "corrupt file (lines names unknown file id 77)"),
-        ("UPDATE files SET text = x'00ff'", "bad file table"),
+        (
+            "UPDATE files SET text = x'00ff'",
+            "corrupt file (files holds a value of the wrong type or size)",
+        ),
         ("DROP TABLE meta", "not a memlens run file (no meta table)"),
         ("DELETE FROM meta WHERE key = 'run'", "no run header"),
         ("DELETE FROM meta WHERE key = 'version'", "bad format version"),
@@ -258,13 +283,24 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("DROP TABLE files", "corrupt file (no files table)"),
         ("DROP TABLE lines", "corrupt file (no lines table)"),
         ("DROP TABLE functions", "corrupt file (no functions table)"),
-        ("DROP TABLE nodes", "corrupt file (no nodes table)"),
+        ("DROP TABLE tree", "corrupt file (no tree table)"),
+        ("DROP TABLE tree_names", "corrupt file (no tree_names table)"),
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
         (
             "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
-            "corrupt file (unexpected schema: table timeline is not as format version 1 defines it)",
+            "corrupt file (unexpected schema: table timeline is not as format version 2 defines it)",
         ),
-        ("UPDATE nodes SET file_id = 9", "corrupt file (nodes names unknown file id 9)"),
+        (
+            "UPDATE tree SET data = x'00' WHERE column = 'parent'",
+            "corrupt file (tree column parent is cut short)",
+        ),
+        ("DELETE FROM tree WHERE column = 'line'", "corrupt file (tree lacks a column)"),
+        (
+            "UPDATE tree SET part = 1 WHERE column = 'line'",
+            "corrupt file (tree holds an unknown or misplaced part)",
+        ),
+        ("DELETE FROM tree_names", "corrupt file (tree names an unknown function)"),
+        ("UPDATE tree SET data = 'text' WHERE column = 'line'", "corrupt file (tree holds a value"),
         ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
         (
             "UPDATE functions SET qualname = x'00'",
@@ -356,15 +392,41 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     _bad(fifo, "not a regular file")
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("file", 255, "corrupt file (tree names an unknown file)"),
+        ("file", -1, "corrupt file (tree names an unknown file)"),
+        ("function", 99, "corrupt file (tree names an unknown function)"),
+        ("parent", 5, "corrupt file (a tree node comes before its parent)"),
+        ("parent", -2, "corrupt file (a tree node comes before its parent)"),
+    ],
+)
+def test_damaged_call_tree(tmp_path: Path, column: str, value: int, reason: str) -> None:
+    # The first node's value in one column of the call tree, replaced (before the digest is
+    # checked: the structural checks name the damage).
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    (data,) = con.execute(
+        "SELECT data FROM tree WHERE column = ? AND part = 0", (column,)
+    ).fetchone()
+    data = value.to_bytes(4, "little", signed=True) + data[4:]
+    con.execute("UPDATE tree SET data = ? WHERE column = ? AND part = 0", (data, column))
+    con.commit()
+    con.close()
+    _bad(path, reason)
+
+
 def test_read_info_reads_the_header_and_checks_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
     assert fileformat.read_info(path) == sample_run().info
-    _edit(path, "DROP TABLE nodes")
+    _edit(path, "DROP TABLE tree")
     # A listing does not read the rows, but it does not call a file fine that read() refuses.
-    with pytest.raises(RunFileError, match=r"corrupt file \(no nodes table\)$"):
+    with pytest.raises(RunFileError, match=r"corrupt file \(no tree table\)$"):
         fileformat.read_info(path)
-    _bad(path, "no nodes table")
+    _bad(path, "no tree table")
 
 
 def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
@@ -385,7 +447,7 @@ def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
     con.close()
     assert rows["format"] == "memlens-run"
-    assert rows["version"] == "1"
+    assert rows["version"] == "2"
     assert json.loads(rows["run"])["command"] == ["python", "app.py"]
 
 

@@ -24,13 +24,16 @@ from tests.runs import sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
-#: The digest as docs/file-format.md spells it, written independently of the reader's code.
+#: The digest as docs/file-format.md spells it (version 2), written independently of the
+#: reader's code: tables in this order, meta last; a BLOB as the hex SHA-256 of its bytes.
 _SPEC = (
-    ("meta", "key, value", "key"),
     ("files", "id, path, sha256, text", "id"),
     (
         "lines",
-        "file_id, line, " + ", ".join(FIGURES) + ", alloc_err, live_err, peak_err",
+        "file_id, line, "
+        + ", ".join(FIGURES)
+        + ", native_alloc_bytes, native_live_bytes, native_peak_bytes"
+        + ", alloc_err, live_err, peak_err",
         "file_id, line",
     ),
     (
@@ -40,12 +43,10 @@ _SPEC = (
         ),
         "rowid",
     ),
-    (
-        "nodes",
-        "id, parent, file_id, line, function, alloc_bytes, alloc_count, live_bytes, peak_bytes",
-        "id",
-    ),
+    ("tree", "column, part, data", "column, part"),
+    ("tree_names", "id, name", "id"),
     ("timeline", "t, traced_bytes, rss_bytes", "rowid"),
+    ("meta", "key, value", "key"),
 )
 
 
@@ -55,7 +56,8 @@ def _spec_digest(path: Path) -> str:
     for table, columns, order in _SPEC:
         where = " WHERE key != 'content_sha256'" if table == "meta" else ""
         rows = [
-            list(r) for r in con.execute(f"SELECT {columns} FROM {table}{where} ORDER BY {order}")
+            [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r]
+            for r in con.execute(f"SELECT {columns} FROM {table}{where} ORDER BY {order}")
         ]
         h.update(f"{table}\n".encode())
         h.update(json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
@@ -95,7 +97,8 @@ def test_golden_file_without_digest_still_reads() -> None:
     [
         "UPDATE lines SET peak_bytes = peak_bytes + 1 WHERE line = (SELECT min(line) FROM lines)",
         "UPDATE files SET text = text || ' '",
-        "UPDATE nodes SET parent = -1",
+        "UPDATE tree SET data = zeroblob(length(data)) WHERE column = 'alloc_bytes'",
+        "UPDATE tree_names SET name = 'renamed'",
         "UPDATE timeline SET rss_bytes = 0",
         "UPDATE functions SET qualname = 'renamed'",
         "DELETE FROM timeline",
@@ -122,10 +125,13 @@ def test_header_only_reads_skip_the_digest(tmp_path: Path) -> None:
         fileformat.read(path)
 
 
-def test_without_the_digest_row_the_file_reads_as_it_is(tmp_path: Path) -> None:
+def test_version_2_files_need_their_digest(tmp_path: Path) -> None:
+    # Version 1 files written before the digest existed read without one (the golden file);
+    # every version-2 writer writes it, so its absence is damage.
     path = fileformat.write(sample_run(), tmp_path / "r.mlrun")
     _sql(path, "DELETE FROM meta WHERE key = 'content_sha256'")
-    assert fileformat.read(path) == sample_run()
+    with pytest.raises(RunFileError, match=r"corrupt file \(no content checksum\)$"):
+        fileformat.read(path)
 
 
 @pytest.fixture(scope="module")

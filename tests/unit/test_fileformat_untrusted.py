@@ -49,7 +49,7 @@ def test_default_bombs(tmp_path: Path) -> None:
     big = default_bomb(tmp_path / "big.mlrun")
     _refused(big, "corrupt")
     small = default_bomb(tmp_path / "small.mlrun", rows=20, default_bytes=1000)
-    _refused(small, "table files is not as format version 1 defines it")
+    _refused(small, "table files is not as format version 2 defines it")
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_default_bombs(tmp_path: Path) -> None:
     [
         ("CREATE VIEW extra AS SELECT 1", "unexpected schema: view extra"),
         ("CREATE TABLE extra (x)", "unexpected schema: table extra"),
-        ("CREATE INDEX i ON nodes (abs(alloc_bytes))", "unexpected schema: index i"),
+        ("CREATE INDEX i ON functions (abs(alloc_bytes))", "unexpected schema: index i"),
         ("CREATE INDEX j ON lines (line) WHERE peak_bytes > 0", "unexpected schema: index j"),
         (
             "CREATE TRIGGER t BEFORE DELETE ON meta BEGIN SELECT 1; END",
@@ -65,8 +65,8 @@ def test_default_bombs(tmp_path: Path) -> None:
         ),
         ("ALTER TABLE timeline ADD COLUMN extra INTEGER", "table timeline is not as"),
         (
-            "ALTER TABLE nodes ADD COLUMN g INTEGER GENERATED ALWAYS AS (alloc_bytes * 2)",
-            "table nodes is not as",
+            "ALTER TABLE functions ADD COLUMN g INTEGER GENERATED ALWAYS AS (alloc_bytes * 2)",
+            "table functions is not as",
         ),
     ],
 )
@@ -81,10 +81,10 @@ def test_trigger_and_expression_index(tmp_path: Path) -> None:
 def test_newer_version_is_asked_to_upgrade_before_the_schema_is_checked(tmp_path: Path) -> None:
     path = _altered(
         tmp_path,
-        "UPDATE meta SET value = '2' WHERE key = 'version'",
+        "UPDATE meta SET value = '3' WHERE key = 'version'",
         "CREATE VIEW newer AS SELECT 1",
     )
-    _refused(path, "format version 2 is newer than this memlens understands (1); upgrade memlens")
+    _refused(path, "format version 3 is newer than this memlens understands (2); upgrade memlens")
 
 
 def test_meta_itself_must_be_the_writers(tmp_path: Path) -> None:
@@ -95,16 +95,23 @@ def test_meta_itself_must_be_the_writers(tmp_path: Path) -> None:
         "INSERT INTO meta SELECT * FROM old",
         "DROP TABLE old",
     )
-    _refused(path, "unexpected schema: table meta is not as format version 1 defines it")
+    _refused(path, "unexpected schema: table meta is not as format version 2 defines it")
 
 
 def test_row_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = fileformat.write(sample_run(), tmp_path / "r.mlrun")
-    monkeypatch.setitem(fileformat.MAX_ROWS, "nodes", 1)
-    _refused(path, "too large to read (nodes holds more than 1 rows)", info_too=False)
+    nodes = len(sample_run().call_tree)
+    monkeypatch.setitem(fileformat.MAX_ROWS, "nodes", nodes - 1)
+    _refused(
+        path,
+        f"too large to read (the call tree holds more than {nodes - 1} nodes)",
+        info_too=False,
+    )
     fileformat.read_info(path)  # a listing reads no node
-    monkeypatch.setitem(fileformat.MAX_ROWS, "nodes", 2)
+    monkeypatch.setitem(fileformat.MAX_ROWS, "nodes", nodes)
     assert fileformat.read(path) == sample_run()  # the limit itself is allowed
+    monkeypatch.setitem(fileformat.MAX_ROWS, "timeline", 0)
+    _refused(path, "too large to read (timeline holds more than 0 rows)", info_too=False)
 
 
 def test_meta_limits(tmp_path: Path) -> None:
