@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = sorted(p.stem for p in (HERE / "workloads").glob("*.py") if not p.stem.startswith("_"))
 
 
-CONFIGS = ("tracemalloc", "memray", "memlens-exact", "memlens-sample")
+CONFIGS = ("tracemalloc", "memray", "memlens-exact", "memlens-sample", "memlens-exact-no-native")
 
 
 def configs(tmp: str, py: str = sys.executable) -> dict[str, list[str]]:
@@ -55,6 +55,8 @@ def configs(tmp: str, py: str = sys.executable) -> dict[str, list[str]]:
         "memray": [py, "-m", "memray", "run", "--trace-python-allocators", "-q", "-f", "-o"],
         "memlens-exact": [*memlens, "--exact"],
         "memlens-sample": [*memlens, "--sample", "128KiB"],
+        # What tracing C libraries' allocations adds (run only when asked for, with --configs).
+        "memlens-exact-no-native": [*memlens, "--exact", "--no-native"],
     }
     cfgs["memray"].append(os.path.join(tmp, "bench.memray"))
     has_memray = (
@@ -146,10 +148,11 @@ def main() -> int:
         return instructions(names, args.json)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        default = [c for c in CONFIGS if c != "memlens-exact-no-native"]
         cfgs = {
             k: v
             for k, v in configs(tmp, args.python).items()
-            if k == "plain" or k in (args.configs or [k])
+            if k == "plain" or k in (args.configs or default)
         }
         if "memray" not in cfgs and (args.configs is None or "memray" in args.configs):
             print("(memray is not installed in that interpreter: pip install -e .[bench])")

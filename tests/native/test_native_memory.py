@@ -204,3 +204,38 @@ def test_numpy_and_blas_threads(tmp_path: Path) -> None:
     stats = line(run, path, "matmul")
     assert stats.live_bytes >= 700 * 700 * 8  # the result (numpy's handler)
     assert float(out[0][0, 0]) == 700.0
+
+
+def test_memlens_run_no_native_option(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(CTYPES) + "\nwork()\n")
+    for flag, expect_native in (([], True), (["--no-native"], False)):
+        out = tmp_path / f"run{len(flag)}.mlrun"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memlens",
+                "run",
+                "--no-report",
+                "-o",
+                str(out),
+                *flag,
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        from memlens import fileformat
+
+        run = fileformat.read(out)
+        kept = line(run, str(script), "malloc")
+        if expect_native:
+            assert kept.native_live_bytes >= 10 * MB
+            assert kept.live_bytes >= kept.native_live_bytes
+        else:
+            assert kept.native_live_bytes == 0
+            assert kept.live_bytes < 1 * MB

@@ -93,6 +93,14 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         },
     ),
     (
+        ("--no-native",),
+        {
+            "action": "store_true",
+            "help": "leave out what C libraries allocate themselves (malloc & co., anonymous "
+            "mmap: SQLite, BLAS, libxml2...); counted by default, charged to the calling line",
+        },
+    ),
+    (
         ("--no-report",),
         {
             "action": "store_true",
@@ -319,6 +327,7 @@ def run(args: Namespace) -> int:
         include=args.include,
         exclude=args.exclude,
         libraries=args.libraries,
+        native=not args.no_native,
         hidden=[sys.argv[0]],  # the `memlens` console script that started us
         timeline_interval_ms=args.timeline_interval,
         checkpoint=out_path if args.checkpoint_interval > 0 else None,
