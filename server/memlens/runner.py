@@ -238,6 +238,13 @@ def _join_threads() -> None:
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:
         return
+    import _thread
+
+    main = getattr(threading, "main_thread", None)
+    if main is None or main().ident != _thread.get_ident():
+        # threading was first imported in another thread, which it then takes for the main
+        # one: its _shutdown would wait for that thread. Leave the joining to the interpreter.
+        return
     import contextlib
 
     # Ctrl-C while waiting for threads: Python then ends without waiting any longer.

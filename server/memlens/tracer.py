@@ -368,13 +368,15 @@ class Profile:
 
 
 def _library_dirs() -> tuple[str, ...]:
-    """Directories of the standard library and installed packages."""
-    import site
-    import sysconfig
+    """Directories of the standard library and installed packages.
 
-    dirs = {
-        sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
-    }
+    Not from sysconfig: on 3.12 it imports threading, and run building may happen in the
+    checkpoint thread, where importing threading first would make that thread the program's
+    "main thread" (threading.main_thread()) and hang the interpreter's exit.
+    """
+    import site
+
+    dirs = {os.path.dirname(os.__file__)}  # the standard library (lib-dynload is below it)
     dirs.update(getattr(site, "getsitepackages", list)())
     user = getattr(site, "getusersitepackages", lambda: "")()
     dirs.add(user if isinstance(user, str) else "")

@@ -478,3 +478,39 @@ def test_checkpoint_points_latest_at_itself(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM
+
+
+def test_checkpoints_never_become_the_programs_main_thread(tmp_path: Path) -> None:
+    # Checkpoints run in memlens's own thread. If anything they import imported threading
+    # first (3.12's sysconfig does), threading would take that thread for the main one: the
+    # program would see the wrong main thread, and the interpreter would wait for it at exit.
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import time\n"
+        "end = time.monotonic() + 1.5\n"
+        "keep = []\n"
+        "while time.monotonic() < end:\n"
+        "    keep.append(bytearray(1000))\n"
+        "import threading\n"
+        "print(threading.current_thread() is threading.main_thread())\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memlens",
+            "run",
+            "--no-report",
+            "--checkpoint-interval",
+            "0.2",
+            "-o",
+            str(tmp_path / "r.mlrun"),
+            str(script),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "True\n"
