@@ -506,7 +506,7 @@ def test_checkpoints_never_become_the_programs_main_thread(tmp_path: Path) -> No
             "-o",
             str(tmp_path / "r.mlrun"),
             str(script),
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=60,
