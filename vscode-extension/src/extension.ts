@@ -4,19 +4,21 @@
 import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
-import { ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
-import { pickRun, runFile, ServerLink, showSummary, splitArgs, toggleSetting } from './common/commands';
+import { DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
+import { pickRun, runSpec, ServerLink, showSummary, splitArgs } from './common/commands';
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
+import { applyUi, toggleUi, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
 
 const PYTHON_EXTENSION = 'ms-python.python';
 
 let client: LanguageClient | undefined;
+let interpreterPath: string | undefined;
 let lastState: RunLoaded | undefined;
 let pythonEnvWatch: vscode.Disposable | undefined;
 
@@ -76,6 +78,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       pythonExtension: async () => interpreterFromPythonApi(await pythonApi(() => restart()), folder),
       isTrusted: () => vscode.workspace.isTrusted,
     });
+    interpreterPath = interpreter.path;
     output.info(`starting the server: ${interpreter.path} -m memlens lsp (interpreter from ${interpreter.source})`);
     const cwd = context.globalStorageUri.fsPath;
     await vscode.workspace.fs.createDirectory(context.globalStorageUri);
@@ -113,7 +116,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       });
       return;
     }
-    const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output, cwd);
+    const settings = applyUi(readSettings(vscodeApi.getSetting), context.workspaceState);
+    const next = createClient(interpreter.path, settings, output, cwd, context.workspaceState);
     next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
       lastState = params;
       refreshStatus();
@@ -129,21 +133,43 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   restart = debounce(() => void start(), 500);
 
-  const runWithProgress = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
-    await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: 'memlens', cancellable: true },
-      async (progress, token) => {
-        progress.report({ message: `profiling ${uri ? vscode.workspace.asRelativePath(uri) : ''}…` });
-        const cancellable: ServerLink = { execute: (command, cmdArgs) => send(command, cmdArgs, token) };
-        try {
-          await runFile(vscodeApi, cancellable, uri?.toString(), args);
-        } catch (err) {
-          if (!token.isCancellationRequested) {
-            void vscodeApi.showError(`memlens: ${err instanceof Error ? err.message : String(err)}`);
-          }
-        }
-      },
+  // The program runs in a terminal (a task): its output is visible, input and colours work,
+  // Ctrl+C stops it (the run is still written). The server's watcher loads the new run.
+  const runInTerminal = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
+    const folder = uri ? vscode.workspace.getWorkspaceFolder(uri) : undefined;
+    const spec = runSpec(
+      vscodeApi,
+      interpreterPath,
+      uri?.fsPath,
+      folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined,
+      args,
     );
+    if (!spec || !uri || !folder) {
+      return;
+    }
+    const execution = new vscode.ProcessExecution(spec.command, spec.args, { cwd: spec.cwd });
+    const name = `memlens run ${vscode.workspace.asRelativePath(uri, false)}`;
+    const task = new vscode.Task({ type: 'memlens' }, folder, name, 'memlens', execution, []);
+    task.presentationOptions = { reveal: vscode.TaskRevealKind.Always, focus: true, panel: vscode.TaskPanelKind.Dedicated, clear: true };
+    const running = await vscode.tasks.executeTask(task);
+    const code = await new Promise<number | undefined>((resolve) => {
+      const sub = vscode.tasks.onDidEndTaskProcess((e) => {
+        if (e.execution === running) {
+          sub.dispose();
+          resolve(e.exitCode);
+        }
+      });
+    });
+    if (code !== undefined && code !== 0) {
+      void vscodeApi.showInfo(`memlens: the program exited with code ${code}; its run is shown.`);
+    }
+  };
+  // A UI toggle: kept in the workspace state; the server re-reads its settings.
+  const toggle = async (key: UiToggle, fallback: boolean): Promise<void> => {
+    await toggleUi(context.workspaceState, key, vscodeApi.getSetting<boolean>(key, fallback));
+    if (client && client.state === State.Running) {
+      await client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
+    }
   };
   const guarded =
     <A extends unknown[]>(fn: (...args: A) => Promise<unknown>) =>
@@ -157,13 +183,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     vscode.commands.registerCommand('memlens.runCurrentFile', (uri?: vscode.Uri) =>
-      runWithProgress(uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile(), []),
+      runInTerminal(uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile(), []),
     ),
     vscode.commands.registerCommand('memlens.runFileWithArgs', async (uri?: vscode.Uri) => {
       const target = uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile();
       const line = await vscodeApi.showInputBox('Arguments for the program (shell-style quoting)');
       if (line !== undefined) {
-        await runWithProgress(target, splitArgs(line));
+        await runInTerminal(target, splitArgs(line));
       }
     }),
     vscode.commands.registerCommand(
@@ -176,11 +202,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand(
       'memlens.compareWithBaseline',
-      guarded(() => toggleSetting(vscodeApi, 'compareWithBaseline', false)),
+      guarded(() => toggle('compareWithBaseline', false)),
     ),
     vscode.commands.registerCommand(
       'memlens.toggleAnnotations',
-      guarded(() => toggleSetting(vscodeApi, 'inlayHints.enabled', true)),
+      guarded(() => toggle('inlayHints.enabled', true)),
     ),
     vscode.commands.registerCommand(
       'memlens.showRunSummary',

@@ -6,8 +6,8 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
 from memlens_server.staleness import buffer_lines
+from memlens_server.state import MemlensServer
 
 OPTIONS = convert.CODE_LENS_OPTIONS
 

@@ -31,7 +31,7 @@ from memlens_server import convert, protocol, views
 from memlens_server.background import in_thread
 from memlens_server.features import runs
 from memlens_server.index import FolderState, canonical
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 #: Seconds between SIGINT and kill when a run is cancelled.
 CANCEL_GRACE_S = 5.0

@@ -13,7 +13,7 @@ import asyncio
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 
 async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list[lsp.Diagnostic]]:

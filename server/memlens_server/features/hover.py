@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 
 async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:

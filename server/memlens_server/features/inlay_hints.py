@@ -13,7 +13,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 OPTIONS = convert.INLAY_HINT_OPTIONS
 

@@ -32,8 +32,9 @@ from memlens.errors import RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, settings, views
 from memlens_server.background import in_thread
+from memlens_server.features import diagnostics
 from memlens_server.index import FolderState, Index, RunData
-from memlens_server.server import ClientFeatures, MemlensServer
+from memlens_server.state import ClientFeatures, MemlensServer
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
@@ -163,8 +164,6 @@ async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> b
     ls.index = ls.index.replace_folder(new)
     ls.mappings.clear()
     ls.hint_cache.clear()
-    from memlens_server.features import diagnostics
-
     diagnostics.publish_all(ls)
     notify_loaded(ls, new)
     # Not awaited: a slow or silent client must not hold up the next reload.
@@ -293,8 +292,6 @@ async def did_change_configuration(
     else:
         return
     if changed:
-        from memlens_server.features import diagnostics
-
         diagnostics.publish_all(ls)
         await refresh(ls)
 

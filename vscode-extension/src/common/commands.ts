@@ -10,34 +10,42 @@ export interface ServerLink {
   execute(command: string, args: unknown[]): Promise<unknown>;
 }
 
-export interface RunResult {
-  exitCode: number;
-  run: string | null;
+/** How to run a file under memlens: the process the terminal (a task) starts. */
+export interface RunSpec {
+  command: string;
+  args: string[];
+  cwd: string;
 }
 
-/** Runs a file under memlens (the caller wraps this in a cancellable progress notification). */
-export async function runFile(
+/**
+ * The process that runs `file` under memlens in its workspace folder `folder` (both paths), or
+ * undefined, with the reason shown, when it must not run: an untrusted workspace, no file, a
+ * file outside every workspace folder (its run would need a store elsewhere), no interpreter.
+ */
+export function runSpec(
   api: VsCodeApi,
-  link: ServerLink,
-  uri: string | undefined,
+  interpreter: string | undefined,
+  file: string | undefined,
+  folder: string | undefined,
   args: string[],
-): Promise<RunResult | undefined> {
+): RunSpec | undefined {
   if (!mayRunCode(api.isTrusted())) {
-    await api.showError(UNTRUSTED_MESSAGE);
+    void api.showError(UNTRUSTED_MESSAGE);
     return undefined;
   }
-  if (!uri) {
-    await api.showError('memlens: open a Python file to run it.');
+  if (!file) {
+    void api.showError('memlens: open a Python file to run it.');
     return undefined;
   }
-  const result = (await link.execute('memlens.runFile', [{ uri, args }])) as RunResult | null;
-  if (!result) {
+  if (!folder) {
+    void api.showError(`memlens: ${file} is outside every workspace folder; open its folder to run it.`);
     return undefined;
   }
-  if (result.exitCode !== 0) {
-    await api.showInfo(`memlens: the program exited with code ${result.exitCode}; its run is shown.`);
+  if (!interpreter) {
+    void api.showError('memlens: the server is not running (see the memlens output)');
+    return undefined;
   }
-  return result;
+  return { command: interpreter, args: ['-m', 'memlens', 'run', file, ...args], cwd: folder };
 }
 
 /** Splits an argument line the way a POSIX shell would for simple quoting. */
@@ -104,13 +112,6 @@ export async function pickRun(
   }
   await link.execute(action === 'baseline' ? 'memlens.setBaseline' : 'memlens.chooseRun', [{ run: picked.run, ...where }]);
   return picked.run;
-}
-
-/** Flips a boolean setting and returns its new value. */
-export async function toggleSetting(api: VsCodeApi, key: string, fallback: boolean): Promise<boolean> {
-  const next = !api.getSetting<boolean>(key, fallback);
-  await api.updateSetting(key, next);
-  return next;
 }
 
 export interface SummaryTop {

@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 import * as sinon from 'sinon';
-import { pickRun, runFile, ServerLink, showSummary, splitArgs, summaryPickItems, summaryText, toggleSetting } from '../../common/commands';
+import { pickRun, runSpec, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
 import { debounce } from '../../common/debounce';
 import { baselinePickItems, runPickItems } from '../../common/runs';
 import { VsCodeApi } from '../../common/vscodeapi';
@@ -33,27 +33,25 @@ const runs = [
 const NOW = new Date('2026-11-22T11:30:00Z');
 
 describe('commands', () => {
-  it('never runs code in an untrusted workspace', async () => {
+  it('never runs code in an untrusted workspace', () => {
     const api = fakeApi({ isTrusted: sinon.stub().returns(false) });
-    const link: ServerLink = { execute: sinon.stub().resolves({ exitCode: 0, run: '/r' }) };
-    assert.strictEqual(await runFile(api, link, 'file:///x.py', []), undefined);
-    assert.strictEqual((link.execute as sinon.SinonStub).called, false);
+    assert.strictEqual(runSpec(api, '/py', '/w/x.py', '/w', []), undefined);
     assert.match(String(api.showError.firstCall.args[0]), /untrusted workspace/);
   });
-  it('runs the file through the server with its arguments', async () => {
+  it('runs the file in its workspace folder with its arguments', () => {
     const api = fakeApi();
-    const execute = sinon.stub().resolves({ exitCode: 3, run: '/r/c.mlrun' });
-    const got = await runFile(api, { execute }, 'file:///x.py', ['-n', '3']);
-    assert.deepStrictEqual(execute.firstCall.args, ['memlens.runFile', [{ uri: 'file:///x.py', args: ['-n', '3'] }]]);
-    assert.deepStrictEqual(got, { exitCode: 3, run: '/r/c.mlrun' });
-    assert.match(String(api.showInfo.firstCall.args[0]), /exited with code 3/);
+    assert.deepStrictEqual(runSpec(api, '/venv/bin/python', '/w/x.py', '/w', ['-n', '3']), {
+      command: '/venv/bin/python',
+      args: ['-m', 'memlens', 'run', '/w/x.py', '-n', '3'],
+      cwd: '/w',
+    });
+    assert.strictEqual(api.showError.called, false);
   });
-  it('asks for a file when none is open', async () => {
+  it('asks for a file when none is open, and refuses files outside the workspace', () => {
     const api = fakeApi();
-    const execute = sinon.stub();
-    await runFile(api, { execute }, undefined, []);
-    assert.strictEqual(execute.called, false);
-    assert.ok(api.showError.calledOnce);
+    assert.strictEqual(runSpec(api, '/py', undefined, '/w', []), undefined);
+    assert.strictEqual(runSpec(api, '/py', '/etc/x.py', undefined, []), undefined);
+    assert.match(String(api.showError.secondCall.args[0]), /outside every workspace folder/);
   });
   it('builds quick-pick items newest first with marks; unreadable runs say why', () => {
     const items = runPickItems(runs, NOW);
@@ -114,11 +112,6 @@ describe('commands', () => {
     const api = fakeApi();
     assert.strictEqual(await pickRun(api, { execute: sinon.stub().resolves([]) }, 'show'), undefined);
     assert.match(String(api.showInfo.firstCall.args[0]), /no runs yet/);
-  });
-  it('toggles settings', async () => {
-    const api = fakeApi({ getSetting: sinon.stub().returns(true) });
-    assert.strictEqual(await toggleSetting(api, 'inlayHints.enabled', true), false);
-    assert.deepStrictEqual(api.updateSetting.firstCall.args, ['inlayHints.enabled', false]);
   });
   it('splits argument lines like a shell', () => {
     assert.deepStrictEqual(splitArgs(`-n 3 "two words" 'x y' a\\ b ""`), ['-n', '3', 'two words', 'x y', 'a b', '']);
