@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import time
 from collections import deque
@@ -115,6 +116,7 @@ class DocContext:
     """Everything a request needs about one open document that has figures."""
 
     uri: str
+    path: str  #: the document's canonical path
     version: int | None
     folder: FolderState
     view: FileView
@@ -171,9 +173,12 @@ class MemlensServer(LanguageServer):
             return None
         key = canonical(path)
         for _ in range(3):
-            found = self.index.lookup(key)
             doc = self.document(uri)
-            if found is None or doc is None:
+            if doc is None:
+                return None
+            source = doc.source
+            found = self.index.lookup(key, lambda: hashlib.sha256(source.encode()).hexdigest())
+            if found is None:
                 return None
             folder, view = found
             version, codec = doc.version, doc.position_codec
@@ -181,7 +186,7 @@ class MemlensServer(LanguageServer):
                 lines, mapping = await self.mappings.get(uri, version, view, doc.source)
             except Superseded:
                 continue
-            return DocContext(uri, version, folder, view, lines, mapping, codec)
+            return DocContext(uri, key, version, folder, view, lines, mapping, codec)
         return None
 
     def log_message(self, text: str, level: str = "info") -> None:

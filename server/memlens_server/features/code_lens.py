@@ -20,7 +20,11 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
         lines = ctx.lines
         items.extend(
             views.function_lenses(
-                ctx.view, ctx.mapping, len(lines), has_baseline=ctx.folder.baseline is not None
+                ctx.view,
+                ctx.mapping,
+                len(lines),
+                ls.settings,
+                has_baseline=ctx.folder.baseline is not None,
             )
         )
     else:

@@ -19,7 +19,12 @@ async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if recorded is None:
         return None
     text = views.hover_markdown(
-        ctx.view, recorded, stale=ctx.mapping.stale, has_baseline=ctx.folder.baseline is not None
+        ctx.view,
+        recorded,
+        ls.settings,
+        stale=ctx.mapping.stale,
+        has_baseline=ctx.folder.baseline is not None,
+        local_path=ctx.path,
     )
     if text is None:
         return None

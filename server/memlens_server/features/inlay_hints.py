@@ -93,6 +93,11 @@ async def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
     if ctx is None or ctx.view.run.id != run_id:
         return hint
     text = views.hover_markdown(
-        ctx.view, int(line), stale=ctx.mapping.stale, has_baseline=ctx.folder.baseline is not None
+        ctx.view,
+        int(line),
+        ls.settings,
+        stale=ctx.mapping.stale,
+        has_baseline=ctx.folder.baseline is not None,
+        local_path=ctx.path,
     )
     return convert.with_tooltip(hint, text)

@@ -69,7 +69,7 @@ def _load(
         except OSError:
             return None
     try:
-        return RunData(path, fileformat.read(path), (root,))
+        return RunData(path, fileformat.read(path), (root,), root)
     except RunFileError as exc:
         errors.append((path, str(exc)))
         return None
