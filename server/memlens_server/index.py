@@ -128,10 +128,11 @@ class RunData:
         recorded_root = getattr(run.info, "workspace_root", "")
         if not isinstance(recorded_root, str):  # a hostile header: ignore it
             recorded_root = ""
+        cwd = os.path.normcase(os.path.normpath(run.info.cwd)) if run.info.cwd else ""
         self.keys_by_path: dict[str, str] = {}
         #: key -> the canonical local path its figures show on (when it differs).
         self.local_paths: dict[str, str] = {}
-        #: file name -> keys of recorded files that do not exist here (suffix matching).
+        #: file name -> keys of recorded files that may have moved (suffix matching).
         self._missing_by_name: dict[str, list[str]] = {}
         for key, sf in run.files.items():
             local = _relocate(sf.path, recorded_root, self.root)
@@ -140,9 +141,18 @@ class RunData:
                 self.local_paths[key] = local
             resolved = _resolve(sf.path, dirs)
             self.keys_by_path.setdefault(resolved, key)
-            if local is None and os.path.isabs(sf.path) and not os.path.exists(resolved):
+            if local is None and self._may_move(sf.path, resolved, cwd):
                 name = os.path.normcase(os.path.basename(sf.path))
                 self._missing_by_name.setdefault(name, []).append(key)
+
+    def _may_move(self, recorded: str, resolved: str, cwd: str) -> bool:
+        """Whether a recorded file may be found elsewhere by its path suffix: it is the
+        program's own (under the run's working directory) or does not exist here. Files of
+        installed packages that exist here stay where they are."""
+        if not os.path.isabs(recorded) or (self.root is not None and _inside(resolved, self.root)):
+            return False
+        own = bool(cwd) and _inside(os.path.normcase(os.path.normpath(recorded)), cwd)
+        return own or not os.path.exists(resolved)
 
     def match(self, path: str, digest: Callable[[], str] | None = None) -> str | None:
         """The key of the recorded file shown on the local canonical ``path``, if any."""

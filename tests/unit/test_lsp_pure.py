@@ -535,3 +535,24 @@ def test_memlens_lsp_command_is_registered() -> None:
 
     args = build_parser().parse_args(["lsp", "--tcp", "2087"])
     assert (args.command, args.tcp, args.host) == ("lsp", 2087, "127.0.0.1")
+
+
+def test_moved_files_match_by_longest_suffix_then_content_hash(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "src" / "pkg").mkdir(parents=True)
+    files = {
+        "/ci/build/src/pkg/util.py": sf("/ci/build/src/pkg/util.py", "a = 1\n", {1: peak(MiB)}),
+        "/ci/build/tools/util.py": sf("/ci/build/tools/util.py", "b = 2\n", {1: peak(MiB)}),
+        "/ci/build/other/util.py": sf("/ci/build/other/util.py", "c = 3\n", {1: peak(MiB)}),
+    }
+    run = RunData(tmp_path / "r.mlrun", Run(info(), files), root=root)
+    local = canonical(root / "src" / "pkg" / "util.py")
+    assert run.match(local) == "/ci/build/src/pkg/util.py"  # pkg/util.py: the longest suffix
+    assert run.local_path("/ci/build/src/pkg/util.py") == local
+    # Only the file name in common with two recorded files: the content decides, or nothing.
+    elsewhere = canonical(root / "util.py")
+    assert run.match(elsewhere) is None
+    digest = hashlib.sha256(b"c = 3\n").hexdigest()
+    assert run.match(elsewhere, lambda: digest) == "/ci/build/other/util.py"
+    # Never a file outside the folder the run belongs to.
+    assert run.match(canonical(tmp_path / "util.py"), lambda: digest) is None
