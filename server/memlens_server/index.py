@@ -248,6 +248,8 @@ class FolderState:
     chosen: Path | None = None
     #: The ``latest`` target when the choice was made.
     chosen_latest: Path | None = None
+    #: Why the run to show could not be read (an unreadable latest run), if it could not.
+    problem: str | None = None
     _views: dict[str, FileView] = field(default_factory=dict, compare=False, repr=False)
 
     def view(self, path: str, digest: Callable[[], str] | None = None) -> FileView | None:
@@ -275,8 +277,10 @@ class FolderState:
         root = canonical(self.root)
         return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
-    def with_runs(self, run: RunData | None, baseline: RunData | None) -> FolderState:
-        return replace(self, run=run, baseline=baseline, _views={})
+    def with_runs(
+        self, run: RunData | None, baseline: RunData | None, problem: str | None = None
+    ) -> FolderState:
+        return replace(self, run=run, baseline=baseline, problem=problem, _views={})
 
 
 @dataclass(frozen=True)

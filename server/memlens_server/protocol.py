@@ -38,6 +38,7 @@ class RunLoadedParams(TypedDict):
     workspace: str
     run: RunSummary | None
     baseline: RunSummary | None
+    problem: str | None
 
 
 class RunFileArgs(TypedDict, total=False):

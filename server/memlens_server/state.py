@@ -176,8 +176,7 @@ class MemlensServer(LanguageServer):
             doc = self.document(uri)
             if doc is None:
                 return None
-            source = doc.source
-            found = self.index.lookup(key, lambda: hashlib.sha256(source.encode()).hexdigest())
+            found = self.index.lookup(key, functools.partial(_sha256, doc.source))
             if found is None:
                 return None
             folder, view = found
@@ -215,6 +214,10 @@ class MemlensServer(LanguageServer):
                 if self.notices.may_log(f"bad-item:{what}"):
                     self.log_message(f"memlens: left out a {what} ({exc!r})", "warning")
         return out
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def guarded(fn: _F) -> _F:

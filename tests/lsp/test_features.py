@@ -353,12 +353,17 @@ async def test_run_loaded_notifications_at_start(
     }
     assert proj["baseline"]["id"] == "20261121-100000-1"
     assert first[workspace.uri("lib")]["baseline"] is None
+    assert proj["problem"] is None
     assert first[workspace.uri("empty")] == {
         "workspace": workspace.uri("empty"),
         "run": None,
         "baseline": None,
+        "problem": None,
     }
-    assert first[workspace.uri("broken")]["run"] is None
+    # A corrupt latest run: the folder says why it shows nothing (the status bar names it).
+    broken = first[workspace.uri("broken")]
+    assert broken["run"] is None
+    assert broken["problem"].endswith("20261122-000000-1.mlrun: not a memlens run file")
 
 
 async def execute(client: LanguageClient, command: str, *args: Any) -> Any:

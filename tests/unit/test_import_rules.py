@@ -95,7 +95,7 @@ def test_language_server_modules_form_no_import_cycle() -> None:
     Every import counts, also those inside functions: a deferred import is still a cycle."""
     modules = {m: p for m, p in _modules() if _is(m, "memlens_server")}
     graph = {m: {i for i in _imports(p) if i in modules and i != m} for m, p in modules.items()}
-    for name in ("memlens_server.state",) + tuple(m for m in modules if ".features." in m):
+    for name in ("memlens_server.state", *(m for m in modules if ".features." in m)):
         assert "memlens_server.server" not in graph[name], f"{name} imports the wiring module"
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
 

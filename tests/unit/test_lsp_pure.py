@@ -17,9 +17,9 @@ from pygls.workspace.position_codec import PositionCodec
 from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile, replace
 from memlens_server import convert, views
 from memlens_server.index import FolderState, Index, RunData, canonical
-from memlens_server.state import ClientFeatures
 from memlens_server.settings import Settings, parse
 from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
+from memlens_server.state import ClientFeatures
 
 KiB = 1024
 MiB = 1024 * 1024

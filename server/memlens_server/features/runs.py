@@ -85,19 +85,21 @@ def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]
     if chosen is not None and (prev.chosen_latest != latest or not chosen.is_file()):
         chosen = None
     run = _load(chosen or latest, prev.run, prev.root, errors)
+    problem = errors[0][1] if errors else None  # the run to show could not be read
     base_path = store.baseline()
     base = _load(base_path, prev.baseline, prev.root, errors)
-    state = prev.with_runs(run, base)
+    state = prev.with_runs(run, base, problem)
     if chosen is None and prev.chosen is not None:
-        state = FolderState(state.root, state.uri, state.run, state.baseline)
+        state = FolderState(state.root, state.uri, state.run, state.baseline, problem=problem)
     return state, errors
 
 
 def _identity(state: FolderState | None) -> tuple[Any, ...]:
     if state is None:
         return (None,)
-    return tuple(
-        (r.path, r.mtime_ns) if r is not None else None for r in (state.run, state.baseline)
+    return (
+        *((r.path, r.mtime_ns) if r is not None else None for r in (state.run, state.baseline)),
+        state.problem,
     )
 
 
@@ -183,6 +185,7 @@ def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
         "workspace": state.uri,
         "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
         "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
+        "problem": state.problem,
     }
     ls.protocol.notify(protocol.RUN_LOADED, params)
 

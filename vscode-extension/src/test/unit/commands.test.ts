@@ -121,9 +121,9 @@ describe('commands', () => {
     const text = summaryText({
       run: { id: 'r1', peak_traced_bytes: 3 * 1024 * 1024 },
       baseline: { id: 'b1', peak_traced_bytes: 2048 },
-      top: [{ file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' }],
+      top: [{ file: '/w/app.py', line: 12, label: '48.2 MiB peak' }],
     });
-    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak (baseline b1: 2.0 KiB peak)\napp.py:12  ▲ 48.2 MiB peak');
+    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak (baseline b1: 2.0 KiB peak)\napp.py:12  48.2 MiB peak');
     assert.strictEqual(summaryText({ run: null, baseline: null, top: [] }), 'memlens: no run loaded.');
   });
   it('shows the summary as a pick of the heaviest lines and opens the picked one', async () => {
@@ -131,12 +131,12 @@ describe('commands', () => {
       run: { id: 'r1', peak_traced_bytes: 1024 },
       baseline: null,
       top: [
-        { file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' },
+        { file: '/w/app.py', line: 12, label: '48.2 MiB peak' },
         { file: '/w/lib/io.py', line: 3, label: '1.0 KiB peak' },
       ],
     };
     assert.deepStrictEqual(summaryPickItems(summary), [
-      { label: 'app.py:12', description: '▲ 48.2 MiB peak', file: '/w/app.py', line: 12 },
+      { label: 'app.py:12', description: '48.2 MiB peak', file: '/w/app.py', line: 12 },
       { label: 'io.py:3', description: '1.0 KiB peak', file: '/w/lib/io.py', line: 3 },
     ]);
     const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: unknown[]) => items[1]) });
