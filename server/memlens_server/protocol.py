@@ -16,8 +16,9 @@ CLEAR_BASELINE = "memlens.clearBaseline"
 CHOOSE_RUN = "memlens.chooseRun"
 LIST_RUNS = "memlens.listRuns"
 SUMMARY = "memlens.summary"
+TIMELINE = "memlens.timeline"
 
-COMMANDS = (RUN_FILE, SET_BASELINE, CLEAR_BASELINE, CHOOSE_RUN, LIST_RUNS, SUMMARY)
+COMMANDS = (RUN_FILE, SET_BASELINE, CLEAR_BASELINE, CHOOSE_RUN, LIST_RUNS, SUMMARY, TIMELINE)
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
 RUNS_GLOB = "**/.memlens/runs/**"

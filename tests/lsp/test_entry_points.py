@@ -53,4 +53,5 @@ def test_entry_point_answers_initialize(cmd: list[str]) -> None:
         "memlens.runFile",
         "memlens.setBaseline",
         "memlens.summary",
+        "memlens.timeline",
     ]

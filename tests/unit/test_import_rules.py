@@ -23,6 +23,7 @@ STDLIB_ONLY = {
     "memlens.layout",
     "memlens.calltree",
     "memlens.query",
+    "memlens.timeline",
 }
 
 #: The MCP SDK and what it brings: only the MCP server module imports them (``memlens mcp``

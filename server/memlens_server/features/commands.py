@@ -25,6 +25,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from memlens import fileformat
+from memlens import timeline as memlens_timeline
 from memlens.errors import MemlensError, RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, views
@@ -165,6 +166,31 @@ async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
     }
 
 
+async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    """Memory over time of the shown run: an SVG (peak marked, the lines that held most at
+    the peak beside it) and the same facts as data."""
+    folder = _folder(ls, _arg(args))
+    run = folder.run
+    if run is None:
+        raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
+    svg = await in_thread(memlens_timeline.svg, run.run, name="memlens-timeline")
+    peak = memlens_timeline.peak_point(run.run)
+    return {
+        "run": views.run_summary(run),
+        "svg": svg,
+        "peak": None if peak is None else {"t": peak.t, "traced_bytes": peak.traced_bytes},
+        "top": [
+            {
+                "file": run.local_path(row.file),
+                "line": row.line,
+                "peak_bytes": row.peak_bytes,
+                "text": row.text,
+            }
+            for row in memlens_timeline.top_at_peak(run.run)
+        ],
+    }
+
+
 # -- memlens.runFile ---------------------------------------------------------------------------
 async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
     a = _arg(args)
@@ -290,4 +316,5 @@ HANDLERS: dict[str, Handler] = {
     protocol.CHOOSE_RUN: choose_run,
     protocol.LIST_RUNS: list_runs,
     protocol.SUMMARY: summary,
+    protocol.TIMELINE: timeline,
 }
