@@ -70,6 +70,7 @@ class FileView:
     def warm(self) -> None:
         """Compute the derived tables now (called off the event loop)."""
         _ = self.text_lines, self.baseline_lines, self.baseline_functions, self.function_ranges
+        _ = self.baseline_map
         _ = self.run.tree.inclusive
 
     @cached_property
@@ -81,15 +82,21 @@ class FileView:
     def baseline_lines(self) -> Mapping[int, LineStats]:
         """Baseline figures keyed by this run's line numbers (changed lines are absent)."""
         base = self.baseline_source
-        if base is None:
-            return {}
-        if base.text is None or self.source.text is None:
-            return base.lines if base.sha256 == self.source.sha256 else {}
-        if base.text == self.source.text:
-            return base.lines
-        # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
-        mapping = match_lines(base, self.source)
+        mapping = self.baseline_map
+        if base is None or mapping is None:
+            return {} if base is None or base.sha256 != self.source.sha256 else base.lines
         return {mapping[old]: st for old, st in base.lines.items() if old in mapping}
+
+    @cached_property
+    def baseline_map(self) -> Mapping[int, int] | None:
+        """Baseline line -> this run's line for the same code; None without both texts."""
+        base = self.baseline_source
+        if base is None or base.text is None or self.source.text is None:
+            return None
+        if base.text == self.source.text:
+            return {n: n for n in base.lines}
+        # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
+        return match_lines(base, self.source)
 
     @cached_property
     def function_ranges(self) -> tuple[tuple[int, int], ...] | None:

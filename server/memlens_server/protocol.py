@@ -17,8 +17,18 @@ CHOOSE_RUN = "memlens.chooseRun"
 LIST_RUNS = "memlens.listRuns"
 SUMMARY = "memlens.summary"
 TIMELINE = "memlens.timeline"
+LINE_CHANGES = "memlens.lineChanges"
 
-COMMANDS = (RUN_FILE, SET_BASELINE, CLEAR_BASELINE, CHOOSE_RUN, LIST_RUNS, SUMMARY, TIMELINE)
+COMMANDS = (
+    RUN_FILE,
+    SET_BASELINE,
+    CLEAR_BASELINE,
+    CHOOSE_RUN,
+    LIST_RUNS,
+    SUMMARY,
+    TIMELINE,
+    LINE_CHANGES,
+)
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
 RUNS_GLOB = "**/.memlens/runs/**"

@@ -8,6 +8,7 @@ Every string from a run that goes into Markdown passes :mod:`memlens_server.mark
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import shlex
@@ -19,9 +20,9 @@ from memlens.annotate import CALLS_OF, FIGURE_NAMES, figure_value, line_label
 from memlens.model import FunctionStats, LineStats
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_server import markdown as md
-from memlens_server.index import FileView, RunData, is_def
+from memlens_server.index import FileView, FolderState, RunData, canonical, is_def
 from memlens_server.settings import Settings
-from memlens_server.staleness import LineMapping
+from memlens_server.staleness import IDENTITY, LineMapping
 
 RUN_FILE_COMMAND = "memlens.runFile"
 _MAIN_RE = re.compile(
@@ -50,6 +51,7 @@ class DiagnosticItem:
     start: int  #: code-point column of the first non-blank character
     end: int  #: code-point column of the end of the line
     message: str
+    code: str = "leak"  #: "leak" (a warning) or "gone" (information, comparison mode)
 
 
 # -- inlay hints --------------------------------------------------------------------------
@@ -125,6 +127,137 @@ def hint_items(
         if label is not None:
             out.append(HintItem(buffer_line - 1, label, rec))
     return out
+
+
+# -- comparison --------------------------------------------------------------------------
+#: Gone lines listed at most (the heaviest).
+MAX_GONE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeItem:
+    line: int  #: 0-based buffer line
+    kind: str  #: "more", "less", "same" or "new"
+    delta: int  #: bytes, run minus baseline (the whole figure when new)
+
+
+@dataclass(frozen=True, slots=True)
+class GoneItem:
+    line: int  #: 0-based buffer line where the code was (the next line that is still there)
+    baseline_line: int  #: 1-based line in the baseline's source
+    text: str  #: the baseline's source line
+    label: str
+
+
+def line_changes(
+    view: FileView, mapping: LineMapping, settings: Settings, buffer_size: int
+) -> list[ChangeItem]:
+    """Per line with a hint, how its figure changed against the baseline (for colours)."""
+    out: list[ChangeItem] = []
+    base_lines = view.baseline_lines
+    peak_total = view.run.run.info.peak_traced_bytes
+    for rec, stats in view.lines.items():
+        line = mapping.buffer_line(rec)
+        if line is None or not 1 <= line <= buffer_size:
+            continue
+        base = base_lines.get(rec)
+        if hint_label(stats, base, settings, peak_total, True) is None:
+            continue
+        calls = is_call_site(stats, settings)
+        figure = CALLS_OF[settings.figure] if calls else settings.figure
+        value = figure_value(stats, figure)
+        if base is None:
+            out.append(ChangeItem(line - 1, "new", value))
+            continue
+        delta = value - figure_value(base, figure)
+        kind = "more" if delta > 0 else "less" if delta < 0 else "same"
+        out.append(ChangeItem(line - 1, kind, delta))
+    out.sort(key=lambda c: c.line)
+    return out
+
+
+def gone_lines(
+    view: FileView, mapping: LineMapping, settings: Settings, buffer_size: int
+) -> list[GoneItem]:
+    """Baseline lines with figures whose code is gone from this run (edited or removed),
+    placed on the next line of the buffer that is still the same code."""
+    base = view.baseline_source
+    matched = view.baseline_map
+    if base is None or matched is None:
+        return []
+    text = base.text.splitlines() if base.text is not None else []
+    kept = sorted(matched)
+    gone = [
+        (old, stats)
+        for old, stats in base.lines.items()
+        if old not in matched and figure_value(stats, settings.figure) >= max(1, settings.min_bytes)
+    ]
+    # The heaviest first, a bounded number of them.
+    gone.sort(key=lambda p: (-figure_value(p[1], settings.figure), p[0]))
+    out: list[GoneItem] = []
+    for old, stats in gone[:MAX_GONE]:
+        anchor = buffer_size
+        for o in kept[bisect.bisect_right(kept, old) :]:
+            b = mapping.buffer_line(matched[o])
+            if b is not None:
+                anchor = b
+                break
+        source = text[old - 1].strip() if 0 < old <= len(text) else ""
+        label = line_label(stats, settings.figure)
+        out.append(GoneItem(max(0, min(anchor, buffer_size) - 1), old, source, label))
+    out.sort(key=lambda g: (g.line, g.baseline_line))
+    return out
+
+
+def gone_items(
+    view: FileView, mapping: LineMapping, lines: Sequence[str], settings: Settings
+) -> list[DiagnosticItem]:
+    """Comparison mode: one note per baseline line whose code is gone (Problems view)."""
+    out = []
+    for g in gone_lines(view, mapping, settings, len(lines)):
+        text = lines[g.line] if g.line < len(lines) else ""
+        start = len(text) - len(text.lstrip())
+        what = f" ({g.text[:60]})" if g.text else ""
+        message = f"Gone since the baseline: line {g.baseline_line}{what} held {g.label}"
+        out.append(DiagnosticItem(g.line, start, len(text), message, "gone"))
+    return out
+
+
+def compare_summary(
+    folder: FolderState, top: list[dict[str, Any]], settings: Settings
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The summary's heaviest lines with their change against the baseline (``delta`` in
+    bytes, None for a line new since the baseline), and the baseline's gone lines."""
+    out = []
+    attr = FIGURE_NAMES[settings.figure]
+    views_by_file: dict[str, FileView | None] = {}
+    for row in top:
+        path = row["file"]
+        view = views_by_file.setdefault(path, folder.view(canonical(path)))
+        delta = None
+        if view is not None:
+            stats, base = view.lines.get(row["line"]), view.baseline_lines.get(row["line"])
+            if stats is not None and base is not None:
+                delta = stats.figure(attr) - base.figure(attr)
+        out.append({**row, "delta": delta})
+    gone = []
+    run = folder.run
+    if run is not None:
+        for key in run.run.files:
+            view = folder.view(canonical(run.local_path(key)))
+            if view is None or view.baseline_source is None:
+                continue
+            size = len(view.text_lines or ())
+            for g in gone_lines(view, IDENTITY, settings, size):
+                gone.append(
+                    {
+                        "file": run.local_path(key),
+                        "baselineLine": g.baseline_line,
+                        "text": g.text,
+                        "label": g.label,
+                    }
+                )
+    return out, gone
 
 
 # -- hover ----------------------------------------------------------------------------------

@@ -389,13 +389,17 @@ async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspac
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 5,
             "label": "2.0 MiB at peak · 1.2k allocs",
+            "delta": -1024 * 1024,
         },
         {
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 18,
             "label": "16.0 KiB at peak · 1 alloc",
+            "delta": None,  # new since the baseline
         },
     ]
+    assert summary["delta"] == -1024 * 1024
+    assert summary["gone"] == []
     broken = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("broken")})
     assert [(r["id"], r["error"]) for r in broken] == [
         ("20261122-000000-1", "not a memlens run file")

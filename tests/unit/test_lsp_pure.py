@@ -556,3 +556,40 @@ def test_moved_files_match_by_longest_suffix_then_content_hash(tmp_path: Path) -
     assert run.match(elsewhere, lambda: digest) == "/ci/build/other/util.py"
     # Never a file outside the folder the run belongs to.
     assert run.match(canonical(tmp_path / "util.py"), lambda: digest) is None
+
+
+def test_comparison_colours_and_gone_lines(tmp_path: Path) -> None:
+    base_text = "a = f()\nold = load(9)\nb = g()\n"
+    base = sf("m.py", base_text, {1: peak(2 * MiB), 2: peak(5 * MiB), 3: peak(MiB)})
+    text = "# new comment\na = f()\nb = g()\nc = h()\n"
+    folder, key = folder_with(
+        tmp_path, text, {2: peak(MiB), 3: peak(MiB), 4: peak(3 * MiB)}, base=base
+    )
+    view = folder.view(key)
+    assert view is not None
+    settings = Settings(compare_with_baseline=True)
+    changes = views.line_changes(view, IDENTITY, settings, 4)
+    assert [(c.line, c.kind, c.delta) for c in changes] == [
+        (1, "less", -MiB),
+        (2, "same", 0),
+        (3, "new", 3 * MiB),
+    ]
+    gone = views.gone_lines(view, IDENTITY, settings, 4)
+    assert [(g.line, g.baseline_line, g.text, g.label) for g in gone] == [
+        (2, 2, "old = load(9)", "5.0 MiB at peak · 1 alloc")
+    ]
+    notes = views.gone_items(view, IDENTITY, text.splitlines(), settings)
+    assert [(d.line, d.code, d.message) for d in notes] == [
+        (
+            2,
+            "gone",
+            "Gone since the baseline: line 2 (old = load(9)) held 5.0 MiB at peak · 1 alloc",
+        )
+    ]
+    top, gone_rows = views.compare_summary(
+        folder,
+        views.top_lines(folder.run, "peak"),
+        settings,  # type: ignore[arg-type]
+    )
+    assert [(r["line"], r["delta"]) for r in top] == [(4, None), (2, -MiB), (3, 0)]
+    assert [(r["baselineLine"], r["text"]) for r in gone_rows] == [(2, "old = load(9)")]

@@ -53,7 +53,8 @@ def test_terminal_drawing_marks_the_peak() -> None:
     assert marker.index("▲") == len("42.0 MiB") + 2 + 24
     assert "\x1b" not in out
     assert "peak" in lines[-4]
-    assert "30.0 MiB" in lines[-3] and "a = load()" in lines[-3]
+    assert "30.0 MiB" in lines[-3]
+    assert "a = load()" in lines[-3]
     assert timeline.terminal(replace(_run(), timeline=())).startswith("memlens: this run has no")
 
 

@@ -159,10 +159,45 @@ async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEn
 
 async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
     folder = _folder(ls, _arg(args))
+    settings = ls.settings
+    top: list[dict[str, Any]] = []
+    gone: list[dict[str, Any]] = []
+    if folder.run is not None:
+        run = folder.run
+        top = views.top_lines(run, settings.figure)
+        if folder.baseline is not None:
+            top, gone = await in_thread(views.compare_summary, folder, top, settings)
+    delta = None
+    if folder.run is not None and folder.baseline is not None:
+        delta = folder.run.run.info.peak_traced_bytes - folder.baseline.run.info.peak_traced_bytes
     return {
         "run": views.run_summary(folder.run),
         "baseline": views.run_summary(folder.baseline),
-        "top": views.top_lines(folder.run, ls.settings.figure) if folder.run else [],
+        "delta": delta,
+        "top": top,
+        "gone": gone,
+    }
+
+
+async def line_changes(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    """Comparison mode, per document: how each line's figure changed against the baseline
+    (clients colour them) and the baseline lines whose code is gone."""
+    a = _arg(args)
+    uri = a.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams(message='memlens: missing "uri"')
+    ctx = await ls.context(uri)
+    if ctx is None or ctx.folder.baseline is None:
+        return {"changes": [], "gone": []}
+    size = len(ctx.lines)
+    changes = views.line_changes(ctx.view, ctx.mapping, ls.settings, size)
+    gone = views.gone_lines(ctx.view, ctx.mapping, ls.settings, size)
+    return {
+        "changes": [{"line": c.line, "kind": c.kind, "delta": c.delta} for c in changes],
+        "gone": [
+            {"line": g.line, "baselineLine": g.baseline_line, "text": g.text, "label": g.label}
+            for g in gone
+        ],
     }
 
 
@@ -317,4 +352,5 @@ HANDLERS: dict[str, Handler] = {
     protocol.LIST_RUNS: list_runs,
     protocol.SUMMARY: summary,
     protocol.TIMELINE: timeline,
+    protocol.LINE_CHANGES: line_changes,
 }
