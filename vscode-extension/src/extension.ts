@@ -12,7 +12,8 @@ import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInte
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
-import { applyUi, toggleUi, UiToggle } from './common/uistate';
+import { TimelineResult, timelineHtml } from './common/timeline';
+import { applyUi, toggleUi, uiValue, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
 
 const PYTHON_EXTENSION = 'ms-python.python';
@@ -121,6 +122,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
       lastState = params;
       refreshStatus();
+      repaint();
     });
     client = next;
     await next.start();
@@ -164,12 +166,73 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       void vscodeApi.showInfo(`memlens: the program exited with code ${code}; its run is shown.`);
     }
   };
+  // Comparison mode colours: lines that hold more than in the baseline, less, or are new.
+  const colour = (name: string, ruler: string): vscode.TextEditorDecorationType =>
+    vscode.window.createTextEditorDecorationType({
+      isWholeLine: true,
+      backgroundColor: new vscode.ThemeColor(name),
+      overviewRulerColor: new vscode.ThemeColor(ruler),
+      overviewRulerLane: vscode.OverviewRulerLane.Right,
+    });
+  const decorations: Record<string, vscode.TextEditorDecorationType> = {
+    more: colour('diffEditor.removedLineBackground', 'editorOverviewRuler.deletedForeground'),
+    less: colour('diffEditor.insertedLineBackground', 'editorOverviewRuler.addedForeground'),
+    new: colour('editor.wordHighlightBackground', 'editorOverviewRuler.modifiedForeground'),
+  };
+  context.subscriptions.push(...Object.values(decorations));
+  const comparing = (): boolean =>
+    uiValue(context.workspaceState, 'compareWithBaseline', vscodeApi.getSetting<boolean>('compareWithBaseline', false)) &&
+    Boolean(lastState?.baseline);
+  const paint = async (): Promise<void> => {
+    for (const editor of vscode.window.visibleTextEditors) {
+      const byKind: Record<string, vscode.Range[]> = { more: [], less: [], new: [] };
+      if (comparing() && editor.document.languageId === 'python' && editor.document.uri.scheme === 'file') {
+        try {
+          const result = (await send('memlens.lineChanges', [{ uri: editor.document.uri.toString() }])) as {
+            changes: { line: number; kind: string }[];
+          } | null;
+          for (const c of result?.changes ?? []) {
+            byKind[c.kind]?.push(new vscode.Range(c.line, 0, c.line, 0));
+          }
+        } catch {
+          // the server is not running: no colours
+        }
+      }
+      for (const [kind, type] of Object.entries(decorations)) {
+        editor.setDecorations(type, byKind[kind]);
+      }
+    }
+  };
+  const repaint = debounce(() => void paint(), 300);
   // A UI toggle: kept in the workspace state; the server re-reads its settings.
   const toggle = async (key: UiToggle, fallback: boolean): Promise<void> => {
     await toggleUi(context.workspaceState, key, vscodeApi.getSetting<boolean>(key, fallback));
     if (client && client.state === State.Running) {
       await client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
     }
+    repaint();
+  };
+  let timelinePanel: vscode.WebviewPanel | undefined;
+  const showTimeline = async (): Promise<void> => {
+    const folder = vscodeApi.activeWorkspaceFolder();
+    const result = (await send('memlens.timeline', [folder ? { workspace: folder } : {}])) as TimelineResult;
+    if (!timelinePanel) {
+      timelinePanel = vscode.window.createWebviewPanel('memlens.timeline', 'memlens: Timeline', vscode.ViewColumn.Beside, {
+        enableScripts: true,
+        localResourceRoots: [],
+      });
+      timelinePanel.onDidDispose(() => (timelinePanel = undefined));
+    }
+    const panel = timelinePanel;
+    const nonce = Array.from({ length: 24 }, () => Math.floor(Math.random() * 36).toString(36)).join('');
+    panel.webview.html = timelineHtml(result, nonce);
+    panel.webview.onDidReceiveMessage((msg: { open?: number }) => {
+      const row = typeof msg.open === 'number' ? result.top[msg.open] : undefined;
+      if (row) {
+        void vscodeApi.openLocation(row.file, row.line);
+      }
+    });
+    panel.reveal(vscode.ViewColumn.Beside, true);
   };
   const guarded =
     <A extends unknown[]>(fn: (...args: A) => Promise<unknown>) =>
@@ -213,6 +276,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder())),
     ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
+    vscode.commands.registerCommand('memlens.showTimeline', guarded(showTimeline)),
+    vscode.window.onDidChangeVisibleTextEditors(() => repaint()),
+    vscode.workspace.onDidChangeTextDocument((e) => {
+      if (comparing() && vscode.window.visibleTextEditors.some((ed) => ed.document === e.document)) {
+        repaint();
+      }
+    }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       const running = client !== undefined && client.state === State.Running;
       if (needsRestart((section) => event.affectsConfiguration(section), running)) {

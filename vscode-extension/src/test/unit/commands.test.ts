@@ -123,7 +123,7 @@ describe('commands', () => {
       baseline: { id: 'b1', peak_traced_bytes: 2048 },
       top: [{ file: '/w/app.py', line: 12, label: '48.2 MiB peak' }],
     });
-    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak (baseline b1: 2.0 KiB peak)\napp.py:12  48.2 MiB peak');
+    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak, +3.0 MiB vs baseline');
     assert.strictEqual(summaryText({ run: null, baseline: null, top: [] }), 'memlens: no run loaded.');
   });
   it('shows the summary as a pick of the heaviest lines and opens the picked one', async () => {
@@ -145,6 +145,27 @@ describe('commands', () => {
     assert.deepStrictEqual(execute.firstCall.args, ['memlens.summary', [{ workspace: 'file:///w' }]]);
     assert.strictEqual(api.showQuickPick.firstCall.args[1], 'memlens run r1: 1.0 KiB peak');
     assert.deepStrictEqual(api.openLocation.firstCall.args, ['/w/lib/io.py', 3]);
+  });
+  it('lists changes against the baseline and gone lines', () => {
+    const summary = {
+      run: { id: 'r1', peak_traced_bytes: 2048 },
+      baseline: { id: 'b1', peak_traced_bytes: 4096 },
+      delta: -2048,
+      top: [
+        { file: '/w/app.py', line: 12, label: '48.2 MiB at peak', delta: 1024 },
+        { file: '/w/app.py', line: 14, label: '2.0 MiB at peak', delta: null },
+      ],
+      gone: [{ file: '/w/app.py', baselineLine: 20, text: 'cache = load()', label: '3.0 MiB at peak' }],
+    };
+    assert.strictEqual(summaryText(summary), 'memlens run r1: 2.0 KiB peak, −2.0 KiB vs baseline');
+    assert.deepStrictEqual(
+      summaryPickItems(summary).map((i) => [i.label, i.description]),
+      [
+        ['app.py:12', '48.2 MiB at peak · +1.0 KiB vs baseline'],
+        ['app.py:14', '2.0 MiB at peak · new since baseline'],
+        ['$(trash) app.py, baseline line 20', 'gone since baseline: held 3.0 MiB at peak'],
+      ],
+    );
   });
   it('says when no run is loaded instead of an empty summary', async () => {
     const api = fakeApi();
