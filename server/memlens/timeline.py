@@ -115,11 +115,13 @@ def terminal(run: Run, width: int = 72, height: int = 10) -> str:
     return "\n".join(out) + "\n"
 
 
-def svg(run: Run, width: int = 760, height: int = 260) -> str:
-    """The timeline as a standalone SVG: traced memory (and RSS), the peak marked, and the
-    lines that held most at the peak listed beside it."""
+def svg(run: Run, width: int = 760, height: int = 260, *, beside: bool = True) -> str:
+    """The timeline as a standalone SVG: traced memory (and RSS), the peak marked, and (with
+    ``beside``) the lines that held most at the peak listed beside it."""
     e = html.escape
-    pad_l, pad_r, pad_t, pad_b = 70, 300, 20, 36
+    if not beside:
+        width -= 260
+    pad_l, pad_r, pad_t, pad_b = 70, (300 if beside else 40), 20, 36
     plot_w, plot_h = width - pad_l - pad_r, height - pad_t - pad_b
     points = run.timeline
     parts = [
@@ -171,10 +173,12 @@ def svg(run: Run, width: int = 760, height: int = 260) -> str:
         f"peak {e(fmt_bytes(run.info.peak_traced_bytes))} at {peak.t:.2f} s</text>"
     )
     lx = pad_l + plot_w + 24
-    parts.append(
-        f'<text x="{lx}" y="{pad_t + 4}" fill="#ddd" font-weight="bold">held most at the peak</text>'
-    )
-    for i, row in enumerate(top_at_peak(run)):
+    if beside:
+        parts.append(
+            f'<text x="{lx}" y="{pad_t + 4}" fill="#ddd" font-weight="bold">'
+            "held most at the peak</text>"
+        )
+    for i, row in enumerate(top_at_peak(run) if beside else []):
         y = pad_t + 26 + i * 38
         where = f"{os.path.basename(row.file)}:{row.line}"
         parts.append(

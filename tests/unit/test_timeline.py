@@ -70,3 +70,11 @@ def test_svg_is_well_formed_and_escapes_the_run() -> None:
     page = timeline.html_page(_run())
     assert page.startswith("<!DOCTYPE html>")
     assert "default-src 'none'" in page
+
+
+def test_svg_without_the_list_beside_it() -> None:
+    svg = timeline.svg(_run(), beside=False)
+    root = ET.fromstring(svg)
+    assert root.get("width") == "500"
+    assert "held most at the peak" not in svg
+    assert "a = load()" not in svg

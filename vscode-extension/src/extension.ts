@@ -135,8 +135,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   restart = debounce(() => void start(), 500);
 
-  // The program runs in a terminal (a task): its output is visible, input and colours work,
-  // Ctrl+C stops it (the run is still written). The server's watcher loads the new run.
+  // The program runs in a terminal: its output is visible, input and colours work, Ctrl+C
+  // stops it (the run is still written). The server's watcher loads the new run.
   const runInTerminal = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
     const folder = uri ? vscode.workspace.getWorkspaceFolder(uri) : undefined;
     const spec = runSpec(
@@ -149,22 +149,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (!spec || !uri || !folder) {
       return;
     }
-    const execution = new vscode.ProcessExecution(spec.command, spec.args, { cwd: spec.cwd });
-    const name = `memlens run ${vscode.workspace.asRelativePath(uri, false)}`;
-    const task = new vscode.Task({ type: 'memlens' }, folder, name, 'memlens', execution, []);
-    task.presentationOptions = { reveal: vscode.TaskRevealKind.Always, focus: true, panel: vscode.TaskPanelKind.Dedicated, clear: true };
-    const running = await vscode.tasks.executeTask(task);
-    const code = await new Promise<number | undefined>((resolve) => {
-      const sub = vscode.tasks.onDidEndTaskProcess((e) => {
-        if (e.execution === running) {
-          sub.dispose();
-          resolve(e.exitCode);
-        }
-      });
+    // The program itself is the terminal's process (no shell: no quoting to get wrong).
+    const terminal = vscode.window.createTerminal({
+      name: `memlens run ${vscode.workspace.asRelativePath(uri, false)}`,
+      shellPath: spec.command,
+      shellArgs: spec.args,
+      cwd: spec.cwd,
     });
-    if (code !== undefined && code !== 0) {
-      void vscodeApi.showInfo(`memlens: the program exited with code ${code}; its run is shown.`);
-    }
+    terminal.show(true);
   };
   // Comparison mode colours: lines that hold more than in the baseline, less, or are new.
   const colour = (name: string, ruler: string): vscode.TextEditorDecorationType =>
@@ -286,11 +278,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((event) => {
       const running = client !== undefined && client.state === State.Running;
       if (needsRestart((section) => event.affectsConfiguration(section), running)) {
+        output.info(`settings changed (the interpreter, or with no server running): restarting`);
         restart();
       }
     }),
     // Trusting the workspace may change the interpreter (the Python extension's pick is used then).
-    vscode.workspace.onDidGrantWorkspaceTrust(() => restart()),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      output.info('workspace trusted: restarting');
+      restart();
+    }),
   );
   refreshStatus();
   await start();

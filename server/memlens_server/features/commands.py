@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import stat
@@ -208,7 +209,10 @@ async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
     run = folder.run
     if run is None:
         raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
-    svg = await in_thread(memlens_timeline.svg, run.run, name="memlens-timeline")
+    # The client lists the lines held most at the peak itself (as links to them).
+    svg = await in_thread(
+        functools.partial(memlens_timeline.svg, run.run, beside=False), name="memlens-timeline"
+    )
     peak = memlens_timeline.peak_point(run.run)
     return {
         "run": views.run_summary(run),
