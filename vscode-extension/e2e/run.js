@@ -528,7 +528,9 @@ async function trustedSession(ctx) {
       await runFromPalette(page, 'memlens: Show Timeline');
       const frame = await waitForTimelineFrame(page);
       log(`timeline ok: ${JSON.stringify(frame)}`);
-      await page.waitForTimeout(500);
+      await page.locator('.monaco-editor .view-lines').first().click();
+      await page.keyboard.press('Control+Home');
+      await page.waitForTimeout(1000);
       await screenshot(page, runDir, 'vscode-timeline');
       await page.keyboard.press('Control+W');
 
