@@ -383,49 +383,33 @@ def test_module_state_is_not_a_leak(tmp_path: Path) -> None:
     assert "Held by the module" not in hover
 
 
-def test_call_lines_show_what_their_callees_hold(tmp_path: Path) -> None:
-    # `analyzer.feed(lines)` holds 10 MiB at the peak through its callees, nothing itself.
-    call = LineStats(
-        alloc_count=1, peak_bytes=200, incl_peak_bytes=10 * MiB, incl_alloc_bytes=40 * MiB
-    )
-    own = LineStats(
-        alloc_bytes=3 * MiB, alloc_count=9, peak_bytes=2 * MiB, incl_peak_bytes=12 * MiB
-    )
-    small = LineStats(peak_bytes=10, incl_peak_bytes=512 * 1024)
-    check(
-        tmp_path,
-        """\
-analyzer.feed(lines)
-# ^ 10.0 MiB at peak in calls
-data = load(path)
-# ^ 2.0 MiB at peak · 9 allocs
-tiny()
-""",
-        {1: call, 2: own, 3: small},
-    )
-    check(
-        tmp_path / "off",
-        """\
-analyzer.feed(lines)
-data = load(path)
-# ^ 2.0 MiB at peak · 9 allocs
-tiny()
-""",
-        {1: call, 2: own, 3: small},
-        Settings(call_hints=False),
-    )
-    check(
-        tmp_path / "compact",
-        """\
-analyzer.feed(lines)
-# ^ 10.0 MiB in calls
-data = load(path)
-# ^ 2.0 MiB peak
-tiny()
-""",
-        {1: call, 2: own, 3: small},
-        Settings(hint_style="compact"),
-    )
+_FEED = LineStats(
+    alloc_count=1, peak_bytes=200, incl_peak_bytes=10 * MiB, incl_alloc_bytes=40 * MiB
+)
+_LOAD = LineStats(alloc_bytes=3 * MiB, alloc_count=9, peak_bytes=2 * MiB, incl_peak_bytes=12 * MiB)
+_TINY = LineStats(peak_bytes=10, incl_peak_bytes=512 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("settings", "feed", "load"),
+    [
+        (Settings(), "10.0 MiB at peak in calls", "2.0 MiB at peak · 9 allocs"),
+        (Settings(call_hints=False), None, "2.0 MiB at peak · 9 allocs"),
+        (Settings(hint_style="compact"), "10.0 MiB in calls", "2.0 MiB peak"),
+    ],
+)
+def test_call_lines_show_what_their_callees_hold(
+    tmp_path: Path, settings: Settings, feed: str | None, load: str
+) -> None:
+    # `analyzer.feed(lines)` holds 10 MiB at the peak through its callees, nothing itself;
+    # `tiny()`'s callees hold too little to mention.
+    lines = ["analyzer.feed(lines)", *([f"# ^ {feed}"] if feed else [])]
+    lines += ["data = load(path)", f"# ^ {load}", "tiny()"]
+    check(tmp_path, "\n".join(lines) + "\n", {1: _FEED, 2: _LOAD, 3: _TINY}, settings)
+
+
+def test_the_hover_of_a_call_line_leads_with_its_callees(tmp_path: Path) -> None:
+    call = _FEED
     folder, key = folder_with(tmp_path / "hover", "analyzer.feed(lines)\n", {1: call})
     view = folder.view(key)
     assert view is not None
