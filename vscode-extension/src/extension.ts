@@ -5,7 +5,7 @@ import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
-import { pickRun, runSpec, ServerLink, showSummary, splitArgs } from './common/commands';
+import { pickRun, runSpec, ServerLink, shellCommand, showSummary, splitArgs } from './common/commands';
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
@@ -149,14 +149,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (!spec || !uri || !folder) {
       return;
     }
-    // The program itself is the terminal's process (no shell: no quoting to get wrong).
+    // Typed into a shell, so the terminal (and the program's output) stays after it exits.
     const terminal = vscode.window.createTerminal({
       name: `memlens run ${vscode.workspace.asRelativePath(uri, false)}`,
-      shellPath: spec.command,
-      shellArgs: spec.args,
       cwd: spec.cwd,
     });
     terminal.show(true);
+    terminal.sendText(shellCommand(spec, process.platform), true);
   };
   // Comparison mode colours: lines that hold more than in the baseline, less, or are new.
   const colour = (name: string, ruler: string): vscode.TextEditorDecorationType =>

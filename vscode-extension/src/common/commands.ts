@@ -48,6 +48,18 @@ export function runSpec(
   return { command: interpreter, args: ['-m', 'memlens', 'run', file, ...args], cwd: folder };
 }
 
+/**
+ * The command line a shell runs for `spec`: each word quoted for POSIX shells (bash, zsh, sh,
+ * fish: `'…'` with `'\''` for a quote) or PowerShell (`& '…'` with `''` for a quote).
+ */
+export function shellCommand(spec: RunSpec, platform: string): string {
+  const words = [spec.command, ...spec.args];
+  if (platform === 'win32') {
+    return '& ' + words.map((w) => `'${w.replace(/'/g, "''")}'`).join(' ');
+  }
+  return words.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(' ');
+}
+
 /** Splits an argument line the way a POSIX shell would for simple quoting. */
 export function splitArgs(line: string): string[] {
   const out: string[] = [];

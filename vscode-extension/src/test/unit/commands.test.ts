@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 import * as sinon from 'sinon';
-import { pickRun, runSpec, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
+import { pickRun, runSpec, shellCommand, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
 import { debounce } from '../../common/debounce';
 import { baselinePickItems, runPickItems } from '../../common/runs';
 import { VsCodeApi } from '../../common/vscodeapi';
@@ -46,6 +46,14 @@ describe('commands', () => {
       cwd: '/w',
     });
     assert.strictEqual(api.showError.called, false);
+  });
+  it('quotes the command line for the shell it is typed into', () => {
+    const spec = { command: '/opt/my python/bin/python', args: ['-m', 'memlens', 'run', "/w/it's.py", '--n=3', ''], cwd: '/w' };
+    assert.strictEqual(
+      shellCommand(spec, 'linux'),
+      "'/opt/my python/bin/python' -m memlens run '/w/it'\\''s.py' --n=3 ''",
+    );
+    assert.strictEqual(shellCommand(spec, 'win32'), "& '/opt/my python/bin/python' '-m' 'memlens' 'run' '/w/it''s.py' '--n=3' ''");
   });
   it('asks for a file when none is open, and refuses files outside the workspace', () => {
     const api = fakeApi();
