@@ -19,14 +19,29 @@ FIGURE_NAMES: dict[str, str] = {
     "incl_live": "incl_live_bytes",
 }
 
+#: What a figure means, after its size: ``48.2 MiB at peak``. Plain words: a newcomer reads
+#: the label without the docs (no glyphs that could read as "increased").
 _WORDS: dict[str, str] = {
-    "peak": "peak",
+    "peak": "at peak",
     "alloc": "allocated",
     "live": "live at exit",
-    "incl_peak": "peak incl. calls",
+    "incl_peak": "at peak incl. calls",
     "incl_alloc": "allocated incl. calls",
-    "incl_live": "live incl. calls",
+    "incl_live": "live at exit incl. calls",
 }
+
+#: The compact label's word (``memlens.inlayHints.style: compact``), for long lines.
+_SHORT: dict[str, str] = {
+    "peak": "peak",
+    "alloc": "alloc",
+    "live": "live",
+    "incl_peak": "peak+calls",
+    "incl_alloc": "alloc+calls",
+    "incl_live": "live+calls",
+}
+
+#: The inclusive counterpart of a self figure (a call site shows what its callees hold).
+CALLS_OF: dict[str, str] = {"peak": "incl_peak", "alloc": "incl_alloc", "live": "incl_live"}
 
 _ERR_OF: dict[str, str] = {
     "peak_bytes": "peak_err",
@@ -57,27 +72,43 @@ def line_label(
     baseline: LineStats | None = None,
     *,
     compare: bool = False,
+    calls: bool = False,
+    compact: bool = False,
 ) -> str:
-    """A short label such as ``▲ 48.2 MiB peak · 1.2k allocs``.
+    """A short label such as ``48.2 MiB at peak · 1.2k allocs``.
 
-    With ``compare`` (and a baseline or not), the change is shown instead:
-    ``48.2 MiB (−12.0 MiB, −20%)``; a line absent from the baseline reads ``(new)``.
-    Sampled figures carry their error: ``~12.0 MiB ±8% peak``.
+    ``calls`` labels the figure a call site holds through its callees (the inclusive
+    counterpart of ``figure``): ``136.0 MiB at peak in calls``. With ``compare`` the change
+    against the baseline follows: ``48.2 MiB at peak, −12.0 MiB vs baseline (−20%)``, ``…, same
+    as baseline``, ``…, new since baseline`` (no line in the baseline). Sampled figures carry
+    their error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
+    ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``.
     """
-    value = figure_value(stats, figure)
-    rel = relative_error(stats, figure)
+    shown = CALLS_OF[figure] if calls and figure in CALLS_OF else figure
+    value = figure_value(stats, shown)
+    rel = relative_error(stats, shown)
     size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
+    if compact:
+        label = f"{size} in calls" if calls else f"{size} {_SHORT[shown]}"
+    else:
+        label = f"{size} {_WORDS[figure]}" + (" in calls" if calls else "")
     if compare:
-        if baseline is None:
-            return f"{size} (new)"
-        old = figure_value(baseline, figure)
-        delta = value - old
-        ratio = (delta / old) if old else None
-        if old == 0 and delta == 0:
-            ratio = 0.0
-        return f"{size} ({fmt_delta_bytes(delta)}, {fmt_percent(ratio)})"
-    label = f"▲ {size} {_WORDS[figure]}"
-    if stats.alloc_count:
+        change = _change(value, figure_value(baseline, shown) if baseline is not None else None)
+        if compact:
+            return f"{label} ({change[0]})"
+        return f"{label}, {change[1]}"
+    if stats.alloc_count and not calls and not compact:
         noun = "alloc" if stats.alloc_count == 1 else "allocs"
         label += f" · {fmt_count(stats.alloc_count)} {noun}"
     return label
+
+
+def _change(value: int, old: int | None) -> tuple[str, str]:
+    """The change against the baseline: (compact, full)."""
+    if old is None:
+        return "new", "new since baseline"
+    delta = value - old
+    if delta == 0:
+        return "same", "same as baseline"
+    ratio = (delta / old) if old else None
+    return fmt_delta_bytes(delta), f"{fmt_delta_bytes(delta)} vs baseline ({fmt_percent(ratio)})"

@@ -55,6 +55,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
         "platform": info.platform,
         "pid": info.pid,
         "cwd": info.cwd,
+        "workspace_root": info.workspace_root,
         "memlens_version": info.memlens_version,
         "source": info.source,
         "seed": info.seed,

@@ -469,7 +469,9 @@ class RunInfo(_Value):
 
     ``started`` and ``ended`` are ISO-8601 (UTC); ``mode`` is "exact", "sampling" or
     "imported"; ``seed`` is the sampling seed (None when not sampled); ``source`` is the
-    free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace".
+    free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace";
+    ``workspace_root`` is the folder whose store the run was written to (absolute; "" when
+    unknown), so that its files can be found in a copy.
     """
 
     __slots__ = (
@@ -491,6 +493,7 @@ class RunInfo(_Value):
         "seed",
         "source",
         "started",
+        "workspace_root",
     )
     command: tuple[str, ...]
     python: str
@@ -510,6 +513,7 @@ class RunInfo(_Value):
     max_depth: int
     source: str
     seed: int | None
+    workspace_root: str
 
     def __init__(
         self,
@@ -531,6 +535,7 @@ class RunInfo(_Value):
         max_depth: int = 0,
         source: str = "memlens",
         seed: int | None = None,
+        workspace_root: str = "",
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -550,6 +555,7 @@ class RunInfo(_Value):
         _set(self, "max_depth", max_depth)
         _set(self, "source", source)
         _set(self, "seed", seed)
+        _set(self, "workspace_root", workspace_root)
 
 
 class Run(_Value):

@@ -13,17 +13,17 @@ def start(tcp: int | None = None, host: str = "127.0.0.1") -> int:
     import os
     import threading
 
+    from memlens_server import transport
     from memlens_server.server import create_server
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s"
     )
     server = create_server()
-    code = 0
     if tcp is not None:
-        server.start_tcp(host, tcp)
+        code = transport.serve_tcp(server, host, tcp)
     else:
-        code = server.start_io()
+        code = transport.serve_stdio(server)
     # Work still running on a thread (a read stuck on a FIFO in a hostile workspace) must not
     # keep the process alive after `exit`: leave without waiting for it.
     main = threading.main_thread()

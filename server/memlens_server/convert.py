@@ -126,9 +126,13 @@ def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str])
             end=lsp.Position(line=item.line, character=units(codec, text[: item.end])),
         ),
         message=item.message,
-        severity=lsp.DiagnosticSeverity.Warning,
+        severity=(
+            lsp.DiagnosticSeverity.Warning
+            if item.code == "leak"
+            else lsp.DiagnosticSeverity.Information
+        ),
         source=SOURCE,
-        code="leak",
+        code=item.code,
     )
 
 

@@ -10,7 +10,8 @@ the run's lines, call-tree lookups) are computed on first use and then kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +26,25 @@ def canonical(path: str | os.PathLike[str]) -> str:
     return os.path.normcase(os.path.realpath(os.fspath(path)))
 
 
+_NOT_FUNCTIONS = re.compile(r"<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>$")
+_DEF = re.compile(r"(async\s+)?def\s")
+
+
+def is_def(text: Sequence[str] | None, fn: FunctionStats) -> bool:
+    """Whether ``fn`` is a function or method (a ``def``), not a lambda, comprehension,
+    generator expression, class body or module. The recorded source ``text`` decides when
+    there is one: the first line of ``fn`` after its decorators starts with ``def``."""
+    if _NOT_FUNCTIONS.search(fn.qualname):
+        return False
+    if text is None:
+        return True
+    for number in range(max(1, fn.first_line), min(fn.last_line, len(text)) + 1):
+        line = text[number - 1].strip()
+        if line and not line.startswith(("@", "#")):
+            return _DEF.match(line) is not None
+    return False
+
+
 class FileView:
     """One profiled file of a run, with its baseline counterpart, ready for requests."""
 
@@ -36,10 +56,11 @@ class FileView:
         self.run = run
         self.baseline_source = baseline
 
-    def label_memo(self, figure: str, compare: bool) -> dict[int, str]:
-        """Labels already built for this file, per (figure, compare): requests reuse them."""
+    def label_memo(self, key: Hashable) -> dict[int, str | None]:
+        """Labels already built for this file (None: no hint), per ``key`` (the settings and
+        the compare mode): requests reuse them."""
         memo = self.__dict__.setdefault("_labels", {})
-        found: dict[int, str] = memo.setdefault((figure, compare), {})
+        found: dict[int, str | None] = memo.setdefault(key, {})
         return found
 
     @property
@@ -48,7 +69,8 @@ class FileView:
 
     def warm(self) -> None:
         """Compute the derived tables now (called off the event loop)."""
-        _ = self.text_lines, self.baseline_lines, self.baseline_functions
+        _ = self.text_lines, self.baseline_lines, self.baseline_functions, self.function_ranges
+        _ = self.baseline_map
         _ = self.run.tree.inclusive
 
     @cached_property
@@ -60,15 +82,29 @@ class FileView:
     def baseline_lines(self) -> Mapping[int, LineStats]:
         """Baseline figures keyed by this run's line numbers (changed lines are absent)."""
         base = self.baseline_source
-        if base is None:
-            return {}
-        if base.text is None or self.source.text is None:
-            return base.lines if base.sha256 == self.source.sha256 else {}
-        if base.text == self.source.text:
-            return base.lines
-        # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
-        mapping = match_lines(base, self.source)
+        mapping = self.baseline_map
+        if base is None or mapping is None:
+            return {} if base is None or base.sha256 != self.source.sha256 else base.lines
         return {mapping[old]: st for old, st in base.lines.items() if old in mapping}
+
+    @cached_property
+    def baseline_map(self) -> Mapping[int, int] | None:
+        """Baseline line -> this run's line for the same code; None without both texts."""
+        base = self.baseline_source
+        if base is None or base.text is None or self.source.text is None:
+            return None
+        if base.text == self.source.text:
+            return {n: n for n in base.lines}
+        # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
+        return match_lines(base, self.source)
+
+    @cached_property
+    def function_ranges(self) -> tuple[tuple[int, int], ...] | None:
+        """(first, last) lines of the file's functions and methods; None without a table."""
+        if not self.source.functions:
+            return None
+        text = self.text_lines
+        return tuple((f.first_line, f.last_line) for f in self.source.functions if is_def(text, f))
 
     @cached_property
     def baseline_functions(self) -> Mapping[str, FunctionStats]:
@@ -77,17 +113,79 @@ class FileView:
 
 
 class RunData:
-    """A loaded run with lookups by canonical path and by call-tree location."""
+    """A loaded run with lookups by canonical path and by call-tree location.
 
-    def __init__(self, path: Path, run: Run, base_dirs: Iterable[Path] = ()) -> None:
+    Recorded paths are those of the machine and checkout that made the run. With ``root``
+    (the workspace folder whose store holds the run), files are mapped onto that folder: a
+    file recorded under the run's recorded workspace root (``RunInfo.workspace_root``) maps
+    to the same relative path under ``root``; a file whose recorded path does not exist here
+    is found by :meth:`match` through the longest common path suffix, ties broken by content
+    hash. Constructed off the event loop (it checks which recorded paths exist).
+    """
+
+    def __init__(
+        self, path: Path, run: Run, base_dirs: Iterable[Path] = (), root: Path | None = None
+    ) -> None:
         self.path = path
         self.run = run
         self.mtime_ns = _mtime(path)
+        self.root = canonical(root) if root is not None else None
         dirs = [Path(run.info.cwd)] if run.info.cwd else []
         dirs.extend(base_dirs)
+        recorded_root = getattr(run.info, "workspace_root", "")
+        if not isinstance(recorded_root, str):  # a hostile header: ignore it
+            recorded_root = ""
+        cwd = os.path.normcase(os.path.normpath(run.info.cwd)) if run.info.cwd else ""
         self.keys_by_path: dict[str, str] = {}
+        #: key -> the canonical local path its figures show on (when it differs).
+        self.local_paths: dict[str, str] = {}
+        #: file name -> keys of recorded files that may have moved (suffix matching).
+        self._missing_by_name: dict[str, list[str]] = {}
         for key, sf in run.files.items():
-            self.keys_by_path.setdefault(_resolve(sf.path, dirs), key)
+            local = _relocate(sf.path, recorded_root, self.root)
+            if local is not None:
+                self.keys_by_path.setdefault(local, key)
+                self.local_paths[key] = local
+            resolved = _resolve(sf.path, dirs)
+            self.keys_by_path.setdefault(resolved, key)
+            if local is None and self._may_move(sf.path, resolved, cwd):
+                name = os.path.normcase(os.path.basename(sf.path))
+                self._missing_by_name.setdefault(name, []).append(key)
+
+    def _may_move(self, recorded: str, resolved: str, cwd: str) -> bool:
+        """Whether a recorded file may be found elsewhere by its path suffix: it is the
+        program's own (under the run's working directory) or does not exist here. Files of
+        installed packages that exist here stay where they are."""
+        if not os.path.isabs(recorded) or (self.root is not None and _inside(resolved, self.root)):
+            return False
+        own = bool(cwd) and _inside(os.path.normcase(os.path.normpath(recorded)), cwd)
+        return own or not os.path.exists(resolved)
+
+    def match(self, path: str, digest: Callable[[], str] | None = None) -> str | None:
+        """The key of the recorded file shown on the local canonical ``path``, if any."""
+        key = self.keys_by_path.get(path)
+        if key is not None or self.root is None or not _inside(path, self.root):
+            return key
+        candidates = self._missing_by_name.get(os.path.basename(path), [])
+        if not candidates:
+            return None
+        want = _parts(path)
+        scored = [(_common_suffix(_parts(self.run.files[k].path), want), k) for k in candidates]
+        best = max(n for n, _ in scored)
+        top = [k for n, k in scored if n == best]
+        if len(top) > 1 and digest is not None:
+            sha = digest()
+            top = [k for k in top if self.run.files[k].sha256 == sha]
+        if len(top) != 1:
+            return None  # ambiguous: no figures rather than another file's
+        self.keys_by_path[path] = top[0]
+        self.local_paths.setdefault(top[0], path)
+        return top[0]
+
+    def local_path(self, key: str) -> str:
+        """Where the figures of recorded file ``key`` show here (its recorded path if not
+        mapped elsewhere)."""
+        return self.local_paths.get(key, self.run.files[key].path)
 
     @property
     def id(self) -> str:
@@ -104,6 +202,33 @@ def _mtime(path: Path) -> int:
         return path.stat().st_mtime_ns
     except OSError:
         return 0
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _parts(path: str) -> list[str]:
+    return os.path.normcase(os.path.normpath(path)).split(os.sep)
+
+
+def _common_suffix(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _relocate(recorded: str, recorded_root: str, root: str | None) -> str | None:
+    """The local path of a file recorded under ``recorded_root`` (same path under ``root``)."""
+    if root is None or not recorded_root or not os.path.isabs(recorded):
+        return None
+    if not os.path.isabs(recorded_root):
+        return None
+    rec, rec_root = os.path.normpath(recorded), os.path.normpath(recorded_root)
+    if not _inside(os.path.normcase(rec), os.path.normcase(rec_root)) or rec == rec_root:
+        return None
+    return canonical(os.path.join(root, os.path.relpath(rec, rec_root)))
 
 
 def _resolve(recorded: str, dirs: Iterable[Path]) -> str:
@@ -130,22 +255,25 @@ class FolderState:
     chosen: Path | None = None
     #: The ``latest`` target when the choice was made.
     chosen_latest: Path | None = None
+    #: Why the run to show could not be read (an unreadable latest run), if it could not.
+    problem: str | None = None
     _views: dict[str, FileView] = field(default_factory=dict, compare=False, repr=False)
 
-    def view(self, path: str) -> FileView | None:
-        """The figures for a canonical path, or None when the run has none for it."""
+    def view(self, path: str, digest: Callable[[], str] | None = None) -> FileView | None:
+        """The figures for a canonical path, or None when the run has none for it.
+        ``digest`` gives the file's SHA-256 when a tie between recorded files must be broken."""
         run = self.run
         if run is None:
             return None
         cached = self._views.get(path)
         if cached is not None:
             return cached
-        key = run.keys_by_path.get(path)
+        key = run.match(path, digest)
         if key is None:
             return None
         base_sf = None
         if self.baseline is not None:
-            bkey = self.baseline.keys_by_path.get(path)
+            bkey = self.baseline.match(path, digest)
             if bkey is not None:
                 base_sf = self.baseline.run.files[bkey]
         view = FileView(key, run.run.files[key], run, base_sf)
@@ -156,8 +284,10 @@ class FolderState:
         root = canonical(self.root)
         return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
-    def with_runs(self, run: RunData | None, baseline: RunData | None) -> FolderState:
-        return replace(self, run=run, baseline=baseline, _views={})
+    def with_runs(
+        self, run: RunData | None, baseline: RunData | None, problem: str | None = None
+    ) -> FolderState:
+        return replace(self, run=run, baseline=baseline, problem=problem, _views={})
 
 
 @dataclass(frozen=True)
@@ -172,12 +302,14 @@ class Index:
                 best = f
         return best
 
-    def lookup(self, path: str) -> tuple[FolderState, FileView] | None:
+    def lookup(
+        self, path: str, digest: Callable[[], str] | None = None
+    ) -> tuple[FolderState, FileView] | None:
         """The folder state and file view for a canonical path, if any run has figures."""
         home = self.folder_for(path)
         order = ([home] if home else []) + [f for f in self.folders if f is not home]
         for folder in order:
-            view = folder.view(path)
+            view = folder.view(path, digest)
             if view is not None:
                 return folder, view
         return None

@@ -16,8 +16,19 @@ CLEAR_BASELINE = "memlens.clearBaseline"
 CHOOSE_RUN = "memlens.chooseRun"
 LIST_RUNS = "memlens.listRuns"
 SUMMARY = "memlens.summary"
+TIMELINE = "memlens.timeline"
+LINE_CHANGES = "memlens.lineChanges"
 
-COMMANDS = (RUN_FILE, SET_BASELINE, CLEAR_BASELINE, CHOOSE_RUN, LIST_RUNS, SUMMARY)
+COMMANDS = (
+    RUN_FILE,
+    SET_BASELINE,
+    CLEAR_BASELINE,
+    CHOOSE_RUN,
+    LIST_RUNS,
+    SUMMARY,
+    TIMELINE,
+    LINE_CHANGES,
+)
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
 RUNS_GLOB = "**/.memlens/runs/**"
@@ -38,6 +49,7 @@ class RunLoadedParams(TypedDict):
     workspace: str
     run: RunSummary | None
     baseline: RunSummary | None
+    problem: str | None
 
 
 class RunFileArgs(TypedDict, total=False):

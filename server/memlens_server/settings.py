@@ -15,6 +15,7 @@ from typing import Any
 from memlens.annotate import FIGURE_NAMES
 
 TRACE_LEVELS = ("off", "messages", "verbose")
+HINT_STYLES = ("full", "compact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +24,13 @@ class Settings:
     figure: str = "peak"
     min_bytes: int = 1024
     min_share: float = 0.0
+    #: A call line whose own figure is small shows what its callees hold (from this size).
+    call_hints: bool = True
+    call_min_bytes: int = 1048576
+    hint_style: str = "full"
     compare_with_baseline: bool = False
     leak_min_bytes: int = 1048576
+    lens_min_bytes: int = 1048576
     interpreter: str = ""
     trace_server: str = "off"
 
@@ -35,6 +41,10 @@ KEYS: dict[str, str] = {
     "inlayHints.figure": "figure",
     "inlayHints.minBytes": "min_bytes",
     "inlayHints.minShare": "min_share",
+    "inlayHints.calls": "call_hints",
+    "inlayHints.callMinBytes": "call_min_bytes",
+    "inlayHints.style": "hint_style",
+    "codeLens.minBytes": "lens_min_bytes",
     "compareWithBaseline": "compare_with_baseline",
     "leakWarning.minBytes": "leak_min_bytes",
     "interpreter": "interpreter",
@@ -55,7 +65,7 @@ def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _check(field: str, value: Any) -> Any:
     """The validated value for ``field``, or raise ValueError with a reason."""
-    if field == "inlay_hints_enabled" or field == "compare_with_baseline":
+    if field in ("inlay_hints_enabled", "compare_with_baseline", "call_hints"):
         if isinstance(value, bool):
             return value
         raise ValueError("expected true or false")
@@ -63,7 +73,11 @@ def _check(field: str, value: Any) -> Any:
         if value in FIGURE_NAMES:
             return value
         raise ValueError("expected one of " + ", ".join(FIGURE_NAMES))
-    if field in ("min_bytes", "leak_min_bytes"):
+    if field == "hint_style":
+        if value in HINT_STYLES:
+            return value
+        raise ValueError("expected one of " + ", ".join(HINT_STYLES))
+    if field in ("min_bytes", "leak_min_bytes", "call_min_bytes", "lens_min_bytes"):
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
         raise ValueError("expected a whole number of bytes >= 0")

@@ -29,10 +29,11 @@ import contextlib
 import json
 import logging
 import re
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, BinaryIO
 
 from cattrs.errors import ClassValidationError
 from pygls.exceptions import (
@@ -42,7 +43,10 @@ from pygls.exceptions import (
     JsonRpcInvalidRequest,
     JsonRpcParseError,
 )
+from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+
+from memlens_server.background import CHUNK, StreamReader
 
 log = logging.getLogger("memlens_server.transport")
 
@@ -271,3 +275,74 @@ async def serve(
         for body in frames.feed(data):
             dispatch(protocol, body)
             await asyncio.sleep(0)  # let handlers started by this message run in turn
+
+
+# -- running a server --------------------------------------------------------------------------
+def serve_stdio(
+    server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> int:
+    """Serve over stdio until ``exit`` or end of input; returns the exit code."""
+    reader = StreamReader(stdin or sys.stdin.buffer)
+    server.protocol.set_writer(_StdoutWriter(stdout or sys.stdout.buffer))
+    protocol = _protocol(server)
+
+    async def main() -> None:
+        await serve(protocol, reader.read, server._stop_event or threading.Event())
+
+    return _run(server, main)
+
+
+def serve_tcp(server: LanguageServer, host: str, port: int) -> int:
+    """Serve the first client that connects over TCP (debugging)."""
+    protocol = _protocol(server)
+
+    async def main() -> None:
+        connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+        connected = asyncio.get_running_loop().create_future()
+
+        def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            if not connected.done():
+                connected.set_result((r, w))
+
+        listener = await asyncio.start_server(on_connect, host, port)
+        async with listener:
+            reader, writer = await connected
+            server.protocol.set_writer(writer)
+            await serve(
+                protocol, lambda: reader.read(CHUNK), server._stop_event or threading.Event()
+            )
+
+    return _run(server, main)
+
+
+def _protocol(server: LanguageServer) -> MemlensProtocol:
+    protocol = server.protocol
+    assert isinstance(protocol, MemlensProtocol), "create the server with MemlensProtocol"
+    return protocol
+
+
+def _run(server: LanguageServer, main: Callable[[], Awaitable[None]]) -> int:
+    server._stop_event = threading.Event()
+    code = 0
+    try:
+        asyncio.run(main())  # type: ignore[arg-type]
+    except SystemExit as exc:  # the exit notification
+        code = exc.code if isinstance(exc.code, int) else 0
+    except (KeyboardInterrupt, BrokenPipeError):
+        code = 1
+    finally:
+        server._stop_event.set()
+    return code
+
+
+class _StdoutWriter:
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.flush()
+
+    def write(self, data: bytes) -> None:
+        self.stream.write(data)
+        self.stream.flush()

@@ -169,7 +169,7 @@ def test_show_annotate_and_flow_on_a_saved_run(tmp_path: Path) -> None:
     assert ann.returncode == 0
     line7 = ann.stdout.splitlines()[6]
     assert line7.startswith("7  big = bytearray(50 * 1024 * 1024)")
-    assert line7.endswith("# ▲ 50.0 MiB peak · 2 allocs")
+    assert line7.endswith("# 50.0 MiB at peak · 2 allocs")
     dot = tmp_path / "g.dot"
     flow = memlens("flow", "--dot", str(dot), cwd=tmp_path)
     assert flow.returncode == 0

@@ -381,3 +381,23 @@ def test_prune_removes_stale_temporaries_only(tmp_path: Path) -> None:
     assert not stale.exists()
     assert fresh.exists()  # a writer may still be at work
     assert store.run_files() == [run]
+
+
+def test_show_timeline_draws_the_peak_in_the_terminal_and_as_svg(tmp_path: Path) -> None:
+    (tmp_path / "grow.py").write_text(
+        "import time\nkeep = []\nfor i in range(20):\n"
+        "    keep.append(bytearray(1 << 20))\n    time.sleep(0.01)\ndel keep\n"
+    )
+    assert memlens("run", "--no-report", "grow.py", cwd=tmp_path).returncode == 0
+    shown = memlens("show", "--timeline", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "▲ peak" in shown.stdout
+    assert "held most at the peak:" in shown.stdout
+    assert "grow.py:4" in shown.stdout
+    written = memlens("show", "--timeline", "--svg", "t.svg", "--html", "t.html", cwd=tmp_path)
+    assert written.returncode == 0
+    assert (tmp_path / "t.svg").read_text().startswith("<svg ")
+    assert "<svg " in (tmp_path / "t.html").read_text()
+    bad = memlens("show", "--timeline", "--svg", str(tmp_path / "no" / "dir.svg"), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("memlens: cannot write")

@@ -49,8 +49,10 @@ def test_entry_point_answers_initialize(cmd: list[str]) -> None:
     assert sorted(caps["executeCommandProvider"]["commands"]) == [
         "memlens.chooseRun",
         "memlens.clearBaseline",
+        "memlens.lineChanges",
         "memlens.listRuns",
         "memlens.runFile",
         "memlens.setBaseline",
         "memlens.summary",
+        "memlens.timeline",
     ]

@@ -13,6 +13,8 @@ from pytest_lsp import LanguageClient
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 APP_LINES = APP.splitlines()
+DOWN = "−1.0 MiB vs baseline (−33%)"
+LESS = "−1.0 MiB vs baseline"
 
 
 def utf_units(client: LanguageClient, text: str) -> int:
@@ -66,9 +68,11 @@ async def test_inlay_hints_full_file_exact_positions(
     try:
         got = await hints(client, uri, "0:0-24:0")
         assert got == [
-            (*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs"),
-            (*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs"),
-            (*eol(client, 17), "▲ 16.0 KiB peak · 1 alloc"),
+            (*eol(client, 4), "2.0 MiB at peak · 1.2k allocs"),
+            (*eol(client, 9), "4.0 KiB at peak · 2 allocs"),
+            # Call lines: their own figures are small, their callees hold 2 MiB at the peak.
+            (*eol(client, 17), "2.0 MiB at peak in calls"),
+            (*eol(client, 22), "2.0 MiB at peak in calls"),
         ]
         # Line 10 holds "é" and "😀": 18 UTF-16 units, 21 UTF-8 bytes.
         assert got[1][1] == (21 if client.profile == "neovim" else 18)  # type: ignore[attr-defined]
@@ -91,13 +95,15 @@ async def test_visible_range_is_absolute_and_end_exclusive(
     open_doc(client, uri, APP)
     try:
         assert await hints(client, uri, "8:0-12:0") == [
-            (*eol(client, 9), "▲ 4.0 KiB peak · 2 allocs")
+            (*eol(client, 9), "4.0 KiB at peak · 2 allocs")
         ]
         assert await hints(client, uri, "0:0-4:0") == []
         assert await hints(client, uri, "4:3-4:5") == [
-            (*eol(client, 4), "▲ 2.0 MiB peak · 1.2k allocs")
+            (*eol(client, 4), "2.0 MiB at peak · 1.2k allocs")
         ]
-        assert await hints(client, uri, "18:0-24:0") == []
+        assert await hints(client, uri, "18:0-24:0") == [
+            (*eol(client, 22), "2.0 MiB at peak in calls")
+        ]
     finally:
         close_doc(client, uri)
 
@@ -119,7 +125,7 @@ async def test_resolve_adds_markdown_tooltip(client: LanguageClient, workspace: 
         assert resolved.tooltip.kind == lsp.MarkupKind.Markdown
         assert "| peak | 2.0 MiB | 2.0 MiB |" in resolved.tooltip.value
         assert resolved.position == result[0].position
-        assert resolved.label == "▲ 2.0 MiB peak · 1.2k allocs"
+        assert resolved.label == "2.0 MiB at peak · 1.2k allocs"
     finally:
         close_doc(client, uri)
 
@@ -146,7 +152,7 @@ async def test_hover_table_baseline_and_call_paths(
         )
         assert isinstance(hover.contents, lsp.MarkupContent)
         lines = hover.contents.value.splitlines()
-        assert lines[0] == "**memlens** · ▲ 2.0 MiB peak · 1.2k allocs"
+        assert lines[0] == "**memlens** · 2.0 MiB at peak · 1.2k allocs"
         assert lines[2:9] == [
             "| | self | incl. calls |",
             "|:--|--:|--:|",
@@ -203,9 +209,9 @@ async def test_code_lenses_functions_and_main_block(
     open_doc(client, uri, APP)
     try:
         assert await lenses(client, uri) == [
-            (3, "memlens: 2.0 MiB peak · 3.0 MiB allocated (incl.) · Δ −1.0 MiB", "", None),
-            (8, "memlens: 4.0 KiB peak · 8.5 KiB allocated (incl.) · Δ ±0 B", "", None),
-            (16, "memlens: 2.0 MiB peak · 3.0 MiB allocated (incl.) · Δ −1.0 MiB", "", None),
+            # greet (8.5 KiB) is below codeLens.minBytes; the module gets no lens.
+            (3, f"memlens: 2.0 MiB at peak ({LESS}) · 3.0 MiB allocated, incl. calls", "", None),
+            (16, f"memlens: 2.0 MiB at peak ({LESS}) · 3.0 MiB allocated, incl. calls", "", None),
             (21, "▶ Run under memlens", "memlens.runFile", [{"uri": uri, "args": []}]),
         ]
     finally:
@@ -245,21 +251,21 @@ async def test_edited_buffer_remaps_and_hides_changed_lines(
     open_doc(client, uri, EDITED)
     try:
         assert await hints(client, uri, "0:0-26:0") == [
-            (*eol(client, 6, edited), "▲ 2.0 MiB peak · 1.2k allocs"),
-            (*eol(client, 19, edited), "▲ 16.0 KiB peak · 1 alloc"),
+            (*eol(client, 6, edited), "2.0 MiB at peak · 1.2k allocs"),
+            (*eol(client, 19, edited), "2.0 MiB at peak in calls"),
+            (*eol(client, 24, edited), "2.0 MiB at peak in calls"),
         ]
         hover = await hover_at(client, uri, 6)
         assert hover is not None
         assert isinstance(hover.contents, lsp.MarkupContent)
         assert (
-            "_Figures are from an earlier version of this file (line 5 when profiled); "
-            "edited lines show none._"
+            "_The source differs from the profiled version (line 5 when profiled): "
+            "edited lines show no figures._"
         ) in hover.contents.value
         assert await hover_at(client, uri, 11) is None  # the edited line
         assert [(line, title[:20]) for line, title, _, _ in await lenses(client, uri)] == [
-            (5, "memlens: 2.0 MiB pea"),
-            (10, "memlens: 4.0 KiB pea"),
-            (18, "memlens: 2.0 MiB pea"),
+            (5, "memlens: 2.0 MiB at "),
+            (18, "memlens: 2.0 MiB at "),
             (23, "▶ Run under memlens"),
         ]
         await wait_until(lambda: bool(client.diagnostics.get(uri)))
@@ -275,7 +281,8 @@ async def test_edited_buffer_remaps_and_hides_changed_lines(
             )
         )
         assert await hints(client, uri, "0:0-26:0") == [
-            (*eol(client, 19, edited), "▲ 16.0 KiB peak · 1 alloc"),
+            (*eol(client, 19, edited), "2.0 MiB at peak in calls"),
+            (*eol(client, 24, edited), "2.0 MiB at peak in calls"),
         ]
         await wait_until(lambda: not client.diagnostics.get(uri))
     finally:
@@ -289,11 +296,9 @@ async def test_multi_root_each_folder_has_its_store(
     open_doc(client, uri, OTHER)
     try:
         assert await hints(client, uri, "0:0-3:0") == [
-            (1, len(OTHER.splitlines()[1]), "▲ 781.3 KiB peak · 1 alloc"),
+            (1, len(OTHER.splitlines()[1]), "781.3 KiB at peak · 1 alloc"),
         ]
-        assert await lenses(client, uri) == [
-            (0, "memlens: 781.3 KiB peak · 781.3 KiB allocated (incl.)", "", None)
-        ]
+        assert await lenses(client, uri) == []  # below codeLens.minBytes
     finally:
         close_doc(client, uri)
 
@@ -348,12 +353,17 @@ async def test_run_loaded_notifications_at_start(
     }
     assert proj["baseline"]["id"] == "20261121-100000-1"
     assert first[workspace.uri("lib")]["baseline"] is None
+    assert proj["problem"] is None
     assert first[workspace.uri("empty")] == {
         "workspace": workspace.uri("empty"),
         "run": None,
         "baseline": None,
+        "problem": None,
     }
-    assert first[workspace.uri("broken")]["run"] is None
+    # A corrupt latest run: the folder says why it shows nothing (the status bar names it).
+    broken = first[workspace.uri("broken")]
+    assert broken["run"] is None
+    assert broken["problem"].endswith("20261122-000000-1.mlrun: not a memlens run file")
 
 
 async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
@@ -378,14 +388,18 @@ async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspac
         {
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 5,
-            "label": "▲ 2.0 MiB peak · 1.2k allocs",
+            "label": "2.0 MiB at peak · 1.2k allocs",
+            "delta": -1024 * 1024,
         },
         {
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 18,
-            "label": "▲ 16.0 KiB peak · 1 alloc",
+            "label": "16.0 KiB at peak · 1 alloc",
+            "delta": None,  # new since the baseline
         },
     ]
+    assert summary["delta"] == -1024 * 1024
+    assert summary["gone"] == []
     broken = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("broken")})
     assert [(r["id"], r["error"]) for r in broken] == [
         ("20261122-000000-1", "not a memlens run file")
@@ -408,10 +422,11 @@ async def test_settings_change_figure_and_compare(
                 break
             await asyncio.sleep(0.02)
         assert got == [
-            (*eol(client, 4), "2.0 MiB (−1.0 MiB, −33%)"),
-            (*eol(client, 9), "4.0 KiB (±0 B, ±0%)"),
-            (*eol(client, 10), "512 B (±0 B, ±0%)"),
-            (*eol(client, 17), "16.0 KiB (new)"),
+            (*eol(client, 4), f"2.0 MiB at peak, {DOWN}"),
+            (*eol(client, 9), "4.0 KiB at peak, same as baseline"),
+            (*eol(client, 10), "512 B at peak, same as baseline"),
+            (*eol(client, 17), "2.0 MiB at peak in calls, new since baseline"),
+            (*eol(client, 22), f"2.0 MiB at peak in calls, {DOWN}"),
         ]
         client.set_configuration(
             {"inlayHints": {"figure": "nonsense", "minBytes": -3}}, section="memlens"
@@ -428,9 +443,10 @@ async def test_settings_change_figure_and_compare(
             )
         ]
         assert [label for _, _, label in await hints(client, uri, "0:0-24:0")] == [
-            "▲ 2.0 MiB peak · 1.2k allocs",
-            "▲ 4.0 KiB peak · 2 allocs",
-            "▲ 16.0 KiB peak · 1 alloc",
+            "2.0 MiB at peak · 1.2k allocs",
+            "4.0 KiB at peak · 2 allocs",
+            "2.0 MiB at peak in calls",
+            "2.0 MiB at peak in calls",
         ]
     finally:
         client.set_configuration({}, section="memlens")

@@ -104,9 +104,10 @@ async def test_healthy_folder_is_served_beside_hostile_ones(client: LanguageClie
     )
     ends = {n: len(line.encode("utf-16-le")) // 2 for n, line in enumerate(APP.splitlines())}
     assert [(h.position.line, h.position.character, h.label) for h in result or []] == [
-        (4, ends[4], "▲ 2.0 MiB peak · 1.2k allocs"),
-        (9, ends[9], "▲ 4.0 KiB peak · 2 allocs"),
-        (17, ends[17], "▲ 16.0 KiB peak · 1 alloc"),
+        (4, ends[4], "2.0 MiB at peak · 1.2k allocs"),
+        (9, ends[9], "4.0 KiB at peak · 2 allocs"),
+        (17, ends[17], "2.0 MiB at peak in calls"),
+        (22, ends[22], "2.0 MiB at peak in calls"),
     ]
 
     # Each hostile folder is reported, once per problem, in one line that says why.

@@ -98,9 +98,10 @@ async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
 async def test_initialization_options_apply(live: LanguageClient) -> None:
     live_ws: Workspace = live.ws  # type: ignore[attr-defined]
     assert await labels(live, live_ws) == [
-        (4, "▲ 3.0 MiB allocated · 1.2k allocs"),
-        (9, "▲ 8.0 KiB allocated · 2 allocs"),
-        (17, "▲ 16.0 KiB allocated · 1 alloc"),
+        (4, "3.0 MiB allocated · 1.2k allocs"),
+        (9, "8.0 KiB allocated · 2 allocs"),
+        (17, "3.0 MiB allocated in calls"),
+        (22, "3.0 MiB allocated in calls"),
     ]
 
 
@@ -131,7 +132,7 @@ async def test_new_run_is_loaded_and_client_refreshed(live: LanguageClient) -> N
         )
     params = await loaded_run(live, live_ws, "20261123-100000-1")
     assert params["baseline"]["id"] == "20261121-100000-1"
-    assert (await labels(live, live_ws))[0] == (4, "▲ 6.0 MiB allocated · 1.2k allocs")
+    assert (await labels(live, live_ws))[0] == (4, "6.0 MiB allocated · 1.2k allocs")
     after = (rec(live).inlay_refreshes, rec(live).lens_refreshes)
     if live.profile == "visual-studio-code":  # type: ignore[attr-defined]
         assert after[1] > before[1]
@@ -148,14 +149,14 @@ async def test_choose_run_until_a_new_run_appears(live: LanguageClient) -> None:
     )
     assert summary["id"] == "20261122-100000-1"
     await loaded_run(live, live_ws, "20261122-100000-1")
-    assert (await labels(live, live_ws))[0] == (4, "▲ 3.0 MiB allocated · 1.2k allocs")
+    assert (await labels(live, live_ws))[0] == (4, "3.0 MiB allocated · 1.2k allocs")
     runs = await execute(live, "memlens.listRuns", {"workspace": live_ws.uri("proj")})
     assert [r["id"] for r in runs if r["isLoaded"]] == ["20261122-100000-1"]
 
     proj = live_ws.folders["proj"]
     write_run(proj, app_run(proj / "app.py", alloc5=7 * MiB), "20261124-100000-1")
     await loaded_run(live, live_ws, "20261124-100000-1")
-    assert (await labels(live, live_ws))[0] == (4, "▲ 7.0 MiB allocated · 1.2k allocs")
+    assert (await labels(live, live_ws))[0] == (4, "7.0 MiB allocated · 1.2k allocs")
 
 
 async def test_set_and_clear_baseline(live: LanguageClient) -> None:

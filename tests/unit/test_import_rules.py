@@ -23,6 +23,7 @@ STDLIB_ONLY = {
     "memlens.layout",
     "memlens.calltree",
     "memlens.query",
+    "memlens.timeline",
 }
 
 #: The MCP SDK and what it brings: only the MCP server module imports them (``memlens mcp``
@@ -87,3 +88,26 @@ def test_rules_see_every_package() -> None:
     assert "memlens.model" in names
     assert "memlens_server" in names
     assert MCP_MODULE in names
+
+
+def test_language_server_modules_form_no_import_cycle() -> None:
+    """Features depend on the state module; only ``server.py`` wires them (issue 16, item 13).
+
+    Every import counts, also those inside functions: a deferred import is still a cycle."""
+    modules = {m: p for m, p in _modules() if _is(m, "memlens_server")}
+    graph = {m: {i for i in _imports(p) if i in modules and i != m} for m, p in modules.items()}
+    for name in ("memlens_server.state", *(m for m in modules if ".features." in m)):
+        assert "memlens_server.server" not in graph[name], f"{name} imports the wiring module"
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        seen[m] = 1
+        for n in sorted(graph[m]):
+            assert seen.get(n) != 1, "import cycle: " + " -> ".join([*path, m, n])
+            if n not in seen:
+                visit(n, [*path, m])
+        seen[m] = 2
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m, [])

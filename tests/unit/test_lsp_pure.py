@@ -17,9 +17,9 @@ from pygls.workspace.position_codec import PositionCodec
 from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile, replace
 from memlens_server import convert, views
 from memlens_server.index import FolderState, Index, RunData, canonical
-from memlens_server.server import ClientFeatures
 from memlens_server.settings import Settings, parse
 from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
+from memlens_server.state import ClientFeatures
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -205,9 +205,9 @@ def test_hints_filter_by_min_bytes(tmp_path: Path) -> None:
         """\
 small = [0] * 10
 big = [0] * 1_000_000
-# ^ ▲ 7.6 MiB peak · 1 alloc
+# ^ 7.6 MiB at peak · 1 alloc
 exact = bytearray(1024)
-# ^ ▲ 1.0 KiB peak · 3 allocs
+# ^ 1.0 KiB at peak · 3 allocs
 """,
         {1: peak(100), 2: peak(8_000_056), 3: peak(1024, 3)},
     )
@@ -222,7 +222,7 @@ def test_hints_filter_by_share_of_peak_and_choose_figure(tmp_path: Path) -> None
         tmp_path,
         """\
 a = f()
-# ^ ▲ 4.0 MiB allocated · 2 allocs
+# ^ 4.0 MiB allocated · 2 allocs
 b = g()
 """,
         figures,
@@ -239,11 +239,11 @@ def test_hints_compare_with_baseline_mapped_through_source_changes(tmp_path: Pat
         """\
 # a comment the baseline did not have
 a = f()
-# ^ 1.0 MiB (−1.0 MiB, −50%)
+# ^ 1.0 MiB at peak, −1.0 MiB vs baseline (−50%)
 b = g()
-# ^ 1.0 MiB (±0 B, ±0%)
+# ^ 1.0 MiB at peak, same as baseline
 c = h()
-# ^ 3.0 MiB (new)
+# ^ 3.0 MiB at peak, new since baseline
 """,
         {2: peak(MiB), 3: peak(MiB), 4: peak(3 * MiB)},
         Settings(compare_with_baseline=True),
@@ -304,15 +304,118 @@ def test_function_lenses_follow_edits_and_compare(tmp_path: Path) -> None:
     folder, key = folder_with(tmp_path, text, {}, functions=fns, base=base)
     view = folder.view(key)
     assert view is not None
-    assert views.function_lenses(view, IDENTITY, 100, has_baseline=True) == [
-        views.LensItem(0, "memlens: 2.0 MiB peak · 4.0 MiB allocated (incl.) · Δ −1.0 MiB")
+    settings = Settings()
+    assert views.function_lenses(view, IDENTITY, 100, settings, has_baseline=True) == [
+        views.LensItem(
+            0, "memlens: 2.0 MiB at peak (−1.0 MiB vs baseline) · 4.0 MiB allocated, incl. calls"
+        )
     ]
     moved = map_lines(view, "import os\n" + text)
-    assert [lens.line for lens in views.function_lenses(view, moved, 100, has_baseline=False)] == [
-        1
-    ]
+    lenses = views.function_lenses(view, moved, 100, settings, has_baseline=False)
+    assert [lens.line for lens in lenses] == [1]
     renamed = map_lines(view, text.replace("def f():", "def f2():"))
-    assert views.function_lenses(view, renamed, 100, has_baseline=False) == []
+    assert views.function_lenses(view, renamed, 100, settings, has_baseline=False) == []
+
+
+def test_lenses_only_on_functions_and_methods_above_the_threshold(tmp_path: Path) -> None:
+    text = (
+        "import json\n"  # 1
+        "class Cache:\n"  # 2
+        "    table = {k: [0] * 99 for k in range(9)}\n"  # 3
+        "    @staticmethod\n"  # 4
+        "    def fill(n):\n"  # 5
+        "        return [lambda: 1 for _ in range(n)]\n"  # 6
+        "async def load():\n"  # 7
+        "    return (x for x in range(3))\n"  # 8
+        "def tiny():\n"  # 9
+        "    return []\n"  # 10
+    )
+    big = {"alloc_bytes": 5 * MiB, "peak_bytes": 2 * MiB}
+    fns = (
+        FunctionStats("<module>", 1, 10, **big),
+        FunctionStats("Cache", 2, 6, **big),
+        FunctionStats("Cache.<dictcomp>", 3, 3, **big),
+        FunctionStats("Cache.fill", 4, 6, **big),
+        FunctionStats("Cache.fill.<locals>.<listcomp>", 6, 6, **big),
+        FunctionStats("Cache.fill.<locals>.<lambda>", 6, 6, **big),
+        FunctionStats("load", 7, 8, **big),
+        FunctionStats("load.<locals>.<genexpr>", 8, 8, **big),
+        FunctionStats("tiny", 9, 10, alloc_bytes=96, peak_bytes=0),
+    )
+    folder, key = folder_with(tmp_path, text, {}, functions=fns)
+    view = folder.view(key)
+    assert view is not None
+    lenses = views.function_lenses(view, IDENTITY, 10, Settings(), has_baseline=False)
+    assert [lens.line for lens in lenses] == [3, 6]  # Cache.fill (decorated), load
+    everything = Settings(lens_min_bytes=0)
+    lenses = views.function_lenses(view, IDENTITY, 10, everything, has_baseline=False)
+    assert [lens.line for lens in lenses] == [3, 6, 8]
+
+
+def test_module_state_is_not_a_leak(tmp_path: Path) -> None:
+    text = (
+        "import numpy\n"  # 1: an import
+        "TABLE = [0] * 10**6\n"  # 2: a module constant
+        "class C:\n"  # 3
+        "    cache = bytearray(10**7)\n"  # 4: a class body
+        "def f():\n"  # 5
+        "    KEEP.append(bytearray(10**7))\n"  # 6: a real leak
+        "    import json\n"  # 7: an import inside a function
+    )
+    live = LineStats(alloc_bytes=9 * MiB, alloc_count=1, live_bytes=9 * MiB, live_count=1)
+    fns = (
+        FunctionStats("<module>", 1, 7, alloc_bytes=9 * MiB),
+        FunctionStats("C", 3, 4, alloc_bytes=9 * MiB),
+        FunctionStats("f", 5, 7, alloc_bytes=9 * MiB),
+    )
+    folder, key = folder_with(
+        tmp_path, text, {n: live for n in range(1, 8) if n not in (3, 5)}, functions=fns
+    )
+    view = folder.view(key)
+    assert view is not None
+    lines = text.splitlines()
+    assert [d.line for d in views.leak_items(view, IDENTITY, lines, Settings())] == [5]
+    hover = views.hover_markdown(view, 2, Settings(), stale=False, has_baseline=False)
+    assert hover is not None
+    assert "Held by the module" in hover
+    hover = views.hover_markdown(view, 6, Settings(), stale=False, has_baseline=False)
+    assert hover is not None
+    assert "Held by the module" not in hover
+
+
+_FEED = LineStats(
+    alloc_count=1, peak_bytes=200, incl_peak_bytes=10 * MiB, incl_alloc_bytes=40 * MiB
+)
+_LOAD = LineStats(alloc_bytes=3 * MiB, alloc_count=9, peak_bytes=2 * MiB, incl_peak_bytes=12 * MiB)
+_TINY = LineStats(peak_bytes=10, incl_peak_bytes=512 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("settings", "feed", "load"),
+    [
+        (Settings(), "10.0 MiB at peak in calls", "2.0 MiB at peak · 9 allocs"),
+        (Settings(call_hints=False), None, "2.0 MiB at peak · 9 allocs"),
+        (Settings(hint_style="compact"), "10.0 MiB in calls", "2.0 MiB peak"),
+    ],
+)
+def test_call_lines_show_what_their_callees_hold(
+    tmp_path: Path, settings: Settings, feed: str | None, load: str
+) -> None:
+    # `analyzer.feed(lines)` holds 10 MiB at the peak through its callees, nothing itself;
+    # `tiny()`'s callees hold too little to mention.
+    lines = ["analyzer.feed(lines)", *([f"# ^ {feed}"] if feed else [])]
+    lines += ["data = load(path)", f"# ^ {load}", "tiny()"]
+    check(tmp_path, "\n".join(lines) + "\n", {1: _FEED, 2: _LOAD, 3: _TINY}, settings)
+
+
+def test_the_hover_of_a_call_line_leads_with_its_callees(tmp_path: Path) -> None:
+    call = _FEED
+    folder, key = folder_with(tmp_path / "hover", "analyzer.feed(lines)\n", {1: call})
+    view = folder.view(key)
+    assert view is not None
+    hover = views.hover_markdown(view, 1, Settings(), stale=False, has_baseline=False)
+    assert hover is not None
+    assert hover.splitlines()[0] == "**memlens** · 10.0 MiB at peak in calls"
 
 
 def test_main_block_lenses() -> None:
@@ -380,12 +483,12 @@ def test_hint_sits_at_end_of_line_in_the_negotiated_encoding(
 ) -> None:
     lines = ["x = 1", '    s = "héllo 😀"']
     hint = convert.inlay_hint(
-        views.HintItem(1, "▲ 1.0 KiB peak", 2), PositionCodec(encoding), lines, {"line": 2}
+        views.HintItem(1, "1.0 KiB at peak", 2), PositionCodec(encoding), lines, {"line": 2}
     )
     assert (hint.position.line, hint.position.character, hint.label, hint.padding_left) == (
         1,
         column,
-        "▲ 1.0 KiB peak",
+        "1.0 KiB at peak",
         True,
     )
 
@@ -416,3 +519,61 @@ def test_memlens_lsp_command_is_registered() -> None:
 
     args = build_parser().parse_args(["lsp", "--tcp", "2087"])
     assert (args.command, args.tcp, args.host) == ("lsp", 2087, "127.0.0.1")
+
+
+def test_moved_files_match_by_longest_suffix_then_content_hash(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "src" / "pkg").mkdir(parents=True)
+    files = {
+        "/ci/build/src/pkg/util.py": sf("/ci/build/src/pkg/util.py", "a = 1\n", {1: peak(MiB)}),
+        "/ci/build/tools/util.py": sf("/ci/build/tools/util.py", "b = 2\n", {1: peak(MiB)}),
+        "/ci/build/other/util.py": sf("/ci/build/other/util.py", "c = 3\n", {1: peak(MiB)}),
+    }
+    run = RunData(tmp_path / "r.mlrun", Run(info(), files), root=root)
+    local = canonical(root / "src" / "pkg" / "util.py")
+    assert run.match(local) == "/ci/build/src/pkg/util.py"  # pkg/util.py: the longest suffix
+    assert run.local_path("/ci/build/src/pkg/util.py") == local
+    # Only the file name in common with two recorded files: the content decides, or nothing.
+    elsewhere = canonical(root / "util.py")
+    assert run.match(elsewhere) is None
+    digest = hashlib.sha256(b"c = 3\n").hexdigest()
+    assert run.match(elsewhere, lambda: digest) == "/ci/build/other/util.py"
+    # Never a file outside the folder the run belongs to.
+    assert run.match(canonical(tmp_path / "util.py"), lambda: digest) is None
+
+
+def test_comparison_colours_and_gone_lines(tmp_path: Path) -> None:
+    base_text = "a = f()\nold = load(9)\nb = g()\n"
+    base = sf("m.py", base_text, {1: peak(2 * MiB), 2: peak(5 * MiB), 3: peak(MiB)})
+    text = "# new comment\na = f()\nb = g()\nc = h()\n"
+    folder, key = folder_with(
+        tmp_path, text, {2: peak(MiB), 3: peak(MiB), 4: peak(3 * MiB)}, base=base
+    )
+    view = folder.view(key)
+    assert view is not None
+    settings = Settings(compare_with_baseline=True)
+    changes = views.line_changes(view, IDENTITY, settings, 4)
+    assert [(c.line, c.kind, c.delta) for c in changes] == [
+        (1, "less", -MiB),
+        (2, "same", 0),
+        (3, "new", 3 * MiB),
+    ]
+    gone = views.gone_lines(view, IDENTITY, settings, 4)
+    assert [(g.line, g.baseline_line, g.text, g.label) for g in gone] == [
+        (2, 2, "old = load(9)", "5.0 MiB at peak · 1 alloc")
+    ]
+    notes = views.gone_items(view, IDENTITY, text.splitlines(), settings)
+    assert [(d.line, d.code, d.message) for d in notes] == [
+        (
+            2,
+            "gone",
+            "Gone since the baseline: line 2 (old = load(9)) held 5.0 MiB at peak · 1 alloc",
+        )
+    ]
+    top, gone_rows = views.compare_summary(
+        folder,
+        views.top_lines(folder.run, "peak"),
+        settings,  # type: ignore[arg-type]
+    )
+    assert [(r["line"], r["delta"]) for r in top] == [(4, None), (2, -MiB), (3, 0)]
+    assert [(r["baselineLine"], r["text"]) for r in gone_rows] == [(2, "old = load(9)")]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memlens import mapping
 from memlens.mapping import line_map
 from memlens_server import markdown as md
-from memlens_server.server import Notices
+from memlens_server.state import Notices
 from memlens_server.transport import MAX_BODY, _Frames
 
 REPEATED = ["x = [0] * 1000"] * 20_000

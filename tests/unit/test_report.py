@@ -127,10 +127,10 @@ def test_plain_report_first_row_and_listing() -> None:
         "      ...",
         "   8",
         "   9",
-        "  10  cache = [build() for _ in range(2)]  # ▲ 1.0 MiB peak · 30 allocs",
+        "  10  cache = [build() for _ in range(2)]  # 1.0 MiB at peak · 30 allocs",
         "  11  print(len(cache))",
     ]
-    assert label == "▲ 80.0 MiB peak · 2 allocs"
+    assert label == "80.0 MiB at peak · 2 allocs"
 
 
 def test_plain_report_marks_incomplete_runs_and_empty_runs() -> None:
@@ -155,7 +155,7 @@ def test_rich_report_has_the_same_rows() -> None:
         ["1", f"{MAIN}:4", "80.0", "MiB", "2", "80%", "80.0", "MiB"],
         ["2", f"{UTIL}:1", "19.0", "MiB", "9.0k", "19%", "0", "B"],
     ]
-    assert "   4      big = bytearray(40 * 1024 * 1024)  ▲ 80.0 MiB peak · 2 allocs" in lines
+    assert "   4      big = bytearray(40 * 1024 * 1024)  80.0 MiB at peak · 2 allocs" in lines
 
 
 def test_rich_report_does_not_read_code_as_markup() -> None:

@@ -9,7 +9,9 @@
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
 // "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
 // Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
-// A screenshot of the annotated editor goes to docs/images/vscode-annotated.png.
+// Screenshots (annotated editor, comparison mode, timeline view) go to the run folder under the
+// cache; MEMLENS_E2E_SCREENSHOTS=DIR writes them to DIR instead (e.g. docs/images to update
+// the docs). The tree is never written otherwise: `git status` stays clean.
 // Not part of `npm test` (it needs a browser and ~1 GB of tools).
 'use strict';
 
@@ -23,7 +25,7 @@ const EXT_DIR = path.resolve(__dirname, '..');
 const REPO = path.resolve(EXT_DIR, '..');
 const CACHE = process.env.MEMLENS_E2E_CACHE || path.join(os.homedir(), '.cache', 'memlens-e2e');
 const PYTHON = process.env.MEMLENS_E2E_PYTHON || path.join(REPO, '.venv', 'bin', 'python');
-const SCREENSHOT = process.env.MEMLENS_E2E_SCREENSHOT || path.join(REPO, 'docs', 'images', 'vscode-annotated.png');
+const SCREENSHOTS = process.env.MEMLENS_E2E_SCREENSHOTS ? path.resolve(process.env.MEMLENS_E2E_SCREENSHOTS) : undefined;
 const EXAMPLE = path.join(REPO, 'examples', 'leaky_cache.py');
 const CODE_SERVER = path.join(CACHE, 'node', 'node_modules', 'code-server', 'out', 'node', 'entry.js');
 const CHROMIUM = process.env.MEMLENS_E2E_CHROMIUM || '/usr/bin/chromium';
@@ -73,9 +75,12 @@ from memlens import fileformat
 from memlens.annotate import line_label
 from memlens.store import Store
 from memlens.units import fmt_bytes
+from memlens_server.settings import Settings
+from memlens_server.views import is_call_site
 run = fileformat.read(Store(sys.argv[1]).latest())
 sf = next(f for f in run.files.values() if f.path.endswith(sys.argv[2]))
 line, st = max(sf.lines.items(), key=lambda kv: (kv[1].peak_bytes, -kv[0]))
+assert not is_call_site(st, Settings())
 print(json.dumps({"line": line, "label": line_label(st, "peak"), "peak": fmt_bytes(st.peak_bytes),
                   "alloc": fmt_bytes(st.alloc_bytes), "source": sf.text.splitlines()[line - 1].strip(),
                   "run_id": Store(sys.argv[1]).latest().stem}))
@@ -168,6 +173,8 @@ function writeUserSettings(userData, trusted, python = PYTHON) {
       {
         // A user-level value: VS Code honours it in untrusted workspaces too (restricted setting).
         'memlens.interpreter': python,
+        // MEMLENS_E2E_TRACE=messages|verbose logs the LSP traffic in the memlens output (debugging).
+        'memlens.trace.server': process.env.MEMLENS_E2E_TRACE || 'off',
         'workbench.startupEditor': 'none',
         'workbench.colorTheme': 'Default Dark Modern',
         'workbench.tips.enabled': false,
@@ -239,6 +246,39 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
   return { page, close };
 }
 
+/** Saves a screenshot as NAME.png in the run folder, or in MEMLENS_E2E_SCREENSHOTS. */
+async function screenshot(page, runDir, name) {
+  const dir = SCREENSHOTS || runDir;
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}.png`);
+  await page.screenshot({ path: file });
+  log(`screenshot: ${file}`);
+}
+
+/** Hovers the line holding `source` until memlens's hover shows (retrying the move: a first
+ * move can land while the editor is still laying out, and VS Code then shows nothing). */
+async function hoverLine(page, source) {
+  const row = page.locator('.monaco-editor .view-lines .view-line', { hasText: source.slice(0, 20) }).first();
+  const hover = page.locator('.monaco-hover:not(.hidden)').filter({ hasText: 'memlens' }).first();
+  for (let attempt = 0; attempt < 10; attempt++) {
+    await page.mouse.move(5, 5);
+    await page.waitForTimeout(300);
+    const box = await row.boundingBox();
+    if (box) {
+      await page.mouse.move(box.x + 40 + attempt * 7, box.y + box.height / 2);
+      await page.waitForTimeout(200);
+      await page.mouse.move(box.x + 44 + attempt * 7, box.y + box.height / 2);
+      try {
+        await hover.waitFor({ state: 'visible', timeout: 4000 });
+        return norm(await hover.innerText());
+      } catch {
+        // try again
+      }
+    }
+  }
+  return fail(`no memlens hover on ${JSON.stringify(source)} after 10 tries`);
+}
+
 async function failWithScreenshot(page, runDir, name, err) {
   const shot = path.join(runDir, `failure-${name}.png`);
   await page.screenshot({ path: shot }).catch(() => undefined);
@@ -266,11 +306,18 @@ async function lineText(page, source) {
 async function waitForHint(page, source, label) {
   const end = Date.now() + TIMEOUT_MS;
   let line;
+  let scrolled = false;
   while (Date.now() < end) {
     const texts = await page.$$eval('.monaco-editor .view-lines .view-line', (els) => els.map((e) => e.textContent || ''));
     line = texts.map((t) => t.replace(/\u00a0/g, ' ')).find((t) => t.includes(source));
     if (line && norm(line).includes(norm(label))) {
       return norm(line).trim();
+    }
+    if (!line && !scrolled) {
+      // The line is out of view: back to the top of the file (where it is).
+      await page.locator('.monaco-editor .view-lines').first().click();
+      await page.keyboard.press('Control+Home');
+      scrolled = true;
     }
     await page.waitForTimeout(1000);
   }
@@ -294,12 +341,26 @@ async function quickInput(page, key) {
   fail(`the quick input did not open with ${key}`);
 }
 
-async function runFromPalette(page, title) {
+/** Runs a command from the palette; returns false (palette closed) when it is not offered,
+ * e.g. a command disabled in Restricted Mode. */
+async function runFromPalette(page, title, { optional = false } = {}) {
   await page.locator('.monaco-editor .view-lines').first().click();
   await quickInput(page, 'Control+Shift+P');
-  await page.keyboard.type(title);
-  await page.waitForTimeout(1000);
-  await page.keyboard.press('Enter');
+  // Into the input itself, never as keystrokes that could land in the editor if focus moves.
+  const input = page.locator('.quick-input-widget input').first();
+  await input.fill(`>${title}`);
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  try {
+    await row.waitFor({ state: 'visible', timeout: optional ? 5_000 : 15_000 });
+  } catch (err) {
+    if (!optional) {
+      throw err;
+    }
+    await input.press('Escape');
+    return false;
+  }
+  await input.press('Enter');
+  return true;
 }
 
 /** Code lens texts after scrolling to the end of the file (where the main block is). */
@@ -345,6 +406,29 @@ async function missingMemlensSession(ctx) {
   }
 }
 
+/** Waits for the timeline webview and returns what its SVG and list say. */
+async function waitForTimelineFrame(page) {
+  const end = Date.now() + 60_000;
+  while (Date.now() < end) {
+    for (const frame of page.frames()) {
+      try {
+        const text = await frame.evaluate(() => {
+          const svg = document.querySelector('svg[aria-label="memory over time"]');
+          const items = document.querySelectorAll('#top li');
+          return svg && items.length ? { peak: (svg.textContent || '').match(/peak [^<]*? s/)?.[0], lines: items.length } : null;
+        });
+        if (text && text.peak) {
+          return text;
+        }
+      } catch {
+        // a frame that went away
+      }
+    }
+    await page.waitForTimeout(500);
+  }
+  return fail('the timeline view did not show');
+}
+
 const runFiles = (workspace) =>
   fs.readdirSync(path.join(workspace, '.memlens', 'runs')).filter((f) => f.endsWith('.mlrun'));
 
@@ -363,14 +447,7 @@ async function trustedSession(ctx) {
     log(`status bar ok: ${JSON.stringify(status.match(/[^\n]*peak · [^\n]*ago/)[0].trim())}`);
 
     // 3. The hover on that line has the figures.
-    const row = page.locator('.monaco-editor .view-lines .view-line', { hasText: want.source.slice(0, 20) }).first();
-    const box = await row.boundingBox();
-    await page.mouse.move(box.x + 60, box.y + box.height / 2);
-    await page.waitForTimeout(500);
-    await page.mouse.move(box.x + 64, box.y + box.height / 2);
-    const hover = page.locator('.monaco-hover:not(.hidden)').filter({ hasText: 'memlens' }).first();
-    await hover.waitFor({ state: 'visible', timeout: 20_000 });
-    const hoverText = norm(await hover.innerText());
+    const hoverText = await hoverLine(page, want.source);
     for (const part of [want.label, 'peak', want.peak, 'allocated', want.alloc]) {
       if (!hoverText.includes(norm(part))) {
         fail(`hover lacks ${JSON.stringify(part)}: ${JSON.stringify(hoverText)}`);
@@ -378,9 +455,7 @@ async function trustedSession(ctx) {
     }
     log(`hover ok: ${JSON.stringify(hoverText.split('\n').slice(0, 3).join(' | '))}`);
     await page.waitForTimeout(500);
-    fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
-    await page.screenshot({ path: SCREENSHOT });
-    log(`screenshot: ${SCREENSHOT}`);
+    await screenshot(page, runDir, 'vscode-annotated');
     await page.mouse.move(5, 5);
     await page.keyboard.press('Escape');
 
@@ -405,6 +480,10 @@ async function trustedSession(ctx) {
         fail('"memlens: Run Current File" made no new run');
       }
       log(`run command ok: new run ${path.basename(added[0], '.mlrun')}`);
+      // The program ran in a terminal (a task): its output is there.
+      const terminal = page.locator('.terminal-wrapper, .xterm').first();
+      const terminalShown = await terminal.isVisible().catch(() => false);
+      log(`the program ran in a terminal: ${terminalShown ? 'shown' : 'not shown'}`);
       // The status bar follows (memlens/runLoaded): a fresh run is seconds old.
       const statusEnd = Date.now() + 30_000;
       let after = '';
@@ -422,23 +501,50 @@ async function trustedSession(ctx) {
 
       // 5. Baseline: pick the first run; the status bar compares, then the hints do.
       await runFromPalette(page, 'memlens: Set Baseline Run');
-      await page.waitForSelector('.quick-input-list .monaco-list-row');
-      await page.keyboard.type(want.run_id);
-      await page.waitForTimeout(1000);
-      await page.keyboard.press('Enter');
+      const picker = page.locator('.quick-input-widget input').first();
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: want.run_id }).first().waitFor({ state: 'visible' });
+      await picker.fill(want.run_id);
+      await page.waitForTimeout(500);
+      await picker.press('Enter');
       await waitFor(async () => /vs baseline [+−±]/.test(await statusText(page)), 'the status bar to show the baseline');
       log(`baseline ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*vs baseline[^\n]*/)[0].trim())}`);
       await runFromPalette(page, 'memlens: Compare With Baseline');
-      const diff = await waitForHint(page, want.source, '%)');
+      const diff = await waitForHint(page, want.source, ' baseline');
       log(`compare ok: ${JSON.stringify(diff.slice(diff.lastIndexOf('}') + 1).trim())}`);
+      // Colours: the compared lines are tinted (decorations), and nothing went to the project's settings.
+      await waitFor(
+        async () => (await page.$$('.monaco-editor .view-overlays div[class*="ced-"]')).length > 0,
+        'comparison colours on the editor lines',
+      );
+      if (fs.existsSync(path.join(workspace, '.vscode', 'settings.json'))) {
+        fail('Compare With Baseline wrote .vscode/settings.json into the project');
+      }
+      await page.keyboard.press('Control+Home');
+      await page.waitForTimeout(1000);
+      await screenshot(page, runDir, 'vscode-compare');
       await runFromPalette(page, 'memlens: Compare With Baseline');
-      await waitForHint(page, want.source, ' peak · ');
+      await waitForHint(page, want.source, ' at peak · ');
+
+      // The timeline view: the SVG with the peak marked, the lines held most at the peak.
+      await page.locator('.monaco-editor .view-lines').first().click();
+      await page.keyboard.press('Control+Home');
+      await runFromPalette(page, 'memlens: Show Timeline');
+      const frame = await waitForTimelineFrame(page);
+      log(`timeline ok: ${JSON.stringify(frame)}`);
+      await page.locator('.monaco-editor .view-lines').first().click();
+      await page.keyboard.press('Control+Home');
+      await page.waitForTimeout(1000);
+      await screenshot(page, runDir, 'vscode-timeline');
+      // The view stays open beside the editor (the editor has the focus: no Ctrl+W here).
 
       // 6. Toggle Annotations hides the hints and brings them back.
       await runFromPalette(page, 'memlens: Toggle Annotations');
-      await waitFor(async () => !(await lineText(page, want.source)).includes(' peak · '), 'the hints to go away');
+      await waitFor(async () => !(await lineText(page, want.source)).includes(' at peak · '), 'the hints to go away');
       await runFromPalette(page, 'memlens: Toggle Annotations');
-      await waitForHint(page, want.source, ' peak · ');
+      await waitForHint(page, want.source, ' at peak · ');
+      if (fs.existsSync(path.join(workspace, '.vscode', 'settings.json'))) {
+        fail('Toggle Annotations wrote .vscode/settings.json into the project');
+      }
       log('toggle annotations ok');
     }
   } catch (err) {
@@ -458,7 +564,7 @@ async function untrustedSession(ctx) {
       fail(`the workspace is not in Restricted Mode: ${JSON.stringify(norm(restricted))}`);
     }
     // The hint line may show a newer run (step 4 above) whose label differs: wait for any label.
-    const label = (await waitForHint(page, want.source, ' peak · ')).split(want.source.slice(-10)).pop().trim();
+    const label = (await waitForHint(page, want.source, ' at peak · ')).split(want.source.slice(-10)).pop().trim();
     log(`untrusted: inlay hint shown: ${JSON.stringify(label)}`);
     const lenses = await lensesAtEnd(page, (l) => l.some((t) => /Run under memlens/.test(t)));
     if (!lenses.some((t) => /memlens: .*peak/.test(t))) {
@@ -469,7 +575,8 @@ async function untrustedSession(ctx) {
     }
     log(`untrusted: lenses ${JSON.stringify(lenses.map(norm))}`);
     const before = new Set(runFiles(workspace));
-    await runFromPalette(page, 'memlens: Run Current File');
+    const offered = await runFromPalette(page, 'memlens: Run Current File', { optional: true });
+    log(`untrusted: Run Current File ${offered ? 'offered (and refused)' : 'not offered'} in the palette`);
     await page.waitForTimeout(8000);
     const added = runFiles(workspace).filter((f) => !before.has(f));
     if (added.length > 0) {

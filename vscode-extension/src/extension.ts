@@ -4,19 +4,22 @@
 import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
-import { ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
-import { pickRun, runFile, ServerLink, showSummary, splitArgs, toggleSetting } from './common/commands';
+import { DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
+import { pickRun, runSpec, ServerLink, shellCommand, showSummary, splitArgs } from './common/commands';
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
+import { TimelineResult, timelineHtml } from './common/timeline';
+import { applyUi, toggleUi, uiValue, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
 
 const PYTHON_EXTENSION = 'ms-python.python';
 
 let client: LanguageClient | undefined;
+let interpreterPath: string | undefined;
 let lastState: RunLoaded | undefined;
 let pythonEnvWatch: vscode.Disposable | undefined;
 
@@ -76,6 +79,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       pythonExtension: async () => interpreterFromPythonApi(await pythonApi(() => restart()), folder),
       isTrusted: () => vscode.workspace.isTrusted,
     });
+    interpreterPath = interpreter.path;
     output.info(`starting the server: ${interpreter.path} -m memlens lsp (interpreter from ${interpreter.source})`);
     const cwd = context.globalStorageUri.fsPath;
     await vscode.workspace.fs.createDirectory(context.globalStorageUri);
@@ -113,10 +117,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       });
       return;
     }
-    const next = createClient(interpreter.path, readSettings(vscodeApi.getSetting), output, cwd);
+    const settings = applyUi(readSettings(vscodeApi.getSetting), context.workspaceState);
+    const next = createClient(interpreter.path, settings, output, cwd, context.workspaceState);
     next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
       lastState = params;
       refreshStatus();
+      repaint();
     });
     client = next;
     await next.start();
@@ -129,21 +135,95 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   restart = debounce(() => void start(), 500);
 
-  const runWithProgress = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
-    await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: 'memlens', cancellable: true },
-      async (progress, token) => {
-        progress.report({ message: `profiling ${uri ? vscode.workspace.asRelativePath(uri) : ''}…` });
-        const cancellable: ServerLink = { execute: (command, cmdArgs) => send(command, cmdArgs, token) };
-        try {
-          await runFile(vscodeApi, cancellable, uri?.toString(), args);
-        } catch (err) {
-          if (!token.isCancellationRequested) {
-            void vscodeApi.showError(`memlens: ${err instanceof Error ? err.message : String(err)}`);
-          }
-        }
-      },
+  // The program runs in a terminal: its output is visible, input and colours work, Ctrl+C
+  // stops it (the run is still written). The server's watcher loads the new run.
+  const runInTerminal = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
+    const folder = uri ? vscode.workspace.getWorkspaceFolder(uri) : undefined;
+    const spec = runSpec(
+      vscodeApi,
+      interpreterPath,
+      uri?.fsPath,
+      folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined,
+      args,
     );
+    if (!spec || !uri || !folder) {
+      return;
+    }
+    // Typed into a shell, so the terminal (and the program's output) stays after it exits.
+    const terminal = vscode.window.createTerminal({
+      name: `memlens run ${vscode.workspace.asRelativePath(uri, false)}`,
+      cwd: spec.cwd,
+    });
+    terminal.show(true);
+    terminal.sendText(shellCommand(spec, process.platform), true);
+  };
+  // Comparison mode colours: lines that hold more than in the baseline, less, or are new.
+  const colour = (name: string, ruler: string): vscode.TextEditorDecorationType =>
+    vscode.window.createTextEditorDecorationType({
+      isWholeLine: true,
+      backgroundColor: new vscode.ThemeColor(name),
+      overviewRulerColor: new vscode.ThemeColor(ruler),
+      overviewRulerLane: vscode.OverviewRulerLane.Right,
+    });
+  const decorations: Record<string, vscode.TextEditorDecorationType> = {
+    more: colour('diffEditor.removedLineBackground', 'editorOverviewRuler.deletedForeground'),
+    less: colour('diffEditor.insertedLineBackground', 'editorOverviewRuler.addedForeground'),
+    new: colour('editor.wordHighlightBackground', 'editorOverviewRuler.modifiedForeground'),
+  };
+  context.subscriptions.push(...Object.values(decorations));
+  const comparing = (): boolean =>
+    uiValue(context.workspaceState, 'compareWithBaseline', vscodeApi.getSetting<boolean>('compareWithBaseline', false)) &&
+    Boolean(lastState?.baseline);
+  const paint = async (): Promise<void> => {
+    for (const editor of vscode.window.visibleTextEditors) {
+      const byKind: Record<string, vscode.Range[]> = { more: [], less: [], new: [] };
+      if (comparing() && editor.document.languageId === 'python' && editor.document.uri.scheme === 'file') {
+        try {
+          const result = (await send('memlens.lineChanges', [{ uri: editor.document.uri.toString() }])) as {
+            changes: { line: number; kind: string }[];
+          } | null;
+          for (const c of result?.changes ?? []) {
+            byKind[c.kind]?.push(new vscode.Range(c.line, 0, c.line, 0));
+          }
+        } catch {
+          // the server is not running: no colours
+        }
+      }
+      for (const [kind, type] of Object.entries(decorations)) {
+        editor.setDecorations(type, byKind[kind]);
+      }
+    }
+  };
+  const repaint = debounce(() => void paint(), 300);
+  // A UI toggle: kept in the workspace state; the server re-reads its settings.
+  const toggle = async (key: UiToggle, fallback: boolean): Promise<void> => {
+    await toggleUi(context.workspaceState, key, vscodeApi.getSetting<boolean>(key, fallback));
+    if (client && client.state === State.Running) {
+      await client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
+    }
+    repaint();
+  };
+  let timelinePanel: vscode.WebviewPanel | undefined;
+  const showTimeline = async (): Promise<void> => {
+    const folder = vscodeApi.activeWorkspaceFolder();
+    const result = (await send('memlens.timeline', [folder ? { workspace: folder } : {}])) as TimelineResult;
+    if (!timelinePanel) {
+      timelinePanel = vscode.window.createWebviewPanel('memlens.timeline', 'memlens: Timeline', vscode.ViewColumn.Beside, {
+        enableScripts: true,
+        localResourceRoots: [],
+      });
+      timelinePanel.onDidDispose(() => (timelinePanel = undefined));
+    }
+    const panel = timelinePanel;
+    const nonce = Array.from({ length: 24 }, () => Math.floor(Math.random() * 36).toString(36)).join('');
+    panel.webview.html = timelineHtml(result, nonce);
+    panel.webview.onDidReceiveMessage((msg: { open?: number }) => {
+      const row = typeof msg.open === 'number' ? result.top[msg.open] : undefined;
+      if (row) {
+        void vscodeApi.openLocation(row.file, row.line);
+      }
+    });
+    panel.reveal(vscode.ViewColumn.Beside, true);
   };
   const guarded =
     <A extends unknown[]>(fn: (...args: A) => Promise<unknown>) =>
@@ -157,13 +237,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     vscode.commands.registerCommand('memlens.runCurrentFile', (uri?: vscode.Uri) =>
-      runWithProgress(uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile(), []),
+      runInTerminal(uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile(), []),
     ),
     vscode.commands.registerCommand('memlens.runFileWithArgs', async (uri?: vscode.Uri) => {
       const target = uri instanceof vscode.Uri ? uri : vscodeApi.activePythonFile();
       const line = await vscodeApi.showInputBox('Arguments for the program (shell-style quoting)');
       if (line !== undefined) {
-        await runWithProgress(target, splitArgs(line));
+        await runInTerminal(target, splitArgs(line));
       }
     }),
     vscode.commands.registerCommand(
@@ -176,25 +256,36 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand(
       'memlens.compareWithBaseline',
-      guarded(() => toggleSetting(vscodeApi, 'compareWithBaseline', false)),
+      guarded(() => toggle('compareWithBaseline', false)),
     ),
     vscode.commands.registerCommand(
       'memlens.toggleAnnotations',
-      guarded(() => toggleSetting(vscodeApi, 'inlayHints.enabled', true)),
+      guarded(() => toggle('inlayHints.enabled', true)),
     ),
     vscode.commands.registerCommand(
       'memlens.showRunSummary',
       guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder())),
     ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
+    vscode.commands.registerCommand('memlens.showTimeline', guarded(showTimeline)),
+    vscode.window.onDidChangeVisibleTextEditors(() => repaint()),
+    vscode.workspace.onDidChangeTextDocument((e) => {
+      if (comparing() && vscode.window.visibleTextEditors.some((ed) => ed.document === e.document)) {
+        repaint();
+      }
+    }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       const running = client !== undefined && client.state === State.Running;
       if (needsRestart((section) => event.affectsConfiguration(section), running)) {
+        output.info(`settings changed (the interpreter, or with no server running): restarting`);
         restart();
       }
     }),
     // Trusting the workspace may change the interpreter (the Python extension's pick is used then).
-    vscode.workspace.onDidGrantWorkspaceTrust(() => restart()),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      output.info('workspace trusted: restarting');
+      restart();
+    }),
   );
   refreshStatus();
   await start();

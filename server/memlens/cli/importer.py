@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memlens import fileformat
+    from memlens.model import replace
     from memlens.store import Store
 
     if args.tool == "tracemalloc":
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from memlens.errors import MemlensError
 
     store = Store(args.dir)
+    result = replace(result, info=replace(result.info, workspace_root=str(store.root)))
     out = Path(args.output) if args.output else store.new_run_path()
     try:
         fileformat.write(result, out)

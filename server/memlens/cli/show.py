@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_top(parser)
     add_by(parser, "rank the lines and label them by")
     add_dir(parser)
+    from memlens.timeline import add_arguments as add_timeline_arguments
+
+    add_timeline_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from memlens.store import Store
 
     result = fileformat.read(Store(args.dir).resolve(args.run))
+    if args.timeline:
+        from memlens.timeline import show
+
+        return show(result, args)
     file = find_file(result, args.file) if args.file else None
     render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file)
     return 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
 from memlens_server.staleness import buffer_lines
+from memlens_server.state import MemlensServer
 
 OPTIONS = convert.CODE_LENS_OPTIONS
 
@@ -20,7 +20,11 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
         lines = ctx.lines
         items.extend(
             views.function_lenses(
-                ctx.view, ctx.mapping, len(lines), has_baseline=ctx.folder.baseline is not None
+                ctx.view,
+                ctx.mapping,
+                len(lines),
+                ls.settings,
+                has_baseline=ctx.folder.baseline is not None,
             )
         )
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import stat
@@ -25,13 +26,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from memlens import fileformat
+from memlens import timeline as memlens_timeline
 from memlens.errors import MemlensError, RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, views
 from memlens_server.background import in_thread
 from memlens_server.features import runs
 from memlens_server.index import FolderState, canonical
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 #: Seconds between SIGINT and kill when a run is cancelled.
 CANCEL_GRACE_S = 5.0
@@ -158,10 +160,73 @@ async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEn
 
 async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
     folder = _folder(ls, _arg(args))
+    settings = ls.settings
+    top: list[dict[str, Any]] = []
+    gone: list[dict[str, Any]] = []
+    if folder.run is not None:
+        run = folder.run
+        top = views.top_lines(run, settings.figure)
+        if folder.baseline is not None:
+            top, gone = await in_thread(views.compare_summary, folder, top, settings)
+    delta = None
+    if folder.run is not None and folder.baseline is not None:
+        delta = folder.run.run.info.peak_traced_bytes - folder.baseline.run.info.peak_traced_bytes
     return {
         "run": views.run_summary(folder.run),
         "baseline": views.run_summary(folder.baseline),
-        "top": views.top_lines(folder.run, ls.settings.figure) if folder.run else [],
+        "delta": delta,
+        "top": top,
+        "gone": gone,
+    }
+
+
+async def line_changes(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    """Comparison mode, per document: how each line's figure changed against the baseline
+    (clients colour them) and the baseline lines whose code is gone."""
+    a = _arg(args)
+    uri = a.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams(message='memlens: missing "uri"')
+    ctx = await ls.context(uri)
+    if ctx is None or ctx.folder.baseline is None:
+        return {"changes": [], "gone": []}
+    size = len(ctx.lines)
+    changes = views.line_changes(ctx.view, ctx.mapping, ls.settings, size)
+    gone = views.gone_lines(ctx.view, ctx.mapping, ls.settings, size)
+    return {
+        "changes": [{"line": c.line, "kind": c.kind, "delta": c.delta} for c in changes],
+        "gone": [
+            {"line": g.line, "baselineLine": g.baseline_line, "text": g.text, "label": g.label}
+            for g in gone
+        ],
+    }
+
+
+async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    """Memory over time of the shown run: an SVG (peak marked, the lines that held most at
+    the peak beside it) and the same facts as data."""
+    folder = _folder(ls, _arg(args))
+    run = folder.run
+    if run is None:
+        raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
+    # The client lists the lines held most at the peak itself (as links to them).
+    svg = await in_thread(
+        functools.partial(memlens_timeline.svg, run.run, beside=False), name="memlens-timeline"
+    )
+    peak = memlens_timeline.peak_point(run.run)
+    return {
+        "run": views.run_summary(run),
+        "svg": svg,
+        "peak": None if peak is None else {"t": peak.t, "traced_bytes": peak.traced_bytes},
+        "top": [
+            {
+                "file": run.local_path(row.file),
+                "line": row.line,
+                "peak_bytes": row.peak_bytes,
+                "text": row.text,
+            }
+            for row in memlens_timeline.top_at_peak(run.run)
+        ],
     }
 
 
@@ -290,4 +355,6 @@ HANDLERS: dict[str, Handler] = {
     protocol.CHOOSE_RUN: choose_run,
     protocol.LIST_RUNS: list_runs,
     protocol.SUMMARY: summary,
+    protocol.TIMELINE: timeline,
+    protocol.LINE_CHANGES: line_changes,
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 
 async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
@@ -19,7 +19,12 @@ async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if recorded is None:
         return None
     text = views.hover_markdown(
-        ctx.view, recorded, stale=ctx.mapping.stale, has_baseline=ctx.folder.baseline is not None
+        ctx.view,
+        recorded,
+        ls.settings,
+        stale=ctx.mapping.stale,
+        has_baseline=ctx.folder.baseline is not None,
+        local_path=ctx.path,
     )
     if text is None:
         return None

@@ -13,7 +13,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.server import MemlensServer
+from memlens_server.state import MemlensServer
 
 OPTIONS = convert.INLAY_HINT_OPTIONS
 
@@ -93,6 +93,11 @@ async def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
     if ctx is None or ctx.view.run.id != run_id:
         return hint
     text = views.hover_markdown(
-        ctx.view, int(line), stale=ctx.mapping.stale, has_baseline=ctx.folder.baseline is not None
+        ctx.view,
+        int(line),
+        ls.settings,
+        stale=ctx.mapping.stale,
+        has_baseline=ctx.folder.baseline is not None,
+        local_path=ctx.path,
     )
     return convert.with_tooltip(hint, text)

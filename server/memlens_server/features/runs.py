@@ -32,8 +32,9 @@ from memlens.errors import RunFileError
 from memlens.store import Store
 from memlens_server import convert, protocol, settings, views
 from memlens_server.background import in_thread
+from memlens_server.features import diagnostics
 from memlens_server.index import FolderState, Index, RunData
-from memlens_server.server import ClientFeatures, MemlensServer
+from memlens_server.state import ClientFeatures, MemlensServer
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
@@ -68,7 +69,7 @@ def _load(
         except OSError:
             return None
     try:
-        return RunData(path, fileformat.read(path), (root,))
+        return RunData(path, fileformat.read(path), (root,), root)
     except RunFileError as exc:
         errors.append((path, str(exc)))
         return None
@@ -84,19 +85,21 @@ def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]
     if chosen is not None and (prev.chosen_latest != latest or not chosen.is_file()):
         chosen = None
     run = _load(chosen or latest, prev.run, prev.root, errors)
+    problem = errors[0][1] if errors else None  # the run to show could not be read
     base_path = store.baseline()
     base = _load(base_path, prev.baseline, prev.root, errors)
-    state = prev.with_runs(run, base)
+    state = prev.with_runs(run, base, problem)
     if chosen is None and prev.chosen is not None:
-        state = FolderState(state.root, state.uri, state.run, state.baseline)
+        state = FolderState(state.root, state.uri, state.run, state.baseline, problem=problem)
     return state, errors
 
 
 def _identity(state: FolderState | None) -> tuple[Any, ...]:
     if state is None:
         return (None,)
-    return tuple(
-        (r.path, r.mtime_ns) if r is not None else None for r in (state.run, state.baseline)
+    return (
+        *((r.path, r.mtime_ns) if r is not None else None for r in (state.run, state.baseline)),
+        state.problem,
     )
 
 
@@ -163,8 +166,6 @@ async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> b
     ls.index = ls.index.replace_folder(new)
     ls.mappings.clear()
     ls.hint_cache.clear()
-    from memlens_server.features import diagnostics
-
     diagnostics.publish_all(ls)
     notify_loaded(ls, new)
     # Not awaited: a slow or silent client must not hold up the next reload.
@@ -184,6 +185,7 @@ def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
         "workspace": state.uri,
         "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
         "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
+        "problem": state.problem,
     }
     ls.protocol.notify(protocol.RUN_LOADED, params)
 
@@ -293,8 +295,6 @@ async def did_change_configuration(
     else:
         return
     if changed:
-        from memlens_server.features import diagnostics
-
         diagnostics.publish_all(ls)
         await refresh(ls)
 

@@ -10,34 +10,54 @@ export interface ServerLink {
   execute(command: string, args: unknown[]): Promise<unknown>;
 }
 
-export interface RunResult {
-  exitCode: number;
-  run: string | null;
+/** How to run a file under memlens: the process the terminal (a task) starts. */
+export interface RunSpec {
+  command: string;
+  args: string[];
+  cwd: string;
 }
 
-/** Runs a file under memlens (the caller wraps this in a cancellable progress notification). */
-export async function runFile(
+/**
+ * The process that runs `file` under memlens in its workspace folder `folder` (both paths), or
+ * undefined, with the reason shown, when it must not run: an untrusted workspace, no file, a
+ * file outside every workspace folder (its run would need a store elsewhere), no interpreter.
+ */
+export function runSpec(
   api: VsCodeApi,
-  link: ServerLink,
-  uri: string | undefined,
+  interpreter: string | undefined,
+  file: string | undefined,
+  folder: string | undefined,
   args: string[],
-): Promise<RunResult | undefined> {
+): RunSpec | undefined {
   if (!mayRunCode(api.isTrusted())) {
-    await api.showError(UNTRUSTED_MESSAGE);
+    void api.showError(UNTRUSTED_MESSAGE);
     return undefined;
   }
-  if (!uri) {
-    await api.showError('memlens: open a Python file to run it.');
+  if (!file) {
+    void api.showError('memlens: open a Python file to run it.');
     return undefined;
   }
-  const result = (await link.execute('memlens.runFile', [{ uri, args }])) as RunResult | null;
-  if (!result) {
+  if (!folder) {
+    void api.showError(`memlens: ${file} is outside every workspace folder; open its folder to run it.`);
     return undefined;
   }
-  if (result.exitCode !== 0) {
-    await api.showInfo(`memlens: the program exited with code ${result.exitCode}; its run is shown.`);
+  if (!interpreter) {
+    void api.showError('memlens: the server is not running (see the memlens output)');
+    return undefined;
   }
-  return result;
+  return { command: interpreter, args: ['-m', 'memlens', 'run', file, ...args], cwd: folder };
+}
+
+/**
+ * The command line a shell runs for `spec`: each word quoted for POSIX shells (bash, zsh, sh,
+ * fish: `'…'` with `'\''` for a quote) or PowerShell (`& '…'` with `''` for a quote).
+ */
+export function shellCommand(spec: RunSpec, platform: string): string {
+  const words = [spec.command, ...spec.args];
+  if (platform === 'win32') {
+    return '& ' + words.map((w) => `'${w.replace(/'/g, "''")}'`).join(' ');
+  }
+  return words.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(' ');
 }
 
 /** Splits an argument line the way a POSIX shell would for simple quoting. */
@@ -106,54 +126,87 @@ export async function pickRun(
   return picked.run;
 }
 
-/** Flips a boolean setting and returns its new value. */
-export async function toggleSetting(api: VsCodeApi, key: string, fallback: boolean): Promise<boolean> {
-  const next = !api.getSetting<boolean>(key, fallback);
-  await api.updateSetting(key, next);
-  return next;
-}
-
 export interface SummaryTop {
   file: string;
   line: number;
+  label: string;
+  /** With a baseline: the change in bytes, null when the line is new since the baseline. */
+  delta?: number | null;
+}
+
+export interface SummaryGone {
+  file: string;
+  baselineLine: number;
+  text: string;
   label: string;
 }
 
 export interface SummaryResult {
   run: { id: string; peak_traced_bytes: number } | null;
   baseline: { id: string; peak_traced_bytes: number } | null;
+  delta?: number | null;
   top: SummaryTop[];
+  gone?: SummaryGone[];
 }
 
+const baseName = (file: string): string => file.split(/[\\/]/).pop() ?? file;
+
+/** A change in bytes as the server writes it: `+1.0 MiB`, `−12.0 MiB`, `±0 B`. */
+export function formatDelta(delta: number): string {
+  const sign = delta > 0 ? '+' : delta < 0 ? '−' : '±';
+  return `${sign}${formatBytes(Math.abs(delta))}`;
+}
+
+function changeText(delta: number | null | undefined): string {
+  if (delta === undefined) {
+    return '';
+  }
+  return delta === null ? 'new since baseline' : delta === 0 ? 'same as baseline' : `${formatDelta(delta)} vs baseline`;
+}
+
+/** One short line (a quick pick title is cut when long): the run, its peak, the change. */
 export function summaryText(summary: SummaryResult): string {
   if (!summary.run) {
     return 'memlens: no run loaded.';
   }
-  const base = summary.baseline
-    ? ` (baseline ${summary.baseline.id}: ${formatBytes(summary.baseline.peak_traced_bytes)} peak)`
+  const delta = summary.baseline
+    ? `, ${changeText(summary.delta ?? summary.run.peak_traced_bytes - summary.baseline.peak_traced_bytes)}`
     : '';
-  const lines = [`memlens run ${summary.run.id}: ${formatBytes(summary.run.peak_traced_bytes)} peak${base}`];
-  for (const t of summary.top) {
-    lines.push(`${t.file.split(/[\\/]/).pop()}:${t.line}  ${t.label}`);
-  }
-  return lines.join('\n');
+  return `memlens run ${summary.run.id}: ${formatBytes(summary.run.peak_traced_bytes)} peak${delta}`;
 }
 
 export interface SummaryPickItem {
   label: string;
   description: string;
+  detail?: string;
   file: string;
   line: number;
 }
 
-/** The heaviest lines of the summary as quick-pick items (picking one opens the line). */
+/**
+ * The heaviest lines of the summary as quick-pick items, with their change against the
+ * baseline; then the baseline's lines whose code is gone. Picking one opens the line.
+ */
 export function summaryPickItems(summary: SummaryResult): SummaryPickItem[] {
-  return summary.top.map((t) => ({
-    label: `${t.file.split(/[\\/]/).pop()}:${t.line}`,
-    description: t.label,
-    file: t.file,
-    line: t.line,
-  }));
+  const items: SummaryPickItem[] = summary.top.map((t) => {
+    const change = changeText(t.delta);
+    return {
+      label: `${baseName(t.file)}:${t.line}`,
+      description: change ? `${t.label} · ${change}` : t.label,
+      file: t.file,
+      line: t.line,
+    };
+  });
+  for (const g of summary.gone ?? []) {
+    items.push({
+      label: `$(trash) ${baseName(g.file)}, baseline line ${g.baselineLine}`,
+      description: `gone since baseline: held ${g.label}`,
+      detail: g.text,
+      file: g.file,
+      line: 1,
+    });
+  }
+  return items;
 }
 
 /** memlens: Show Run Summary — the run, its baseline and its heaviest lines; opens a picked line. */
@@ -164,7 +217,7 @@ export async function showSummary(api: VsCodeApi, link: ServerLink, workspace?: 
     await api.showInfo(text);
     return text;
   }
-  const title = summaryText({ ...summary, top: [] });
+  const title = summaryText(summary);
   const picked = await api.showQuickPick(summaryPickItems(summary), title);
   if (picked) {
     await api.openLocation(picked.file, picked.line);

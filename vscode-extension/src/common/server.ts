@@ -5,6 +5,7 @@ import { LanguageClient, LanguageClientOptions, ServerOptions } from 'vscode-lan
 import { ProbeResult } from './interpreter';
 import { ServerSettings } from './settings';
 import { filterLenses, mayExecuteServerCommand, UNTRUSTED_MESSAGE } from './trust';
+import { overlay, StateStore } from './uistate';
 
 /** Checks, without blocking the extension host, that `python` exists and has memlens + its server. */
 export function probeInterpreter(python: string): Promise<ProbeResult> {
@@ -26,6 +27,7 @@ export function createClient(
   settings: ServerSettings,
   output: vscode.LogOutputChannel,
   cwd: string,
+  ui: StateStore,
 ): LanguageClient {
   // No `transport`: with TransportKind.stdio vscode-languageclient appends `--stdio`, which
   // `memlens lsp` does not take; without it the client still talks over the process's stdio.
@@ -52,7 +54,26 @@ export function createClient(
       },
       provideCodeLenses: async (document, token, next) => {
         const lenses = await next(document, token);
-        return lenses ? filterLenses(lenses, vscode.workspace.isTrusted) : lenses;
+        if (!lenses) {
+          return lenses;
+        }
+        // "Run under memlens" runs in a terminal, like the Run Current File command.
+        for (const lens of lenses) {
+          if (lens.command?.command === 'memlens.runFile') {
+            lens.command = { title: lens.command.title, command: 'memlens.runCurrentFile', arguments: [document.uri] };
+          }
+        }
+        return filterLenses(lenses, vscode.workspace.isTrusted);
+      },
+      workspace: {
+        // The UI toggles (workspace state) override the settings of the same names.
+        configuration: async (params, token, next) => {
+          const result = await next(params, token);
+          if (!Array.isArray(result)) {
+            return result;
+          }
+          return result.map((section, i) => (params.items[i]?.section === 'memlens' ? overlay(section, ui) : section));
+        },
       },
     },
   };

@@ -4,9 +4,18 @@ export const FIGURES = ['peak', 'alloc', 'live', 'incl_peak', 'incl_alloc', 'inc
 export type Figure = (typeof FIGURES)[number];
 
 export interface ServerSettings {
-  inlayHints: { enabled: boolean; figure: Figure; minBytes: number; minShare: number };
+  inlayHints: {
+    enabled: boolean;
+    figure: Figure;
+    minBytes: number;
+    minShare: number;
+    calls: boolean;
+    callMinBytes: number;
+    style: 'full' | 'compact';
+  };
   compareWithBaseline: boolean;
   leakWarning: { minBytes: number };
+  codeLens: { minBytes: number };
   trace: { server: 'off' | 'messages' | 'verbose' };
 }
 
@@ -21,9 +30,13 @@ export function readSettings(get: Getter): ServerSettings {
       figure: (FIGURES as readonly string[]).includes(figure) ? (figure as Figure) : 'peak',
       minBytes: get<number>('inlayHints.minBytes', 1024),
       minShare: get<number>('inlayHints.minShare', 0),
+      calls: get<boolean>('inlayHints.calls', true),
+      callMinBytes: get<number>('inlayHints.callMinBytes', 1048576),
+      style: get<string>('inlayHints.style', 'full') === 'compact' ? 'compact' : 'full',
     },
     compareWithBaseline: get<boolean>('compareWithBaseline', false),
     leakWarning: { minBytes: get<number>('leakWarning.minBytes', 1048576) },
+    codeLens: { minBytes: get<number>('codeLens.minBytes', 1048576) },
     trace: { server: trace === 'messages' || trace === 'verbose' ? trace : 'off' },
   };
 }

@@ -16,6 +16,8 @@ export interface RunLoaded {
   workspace?: string;
   run: RunSummary | null;
   baseline: RunSummary | null;
+  /** Why the run the folder should show could not be loaded (an unreadable latest run). */
+  problem?: string | null;
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -51,6 +53,9 @@ export function formatAge(startedIso: string, now: Date): string {
 }
 
 export function statusText(state: RunLoaded | undefined, now: Date): { text: string; tooltip: string } {
+  if (state && !state.run && state.problem) {
+    return { text: '$(warning) memlens: run unreadable', tooltip: `${state.problem}\nClick to choose another run.` };
+  }
   if (!state || !state.run) {
     return { text: '$(pulse) memlens: no run', tooltip: 'No memlens run yet. Click to choose one.' };
   }

@@ -22,7 +22,11 @@ export function mayExecuteServerCommand(command: string, isTrusted: boolean): bo
 
 /** Drops code lenses that would run code when the workspace is untrusted. */
 export function filterLenses<T extends { command?: { command: string } }>(lenses: T[], isTrusted: boolean): T[] {
-  return isTrusted ? lenses : lenses.filter((l) => !l.command || mayExecuteServerCommand(l.command.command, false));
+  return isTrusted
+    ? lenses
+    : lenses.filter(
+        (l) => !l.command || (mayExecuteServerCommand(l.command.command, false) && !RUN_COMMANDS.includes(l.command.command)),
+      );
 }
 
 export const UNTRUSTED_MESSAGE =

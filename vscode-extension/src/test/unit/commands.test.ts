@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 import * as sinon from 'sinon';
-import { pickRun, runFile, ServerLink, showSummary, splitArgs, summaryPickItems, summaryText, toggleSetting } from '../../common/commands';
+import { pickRun, runSpec, shellCommand, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
 import { debounce } from '../../common/debounce';
 import { baselinePickItems, runPickItems } from '../../common/runs';
 import { VsCodeApi } from '../../common/vscodeapi';
@@ -33,27 +33,33 @@ const runs = [
 const NOW = new Date('2026-11-22T11:30:00Z');
 
 describe('commands', () => {
-  it('never runs code in an untrusted workspace', async () => {
+  it('never runs code in an untrusted workspace', () => {
     const api = fakeApi({ isTrusted: sinon.stub().returns(false) });
-    const link: ServerLink = { execute: sinon.stub().resolves({ exitCode: 0, run: '/r' }) };
-    assert.strictEqual(await runFile(api, link, 'file:///x.py', []), undefined);
-    assert.strictEqual((link.execute as sinon.SinonStub).called, false);
+    assert.strictEqual(runSpec(api, '/py', '/w/x.py', '/w', []), undefined);
     assert.match(String(api.showError.firstCall.args[0]), /untrusted workspace/);
   });
-  it('runs the file through the server with its arguments', async () => {
+  it('runs the file in its workspace folder with its arguments', () => {
     const api = fakeApi();
-    const execute = sinon.stub().resolves({ exitCode: 3, run: '/r/c.mlrun' });
-    const got = await runFile(api, { execute }, 'file:///x.py', ['-n', '3']);
-    assert.deepStrictEqual(execute.firstCall.args, ['memlens.runFile', [{ uri: 'file:///x.py', args: ['-n', '3'] }]]);
-    assert.deepStrictEqual(got, { exitCode: 3, run: '/r/c.mlrun' });
-    assert.match(String(api.showInfo.firstCall.args[0]), /exited with code 3/);
+    assert.deepStrictEqual(runSpec(api, '/venv/bin/python', '/w/x.py', '/w', ['-n', '3']), {
+      command: '/venv/bin/python',
+      args: ['-m', 'memlens', 'run', '/w/x.py', '-n', '3'],
+      cwd: '/w',
+    });
+    assert.strictEqual(api.showError.called, false);
   });
-  it('asks for a file when none is open', async () => {
+  it('quotes the command line for the shell it is typed into', () => {
+    const spec = { command: '/opt/my python/bin/python', args: ['-m', 'memlens', 'run', "/w/it's.py", '--n=3', ''], cwd: '/w' };
+    assert.strictEqual(
+      shellCommand(spec, 'linux'),
+      "'/opt/my python/bin/python' -m memlens run '/w/it'\\''s.py' --n=3 ''",
+    );
+    assert.strictEqual(shellCommand(spec, 'win32'), "& '/opt/my python/bin/python' '-m' 'memlens' 'run' '/w/it''s.py' '--n=3' ''");
+  });
+  it('asks for a file when none is open, and refuses files outside the workspace', () => {
     const api = fakeApi();
-    const execute = sinon.stub();
-    await runFile(api, { execute }, undefined, []);
-    assert.strictEqual(execute.called, false);
-    assert.ok(api.showError.calledOnce);
+    assert.strictEqual(runSpec(api, '/py', undefined, '/w', []), undefined);
+    assert.strictEqual(runSpec(api, '/py', '/etc/x.py', undefined, []), undefined);
+    assert.match(String(api.showError.secondCall.args[0]), /outside every workspace folder/);
   });
   it('builds quick-pick items newest first with marks; unreadable runs say why', () => {
     const items = runPickItems(runs, NOW);
@@ -115,11 +121,6 @@ describe('commands', () => {
     assert.strictEqual(await pickRun(api, { execute: sinon.stub().resolves([]) }, 'show'), undefined);
     assert.match(String(api.showInfo.firstCall.args[0]), /no runs yet/);
   });
-  it('toggles settings', async () => {
-    const api = fakeApi({ getSetting: sinon.stub().returns(true) });
-    assert.strictEqual(await toggleSetting(api, 'inlayHints.enabled', true), false);
-    assert.deepStrictEqual(api.updateSetting.firstCall.args, ['inlayHints.enabled', false]);
-  });
   it('splits argument lines like a shell', () => {
     assert.deepStrictEqual(splitArgs(`-n 3 "two words" 'x y' a\\ b ""`), ['-n', '3', 'two words', 'x y', 'a b', '']);
     assert.deepStrictEqual(splitArgs('   '), []);
@@ -128,9 +129,9 @@ describe('commands', () => {
     const text = summaryText({
       run: { id: 'r1', peak_traced_bytes: 3 * 1024 * 1024 },
       baseline: { id: 'b1', peak_traced_bytes: 2048 },
-      top: [{ file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' }],
+      top: [{ file: '/w/app.py', line: 12, label: '48.2 MiB peak' }],
     });
-    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak (baseline b1: 2.0 KiB peak)\napp.py:12  ▲ 48.2 MiB peak');
+    assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak, +3.0 MiB vs baseline');
     assert.strictEqual(summaryText({ run: null, baseline: null, top: [] }), 'memlens: no run loaded.');
   });
   it('shows the summary as a pick of the heaviest lines and opens the picked one', async () => {
@@ -138,12 +139,12 @@ describe('commands', () => {
       run: { id: 'r1', peak_traced_bytes: 1024 },
       baseline: null,
       top: [
-        { file: '/w/app.py', line: 12, label: '▲ 48.2 MiB peak' },
+        { file: '/w/app.py', line: 12, label: '48.2 MiB peak' },
         { file: '/w/lib/io.py', line: 3, label: '1.0 KiB peak' },
       ],
     };
     assert.deepStrictEqual(summaryPickItems(summary), [
-      { label: 'app.py:12', description: '▲ 48.2 MiB peak', file: '/w/app.py', line: 12 },
+      { label: 'app.py:12', description: '48.2 MiB peak', file: '/w/app.py', line: 12 },
       { label: 'io.py:3', description: '1.0 KiB peak', file: '/w/lib/io.py', line: 3 },
     ]);
     const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: unknown[]) => items[1]) });
@@ -152,6 +153,27 @@ describe('commands', () => {
     assert.deepStrictEqual(execute.firstCall.args, ['memlens.summary', [{ workspace: 'file:///w' }]]);
     assert.strictEqual(api.showQuickPick.firstCall.args[1], 'memlens run r1: 1.0 KiB peak');
     assert.deepStrictEqual(api.openLocation.firstCall.args, ['/w/lib/io.py', 3]);
+  });
+  it('lists changes against the baseline and gone lines', () => {
+    const summary = {
+      run: { id: 'r1', peak_traced_bytes: 2048 },
+      baseline: { id: 'b1', peak_traced_bytes: 4096 },
+      delta: -2048,
+      top: [
+        { file: '/w/app.py', line: 12, label: '48.2 MiB at peak', delta: 1024 },
+        { file: '/w/app.py', line: 14, label: '2.0 MiB at peak', delta: null },
+      ],
+      gone: [{ file: '/w/app.py', baselineLine: 20, text: 'cache = load()', label: '3.0 MiB at peak' }],
+    };
+    assert.strictEqual(summaryText(summary), 'memlens run r1: 2.0 KiB peak, −2.0 KiB vs baseline');
+    assert.deepStrictEqual(
+      summaryPickItems(summary).map((i) => [i.label, i.description]),
+      [
+        ['app.py:12', '48.2 MiB at peak · +1.0 KiB vs baseline'],
+        ['app.py:14', '2.0 MiB at peak · new since baseline'],
+        ['$(trash) app.py, baseline line 20', 'gone since baseline: held 3.0 MiB at peak'],
+      ],
+    );
   });
   it('says when no run is loaded instead of an empty summary', async () => {
     const api = fakeApi();

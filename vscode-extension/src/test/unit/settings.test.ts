@@ -12,15 +12,26 @@ describe('readSettings', () => {
         'inlayHints.figure': 'incl_alloc',
         'inlayHints.minBytes': 4096,
         'inlayHints.minShare': 0.02,
+        'inlayHints.style': 'compact',
+        'codeLens.minBytes': 0,
         compareWithBaseline: true,
         'leakWarning.minBytes': 10,
         'trace.server': 'verbose',
       }),
     );
     assert.deepStrictEqual(s, {
-      inlayHints: { enabled: true, figure: 'incl_alloc', minBytes: 4096, minShare: 0.02 },
+      inlayHints: {
+        enabled: true,
+        figure: 'incl_alloc',
+        minBytes: 4096,
+        minShare: 0.02,
+        calls: true,
+        callMinBytes: 1048576,
+        style: 'compact',
+      },
       compareWithBaseline: true,
       leakWarning: { minBytes: 10 },
+      codeLens: { minBytes: 0 },
       trace: { server: 'verbose' },
     });
   });

@@ -31,6 +31,14 @@ describe('status bar', () => {
     assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
     assert.strictEqual(tooltip, 'memlens run 20261122-100000-1: python app.py\nbaseline b: 60.0 MiB peak\nClick to choose a run.');
   });
+  it('names the problem when the run cannot be read', () => {
+    const { text, tooltip } = statusText(
+      { run: null, baseline: null, problem: 'cannot read /w/.memlens/runs/x.mlrun: truncated file' },
+      new Date(),
+    );
+    assert.strictEqual(text, '$(warning) memlens: run unreadable');
+    assert.strictEqual(tooltip, 'cannot read /w/.memlens/runs/x.mlrun: truncated file\nClick to choose another run.');
+  });
   it('says when there is no run, and marks incomplete runs', () => {
     assert.strictEqual(statusText(undefined, new Date()).text, '$(pulse) memlens: no run');
     const { text } = statusText({ run: { ...run, complete: false }, baseline: null }, new Date('2026-11-22T10:00:10Z'));
