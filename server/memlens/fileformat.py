@@ -268,6 +268,7 @@ _HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "max_depth": (int,),
     "source": (str,),
     "seed": (int, type(None)),
+    "workspace_root": (str,),
 }
 
 

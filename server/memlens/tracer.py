@@ -56,6 +56,7 @@ class _Session:
         "sample_interval",
         "seed",
         "started",
+        "workspace_root",
     )
 
     def __init__(
@@ -67,8 +68,10 @@ class _Session:
         libraries: bool,
         hidden: tuple[str, ...],
         seed: int | None = None,
+        workspace_root: str = "",
     ) -> None:
         self.mode = mode
+        self.workspace_root = workspace_root
         self.seed = seed
         self.libraries = libraries
         self.hidden = hidden
@@ -103,6 +106,7 @@ def start(
     watch_exits: bool = True,
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
+    workspace_root: str = "",
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -146,6 +150,7 @@ def start(
         libraries=libraries,
         hidden=tuple(os.path.realpath(h) for h in hidden),
         seed=seed,
+        workspace_root=workspace_root,
     )
     try:
         _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
@@ -550,6 +555,7 @@ def _build_run(
         complete=complete,
         cwd=os.getcwd(),
         memlens_version=__version__,
+        workspace_root=session.workspace_root,
         max_depth=0,
         seed=session.seed,
     )

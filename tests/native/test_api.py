@@ -12,7 +12,7 @@ from memlens.errors import MemlensError
 
 #: tracer.start's parameters that memlens run alone uses (its launcher, the command it ran,
 #: pointing the store's `latest` at each checkpoint).
-INTERNAL = {"hidden", "command", "on_checkpoint"}
+INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root"}
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])

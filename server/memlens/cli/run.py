@@ -328,6 +328,10 @@ def run(args: Namespace) -> int:
         exclude=args.exclude,
         libraries=args.libraries,
         native=not args.no_native,
+        # The workspace the run belongs to (the store's root), so that editors map its absolute
+        # paths onto a copy of the folder (another checkout, CI, a colleague's machine); the
+        # checkpoints record it too.
+        workspace_root=os.path.realpath(args.dir),
         hidden=[sys.argv[0]],  # the `memlens` console script that started us
         timeline_interval_ms=args.timeline_interval,
         checkpoint=out_path if args.checkpoint_interval > 0 else None,
@@ -398,14 +402,10 @@ def _save_and_report(
     ending: runner.Ending,
 ) -> None:
     from memlens import fileformat
-    from memlens.model import Run, replace
+    from memlens.model import Run
     from memlens.runner import flush_streams
 
     assert isinstance(result, Run)
-    # The workspace the run belongs to (the store's root), so that editors map its absolute
-    # paths onto a copy of the folder (another checkout, CI, a colleague's machine).
-    root = os.path.realpath(args.dir)
-    result = replace(result, info=replace(result.info, workspace_root=root))
     try:
         # Over the last checkpoint, making room for the final run on a full disk.
         fileformat.write_final(result, out_path, seal=ending.seal)
