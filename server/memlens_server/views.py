@@ -310,12 +310,30 @@ def hover_markdown(
         ("live at exit", stats.live_bytes, stats.incl_live_bytes),
     ]
     out = [f"**memlens** · {lead}", ""]
-    out.append("| | self | incl. calls |")
-    out.append("|:--|--:|--:|")
-    out.extend(f"| {name} | {fmt_bytes(s)} | {fmt_bytes(i)} |" for name, s, i in rows)
-    out.append(f"| allocations | {fmt_count(stats.alloc_count)} | |")
-    out.append(f"| live objects | {fmt_count(stats.live_count)} | |")
+    native = (stats.native_peak_bytes, stats.native_alloc_bytes, stats.native_live_bytes)
+    if any(native):
+        # What C libraries allocated themselves (malloc & co., mmap): part of the self figures.
+        out.append("| | self | of which native | incl. calls |")
+        out.append("|:--|--:|--:|--:|")
+        out.extend(
+            f"| {name} | {fmt_bytes(s)} | {fmt_bytes(n)} | {fmt_bytes(i)} |"
+            for (name, s, i), n in zip(rows, native, strict=True)
+        )
+        out.append(f"| allocations | {fmt_count(stats.alloc_count)} | | |")
+        out.append(f"| live objects | {fmt_count(stats.live_count)} | | |")
+    else:
+        out.append("| | self | incl. calls |")
+        out.append("|:--|--:|--:|")
+        out.extend(f"| {name} | {fmt_bytes(s)} | {fmt_bytes(i)} |" for name, s, i in rows)
+        out.append(f"| allocations | {fmt_count(stats.alloc_count)} | |")
+        out.append(f"| live objects | {fmt_count(stats.live_count)} | |")
     out.append("")
+    if any(native):
+        out.append(
+            "_Native_: memory C libraries allocated themselves (malloc, mmap: e.g. SQLite, BLAS, "
+            "libxml2) while this line ran."
+        )
+        out.append("")
     facts = []
     if stats.alloc_count:
         facts.append(f"Average size {fmt_bytes(stats.alloc_bytes / stats.alloc_count)}")

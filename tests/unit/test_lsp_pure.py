@@ -418,6 +418,38 @@ def test_the_hover_of_a_call_line_leads_with_its_callees(tmp_path: Path) -> None
     assert hover.splitlines()[0] == "**memlens** · 10.0 MiB at peak in calls"
 
 
+def test_the_hover_shows_what_c_libraries_allocated(tmp_path: Path) -> None:
+    # `conn.execute(...)`: SQLite's own malloc calls are part of the line's self figures.
+    stats = LineStats(
+        alloc_bytes=20 * MiB,
+        alloc_count=40,
+        peak_bytes=16 * MiB,
+        native_alloc_bytes=18 * MiB,
+        native_peak_bytes=15 * MiB,
+        native_live_bytes=1 * MiB,
+        live_bytes=2 * MiB,
+    )
+    folder, key = folder_with(tmp_path, "conn.execute(sql)\n", {1: stats})
+    view = folder.view(key)
+    assert view is not None
+    hover = views.hover_markdown(view, 1, Settings(), stale=False, has_baseline=False)
+    assert hover is not None
+    rows = hover.splitlines()
+    assert "| | self | of which native | incl. calls |" in rows
+    assert "| peak | 16.0 MiB | 15.0 MiB | 0 B |" in rows
+    assert "| allocated | 20.0 MiB | 18.0 MiB | 0 B |" in rows
+    assert "| live at exit | 2.0 MiB | 1.0 MiB | 0 B |" in rows
+    assert any(r.startswith("_Native_:") for r in rows)
+    # A pure-Python line keeps the two-column table.
+    folder, key = folder_with(tmp_path / "py", "x = [0] * 10\n", {1: peak(MiB)})
+    view = folder.view(key)
+    assert view is not None
+    hover = views.hover_markdown(view, 1, Settings(), stale=False, has_baseline=False)
+    assert hover is not None
+    assert "| | self | incl. calls |" in hover.splitlines()
+    assert "native" not in hover.lower()
+
+
 def test_main_block_lenses() -> None:
     lines = [
         'if __name__ == "__main__":',
