@@ -17,6 +17,8 @@
 //   kLineTable               -> the format of co_linetable: 310 (PEP 626 pairs) or 311
 //                               (the location table of 3.11+)
 //   kMonitoring              -> whether sys.monitoring exists (3.12+)
+//   kFreeThreaded            -> a free-threaded (no-GIL) build, which the tracer refuses
+//   allocator_name()         -> the MEM/OBJ allocator's name ("pymalloc", "malloc", ...)
 //   request_code_extra_index, code_get_extra, code_set_extra -> co_extra slots
 #pragma once
 
@@ -41,6 +43,11 @@
 #endif
 
 #include <cstdint>
+
+#if PY_VERSION_HEX >= 0x030D0000
+// Still exported by 3.13, but Python.h no longer declares it.
+extern "C" const char* _PyMem_GetCurrentAllocatorName(void);
+#endif
 
 namespace memlens::compat {
 
@@ -136,6 +143,14 @@ constexpr bool kMonitoring = true;
 #else
 constexpr bool kMonitoring = false;
 #endif
+
+#ifdef Py_GIL_DISABLED
+constexpr bool kFreeThreaded = true;
+#else
+constexpr bool kFreeThreaded = false;
+#endif
+
+inline const char* allocator_name() { return _PyMem_GetCurrentAllocatorName(); }
 
 // pymalloc serves requests of 1 to 512 bytes from pools of one size class each; classes are
 // multiples of 16 bytes on 64-bit builds (3.8 to 3.13).

@@ -28,11 +28,6 @@
 #include "stack.hpp"
 #include "state.hpp"
 
-#if PY_VERSION_HEX >= 0x030D0000
-// Still exported by 3.13, but Python.h no longer declares it.
-extern "C" const char* _PyMem_GetCurrentAllocatorName(void);
-#endif
-
 namespace memlens::hooks {
 namespace {
 
@@ -895,7 +890,7 @@ void set_pymalloc_sampling(Domain& d) {
 
 // True when the MEM and OBJ domains are plain pymalloc (checked before our hooks go in).
 bool pymalloc_in_use() {
-    const char* name = _PyMem_GetCurrentAllocatorName();
+    const char* name = compat::allocator_name();
     return name != nullptr && std::strcmp(name, "pymalloc") == 0;
 }
 

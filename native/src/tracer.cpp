@@ -11,6 +11,7 @@
 #include "blocks.hpp"
 #include "calltree.hpp"
 #include "codes.hpp"
+#include "compat.hpp"
 #include "hooks.hpp"
 #include "native.hpp"
 #include "sampling.hpp"
@@ -64,10 +65,10 @@ double elapsed() { return std::chrono::duration<double>(std::chrono::steady_cloc
 
 std::string start(const Options& options) {
     static bool atfork_registered = false;
-#ifdef Py_GIL_DISABLED
-    // The hooks rely on the GIL serialising MEM/OBJ allocations and frame reads.
-    return "free-threaded Python builds are not supported yet";
-#endif
+    if (compat::kFreeThreaded) {
+        // The hooks rely on the GIL serialising MEM/OBJ allocations and frame reads.
+        return "free-threaded Python builds are not supported yet";
+    }
     if (g_active.load()) {
         return "memlens is already tracing this process";
     }
