@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import os
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +16,19 @@ from memlens.errors import MemlensError
 from memlens.model import LineStats, Run
 
 from . import programs
+from .conftest import line, tagged
+from .conftest import profiled as profile
 
 MIB = programs.MIB
 SRC = Path(programs.__file__).resolve()
 
 
 def line_of(tag: str) -> int:
-    for i, text in enumerate(SRC.read_text().splitlines(), start=1):
-        if text.rstrip().endswith(f"# @{tag}"):
-            return i
-    raise AssertionError(tag)
-
-
-def profile(fn: Callable[[], Any], **options: Any) -> tuple[Run, Any]:
-    gc.collect()
-    with memlens.profile(**options) as p:
-        result = fn()
-    assert p.run is not None
-    return p.run, result
+    return tagged(SRC, tag)
 
 
 def stats(run: Run, tag: str) -> LineStats:
-    sf = run.files[str(SRC)]
-    return sf.lines[line_of(tag)]
+    return line(run, SRC, tag)
 
 
 def near(value: int, expected: int, rel: float = 0.01, slack: int = 4096) -> bool:
@@ -163,8 +152,8 @@ def test_include_filter_charges_the_innermost_included_frame() -> None:
     def work() -> str:
         return json.dumps(list(range(200_000)))  # @json
 
-    run, text = profile(work, include=[str(SRC.parent / "*")])
     this = Path(__file__).resolve()
+    run, text = profile(work, include=[str(this)])
     assert set(run.files) == {str(this)}
     lines = run.files[str(this)].lines
     hot = max(lines.items(), key=lambda kv: kv[1].alloc_bytes)

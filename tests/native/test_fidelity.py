@@ -11,45 +11,20 @@ import sys
 import textwrap
 import threading
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import memlens
 from memlens import _tracer
-from memlens.model import Run
+
+from .conftest import load, profile, pymalloc_in_use, tagged
 
 MIB = 1024 * 1024
 
 
-def profile(fn: Callable[[], Any], **options: Any) -> Run:
-    gc.collect()
-    with memlens.profile(**options) as p:
-        fn()
-    assert p.run is not None
-    return p.run
-
-
-def write_module(tmp_path: Path, source: str, name: str = "mod") -> Any:
-    """Imports `source` as a fresh module from a real file (so its lines can be charged)."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(source))
-    namespace: dict[str, Any] = {"__name__": name}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own source
-    return namespace, str(path)
-
-
-def line_no(path: str, tag: str) -> int:
-    for i, text in enumerate(Path(path).read_text().splitlines(), start=1):
-        if text.rstrip().endswith(f"# @{tag}"):
-            return i
-    raise AssertionError(tag)
-
-
 def test_code_objects_keep_their_reference_counts(tmp_path: Path) -> None:
-    ns, _ = write_module(tmp_path, "def f():\n    return [0] * 1000\n")
+    ns, _ = load(tmp_path, "def f():\n    return [0] * 1000\n")
     code = ns["f"].__code__
     before = sys.getrefcount(code)
     counts: list[int] = []
@@ -94,7 +69,7 @@ def test_exec_heavy_code_is_freed_while_tracing_and_still_charged(tmp_path: Path
 
 
 def test_an_allocation_400_frames_deep_reaches_every_caller(tmp_path: Path) -> None:
-    ns, path = write_module(
+    ns, path = load(
         tmp_path,
         """
         import sys
@@ -112,10 +87,10 @@ def test_an_allocation_400_frames_deep_reaches_every_caller(tmp_path: Path) -> N
     kept: list[Any] = []
     run = profile(lambda: kept.append(ns["top"]()))
     lines = run.files[path].lines
-    leaf = lines[line_no(path, "leaf")]
+    leaf = lines[tagged(path, "leaf")]
     assert 3 * MIB <= leaf.alloc_bytes < 3 * MIB + 4096
     for tag in ("call", "top"):
-        incl = lines[line_no(path, tag)].incl_alloc_bytes
+        incl = lines[tagged(path, tag)].incl_alloc_bytes
         # (3.10 allocates a frame object per call: 400 of them under these lines too)
         assert 3 * MIB <= incl < 3 * MIB + 400 * 1024, (tag, incl)
     assert run.info.max_depth == 0  # no frame cap
@@ -123,7 +98,7 @@ def test_an_allocation_400_frames_deep_reaches_every_caller(tmp_path: Path) -> N
 
 def test_numpy_arrays_made_in_threads_are_traced(tmp_path: Path) -> None:
     pytest.importorskip("numpy")
-    ns, path = write_module(
+    ns, path = load(
         tmp_path,
         """
         import numpy as np
@@ -142,7 +117,7 @@ def test_numpy_arrays_made_in_threads_are_traced(tmp_path: Path) -> None:
             t.join()
 
     run = profile(work)
-    stats = run.files[path].lines[line_no(path, "array")]
+    stats = run.files[path].lines[tagged(path, "array")]
     assert 3 * 16 * MIB <= stats.live_bytes < 3 * 16 * MIB + 64 * 1024
 
 
@@ -226,7 +201,7 @@ def test_watching_frame_exits_gives_the_same_figures(tmp_path: Path) -> None:
     # trusted ones, and the trusted path is really used. (Small objects may differ by a few:
     # CPython's free lists serve some allocations without the allocator, and the tracer's own
     # calls into the interpreter change which.)
-    ns, path = write_module(tmp_path, STACK_PROGRAM)
+    ns, path = load(tmp_path, STACK_PROGRAM)
     watched = profile(ns["main"], watch_exits=True)
     assert _tracer.watches_exits()
     plain = profile(ns["main"], watch_exits=False)
@@ -236,7 +211,7 @@ def test_watching_frame_exits_gives_the_same_figures(tmp_path: Path) -> None:
         "leaf", "raiser_loop", "gen", "worker_start", "worker_leaf", "worker_raiser",
         "worker_after", "worker_gen", "nest_worker", "nest_nest", "main_nest", "main_worker",
     ):  # fmt: skip
-        x, y = a[line_no(path, tag)], b[line_no(path, tag)]
+        x, y = a[tagged(path, tag)], b[tagged(path, tag)]
         for name in ("alloc_bytes", "incl_alloc_bytes", "incl_peak_bytes"):
             mine, theirs = getattr(x, name), getattr(y, name)
             assert abs(mine - theirs) <= max(1024, theirs // 200), (tag, name, mine, theirs)
@@ -250,7 +225,7 @@ def test_a_frame_left_by_an_exception_is_not_trusted_afterwards(tmp_path: Path) 
     # `inner` stays in place over many allocations (its exits get watched), then leaves by an
     # exception; `outer` goes on and allocates on another line. Were the exception's exit
     # missed, `outer`'s allocation would be charged to the line that called `inner`.
-    ns, path = write_module(
+    ns, path = load(
         tmp_path,
         """
         def inner():
@@ -271,19 +246,15 @@ def test_a_frame_left_by_an_exception_is_not_trusted_afterwards(tmp_path: Path) 
     )
     run = profile(ns["outer"], watch_exits=True)
     lines = run.files[path].lines
-    assert 3 * 500_000 <= lines[line_no(path, "after")].alloc_bytes < 3 * 500_000 + 4096
-    assert lines[line_no(path, "call")].alloc_bytes < 10_000  # the exceptions' tracebacks
+    assert 3 * 500_000 <= lines[tagged(path, "after")].alloc_bytes < 3 * 500_000 + 4096
+    assert lines[tagged(path, "call")].alloc_bytes < 10_000  # the exceptions' tracebacks
 
 
 def test_other_allocators_use_the_address_table() -> None:
     run = profile(lambda: bytearray(1000))
     assert run.info.mode == "exact"
-    expected = "exact-pymalloc" if _pymalloc() else "exact"
+    expected = "exact-pymalloc" if pymalloc_in_use() else "exact"
     assert _tracer.hook_kind() == expected
-
-
-def _pymalloc() -> bool:
-    return os.environ.get("PYTHONMALLOC", "pymalloc") == "pymalloc" and not sys.flags.dev_mode
 
 
 @pytest.mark.skipif("PYTHONMALLOC" in os.environ, reason="already under another allocator")

@@ -3,45 +3,20 @@ to the Python line that made them do it, without counting Python's own allocatio
 
 from __future__ import annotations
 
-import gc
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import memlens
 from memlens import _tracer
-from memlens.model import LineStats, Run
+
+from .conftest import line, load, profile
 
 MB = 1_000_000
 MIB = 1024 * 1024
-
-
-def profile(fn: Callable[[], Any], **options: Any) -> Run:
-    gc.collect()
-    with memlens.profile(**options) as p:
-        fn()
-    assert p.run is not None
-    return p.run
-
-
-def load(tmp_path: Path, source: str) -> tuple[dict[str, Any], str]:
-    path = tmp_path / "prog.py"
-    path.write_text(textwrap.dedent(source))
-    namespace: dict[str, Any] = {"__name__": "prog"}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own source
-    return namespace, str(path)
-
-
-def line(run: Run, path: str, tag: str) -> LineStats:
-    for i, text in enumerate(Path(path).read_text().splitlines(), start=1):
-        if text.rstrip().endswith(f"# @{tag}"):
-            return run.files[path].lines[i]
-    raise AssertionError(tag)
 
 
 CTYPES = """

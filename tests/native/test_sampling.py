@@ -8,12 +8,12 @@ small; every tagged line allocates at least 1% of the run's bytes and at least 4
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +21,7 @@ import memlens
 from memlens.model import LineStats, Run
 
 from . import sampling_program as prog
+from .conftest import profile, pymalloc_in_use, tagged
 
 SRC = Path(prog.__file__).resolve()
 INTERVAL = 16 * 1024
@@ -29,19 +30,13 @@ TAGS = ("s_big", "s_churn", "s_keep", "s_small", "s_tiny", "s_tiny_keep")
 
 
 def line_of(tag: str) -> int:
-    for i, text in enumerate(SRC.read_text().splitlines(), start=1):
-        if f"# @{tag}" in text:
-            return i
-    raise AssertionError(tag)
+    return tagged(SRC, tag)
 
 
-def run_once(**options: object) -> Run:
-    gc.collect()
-    with memlens.profile(**options) as p:
-        prog.main()
+def run_once(**options: Any) -> Run:
+    run = profile(prog.main, **options)
     prog.KEPT.clear()
-    assert p.run is not None
-    return p.run
+    return run
 
 
 def line(run: Run, tag: str) -> LineStats:
@@ -124,12 +119,8 @@ def test_live_is_estimated_with_errors_and_frees_are_seen(
 
 def test_sampling_hooks_suit_the_allocator() -> None:
     run_once(mode="sampling", sample_interval=INTERVAL, seed=1)
-    expected = "sampling-pymalloc" if _pymalloc() else "sampling"
+    expected = "sampling-pymalloc" if pymalloc_in_use() else "sampling"
     assert memlens._tracer.hook_kind() == expected
-
-
-def _pymalloc() -> bool:
-    return os.environ.get("PYTHONMALLOC", "pymalloc") == "pymalloc" and not sys.flags.dev_mode
 
 
 @pytest.mark.skipif("PYTHONMALLOC" in os.environ, reason="already under another allocator")
