@@ -6,11 +6,30 @@ heaviest call paths reaching a line from here, so they agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from memlens.model import CallNode
+from memlens.model import CallNode, CallTree
+
+
+class _Pairs(Mapping[int, tuple[int, int]]):
+    """Two columns of a tree seen as node id -> (first, second)."""
+
+    def __init__(self, first: Sequence[int], second: Sequence[int]) -> None:
+        self._first, self._second = first, second
+
+    def __getitem__(self, node_id: int) -> tuple[int, int]:
+        if not 0 <= node_id < len(self._first):
+            raise KeyError(node_id)
+        return self._first[node_id], self._second[node_id]
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self._first)))
+
 
 #: Longest caller chain followed from a node to its root (a damaged tree could loop).
 MAX_DEPTH = 10_000
@@ -31,50 +50,36 @@ class CallTreeIndex:
     """Indexes of one run's call tree (:attr:`memlens.model.Run.call_tree`)."""
 
     def __init__(self, nodes: Sequence[CallNode]) -> None:
-        self.nodes = nodes
+        self.tree = CallTree.from_nodes(nodes)
 
     @cached_property
-    def _index(self) -> tuple[dict[int, CallNode], dict[tuple[str, int], list[int]]]:
-        by_id = {n.id: n for n in self.nodes}
-        by_loc: dict[tuple[str, int], list[int]] = {}
-        for n in self.nodes:
-            by_loc.setdefault((n.file, n.line), []).append(n.id)
-        return by_id, by_loc
+    def _by_line(self) -> dict[tuple[int, int], list[int]]:
+        """(file index, line) -> node ids, from the columns (no node objects)."""
+        by_loc: dict[tuple[int, int], list[int]] = {}
+        for nid, key in enumerate(zip(self.tree.file, self.tree.line, strict=True)):
+            by_loc.setdefault(key, []).append(nid)
+        return by_loc
+
+    @cached_property
+    def _file_ids(self) -> dict[str, int]:
+        return {f: i for i, f in enumerate(self.tree.files)}
 
     def node(self, node_id: int) -> CallNode | None:
-        return self._index[0].get(node_id)
+        """The node of ``node_id`` (ids are positions in a canonical tree), or None."""
+        return self.tree[node_id] if 0 <= node_id < len(self.tree) else None
 
     def at(self, file: str, line: int) -> list[CallNode]:
         """The nodes of ``file:line`` (one per call path that reached it)."""
-        by_id, by_loc = self._index
-        return [by_id[i] for i in by_loc.get((file, line), ())]
+        fid = self._file_ids.get(file)
+        if fid is None:
+            return []
+        return [self.tree[i] for i in self._by_line.get((fid, line), ())]
 
-    @cached_property
+    @property
     def inclusive(self) -> Mapping[int, tuple[int, int]]:
         """Node id -> (peak_bytes, alloc_bytes) summed over the node's subtree."""
-        by_id, _ = self._index
-        children: dict[int, list[int]] = {}
-        for n in self.nodes:
-            children.setdefault(n.parent, []).append(n.id)
-        totals: dict[int, tuple[int, int]] = {}
-        # Iterative post-order from every root (parent not in the tree).
-        roots = [n.id for n in self.nodes if n.parent not in by_id]
-        for root in roots:
-            stack: list[tuple[int, bool]] = [(root, False)]
-            while stack:
-                nid, done = stack.pop()
-                if done:
-                    node = by_id[nid]
-                    peak, alloc = node.peak_bytes, node.alloc_bytes
-                    for c in children.get(nid, ()):
-                        cp, ca = totals.get(c, (0, 0))
-                        peak += cp
-                        alloc += ca
-                    totals[nid] = (peak, alloc)
-                    continue
-                stack.append((nid, True))
-                stack.extend((c, False) for c in children.get(nid, ()) if c not in totals)
-        return totals
+        peak, alloc = self.tree.inclusive("peak_bytes"), self.tree.inclusive("alloc_bytes")
+        return _Pairs(peak, alloc)
 
     def path_to(self, node: CallNode) -> tuple[CallNode, ...]:
         """The nodes from the root down to ``node`` (at most :data:`MAX_DEPTH` callers)."""
@@ -97,7 +102,7 @@ class CallTreeIndex:
         for node in self.at(file, line):
             frames = self.path_to(node)
             key = tuple((n.file, n.line, n.function) for n in frames)
-            peak, alloc = incl.get(node.id, (node.peak_bytes, node.alloc_bytes))
+            peak, alloc = incl[node.id]
             first, p, a = merged.get(key, (frames, 0, 0))
             merged[key] = (first, p + peak, a + alloc)
         ranked = sorted(merged.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))

@@ -25,7 +25,6 @@ import sqlite3
 from memlens.errors import RunFileError, os_error_reason
 from memlens.layout import RUN_SUFFIX, open_regular, replace_file
 from memlens.model import (
-    CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
     NATIVE,
@@ -442,7 +441,9 @@ def _tree_rows(
     n = len(tree)
     ids = tree.id
     if not (isinstance(ids, range) and ids == range(n)) and list(ids) != list(range(n)):
-        return _tree_rows(_renumbered(tree), file_ids)
+        raise ValueError("the call tree's node ids are not its positions (see model.CallTree)")
+    if any(not -1 <= p < i for i, p in enumerate(tree.parent)):
+        raise ValueError("a call-tree node comes before its parent")
     # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
     index = [file_ids.get(f, 0) - 1 for f in tree.files]
     file_column: Iterable[int] = tree.file
@@ -472,17 +473,6 @@ def _tree_rows(
         for part, start in enumerate(range(0, max(n, 1), TREE_PART)):
             rows.append((name, part, data[start : start + TREE_PART].tobytes()))
     return rows, tree.functions
-
-
-def _renumbered(tree: CallTree) -> CallTree:
-    """The same tree with node ids 0..n-1 in order (parents mapped; unknown parents: roots)."""
-    pos = {node_id: i for i, node_id in enumerate(tree.id)}
-    columns = {name: getattr(tree, name) for name in CALL_TREE_COLUMNS}
-    columns["id"] = range(len(tree))
-    columns["parent"] = [pos.get(p, -1) for p in tree.parent]
-    if any(not -1 <= p < i for i, p in enumerate(columns["parent"])):
-        raise ValueError("a call-tree node comes before its parent")
-    return CallTree(tree.files, tree.functions, columns)
 
 
 def read(path: str | os.PathLike[str]) -> Run:
@@ -913,9 +903,11 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                 raise RunFileError(name, f"corrupt file (nodes names unknown file id {fid!r})")
             return paths[pos]
 
-        tree = CallTree.from_nodes(
-            CallNode(r[0], r[1], path_of(r[2]), *r[3:]) for r in digest.rows(tables["nodes"])
-        )
+        nodes = [CallNode(r[0], r[1], path_of(r[2]), *r[3:]) for r in digest.rows(tables["nodes"])]
+        try:
+            tree = CallTree.from_nodes(nodes)
+        except ValueError as exc:
+            raise RunFileError(name, f"corrupt file ({exc})") from None
     else:
         tree = _read_tree(name, digest, tables, paths)
     timeline = tuple(

@@ -40,22 +40,16 @@ class FlowGraph:
 def flow_graph(run: Run, by: str = "alloc") -> FlowGraph:
     """Build the flow graph of a run's call tree for one figure (alloc, peak or live)."""
     attr = _NODE_FIELD[by]
-    nodes = run.call_tree
-    index = {n.id: i for i, n in enumerate(nodes)}
-    subtree = [getattr(n, attr) for n in nodes]
-    # Parents precede children in the call tree: sum subtrees bottom-up.
-    for i in range(len(nodes) - 1, -1, -1):
-        p = index.get(nodes[i].parent)
-        if p is not None:
-            subtree[p] += subtree[i]
+    tree = run.call_tree
+    subtree = tree.inclusive(attr)
+    sites = [(tree.files[f], line) for f, line in zip(tree.file, tree.line, strict=True)]
     local: dict[Site, int] = {}
     cumulative: dict[Site, int] = {}
     edges: dict[tuple[Site, Site], int] = {}
-    for i, n in enumerate(nodes):
-        site = (n.file, n.line)
-        local[site] = local.get(site, 0) + getattr(n, attr)
-        p = index.get(n.parent)
-        parent_site = (nodes[p].file, nodes[p].line) if p is not None else ROOT
+    for i, (own, p) in enumerate(zip(getattr(tree, attr), tree.parent, strict=True)):
+        site = sites[i]
+        local[site] = local.get(site, 0) + own
+        parent_site = sites[p] if p >= 0 else ROOT
         if parent_site != site:
             key = (parent_site, site)
             edges[key] = edges.get(key, 0) + subtree[i]

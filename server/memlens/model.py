@@ -324,6 +324,26 @@ CALL_TREE_COLUMNS: tuple[str, ...] = (
 )
 
 
+def _parents_first(parent: Sequence[int]) -> Sequence[int]:
+    """Positions of a tree's nodes (``parent``: each node's parent position, -1 for a root)
+    with every parent before its children, otherwise in their order (depth first where they
+    must move). ValueError when some nodes form a loop."""
+    if all(p < i for i, p in enumerate(parent)):
+        return range(len(parent))
+    children: dict[int, list[int]] = {}
+    for i, p in enumerate(parent):
+        children.setdefault(p, []).append(i)
+    order: list[int] = []
+    stack = list(reversed(children.get(-1, ())))
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(reversed(children.get(i, ())))
+    if len(order) != len(parent):
+        raise ValueError("the call tree has a loop")
+    return order
+
+
 class CallTree(_Sequence["CallNode"]):
     """A run's call tree, stored by column: a sequence of :class:`CallNode`.
 
@@ -332,9 +352,15 @@ class CallTree(_Sequence["CallNode"]):
     ``function`` columns index the ``files`` and ``functions`` name tables; the other columns
     hold the :class:`CallNode` fields of the same name (any sequences of ints: lists, or the
     typed arrays the tracer builds).
+
+    A tree is canonical: node ids are positions (0 to n-1) and a node's parent comes before it
+    (-1 for a root). Every builder keeps that (the tracer, :class:`memlens.calltree.TreeBuilder`,
+    the file reader checks it); :meth:`from_nodes` puts any nodes in that form. So subtree sums
+    are one backward pass (:meth:`inclusive`).
     """
 
     __slots__ = (
+        "_inclusive",
         "alloc_bytes",
         "alloc_count",
         "file",
@@ -347,6 +373,7 @@ class CallTree(_Sequence["CallNode"]):
         "parent",
         "peak_bytes",
     )
+    _inclusive: dict[str, Sequence[int]]
     files: tuple[str, ...]
     functions: tuple[str, ...]
     id: Sequence[int]
@@ -375,24 +402,51 @@ class CallTree(_Sequence["CallNode"]):
             _set(self, name, column)
         if len(lengths) > 1:
             raise ValueError("call-tree columns differ in length")
+        _set(self, "_inclusive", {})
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[CallNode]) -> CallTree:
-        """The columns of some nodes (in order)."""
+        """The canonical tree of some nodes: parents before children (otherwise in the given
+        order), ids renumbered to positions; a parent id no node has makes a root. ValueError
+        when the nodes form a loop or two share an id."""
         if isinstance(nodes, CallTree):
             return nodes
+        nodes = list(nodes)
+        position: dict[int, int] = {}
+        for i, n in enumerate(nodes):
+            if position.setdefault(n.id, i) != i:
+                raise ValueError(f"two call-tree nodes have the id {n.id}")
+        parent_pos = [position.get(n.parent, -1) for n in nodes]
+        order = _parents_first(parent_pos)
+        new_id = [0] * len(nodes)
+        for new, old in enumerate(order):
+            new_id[old] = new
         files: dict[str, int] = {}
         functions: dict[str, int] = {}
-        columns: dict[str, list[int]] = {name: [] for name in CALL_TREE_COLUMNS}
-        for n in nodes:
-            for name in CALL_TREE_COLUMNS:
-                value = getattr(n, name)
-                if name == "file":
-                    value = files.setdefault(value, len(files))
-                elif name == "function":
-                    value = functions.setdefault(value, len(functions))
-                columns[name].append(value)
+        columns: dict[str, Sequence[int]] = {
+            "id": range(len(nodes)),
+            "parent": [-1 if parent_pos[i] < 0 else new_id[parent_pos[i]] for i in order],
+            "file": [files.setdefault(nodes[i].file, len(files)) for i in order],
+            "line": [nodes[i].line for i in order],
+            "function": [functions.setdefault(nodes[i].function, len(functions)) for i in order],
+        }
+        for name in CALL_TREE_COLUMNS[5:]:
+            columns[name] = [getattr(nodes[i], name) for i in order]
         return cls(tuple(files), tuple(functions), columns)
+
+    def inclusive(self, column: str) -> Sequence[int]:
+        """The figure ``column`` (``alloc_bytes``, ``peak_bytes``...) summed over each node's
+        subtree, by position: one backward pass, computed once per tree and column."""
+        found: Sequence[int] | None = self._inclusive.get(column)
+        if found is None:
+            values = list(getattr(self, column))
+            parent = self.parent
+            for i in range(len(values) - 1, -1, -1):
+                p = parent[i]
+                if p >= 0:
+                    values[p] += values[i]
+            found = self._inclusive[column] = values
+        return found
 
     def __len__(self) -> int:
         return len(self.id)

@@ -418,6 +418,24 @@ def test_damaged_call_tree(tmp_path: Path, column: str, value: int, reason: str)
     _bad(path, reason)
 
 
+def test_version_1_trees_are_put_in_order_and_loops_refused(tmp_path: Path) -> None:
+    # Version 1 stored node ids freely: a tree listed child first reads back in order, ids
+    # renumbered; nodes that are each other's parents are no tree.
+    path = tmp_path / "v1.mlrun"
+    path.write_bytes(GOLDEN.read_bytes())
+    _edit(path, "DELETE FROM meta WHERE key = 'content_sha256'")
+    _edit(
+        path,
+        "UPDATE nodes SET id = id + 10, parent = CASE parent WHEN -1 THEN -1 ELSE parent + 10 END",
+    )
+    _edit(path, "UPDATE nodes SET id = 5 WHERE id = 11")
+    _edit(path, "UPDATE nodes SET parent = 10 WHERE id = 5")
+    tree = fileformat.read(path).call_tree
+    assert [(n.id, n.parent, n.line) for n in tree] == [(0, -1, 6), (1, 0, 4)]
+    _edit(path, "UPDATE nodes SET parent = 5 WHERE id = 10")
+    _bad(path, "corrupt file (the call tree has a loop)")
+
+
 def test_read_info_reads_the_header_and_checks_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     fileformat.write(sample_run(), path)
