@@ -344,6 +344,17 @@ def _parents_first(parent: Sequence[int]) -> Sequence[int]:
     return order
 
 
+def subtree_sums(parent: Sequence[int], values: Sequence[int]) -> list[int]:
+    """``values`` (by node of a canonical tree: ``parent`` before child) summed over each
+    node's subtree: one backward pass."""
+    out = list(values)
+    for i in range(len(out) - 1, -1, -1):
+        p = parent[i]
+        if p >= 0:
+            out[p] += out[i]
+    return out
+
+
 class CallTree(_Sequence["CallNode"]):
     """A run's call tree, stored by column: a sequence of :class:`CallNode`.
 
@@ -439,13 +450,7 @@ class CallTree(_Sequence["CallNode"]):
         subtree, by position: one backward pass, computed once per tree and column."""
         found: Sequence[int] | None = self._inclusive.get(column)
         if found is None:
-            values = list(getattr(self, column))
-            parent = self.parent
-            for i in range(len(values) - 1, -1, -1):
-                p = parent[i]
-                if p >= 0:
-                    values[p] += values[i]
-            found = self._inclusive[column] = values
+            found = self._inclusive[column] = subtree_sums(self.parent, getattr(self, column))
         return found
 
     def __len__(self) -> int:

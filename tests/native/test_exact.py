@@ -12,6 +12,7 @@ import pytest
 
 import memlens
 from memlens import _tracer, tracer
+from memlens.calltree import once_per_path
 from memlens.errors import MemlensError
 from memlens.model import LineStats, Run
 
@@ -112,6 +113,41 @@ def test_recursion_counts_each_stack_once() -> None:
     # 6 MiB allocated below the outermost recursive line, counted once despite 5 levels.
     assert near(rec.incl_alloc_bytes, 6 * MIB, rel=0.05)
     assert rec.incl_alloc_bytes < 7 * MIB
+
+
+def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
+    """The tracer sums lines and functions natively; the importers from a tree with
+    memlens.calltree.once_per_path: both must be the same definition."""
+    run, _ = profile(lambda: (programs.recurse(4), programs.outer()))
+    tree = run.call_tree
+    columns = ("alloc_bytes", "peak_bytes")
+    inclusive = [tree.inclusive(c) for c in columns]
+    sites = [(tree.files[f], ln) for f, ln in zip(tree.file, tree.line, strict=True)]
+    by_line = once_per_path(tree.parent, sites, inclusive)
+    recorded = {
+        (path, ln): [s.incl_alloc_bytes, s.incl_peak_bytes]
+        for path, source in run.files.items()
+        for ln, s in source.lines.items()
+    }
+    assert by_line == recorded
+    assert by_line[(str(SRC), line_of("rec"))][0] < 7 * MIB  # the recursion is in it
+    own: dict[tuple[str, int], int] = {}
+    for site, alloc in zip(sites, tree.alloc_bytes, strict=True):
+        own[site] = own.get(site, 0) + alloc
+    assert own == {k: s.alloc_bytes for k, s in _lines(run).items()}
+    functions = [
+        (tree.files[f], tree.functions[fn]) for f, fn in zip(tree.file, tree.function, strict=True)
+    ]
+    by_function = once_per_path(tree.parent, functions, inclusive)
+    assert {
+        (path, f.qualname): [f.alloc_bytes, f.peak_bytes]
+        for path, source in run.files.items()
+        for f in source.functions
+    } == {k: v for k, v in by_function.items() if k[1] != "<module>"}
+
+
+def _lines(run: Run) -> dict[tuple[str, int], LineStats]:
+    return {(p, ln): s for p, src in run.files.items() for ln, s in src.lines.items()}
 
 
 def test_peak_is_attributed_to_what_was_live_at_the_peak() -> None:

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memlens._version import __version__
+from memlens.calltree import TreeBuilder, once_per_path
 from memlens.layout import platform_name
 from memlens.model import (
     SUMS,
-    CallNode,
     FunctionStats,
     LineStats,
     Run,
@@ -137,29 +137,17 @@ class _Spans:
         return best
 
 
-class _Node:
-    __slots__ = ("figures", "file", "func", "line", "parent")
-
-    def __init__(self, parent: int, file: str, line: int, func: str) -> None:
-        self.parent, self.file, self.line, self.func = parent, file, line, func
-        self.figures = [0] * _N
-
-
 class RunBuilder:
     """Accumulates samples, each a stack (outermost first) with self figures at its leaf.
 
-    Self figures go to the leaf's line; inclusive figures to every line of the stack (each
-    line once per stack) and to every function of the stack (each once per stack); the call
-    tree follows the stacks.
+    The stacks make a call tree (:class:`memlens.calltree.TreeBuilder`); from it, self figures
+    go to each node's line, and inclusive figures to every line and every function of a path,
+    each once per path (:func:`memlens.calltree.once_per_path`), as the tracer counts them.
     """
 
     def __init__(self, sources: Sources | None = None) -> None:
         self.sources = sources or Sources()
-        self._nodes: dict[tuple[int, str, int], int] = {}
-        self._node_rows: list[_Node] = []
-        self._self: dict[tuple[str, int], list[int]] = {}
-        self._incl: dict[tuple[str, int], list[int]] = {}
-        self._funcs: dict[tuple[str, str], list[int]] = {}
+        self._tree = TreeBuilder()
         self._func_lines: dict[tuple[str, str], list[int]] = {}
         self._files: dict[str, tuple[str, str | None]] = {}
 
@@ -189,35 +177,15 @@ class RunBuilder:
         frames = [self._frame(f) for f in stack if f[1] >= 1]
         if not frames:
             return
-        parent = -1
+        node = -1
         for file, line, func, span in frames:
-            key = (parent, file, line)
-            nid = self._nodes.get(key)
-            if nid is None:
-                nid = len(self._node_rows)
-                self._nodes[key] = nid
-                self._node_rows.append(_Node(parent, file, line, func))
-            parent = nid
+            node = self._tree.node(node, file, line, func)
             bounds = self._func_lines.setdefault((file, func), [line, line])
             if span is not None:
                 bounds[0], bounds[1] = span[1], span[2]
             else:
                 bounds[0], bounds[1] = min(bounds[0], line), max(bounds[1], line)
-        node = self._node_rows[parent]
-        for i, v in enumerate(values):
-            node.figures[i] += v
-        leaf = (frames[-1][0], frames[-1][1])
-        s = self._self.setdefault(leaf, [0] * _N)
-        for i, v in enumerate(values):
-            s[i] += v
-        for site in {(f, ln) for f, ln, _, _ in frames}:
-            inc = self._incl.setdefault(site, [0] * _N)
-            for i, v in enumerate(values):
-                inc[i] += v
-        for fkey in {(f, fn) for f, _, fn, _ in frames}:
-            fi = self._funcs.setdefault(fkey, [0] * _N)
-            for i, v in enumerate(values):
-                fi[i] += v
+        self._tree.add(node, values)
 
     def build(
         self,
@@ -234,14 +202,25 @@ class RunBuilder:
         pid: int = 0,
     ) -> Run:
         started = started or datetime.now(timezone.utc)
+        tb = self._tree
+        sites = list(zip(tb.file, tb.line, strict=True))
+        own: dict[tuple[str, int], list[int]] = {}
+        for i, site in enumerate(sites):
+            row = own.setdefault(site, [0] * _N)
+            for c, column in enumerate(tb.figures):
+                row[c] += column[i]
+        inclusive = tb.subtree_sums()
+        incl = once_per_path(tb.parent, sites, inclusive)
+        fkeys = [
+            None if fn in ("<module>", "<unknown>") else (file, fn)
+            for file, fn in zip(tb.file, tb.function, strict=True)
+        ]
+        fsums = once_per_path(tb.parent, fkeys, inclusive)
         files: dict[str, dict[int, LineStats]] = {}
-        for (file, line), inc in self._incl.items():
-            s = self._self.get((file, line), [0] * _N)
-            files.setdefault(file, {})[line] = LineStats.from_sums(s, inc)
+        for (file, line), inc in incl.items():
+            files.setdefault(file, {})[line] = LineStats.from_sums(own[(file, line)], inc)
         funcs: dict[str, list[FunctionStats]] = {}
-        for (file, fn), fi in sorted(self._funcs.items()):
-            if fn in ("<module>", "<unknown>"):
-                continue
+        for (file, fn), fi in sorted(fsums.items()):
             first, last = self._func_lines[(file, fn)]
             funcs.setdefault(file, []).append(FunctionStats.from_sums(fn, first, last, fi))
         out_files: dict[str, SourceFile] = {}
@@ -250,11 +229,7 @@ class RunBuilder:
             out_files[file] = SourceFile(
                 file, sha, text, dict(sorted(files[file].items())), tuple(funcs.get(file, ()))
             )
-        nodes = tuple(
-            CallNode.from_sums(i, n.parent, n.file, n.line, n.func, n.figures)
-            for i, n in enumerate(self._node_rows)
-        )
-        sums = [*self._incl.values(), *self._funcs.values(), *(n.figures for n in self._node_rows)]
+        sums = [*incl.values(), *fsums.values(), *inclusive]
         totals = (peak_traced_bytes, peak_rss_bytes, *(p.rss_bytes for p in timeline))
         if any(abs(v) > _INT64_MAX for s in sums for v in s) or any(
             abs(v) > _INT64_MAX for v in totals
@@ -278,7 +253,7 @@ class RunBuilder:
             memlens_version=__version__,
             source=source,
         )
-        return Run(info=info, files=out_files, call_tree=nodes, timeline=tuple(timeline))
+        return Run(info=info, files=out_files, call_tree=tb.tree(), timeline=tuple(timeline))
 
 
 def bounded(points: list[TimelinePoint], cap: int = 4096) -> list[TimelinePoint]:
