@@ -369,6 +369,7 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
     root = tmp_path.resolve()
     async with connect(tmp_path) as client:
         calls: list[tuple[str, dict[str, Any], str]] = [
+            ("list_runs", {"bogus": 1}, "unknown argument 'bogus' (arguments: none)"),
             ("top_lines", {"limit": -1}, "limit must be at least 0"),
             ("top_lines", {"limit": "10"}, "limit must be an integer, not a string"),
             ("top_lines", {"limit": 2.5}, "limit must be an integer, not a number"),
