@@ -19,7 +19,7 @@ the tracer is version-specific, and figures must hold on every supported version
 ``--instructions`` instead counts the instructions each run executes under valgrind's
 callgrind (Debian package ``valgrind``): deterministic, so a difference of a fraction of a
 percent is real, unlike CPU time on a shared machine. It runs plain and sampling mode (the mode
-with a 5% target) once each (about 50 times slower than natively), with a fixed hash seed; memlens's two
+with a 5% target; or the memlens configurations ``--configs`` names) once each (about 50 times slower than natively), with a fixed hash seed; memlens's two
 time-driven threads (the timeline sampler and checkpoints) are switched off there, since under
 valgrind they would fire 50 times too often (their cost is in the CPU-time figures). An empty
 program is measured too: its difference is memlens's fixed cost per run.
@@ -99,13 +99,14 @@ def count_instructions(argv: list[str]) -> int:
     return int(found.group(1))
 
 
-def instructions(names: list[str], json_out: str | None) -> int:
+def instructions(names: list[str], json_out: str | None, chosen: list[str] | None) -> int:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (Debian: apt install valgrind)")
     quiet = ["--checkpoint-interval", "0", "--timeline-interval", "0"]
+    wanted = {"plain", *(chosen or ["memlens-sample"])}
     results: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: v for k, v in configs(tmp).items() if k in ("plain", "memlens-sample")}
+        cfgs = {k: v for k, v in configs(tmp).items() if k in wanted and k != "memray"}
         cfgs = {k: [*v, *quiet] if k.startswith("memlens") else v for k, v in cfgs.items()}
         empty = os.path.join(tmp, "empty.py")
         Path(empty).write_text("")
@@ -115,8 +116,10 @@ def instructions(names: list[str], json_out: str | None) -> int:
             results[name] = {cfg: count_instructions([*argv, script]) for cfg, argv in cfgs.items()}
             r = results[name]
             parts = [f"{name:15s} plain {r['plain'] / 1e9:6.2f} G instructions"]
-            extra = r["memlens-sample"] - r["plain"]
-            parts.append(f"memlens-sample {extra / r['plain']:+7.1%} ({extra / 1e6:+,.0f} M)")
+            for cfg in cfgs:
+                if cfg != "plain":
+                    extra = r[cfg] - r["plain"]
+                    parts.append(f"{cfg} {extra / r['plain']:+7.1%} ({extra / 1e6:+,.0f} M)")
             print(" | ".join(parts), flush=True)
     if json_out:
         Path(json_out).write_text(json.dumps(results, indent=2))
@@ -145,7 +148,7 @@ def main() -> int:
     args = ap.parse_args()
     names = [w for w in WORKLOADS if not args.only or w in args.only]
     if args.instructions:
-        return instructions(names, args.json)
+        return instructions(names, args.json, args.configs)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         default = [c for c in CONFIGS if c != "memlens-exact-no-native"]

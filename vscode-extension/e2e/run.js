@@ -114,7 +114,18 @@ store.set_pointer("latest", out)
   return 'memlens.tracer + fileformat.write';
 }
 
+// What `git status` says of the repository: the run must leave it as it found it (screenshots
+// and the workspace live under CACHE; dist/ and the .vsix are ignored). Null outside a checkout.
+function gitStatus() {
+  try {
+    return execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: REPO, encoding: 'utf8' });
+  } catch {
+    return null;
+  }
+}
+
 async function main() {
+  const statusBefore = gitStatus();
   if (!process.env.MEMLENS_E2E_NO_SETUP) {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
@@ -159,6 +170,10 @@ async function main() {
     }
     if (!process.env.MEMLENS_E2E_SKIP_MISSING) {
       await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
+    }
+    const statusAfter = gitStatus();
+    if (statusAfter !== statusBefore) {
+      fail(`the run changed the repository (git status before:\n${statusBefore}\nafter:\n${statusAfter})`);
     }
     log('PASS');
   } finally {
