@@ -1,12 +1,13 @@
 """Pure formatting of per-line figures into labels: the one place labels are built.
 
 The terminal report, ``memlens annotate`` and the language server's inlay hints all call
-:func:`line_label`, so a line reads the same everywhere. Stdlib only.
+:func:`line_label`, so a line reads the same everywhere; the pytest plugin and the editor's
+test lenses likewise :func:`label_for_test` and :func:`failure_text`. Stdlib only.
 """
 
 from __future__ import annotations
 
-from memlens.model import LineStats
+from memlens.model import LineStats, TestFailure, TestStats
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
 #: The figures a label can lead with (user-facing names -> LineStats attribute).
@@ -112,3 +113,32 @@ def _change(value: int, old: int | None) -> tuple[str, str]:
         return "same", "same as baseline"
     ratio = (delta / old) if old else None
     return fmt_delta_bytes(delta), f"{fmt_delta_bytes(delta)} vs baseline ({fmt_percent(ratio)})"
+
+
+# -- tests of a pytest session (pytest --memlens) ------------------------------------------------
+
+#: How each per-test figure is named in labels and messages.
+TEST_FIGURE_WORDS: dict[str, str] = {
+    "peak_bytes": "peak",
+    "alloc_bytes": "allocated",
+    "leaked_bytes": "leaked",
+}
+
+
+def label_for_test(test: TestStats) -> str:
+    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``."""
+    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}"
+
+
+def failure_text(failure: TestFailure) -> str:
+    """Why a test failed on memory, in one line: ``leaked 10.0 MiB, over its limit of 1.0 MiB``
+    or ``peak 12.1 MiB, +35% over the baseline's 9.0 MiB (allowed: up to 9.9 MiB)``."""
+    word = TEST_FIGURE_WORDS.get(failure.figure, failure.figure)
+    value = fmt_bytes(failure.value)
+    if failure.kind == "increase" and failure.baseline is not None:
+        ratio = (failure.value - failure.baseline) / failure.baseline if failure.baseline else None
+        return (
+            f"{word} {value}, {fmt_percent(ratio)} over the baseline's "
+            f"{fmt_bytes(failure.baseline)} (allowed: up to {fmt_bytes(failure.limit)})"
+        )
+    return f"{word} {value}, over its limit of {fmt_bytes(failure.limit)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlens.fileformat import MAGIC
+from memlens.fileformat import MAGIC, tests_json
 from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
 
 #: The version of the export's shape (keys are only ever added within a version).
@@ -67,7 +67,7 @@ def to_json_dict(run: Run) -> dict[str, Any]:
     return {
         "format": MAGIC,
         "version": EXPORT_VERSION,
-        "run": run_header(info),
+        "run": {**run_header(info), "tests": tests_json(info.tests)},
         "files": {
             path: {
                 "sha256": sf.sha256,

@@ -28,6 +28,7 @@ from memlens.model import (
     ERRORS,
     FIGURES,
     NATIVE,
+    TEST_FIGURES,
     CallNode,
     CallTree,
     FunctionStats,
@@ -35,6 +36,8 @@ from memlens.model import (
     Run,
     RunInfo,
     SourceFile,
+    TestFailure,
+    TestStats,
     TimelinePoint,
     replace,
 )
@@ -268,6 +271,7 @@ _HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "source": (str,),
     "seed": (int, type(None)),
     "workspace_root": (str,),
+    "tests": (dict,),
 }
 
 
@@ -403,6 +407,10 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         )
         info = (seal(run.info) if seal is not None else run.info).as_dict()
         info["command"] = list(info["command"])
+        if info["tests"]:
+            info["tests"] = tests_json(info["tests"])
+        else:
+            del info["tests"]  # headers of runs that are not test sessions stay as they were
         meta = [("format", MAGIC), ("run", json.dumps(info)), ("version", str(FORMAT_VERSION))]
         _insert(con, digest, tables["meta"], meta)
         con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, digest.hexdigest()))
@@ -505,7 +513,10 @@ MAX_ROWS: dict[str, int] = {
 #: qualified name, a meta key), in characters; the run header (meta ``run``) is a name too.
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS = 4096
-MAX_HEADER_CHARS = 1024 * 1024
+#: Longest run header (meta ``run``: it holds a test session's per-test figures) and longest
+#: other ``meta`` value, in bytes.
+MAX_HEADER_CHARS = 32 * 1024 * 1024
+MAX_META_VALUE_CHARS = 1024 * 1024
 #: Time a read may take: a base plus this much per MiB of file (reading runs at several MiB/s).
 READ_BUDGET_S = 30.0
 READ_BUDGET_S_PER_MIB = 1.0
@@ -664,8 +675,8 @@ def _meta(con: sqlite3.Connection, name: str) -> dict[str, object]:
     limit = MAX_ROWS["meta"]
     rows = con.execute(
         "SELECT key, value FROM meta WHERE length(CAST(key AS BLOB)) <= ? "
-        "AND length(CAST(value AS BLOB)) <= ? LIMIT ?",
-        (MAX_NAME_CHARS, MAX_HEADER_CHARS, limit + 1),
+        "AND length(CAST(value AS BLOB)) <= (CASE key WHEN 'run' THEN ? ELSE ? END) LIMIT ?",
+        (MAX_NAME_CHARS, MAX_HEADER_CHARS, MAX_META_VALUE_CHARS, limit + 1),
     ).fetchall()
     if len(rows) > limit:
         raise RunFileError(name, f"corrupt file (meta holds more than {limit} rows)")
@@ -723,7 +734,124 @@ def _read_info(con: sqlite3.Connection, name: str, version: int = FORMAT_VERSION
     raw["duration_s"] = float(raw["duration_s"])
     if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
+    if "tests" in raw:
+        raw["tests"] = _read_tests(raw["tests"], name)
     return RunInfo(**raw)
+
+
+# -- per-test figures (the header's ``tests``: pytest --memlens) --------------------------------
+
+#: Most tests a run header may hold, and most failures one test may list.
+MAX_TESTS = 100_000
+MAX_TEST_FAILURES = 16
+#: Largest byte figure or limit of a test (figures are 64-bit in the run file's tables too).
+_MAX_TEST_BYTES = 2**63 - 1
+_MAX_LINE = 2**31 - 1
+_MAX_WORD_CHARS = 64  # an outcome, a figure name, a failure kind
+
+
+def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
+    """The header's (and the export's) ``tests`` object: node id -> figures and where the test is."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in tests:
+        entry: dict[str, Any] = {
+            "outcome": t.outcome,
+            "peak_bytes": t.peak_bytes,
+            "alloc_bytes": t.alloc_bytes,
+            "leaked_bytes": t.leaked_bytes,
+            "duration_s": t.duration_s,
+            "file": t.file,
+            "line": t.line,
+            "function": t.function,
+            "limits": dict(t.limits),
+            "failures": [
+                {"figure": f.figure, "value": f.value, "limit": f.limit, "kind": f.kind}
+                | ({} if f.baseline is None else {"baseline": f.baseline})
+                for f in t.failures
+            ],
+        }
+        out[t.nodeid] = entry
+    return out
+
+
+def _read_tests(value: object, name: str) -> tuple[TestStats, ...]:
+    """The header's ``tests`` (untrusted): every value typed and bounded, else RunFileError."""
+
+    def bad(what: str) -> RunFileError:
+        return RunFileError(name, f"bad run header: tests: {what}")
+
+    def text(entry: dict[str, object], key: str, limit: int, where: str) -> str:
+        found = entry.get(key)
+        if not isinstance(found, str) or len(found) > limit:
+            raise bad(f"{where}: {key} is not a string of at most {limit} characters")
+        return found
+
+    def number(entry: dict[str, object], key: str, low: int, high: int, where: str) -> int:
+        found = entry.get(key)
+        if not _is(found, (int,)) or not low <= found <= high:  # type: ignore[operator]
+            raise bad(f"{where}: {key} is not an integer from {low} to {high}")
+        assert isinstance(found, int)
+        return found
+
+    assert isinstance(value, dict)  # checked with the header's types
+    if len(value) > MAX_TESTS:
+        raise bad(f"more than {MAX_TESTS:,} tests")
+    out = []
+    for nodeid, entry in value.items():
+        if len(nodeid) > MAX_NAME_CHARS:
+            raise bad(f"a node id longer than {MAX_NAME_CHARS} characters")
+        where = _clip(nodeid)
+        if not isinstance(entry, dict):
+            raise bad(f"{where} is not an object")
+        duration = entry.get("duration_s")
+        if not _is(duration, (int, float)) or not 0 <= duration < math.inf:  # type: ignore[operator]
+            raise bad(f"{where}: duration_s is not a finite number of seconds")
+        assert isinstance(duration, (int, float))
+        limits = entry.get("limits")
+        if not isinstance(limits, dict) or len(limits) > len(TEST_FIGURES):
+            raise bad(f"{where}: limits is not an object of test figures")
+        for figure in limits:
+            if figure not in TEST_FIGURES:
+                raise bad(f"{where}: limits names {_clip(figure)}, not a test figure")
+            number(limits, figure, 0, _MAX_TEST_BYTES, f"{where}: limits")
+        failures = entry.get("failures")
+        if not isinstance(failures, list) or len(failures) > MAX_TEST_FAILURES:
+            raise bad(f"{where}: failures is not a list of at most {MAX_TEST_FAILURES}")
+        read_failures = []
+        for failure in failures:
+            if not isinstance(failure, dict):
+                raise bad(f"{where}: a failure is not an object")
+            figure = text(failure, "figure", _MAX_WORD_CHARS, f"{where}: failure")
+            if figure not in TEST_FIGURES:
+                raise bad(f"{where}: a failure names {_clip(figure)}, not a test figure")
+            baseline = failure.get("baseline")
+            read_failures.append(
+                TestFailure(
+                    figure,
+                    number(failure, "value", -_MAX_TEST_BYTES, _MAX_TEST_BYTES, where),
+                    number(failure, "limit", 0, _MAX_TEST_BYTES, where),
+                    text(failure, "kind", _MAX_WORD_CHARS, f"{where}: failure"),
+                    None
+                    if baseline is None
+                    else number(failure, "baseline", 0, _MAX_TEST_BYTES, where),
+                )
+            )
+        out.append(
+            TestStats(
+                nodeid,
+                text(entry, "outcome", _MAX_WORD_CHARS, where),
+                peak_bytes=number(entry, "peak_bytes", 0, _MAX_TEST_BYTES, where),
+                alloc_bytes=number(entry, "alloc_bytes", 0, _MAX_TEST_BYTES, where),
+                leaked_bytes=number(entry, "leaked_bytes", 0, _MAX_TEST_BYTES, where),
+                duration_s=float(duration),
+                file=text(entry, "file", MAX_NAME_CHARS, where),
+                line=number(entry, "line", 0, _MAX_LINE, where),
+                function=text(entry, "function", MAX_NAME_CHARS, where),
+                limits=tuple(limits.items()),
+                failures=tuple(read_failures),
+            )
+        )
+    return tuple(out)
 
 
 def _check_types(con: sqlite3.Connection, name: str, table: _Table) -> None:

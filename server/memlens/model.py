@@ -523,6 +523,99 @@ class TimelinePoint(_Value):
         _set(self, "rss_bytes", rss_bytes)
 
 
+#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
+TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+
+
+class TestFailure(_Value):
+    """Why a test failed on memory: ``figure`` (a name of :data:`TEST_FIGURES`) was ``value``
+    bytes, over ``limit``. ``kind`` is ``"limit"`` (the test's ``memlens`` marker) or
+    ``"increase"`` (more than the allowed growth over ``baseline``, the figure of the same test
+    in the baseline run; None for limits)."""
+
+    __test__ = False  # not a test class, whatever pytest's name patterns say
+    __slots__ = ("baseline", "figure", "kind", "limit", "value")
+    figure: str
+    value: int
+    limit: int
+    kind: str
+    baseline: int | None
+
+    def __init__(
+        self, figure: str, value: int, limit: int, kind: str, baseline: int | None = None
+    ) -> None:
+        _set(self, "figure", figure)
+        _set(self, "value", value)
+        _set(self, "limit", limit)
+        _set(self, "kind", kind)
+        _set(self, "baseline", baseline)
+
+
+class TestStats(_Value):
+    """One test of a pytest session (``pytest --memlens``), by its node id.
+
+    ``peak_bytes``: the most traced memory held during the test above what was live when it
+    started; ``alloc_bytes``: bytes allocated during it; ``leaked_bytes``: bytes still live
+    after its teardown that were not live before it (never below 0). ``outcome`` is one of
+    ``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``. ``file``
+    (absolute, as :attr:`Run.files` keys; "" when unknown) and ``line`` (1-based first line of
+    the test function, decorators included; 0 when unknown) say where ``function`` (its
+    qualified name) is. ``limits`` maps figure names to the marker's limits in bytes.
+    """
+
+    __test__ = False
+    __slots__ = (
+        "alloc_bytes",
+        "duration_s",
+        "failures",
+        "file",
+        "function",
+        "leaked_bytes",
+        "limits",
+        "line",
+        "nodeid",
+        "outcome",
+        "peak_bytes",
+    )
+    nodeid: str
+    outcome: str
+    peak_bytes: int
+    alloc_bytes: int
+    leaked_bytes: int
+    duration_s: float
+    file: str
+    line: int
+    function: str
+    limits: tuple[tuple[str, int], ...]
+    failures: tuple[TestFailure, ...]
+
+    def __init__(
+        self,
+        nodeid: str,
+        outcome: str,
+        peak_bytes: int = 0,
+        alloc_bytes: int = 0,
+        leaked_bytes: int = 0,
+        duration_s: float = 0.0,
+        file: str = "",
+        line: int = 0,
+        function: str = "",
+        limits: tuple[tuple[str, int], ...] = (),
+        failures: tuple[TestFailure, ...] = (),
+    ) -> None:
+        _set(self, "nodeid", nodeid)
+        _set(self, "outcome", outcome)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "leaked_bytes", leaked_bytes)
+        _set(self, "duration_s", duration_s)
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "function", function)
+        _set(self, "limits", limits)
+        _set(self, "failures", failures)
+
+
 class RunInfo(_Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -530,7 +623,8 @@ class RunInfo(_Value):
     "imported"; ``seed`` is the sampling seed (None when not sampled); ``source`` is the
     free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace";
     ``workspace_root`` is the folder whose store the run was written to (absolute; "" when
-    unknown), so that its files can be found in a copy.
+    unknown), so that its files can be found in a copy. ``tests`` holds the per-test figures
+    of a pytest session (``pytest --memlens``), in the order tests ran.
     """
 
     __slots__ = (
@@ -552,6 +646,7 @@ class RunInfo(_Value):
         "seed",
         "source",
         "started",
+        "tests",
         "workspace_root",
     )
     command: tuple[str, ...]
@@ -573,6 +668,7 @@ class RunInfo(_Value):
     source: str
     seed: int | None
     workspace_root: str
+    tests: tuple[TestStats, ...]
 
     def __init__(
         self,
@@ -595,6 +691,7 @@ class RunInfo(_Value):
         source: str = "memlens",
         seed: int | None = None,
         workspace_root: str = "",
+        tests: tuple[TestStats, ...] = (),
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -615,6 +712,7 @@ class RunInfo(_Value):
         _set(self, "source", source)
         _set(self, "seed", seed)
         _set(self, "workspace_root", workspace_root)
+        _set(self, "tests", tests)
 
 
 class Run(_Value):

@@ -47,21 +47,35 @@ def fmt_percent(ratio: float | None) -> str:
     return ("+" if pct > 0 else "\u2212") + text
 
 
-def parse_size(text: str) -> int:
-    """``'64k'``, ``'512KiB'``, ``'1M'``, ``'4096'`` -> bytes. Raises ValueError."""
+#: Size suffixes (case does not matter): IEC binary units and their one-letter short forms
+#: are powers of 1024, SI units (KB, MB, GB, TB) powers of 1000.
+_SIZE_SUFFIXES = {
+    "": 1,
+    "b": 1,
+    **{p: 1024 ** (i + 1) for i, p in enumerate("kmgt")},
+    **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgt")},
+    **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+}
+
+
+def parse_size(text: str, *, zero: bool = False) -> int:
+    """``'64k'``, ``'512KiB'``, ``'1 MiB'``, ``'4096'`` -> bytes; ``'5 MB'`` -> 5,000,000.
+
+    ``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB`` (and ``K``, ``M``, ``G``, ``T``) are powers of
+    1024, ``KB``, ``MB``, ``GB``, ``TB`` powers of 1000. Raises ValueError for anything else,
+    for sizes that are not positive (0 is allowed with ``zero``) and from 2**63 bytes on.
+    """
     s = text.strip().lower().replace(" ", "")
-    if s.endswith("ib"):
-        s = s[:-2]
-    elif s.endswith("b"):
-        s = s[:-1]
-    mult = 1
-    if s and s[-1] in "kmgt":
-        mult = 1024 ** ("kmgt".index(s[-1]) + 1)
-        s = s[:-1]
+    number = s.rstrip("kmgtib")
+    mult = _SIZE_SUFFIXES.get(s[len(number) :])
     try:
-        value = float(s)
+        value = float(number)
     except ValueError:
-        raise ValueError(f"not a size: {text!r}") from None
-    if value <= 0:
+        mult = None
+    if mult is None or value - value != 0:  # NaN and infinities (no math import at start-up)
+        raise ValueError(f"not a size: {text!r}")
+    if value < 0 or (value == 0 and not zero):
         raise ValueError(f"size must be positive: {text!r}")
+    if value * mult >= 2**63:
+        raise ValueError(f"size too large: {text!r}")
     return int(value * mult)

@@ -21,6 +21,8 @@ from memlens.model import (
     Run,
     RunInfo,
     SourceFile,
+    TestFailure,
+    TestStats,
     TimelinePoint,
     replace,
 )
@@ -44,6 +46,31 @@ line_stats = st.builds(
     peak_err=st.floats(min_value=0, max_value=1e12),
 )
 texts = st.text(max_size=200)
+figure_names = st.sampled_from(["peak_bytes", "alloc_bytes", "leaked_bytes"])
+test_stats = st.builds(
+    TestStats,
+    texts,
+    st.sampled_from(["passed", "failed", "error", "skipped", "xfailed", "xpassed"]),
+    sizes,
+    sizes,
+    sizes,
+    st.floats(0, 1e6),
+    texts,
+    st.integers(0, 2**31 - 1),
+    texts,
+    st.dictionaries(figure_names, sizes).map(lambda d: tuple(d.items())),
+    st.lists(
+        st.builds(
+            TestFailure,
+            figure_names,
+            sizes,
+            sizes,
+            st.sampled_from(["limit", "increase"]),
+            st.none() | sizes,
+        ),
+        max_size=3,
+    ).map(tuple),
+)
 
 
 @st.composite
@@ -113,6 +140,8 @@ def runs(draw: st.DrawFn) -> Run:
         max_depth=draw(st.integers(0, 10_000)),
         source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
         seed=draw(st.none() | st.integers(1, 2**64 - 1)),
+        # One entry per node id, in the order they ran.
+        tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
     )
     return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
 

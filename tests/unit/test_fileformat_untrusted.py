@@ -122,10 +122,21 @@ def test_meta_limits(tmp_path: Path) -> None:
     )
     _refused(rows, "corrupt file (meta holds more than 1000 rows)")
     rows.unlink()
+    # Any meta value but the run header: at most 1 MiB.
+    long = _altered(tmp_path, "INSERT INTO meta VALUES ('note', printf('%.*c', 1048577, 'x'))")
+    _refused(long, "corrupt file (meta holds a value that is too long)")
+    long.unlink()
+    # The run header (it holds a test session's per-test figures): at most 32 MiB.
+    assert fileformat.MAX_HEADER_CHARS == 32 * 1024 * 1024
     long = _altered(
-        tmp_path, f"UPDATE meta SET value = value || '{' ' * (1 << 20)}' WHERE key = 'run'"
+        tmp_path, "UPDATE meta SET value = value || printf('%.*c', 33554432, ' ') WHERE key = 'run'"
     )
     _refused(long, "corrupt file (meta holds a value that is too long)")
+    long.unlink()
+    spaced = _altered(
+        tmp_path, "UPDATE meta SET value = value || printf('%.*c', 2097152, ' ') WHERE key = 'run'"
+    )
+    assert fileformat.read_info(spaced) == sample_run().info  # 2 MiB: allowed
 
 
 def test_name_and_text_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,238 @@
+"""``pytest --memlens`` as a user runs it: per-test figures, limits that fail tests, the run in
+the store (issue 18's "Done when")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.pytest_plugin.session import export, project, pytest_session, summary
+
+MiB = 1024 * 1024
+
+TEST_MEMORY = """\
+import pytest
+
+HELD = []
+
+
+@pytest.mark.memlens(leaks="1 MiB")
+def test_leaks_ten_megabytes():
+    HELD.append(bytearray(10 * 1024 * 1024))
+
+
+@pytest.mark.memlens(peak="5 MiB")
+def test_peaks_at_twenty_megabytes():
+    scratch = bytearray(20 * 1024 * 1024)
+    assert len(scratch) == 20 * 1024 * 1024
+
+
+@pytest.mark.memlens(peak="5 MiB", leaks="1 MiB")
+def test_within_limits():
+    rows = [bytearray(1000) for _ in range(200)]
+    assert len(rows) == 200
+
+
+def test_without_limits():
+    assert sum(range(1000)) == 499500
+"""
+LEAK_LINE = 8  # HELD.append(...)
+PEAK_LINE = 13  # scratch = bytearray(20 MiB)
+
+
+def test_done_when(tmp_path: Path) -> None:
+    cwd = project(tmp_path, **{"test_memory.py": TEST_MEMORY})
+    proc = pytest_session(cwd, "--memlens")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert summary(proc) == "2 failed, 2 passed"
+
+    # The leaky test's failure: the figure (~10 MB), the limit, and the line responsible.
+    lines = _failure_of(out, "test_leaks_ten_megabytes")
+    assert lines[0].startswith("memlens: leaked 10.0 MiB, over its limit of 1.0 MiB (10,48")
+    assert lines[1] == "lines still holding memory the test allocated:"
+    assert lines[2].split() == [
+        "10.0",
+        "MiB",
+        f"test_memory.py:{LEAK_LINE}",
+        *"HELD.append(bytearray(10 * 1024 * 1024))".split(),
+    ]
+    lines = _failure_of(out, "test_peaks_at_twenty_megabytes")
+    assert lines[0].startswith("memlens: peak 20.0 MiB, over its limit of 5.0 MiB (20,9")
+    assert lines[1] == "lines that allocated most during the test:"
+    assert lines[2].split()[:3] == ["20.0", "MiB", f"test_memory.py:{PEAK_LINE}"]
+    short = [line for line in out.splitlines() if line.startswith("FAILED ")]
+    assert [s.split(" - ")[0] for s in short] == [
+        "FAILED test_memory.py::test_leaks_ten_megabytes",
+        "FAILED test_memory.py::test_peaks_at_twenty_megabytes",
+    ]
+    assert all(s.split(" - ")[1].startswith("Failed: memlens: ") for s in short)
+    assert "memlens: run written to .memlens/runs/" in out
+
+    # The run in the store: per-test figures and the 20 MB line's figures.
+    runs = sorted((cwd / ".memlens" / "runs").glob("*.mlrun"))
+    assert len(runs) == 1
+    assert (cwd / ".memlens" / "runs" / "latest").read_text().strip() == runs[0].name
+    doc = export(cwd)
+    assert doc["run"]["exit_code"] == 1
+    assert doc["run"]["command"][0] == "pytest"
+    tests = doc["run"]["tests"]
+    assert list(tests) == [
+        "test_memory.py::test_leaks_ten_megabytes",
+        "test_memory.py::test_peaks_at_twenty_megabytes",
+        "test_memory.py::test_within_limits",
+        "test_memory.py::test_without_limits",
+    ]
+    source = os.path.realpath(cwd / "test_memory.py")
+    leaky = tests["test_memory.py::test_leaks_ten_megabytes"]
+    assert 10.0e6 <= leaky["leaked_bytes"] <= 10.5e6
+    assert 10 * MiB <= leaky["alloc_bytes"] <= 10 * MiB + 64 * 1024
+    assert 10 * MiB <= leaky["peak_bytes"] <= 10 * MiB + 64 * 1024
+    assert leaky["outcome"] == "failed"
+    assert (leaky["file"], leaky["line"], leaky["function"]) == (
+        source,
+        6,
+        "test_leaks_ten_megabytes",
+    )
+    assert leaky["limits"] == {"leaked_bytes": MiB}
+    assert leaky["failures"] == [
+        {"figure": "leaked_bytes", "value": leaky["leaked_bytes"], "limit": MiB, "kind": "limit"}
+    ]
+    assert leaky["duration_s"] > 0
+    peaky = tests["test_memory.py::test_peaks_at_twenty_megabytes"]
+    assert 20 * MiB <= peaky["peak_bytes"] <= 20 * MiB + 64 * 1024
+    assert peaky["leaked_bytes"] < 4096
+    assert peaky["limits"] == {"peak_bytes": 5 * MiB}
+    assert [f["figure"] for f in peaky["failures"]] == ["peak_bytes"]
+    within = tests["test_memory.py::test_within_limits"]
+    assert (within["outcome"], within["failures"]) == ("passed", [])
+    assert 200_000 <= within["peak_bytes"] <= 5 * MiB
+    assert within["leaked_bytes"] < 4096
+    plain = tests["test_memory.py::test_without_limits"]
+    assert (plain["outcome"], plain["limits"], plain["failures"]) == ("passed", {}, [])
+    # The code under test's own lines, as any run has them.
+    peak_line = doc["files"][source]["lines"][str(PEAK_LINE)]
+    assert peak_line["alloc_bytes"] >= 20 * MiB
+    assert peak_line["peak_bytes"] >= 20 * MiB  # the session peaked while it was held
+    leak_line = doc["files"][source]["lines"][str(LEAK_LINE)]
+    assert leak_line["live_bytes"] >= 10 * MiB
+
+
+def _failure_of(out: str, test: str) -> list[str]:
+    """The lines of a test's failure in pytest's report."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if f" {test} " in line and "___" in line)
+    end = next(
+        i for i in range(start + 1, len(lines)) if lines[i].startswith(("___", "==="))
+    )
+    return lines[start + 1 : end]
+
+
+def test_limits_are_inert_without_memlens(tmp_path: Path) -> None:
+    cwd = project(tmp_path, **{"test_memory.py": TEST_MEMORY})
+    proc = pytest_session(cwd, "--strict-markers")  # the marker is known all the same
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert summary(proc) == "4 passed"
+    assert not (cwd / ".memlens").exists()
+
+
+def test_a_failing_test_keeps_its_own_failure(tmp_path: Path) -> None:
+    cwd = project(
+        tmp_path,
+        **{
+            "test_both.py": """\
+            import pytest
+
+            HELD = []
+
+            @pytest.mark.memlens(leaks="1 KiB")
+            def test_fails_and_leaks():
+                HELD.append(bytearray(64 * 1024))
+                assert 1 + 1 == 3
+            """
+        },
+    )
+    proc = pytest_session(cwd, "--memlens")
+    assert proc.returncode == 1
+    assert summary(proc) == "1 failed"
+    assert "assert (1 + 1) == 3" in proc.stdout
+    section = proc.stdout.split("- memlens -", 1)[1]
+    # Beside the figure, what the failure itself keeps (its traceback holds the test's frame).
+    assert "memlens: leaked " in section and ", over its limit of 1.0 KiB" in section
+    test = export(cwd)["run"]["tests"]["test_both.py::test_fails_and_leaks"]
+    assert test["outcome"] == "failed"
+    assert [f["figure"] for f in test["failures"]] == ["leaked_bytes"]
+    assert test["leaked_bytes"] >= 64 * 1024
+
+
+def test_outcomes_and_fixtures(tmp_path: Path) -> None:
+    """Every outcome is recorded; wider fixtures' memory is no test's, a function fixture's
+    value is not a leak, a leak into a session fixture is."""
+    cwd = project(
+        tmp_path,
+        **{
+            "test_kinds.py": """\
+            import pytest
+
+            @pytest.fixture(scope="module")
+            def table():
+                return bytearray(7 * 1024 * 1024)
+
+            @pytest.fixture(scope="session")
+            def cache():
+                return []
+
+            @pytest.fixture
+            def scratch():
+                return bytearray(3 * 1024 * 1024)
+
+            @pytest.fixture
+            def broken():
+                raise RuntimeError("setup fails")
+
+            def test_uses_table(table, scratch):
+                assert len(table) and len(scratch)
+
+            def test_uses_table_last(table):
+                assert len(table)
+
+            def test_fills_cache(cache):
+                cache.append(bytearray(2 * 1024 * 1024))
+
+            def test_error(broken):
+                pass
+
+            def test_skipped():
+                pytest.skip("not today")
+
+            @pytest.mark.xfail(reason="known")
+            def test_xfailed():
+                assert False
+
+            @pytest.mark.xfail(reason="known")
+            def test_xpassed():
+                pass
+            """
+        },
+    )
+    proc = pytest_session(cwd, "--memlens")
+    assert proc.returncode == 1, proc.stdout
+    assert summary(proc) == "3 passed, 1 skipped, 1 xfailed, 1 xpassed, 1 error"
+    tests = export(cwd)["run"]["tests"]
+    outcomes = {k.split("::")[1]: v["outcome"] for k, v in tests.items()}
+    assert outcomes == {
+        "test_uses_table": "passed",
+        "test_uses_table_last": "passed",
+        "test_fills_cache": "passed",
+        "test_error": "error",
+        "test_skipped": "skipped",
+        "test_xfailed": "xfailed",
+        "test_xpassed": "xpassed",
+    }
+    first = tests["test_kinds.py::test_uses_table"]
+    assert 3 * MiB <= first["peak_bytes"] < 3 * MiB + 64 * 1024  # not the 7 MiB table
+    assert first["leaked_bytes"] < 4096  # the scratch fixture's value was dropped
+    last = tests["test_kinds.py::test_uses_table_last"]
+    assert last["peak_bytes"] < 64 * 1024 and last["leaked_bytes"] < 4096
+    filled = tests["test_kinds.py::test_fills_cache"]
+    assert 2 * MiB <= filled["leaked_bytes"] < 2 * MiB + 4096
