@@ -148,13 +148,14 @@ def _distributed(options: Any) -> bool:
 
 
 class _DistributedNotice:
-    """Says once that ``--memlens`` does not work under pytest-xdist (in the controller)."""
+    """Says once that ``--memlens`` does not work under pytest-xdist (in the controller),
+    where memlens's results are usually read: at the end of the session."""
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if os.environ.get("PYTEST_XDIST_WORKER"):
             return
-        _say(
-            session.config,
+        terminalreporter.write_sep("=", "memlens")
+        terminalreporter.write_line(
             "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): no run is "
             "written; run without -n (or with -n 0) to profile the tests",
             yellow=True,
@@ -235,15 +236,6 @@ def _point_latest_at(run_path: str) -> None:
         write_pointer(os.path.dirname(run_path), "latest", run_path)
     except OSError as exc:
         print(f"memlens: cannot update latest: {exc.strerror or exc}", file=sys.stderr)
-
-
-def _say(config: pytest.Config, text: str, **markup: bool) -> None:
-    """One line on pytest's terminal (or stderr without one)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        print(text, file=sys.stderr)
-    else:
-        reporter.write_line(text, **markup)
 
 
 # -- the session -----------------------------------------------------------------------------

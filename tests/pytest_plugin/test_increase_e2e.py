@@ -1,0 +1,132 @@
+"""``pytest --memlens --memlens-fail-on-increase``: tests compared with the baseline run (CI)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.cli.memlens_cmd import memlens
+from tests.pytest_plugin.session import export, project, pytest_session, summary
+
+TEST_GROWTH = """\
+import os
+
+
+def test_grows():
+    data = bytearray(int(os.environ["GROWS_KIB"]) * 1024)
+    assert data is not None
+
+
+def test_steady():
+    rows = [bytearray(1000) for _ in range(100)]
+    assert len(rows) == 100
+"""
+
+
+def _session(cwd: Path, kib: int, *args: str) -> tuple[int, str, str]:
+    proc = pytest_session(cwd, "--memlens", *args, env={**os.environ, "GROWS_KIB": str(kib)})
+    return proc.returncode, proc.stdout, summary(proc)
+
+
+def _memlens_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("memlens: ")]
+
+
+def test_tests_that_grew_fail(tmp_path: Path) -> None:
+    cwd = project(tmp_path, **{"test_growth.py": TEST_GROWTH})
+    code, out, result = _session(cwd, 4096)
+    assert (code, result) == (0, "2 passed"), out
+    assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
+    baseline = (cwd / ".memlens" / "runs" / "baseline").read_text().strip()
+
+    # Twice the memory: the test fails, naming both figures and the line.
+    code, out, result = _session(cwd, 8192, "--memlens-fail-on-increase")
+    assert (code, result) == (1, "1 failed, 1 passed"), out
+    assert (
+        "memlens: peak 8.0 MiB, +100% over the baseline's 4.0 MiB (allowed: up to 4.4 MiB) "
+        "(8,3" in out
+    )
+    assert "test_growth.py:5  data = bytearray(int(os.environ[\"GROWS_KIB\"]) * 1024)" in out
+    assert _memlens_lines(out)[-2] == (
+        f"memlens: 2 tests compared with .memlens/runs/{baseline} (allowed growth +10%, at "
+        "least 256.0 KiB): 1 grew beyond it, 0 new"
+    )
+    grown = export(cwd)["run"]["tests"]["test_growth.py::test_grows"]
+    assert grown["outcome"] == "failed"
+    (failure,) = grown["failures"]
+    assert failure["kind"] == "increase"
+    assert failure["figure"] == "peak_bytes"
+    assert 4 * 2**20 <= failure["baseline"] < 4 * 2**20 + 65536
+    assert failure["limit"] == int(failure["baseline"] * 1.1)
+
+    # Allowed by a larger percentage, or when within the floor.
+    code, out, result = _session(cwd, 8192, "--memlens-fail-on-increase=150")
+    assert (code, result) == (0, "2 passed"), out
+    code, out, result = _session(cwd, 4096 + 200, "--memlens-fail-on-increase=1")
+    assert (code, result) == (0, "2 passed"), out
+    code, out, result = _session(
+        cwd, 4096 + 200, "--memlens-fail-on-increase=1", "--memlens-min-increase=100KiB"
+    )
+    assert (code, result) == (1, "1 failed, 1 passed"), out
+
+    # A run named on the command line (a CI artifact, say) instead of the store's baseline.
+    (cwd / ".memlens" / "runs" / "baseline").unlink()
+    code, out, result = _session(
+        cwd, 8192, "--memlens-fail-on-increase", f"--memlens-baseline=.memlens/runs/{baseline}"
+    )
+    assert (code, result) == (1, "1 failed, 1 passed"), out
+
+
+def test_without_a_usable_baseline_nothing_is_compared(tmp_path: Path) -> None:
+    cwd = project(tmp_path, **{"test_growth.py": TEST_GROWTH, "app.py": "x = [1] * 1000\n"})
+    code, out, result = _session(cwd, 64, "--memlens-fail-on-increase")
+    assert (code, result) == (0, "2 passed"), out
+    assert _memlens_lines(out)[0] == (
+        "memlens: no test compared: no baseline set (use `memlens baseline set RUN`)"
+    )
+    # A run that is not a test session has no per-test figures.
+    assert memlens("run", "--no-report", "app.py", cwd=cwd).returncode == 0
+    assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
+    code, out, result = _session(cwd, 64, "--memlens-fail-on-increase")
+    assert (code, result) == (0, "2 passed"), out
+    assert _memlens_lines(out)[0].startswith("memlens: no test compared: the baseline ")
+    assert _memlens_lines(out)[0].endswith(
+        " has no per-test figures (not a run of pytest --memlens)"
+    )
+
+
+def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
+    cwd = project(tmp_path, **{"test_growth.py": TEST_GROWTH})
+    (cwd / "garbage.mlrun").write_bytes(b"\x00" * 512)
+    cases = [
+        (
+            ("--memlens-fail-on-increase", "test_growth.py"),
+            "ERROR: memlens: --memlens-fail-on-increase: 'test_growth.py' is not a percentage "
+            "(write --memlens-fail-on-increase=PERCENT, with the =)",
+        ),
+        (
+            ("--memlens-fail-on-increase=-5",),
+            "ERROR: memlens: --memlens-fail-on-increase: '-5' is not a percentage",
+        ),
+        (
+            ("--memlens-fail-on-increase", "--memlens-min-increase=lots"),
+            "ERROR: memlens: --memlens-min-increase: not a size: 'lots'",
+        ),
+        (
+            ("--memlens-fail-on-increase", "--memlens-baseline=garbage.mlrun"),
+            "ERROR: memlens: --memlens-baseline: cannot read garbage.mlrun: not a memlens run "
+            "file",
+        ),
+        (
+            ("--memlens-fail-on-increase", "--memlens-baseline=nothing"),
+            "ERROR: memlens: --memlens-baseline: no run 'nothing' in ",
+        ),
+        (("--memlens-sample=lots",), "ERROR: memlens: --memlens-sample: not a size: 'lots'"),
+    ]
+    for args, message in cases:
+        proc = pytest_session(cwd, "--memlens", *args, env={**os.environ, "GROWS_KIB": "1"})
+        assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("ERROR: ")]
+        assert len(lines) == 1 and lines[0].startswith(message), (args, proc.stderr)
+        assert "Traceback" not in proc.stderr + proc.stdout
+        assert not list((cwd / ".memlens" / "runs").glob("*.mlrun")), args
