@@ -46,7 +46,7 @@ def test_tests_that_grew_fail(tmp_path: Path) -> None:
         "memlens: peak 8.0 MiB, +100% over the baseline's 4.0 MiB (allowed: up to 4.4 MiB) "
         "(8,3" in out
     )
-    assert "test_growth.py:5  data = bytearray(int(os.environ[\"GROWS_KIB\"]) * 1024)" in out
+    assert 'test_growth.py:5  data = bytearray(int(os.environ["GROWS_KIB"]) * 1024)' in out
     assert _memlens_lines(out)[-2] == (
         f"memlens: 2 tests compared with .memlens/runs/{baseline} (allowed growth +10%, at "
         "least 256.0 KiB): 1 grew beyond it, 0 new"
@@ -101,8 +101,10 @@ def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
     cases = [
         (
             ("--memlens-fail-on-increase", "test_growth.py"),
-            "ERROR: memlens: --memlens-fail-on-increase: 'test_growth.py' is not a percentage "
-            "(write --memlens-fail-on-increase=PERCENT, with the =)",
+            (
+                "ERROR: memlens: --memlens-fail-on-increase: 'test_growth.py' is not a "
+                "percentage (write --memlens-fail-on-increase=PERCENT, with the =)"
+            ),
         ),
         (
             ("--memlens-fail-on-increase=-5",),
@@ -114,8 +116,10 @@ def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
         ),
         (
             ("--memlens-fail-on-increase", "--memlens-baseline=garbage.mlrun"),
-            "ERROR: memlens: --memlens-baseline: cannot read garbage.mlrun: not a memlens run "
-            "file",
+            (
+                "ERROR: memlens: --memlens-baseline: cannot read garbage.mlrun: not a memlens "
+                "run file"
+            ),
         ),
         (
             ("--memlens-fail-on-increase", "--memlens-baseline=nothing"),
@@ -127,6 +131,7 @@ def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
         proc = pytest_session(cwd, "--memlens", *args, env={**os.environ, "GROWS_KIB": "1"})
         assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
         lines = [line for line in proc.stderr.splitlines() if line.startswith("ERROR: ")]
-        assert len(lines) == 1 and lines[0].startswith(message), (args, proc.stderr)
+        assert len(lines) == 1, (args, proc.stderr)
+        assert lines[0].startswith(message), (args, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout
         assert not list((cwd / ".memlens" / "runs").glob("*.mlrun")), args

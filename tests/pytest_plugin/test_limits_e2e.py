@@ -55,7 +55,11 @@ def test_done_when(tmp_path: Path) -> None:
         "10.0",
         "MiB",
         f"test_memory.py:{LEAK_LINE}",
-        *"HELD.append(bytearray(10 * 1024 * 1024))".split(),
+        "HELD.append(bytearray(10",
+        "*",
+        "1024",
+        "*",
+        "1024))",
     ]
     lines = _failure_of(out, "test_peaks_at_twenty_megabytes")
     assert lines[0].startswith("memlens: peak 20.0 MiB, over its limit of 5.0 MiB (20,9")
@@ -122,9 +126,7 @@ def _failure_of(out: str, test: str) -> list[str]:
     """The lines of a test's failure in pytest's report."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if f" {test} " in line and "___" in line)
-    end = next(
-        i for i in range(start + 1, len(lines)) if lines[i].startswith(("___", "==="))
-    )
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("___", "===")))
     return lines[start + 1 : end]
 
 
@@ -158,7 +160,8 @@ def test_a_failing_test_keeps_its_own_failure(tmp_path: Path) -> None:
     assert "assert (1 + 1) == 3" in proc.stdout
     section = proc.stdout.split("- memlens -", 1)[1]
     # Beside the figure, what the failure itself keeps (its traceback holds the test's frame).
-    assert "memlens: leaked " in section and ", over its limit of 1.0 KiB" in section
+    assert "memlens: leaked " in section
+    assert ", over its limit of 1.0 KiB" in section
     test = export(cwd)["run"]["tests"]["test_both.py::test_fails_and_leaks"]
     assert test["outcome"] == "failed"
     assert [f["figure"] for f in test["failures"]] == ["leaked_bytes"]
@@ -233,6 +236,7 @@ def test_outcomes_and_fixtures(tmp_path: Path) -> None:
     assert 3 * MiB <= first["peak_bytes"] < 3 * MiB + 64 * 1024  # not the 7 MiB table
     assert first["leaked_bytes"] < 4096  # the scratch fixture's value was dropped
     last = tests["test_kinds.py::test_uses_table_last"]
-    assert last["peak_bytes"] < 64 * 1024 and last["leaked_bytes"] < 4096
+    assert last["peak_bytes"] < 64 * 1024
+    assert last["leaked_bytes"] < 4096
     filled = tests["test_kinds.py::test_fills_cache"]
     assert 2 * MiB <= filled["leaked_bytes"] < 2 * MiB + 4096

@@ -70,8 +70,10 @@ def test_under_xdist_it_says_so_and_writes_no_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     notices = [line for line in proc.stdout.splitlines() if line.startswith("memlens: ")]
     assert notices == [
-        "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): no run is "
-        "written; run without -n (or with -n 0) to profile the tests"
+        (
+            "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): no run is "
+            "written; run without -n (or with -n 0) to profile the tests"
+        )
     ]
     assert not list(cwd.glob(".memlens/runs/*.mlrun"))
     worker = pytest_session(

@@ -191,7 +191,8 @@ def test_bad_tests_are_one_line_errors(tmp_path: Path, tests: object, reason: st
         message = str(err.value)
         assert message.startswith(f"cannot read {path}: bad run header")
         assert reason in message
-        assert "\n" not in message and "\x1b" not in message
+        assert "\n" not in message
+        assert "\x1b" not in message
 
 
 def test_node_ids_are_shown_safely_in_errors(tmp_path: Path) -> None:
