@@ -10,6 +10,10 @@ from __future__ import annotations
 from memlens.model import LineStats, TestFailure, TestStats
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 #: The figures a label can lead with (user-facing names -> LineStats attribute).
 FIGURE_NAMES: dict[str, str] = {
     "peak": "peak_bytes",
@@ -128,6 +132,16 @@ TEST_FIGURE_WORDS: dict[str, str] = {
 def label_for_test(test: TestStats) -> str:
     """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``."""
     return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}"
+
+
+def label_for_tests(tests: Sequence[TestStats]) -> str:
+    """The label of one test function: :func:`label_for_test`, or for a parametrized one the
+    highest figures of its cases: ``3 tests: peak up to 12.1 MiB · leaked up to 0 B``."""
+    if len(tests) == 1:
+        return label_for_test(tests[0])
+    peak = max(t.peak_bytes for t in tests)
+    leaked = max(t.leaked_bytes for t in tests)
+    return f"{len(tests)} tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}"
 
 
 def failure_text(failure: TestFailure) -> str:

@@ -348,6 +348,9 @@ class MemlensSession:
         self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
         self.run_path: str | None = None
         self.problem: str | None = None  # why no run was written
+        # The workspace the run belongs to (the store's root), so that editors map its
+        # absolute paths onto a copy of the folder (as memlens run records it).
+        self.root = os.path.realpath(config.getoption("memlens_dir"))
         self.increase = _increase_options(config)
         self.baseline: dict[str, TestStats] | None = None
         self.baseline_name: str | None = None
@@ -577,6 +580,7 @@ class MemlensSession:
             exit_code=status,
             complete=status != int(pytest.ExitCode.INTERRUPTED),
             tests=tuple(self.tests),
+            workspace_root=self.root,
         )
         try:
             fileformat.write_final(replace(run, info=info), path)

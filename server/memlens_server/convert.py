@@ -118,6 +118,9 @@ def code_lens(item: LensItem) -> lsp.CodeLens:
     )
 
 
+_SEVERITY = {"leak": lsp.DiagnosticSeverity.Warning, "test": lsp.DiagnosticSeverity.Error}
+
+
 def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str]) -> lsp.Diagnostic:
     text = lines[item.line] if item.line < len(lines) else ""
     return lsp.Diagnostic(
@@ -126,11 +129,7 @@ def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str])
             end=lsp.Position(line=item.line, character=units(codec, text[: item.end])),
         ),
         message=item.message,
-        severity=(
-            lsp.DiagnosticSeverity.Warning
-            if item.code == "leak"
-            else lsp.DiagnosticSeverity.Information
-        ),
+        severity=_SEVERITY.get(item.code, lsp.DiagnosticSeverity.Information),
         source=SOURCE,
         code=item.code,
     )

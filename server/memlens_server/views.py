@@ -51,7 +51,9 @@ class DiagnosticItem:
     start: int  #: code-point column of the first non-blank character
     end: int  #: code-point column of the end of the line
     message: str
-    code: str = "leak"  #: "leak" (a warning) or "gone" (information, comparison mode)
+    #: "leak" (a warning), "gone" (information, comparison mode) or "test" (an error: a test
+    #: that failed on memory, features.pytest_results)
+    code: str = "leak"
 
 
 # -- inlay hints --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
+from memlens_server.features import pytest_results
 from memlens_server.staleness import buffer_lines
 from memlens_server.state import MemlensServer
 
@@ -27,6 +28,7 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
                 has_baseline=ctx.folder.baseline is not None,
             )
         )
+        items.extend(pytest_results.lens_items(ctx.view, ctx.mapping, len(lines)))
     else:
         doc = ls.document(uri)
         if doc is None:

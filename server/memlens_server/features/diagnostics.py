@@ -13,6 +13,7 @@ import asyncio
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
+from memlens_server.features import pytest_results
 from memlens_server.state import MemlensServer
 
 
@@ -22,6 +23,7 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
     items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
+    items += pytest_results.diagnostic_items(ctx.view, ctx.mapping, ctx.lines)
     if ls.settings.compare_with_baseline and ctx.folder.baseline is not None:
         items += views.gone_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
     return ctx.version, ls.each(
