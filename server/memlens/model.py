@@ -557,7 +557,7 @@ class TestStats(_Value):
     ``peak_bytes``: the most traced memory held during the test above what was live when it
     started; ``alloc_bytes``: bytes allocated during it; ``leaked_bytes``: bytes still live
     after its teardown that were not live before it (never below 0). ``outcome`` is one of
-    ``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``. ``file``
+    ``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``, ``interrupted``. ``file``
     (absolute, as :attr:`Run.files` keys; "" when unknown) and ``line`` (1-based first line of
     the test function, decorators included; 0 when unknown) say where ``function`` (its
     qualified name) is. ``limits`` maps figure names to the marker's limits in bytes.

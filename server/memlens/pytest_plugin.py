@@ -249,6 +249,7 @@ class _Window:
         "current0",
         "failures",
         "function_seen",
+        "interrupted",
         "judged",
         "opened",
         "outer",
@@ -261,6 +262,7 @@ class _Window:
 
     def __init__(self, judged: bool) -> None:
         self.judged = judged
+        self.interrupted = False
         self.opened = False
         self.function_seen = False  # a function-scoped fixture or the call has started
         self.outer = 0  # memory held by wider fixtures set up (+) or released (-) inside
@@ -407,6 +409,9 @@ class MemlensSession:
         self._window = window = _Window(judged)
         try:
             return (yield)
+        except BaseException:
+            window.interrupted = True  # Ctrl-C, or pytest's own exit (pytest.exit, -x)
+            raise
         finally:
             self._tracer.set_thread_paused(True)
             try:
@@ -694,8 +699,11 @@ def _location(item: pytest.Item) -> tuple[str, int, str]:
     return path, (line0 + 1 if line0 is not None else 0), domain
 
 
-def _outcome(reports: list[pytest.TestReport]) -> str:
-    """passed, failed, error (setup or teardown failed), skipped, xfailed or xpassed."""
+def _outcome(reports: list[pytest.TestReport], interrupted: bool = False) -> str:
+    """passed, failed, error (setup or teardown failed), skipped, xfailed, xpassed, or
+    interrupted (the session stopped during the test)."""
+    if interrupted:
+        return "interrupted"
     by_phase = {r.when: r for r in reports}
     call = by_phase.get("call")
     if call is not None and call.failed:
@@ -717,7 +725,7 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
     file, line, function = _location(item)
     return TestStats(
         item.nodeid,
-        _outcome(window.reports),
+        _outcome(window.reports, window.interrupted),
         figures["peak_bytes"],
         figures["alloc_bytes"],
         figures["leaked_bytes"],

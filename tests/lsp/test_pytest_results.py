@@ -14,13 +14,13 @@ import pytest_lsp
 from lsp_workspace import SERVER, start_session
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
+from tests.pytest_plugin.session import project, pytest_session, summary
 
 from memlens import fileformat
 from memlens.annotate import failure_text, label_for_test
 from memlens.model import TestStats
 from memlens.store import Store
 from memlens.units import fmt_bytes
-from tests.pytest_plugin.session import project, pytest_session, summary
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
