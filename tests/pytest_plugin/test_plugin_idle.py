@@ -101,3 +101,25 @@ def test_under_xdist_it_says_so_and_writes_no_run(tmp_path: Path) -> None:
 )
 def test_distributed(options: dict[str, object], distributed: bool) -> None:
     assert pytest_plugin._distributed(argparse.Namespace(**options)) is distributed
+
+
+def test_an_old_pytest_gets_a_usage_error_not_a_broken_plugin(tmp_path: Path) -> None:
+    """pytest before 8 (pluggy without new-style wrappers): sessions without --memlens work,
+    --memlens says what it needs (played by a plugin that makes pytest look older)."""
+    cwd = project(
+        tmp_path,
+        **{
+            "test_idle.py": "def test_a():\n    pass\n",
+            "oldpytest.py": "import pytest\n\npytest.version_tuple = (7, 4, 4)\n",
+        },
+    )
+    proc = pytest_session(cwd, "-p", "oldpytest")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = pytest_session(cwd, "-p", "oldpytest", "--memlens")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert errors == [
+        f"ERROR: memlens: pytest --memlens needs pytest 8.0 or newer (this is pytest "
+        f"{pytest.__version__})"
+    ]
+    assert "Traceback" not in proc.stderr
