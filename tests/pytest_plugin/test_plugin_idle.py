@@ -119,7 +119,9 @@ def test_an_old_pytest_gets_a_usage_error_not_a_broken_plugin(tmp_path: Path) ->
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR: ")]
     assert errors == [
-        f"ERROR: memlens: pytest --memlens needs pytest 8.0 or newer (this is pytest "
-        f"{pytest.__version__})"
+        (
+            "ERROR: memlens: pytest --memlens needs pytest 8.0 or newer (this is pytest "
+            f"{pytest.__version__})"
+        )
     ]
     assert "Traceback" not in proc.stderr
