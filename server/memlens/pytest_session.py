@@ -383,7 +383,10 @@ class MemlensSession:
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
         figures = window.close()
-        window.failures = self._judge(item.nodeid, figures)
+        call = next((r for r in reports if r.when == "call"), None)
+        if call is not None and not call.skipped and not hasattr(call, "wasxfail"):
+            # Only a test that ran (passed or failed by itself) is judged.
+            window.failures = self._judge(item.nodeid, figures)
         if window.failures:
             reports = self._fail(item, reports, window)
         for report in reports:
@@ -419,7 +422,7 @@ class MemlensSession:
         message = _failure_message(window)
         out = []
         for report in reports:
-            if report.when == "call" and report.passed and not hasattr(report, "wasxfail"):
+            if report.when == "call" and report.passed:
 
                 def over_limit() -> None:
                     pytest.fail(message, pytrace=False)

@@ -240,3 +240,41 @@ def test_outcomes_and_fixtures(tmp_path: Path) -> None:
     assert last["leaked_bytes"] < 4096
     filled = tests["test_kinds.py::test_fills_cache"]
     assert 2 * MiB <= filled["leaked_bytes"] < 2 * MiB + 4096
+
+
+def test_tests_that_did_not_run_are_not_judged(tmp_path: Path) -> None:
+    cwd = project(
+        tmp_path,
+        **{
+            "test_unjudged.py": """\
+            import pytest
+
+            HELD = []
+
+            @pytest.fixture
+            def broken():
+                HELD.append(bytearray(100_000))
+                raise RuntimeError("setup fails")
+
+            @pytest.mark.memlens(leaks="1 KiB")
+            @pytest.mark.xfail(reason="known")
+            def test_xfail_leaks():
+                HELD.append(bytearray(100_000))
+                assert False
+
+            @pytest.mark.memlens(leaks="1 KiB")
+            def test_setup_error(broken):
+                pass
+            """
+        },
+    )
+    proc = pytest_session(cwd, "--memlens")
+    assert proc.returncode == 1, proc.stdout
+    assert summary(proc) == "1 xfailed, 1 error"
+    assert "over its limit" not in proc.stdout
+    tests = export(cwd)["run"]["tests"]
+    assert [(t["outcome"], t["failures"]) for t in tests.values()] == [
+        ("xfailed", []),
+        ("error", []),
+    ]
+    assert all(t["leaked_bytes"] >= 100_000 for t in tests.values())
