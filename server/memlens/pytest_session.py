@@ -72,7 +72,10 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
             interval = parse_size(options.memlens_sample)
         except ValueError as exc:
             raise pytest.UsageError(f"memlens: --memlens-sample: {exc}") from None
-    runs_dir = os.path.join(os.path.realpath(options.memlens_dir), STORE_DIR, RUNS_DIR)
+    # The store's root is the workspace the run belongs to: editors map the run's absolute
+    # paths onto a copy of that folder (as for memlens run; checkpoints carry it too).
+    root = os.path.realpath(options.memlens_dir)
+    runs_dir = os.path.join(root, STORE_DIR, RUNS_DIR)
     try:
         os.makedirs(runs_dir, exist_ok=True)
     except OSError as exc:
@@ -92,6 +95,7 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
             checkpoint=path,
             command=command,
             on_checkpoint=first_checkpoint,
+            workspace_root=root,
         )
     except MemlensError as exc:
         raise pytest.UsageError(f"memlens: {exc}") from None
@@ -236,9 +240,6 @@ class MemlensSession:
         self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
         self.run_path: str | None = None
         self.problem: str | None = None  # why no run was written
-        # The workspace the run belongs to (the store's root), so that editors map its
-        # absolute paths onto a copy of the folder (as memlens run records it).
-        self.root = os.path.realpath(config.getoption("memlens_dir"))
         self.increase = _increase_options(config)
         self.baseline: dict[str, TestStats] | None = None
         self.baseline_name: str | None = None
@@ -474,7 +475,6 @@ class MemlensSession:
             exit_code=status,
             complete=status != int(pytest.ExitCode.INTERRUPTED),
             tests=tuple(self.tests),
-            workspace_root=self.root,
         )
         try:
             fileformat.write_final(replace(run, info=info), path)

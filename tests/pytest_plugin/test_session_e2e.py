@@ -39,6 +39,7 @@ def test_conftest_imports_are_profiled_and_interrupts_leave_an_incomplete_run(
     assert "memlens: run written to store/.memlens/runs/" in proc.stdout
     doc = export(cwd / "store")
     assert doc["run"]["exit_code"] == 2
+    assert doc["run"]["workspace_root"] == os.path.realpath(cwd / "store")
     assert doc["run"]["complete"] is False
     tests = doc["run"]["tests"]
     assert list(tests) == ["test_session.py::test_leaks", "test_session.py::test_interrupted"]
