@@ -28,9 +28,10 @@ How a test's window works (the figures are the native tracer's running totals,
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
+
+from memlens import _tracer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,12 +121,9 @@ def _command(config: pytest.Config) -> tuple[str, ...]:
 
 
 def _point_latest_at(run_path: str) -> None:
-    from memlens.layout import write_pointer
+    from memlens.cli.run import _point_latest_at as point  # as memlens run does
 
-    try:
-        write_pointer(os.path.dirname(run_path), "latest", run_path)
-    except OSError as exc:
-        print(f"memlens: cannot update latest: {exc.strerror or exc}", file=sys.stderr)
+    point(run_path)
 
 
 # -- the session -----------------------------------------------------------------------------
@@ -167,8 +165,6 @@ class _Window:
 
     def open(self) -> None:
         """Start the window (as the test's setup starts)."""
-        from memlens import _tracer
-
         self.opened = True
         self.current0, _, self.alloc0 = _tracer.window(True)
         self.take_snapshot()
@@ -176,8 +172,6 @@ class _Window:
     def take_snapshot(self) -> None:
         """The snapshot the lines responsible are found from (judged tests only)."""
         if self.judged:
-            from memlens import _tracer
-
             self.snapshot = None  # free the old one first
             self.snapshot = _tracer.snapshot()
 
@@ -188,16 +182,12 @@ class _Window:
         if not self.function_seen:
             # The test starts after the wider fixtures it needs: its peak is measured from
             # here (their memory taken out), and so are the lines responsible.
-            from memlens import _tracer
-
             self.setup_held += held
             _tracer.window(True)
             self.take_snapshot()
 
     def close(self) -> dict[str, int]:
         if self.stats is None:
-            from memlens import _tracer
-
             current, peak, allocated = _tracer.window(False)
             base = self.current0 + self.setup_held
             self.stats = {
@@ -216,23 +206,17 @@ class _Paused:
     __slots__ = ("_previous",)
 
     def __enter__(self) -> None:
-        from memlens import _tracer
-
         self._previous = _tracer.set_thread_paused(True)
 
     def __exit__(self, *exc: object) -> None:
-        from memlens import _tracer
-
         _tracer.set_thread_paused(self._previous)
 
 
 class MemlensSession:
-    """The hooks of a ``pytest --memlens`` session (registered by :func:`pytest_configure`)."""
+    """The hooks of a ``pytest --memlens`` session (registered by
+    :func:`memlens.pytest_plugin.pytest_configure`)."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from memlens import _tracer
-
-        self._tracer = _tracer
         self.config = config
         self.tests: list[TestStats] = []
         self.limits: dict[str, dict[str, int]] = {}  # node id -> figure -> bytes
@@ -291,7 +275,7 @@ class MemlensSession:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
-        paused = self._tracer.set_thread_paused(True)
+        paused = _tracer.set_thread_paused(True)
         judged = item.nodeid in self.limits or item.nodeid in (self.baseline or ())
         self._window = window = _Window(judged)
         try:
@@ -300,14 +284,14 @@ class MemlensSession:
             window.interrupted = True  # Ctrl-C, or pytest's own exit (pytest.exit, -x)
             raise
         finally:
-            self._tracer.set_thread_paused(True)
+            _tracer.set_thread_paused(True)
             try:
                 window.close()
                 self.tests.append(_test_stats(item, window, self.limits.get(item.nodeid, {})))
             finally:
                 self._window = None
                 window.snapshot = None
-                self._tracer.set_thread_paused(paused)
+                _tracer.set_thread_paused(paused)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -332,11 +316,11 @@ class MemlensSession:
         """The body of a test phase is traced; pytest's machinery around it is not."""
         if self._window is None:
             return (yield)
-        self._tracer.set_thread_paused(False)
+        _tracer.set_thread_paused(False)
         try:
             return (yield)
         finally:
-            self._tracer.set_thread_paused(True)
+            _tracer.set_thread_paused(True)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_fixture_setup(
@@ -347,12 +331,12 @@ class MemlensSession:
             if window is not None:
                 window.function_seen = True
             return (yield)
-        before, _, allocated_before = self._tracer.window(False)
+        before, _, allocated_before = _tracer.window(False)
         try:
             return (yield)
         finally:
             with _Paused():
-                after, _, allocated_after = self._tracer.window(False)
+                after, _, allocated_after = _tracer.window(False)
                 self._held[fixturedef] = after - before
                 window.wider_fixture(after - before, allocated_after - allocated_before)
 
@@ -658,7 +642,7 @@ def _failure_message(window: _Window) -> str:
 def _responsible_lines(start: Any, figures: list[str]) -> dict[str, list[str]]:
     """Per line figure, the lines whose figure grew most since the ``start`` snapshot, as
     rows ``  10.0 MiB  tests/test_x.py:12  code``."""
-    from memlens import _tracer, tracer
+    from memlens import tracer
     from memlens.layout import display_path, printable
     from memlens.units import fmt_bytes
 
