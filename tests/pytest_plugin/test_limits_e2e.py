@@ -4,6 +4,7 @@ the store (issue 18's "Done when")."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from tests.pytest_plugin.session import export, project, pytest_session, summary
@@ -18,13 +19,13 @@ HELD = []
 
 @pytest.mark.memlens(leaks="1 MiB")
 def test_leaks_ten_megabytes():
-    HELD.append(bytearray(10 * 1024 * 1024))
+    HELD.append(bytearray(10_000_000))
 
 
 @pytest.mark.memlens(peak="5 MiB")
 def test_peaks_at_twenty_megabytes():
-    scratch = bytearray(20 * 1024 * 1024)
-    assert len(scratch) == 20 * 1024 * 1024
+    scratch = bytearray(20_000_000)
+    assert len(scratch) == 20_000_000
 
 
 @pytest.mark.memlens(peak="5 MiB", leaks="1 MiB")
@@ -49,22 +50,33 @@ def test_done_when(tmp_path: Path) -> None:
 
     # The leaky test's failure: the figure (~10 MB), the limit, and the line responsible.
     lines = _failure_of(out, "test_leaks_ten_megabytes")
-    assert lines[0].startswith("memlens: leaked 10.0 MiB, over its limit of 1.0 MiB (10,48")
+    # 10 MB is 9.5 MiB; pytest's own first-time allocations (the first test of a session)
+    # can add some KiB, on Python 3.10 some tens of KiB.
+    assert re.fullmatch(
+        r"memlens: leaked 9\.[56] MiB, over its limit of 1\.0 MiB \(10,0\d\d,\d\d\d bytes\)",
+        lines[0],
+    ), lines[0]
     assert lines[1] == "lines still holding memory the test allocated:"
     assert lines[2].split() == [
-        "10.0",
+        "9.5",
         "MiB",
         f"test_memory.py:{LEAK_LINE}",
-        "HELD.append(bytearray(10",
-        "*",
-        "1024",
-        "*",
-        "1024))",
+        "HELD.append(bytearray(10_000_000))",
     ]
     lines = _failure_of(out, "test_peaks_at_twenty_megabytes")
-    assert lines[0].startswith("memlens: peak 20.0 MiB, over its limit of 5.0 MiB (20,9")
+    assert re.fullmatch(
+        r"memlens: peak 19\.[01] MiB, over its limit of 5\.0 MiB \(20,0\d\d,\d\d\d bytes\)",
+        lines[0],
+    ), lines[0]
     assert lines[1] == "lines that allocated most during the test:"
-    assert lines[2].split()[:3] == ["20.0", "MiB", f"test_memory.py:{PEAK_LINE}"]
+    assert lines[2].split() == [
+        "19.1",
+        "MiB",
+        f"test_memory.py:{PEAK_LINE}",
+        "scratch",
+        "=",
+        "bytearray(20_000_000)",
+    ]
     short = [line for line in out.splitlines() if line.startswith("FAILED ")]
     assert [s.split(" - ")[0] for s in short] == [
         "FAILED test_memory.py::test_leaks_ten_megabytes",
@@ -90,8 +102,8 @@ def test_done_when(tmp_path: Path) -> None:
     source = os.path.realpath(cwd / "test_memory.py")
     leaky = tests["test_memory.py::test_leaks_ten_megabytes"]
     assert 10.0e6 <= leaky["leaked_bytes"] <= 10.5e6
-    assert 10 * MiB <= leaky["alloc_bytes"] <= 10 * MiB + 64 * 1024
-    assert 10 * MiB <= leaky["peak_bytes"] <= 10 * MiB + 64 * 1024
+    assert 10.0e6 <= leaky["alloc_bytes"] <= 10.5e6
+    assert 10.0e6 <= leaky["peak_bytes"] <= 10.5e6
     assert leaky["outcome"] == "failed"
     assert (leaky["file"], leaky["line"], leaky["function"]) == (
         source,
@@ -104,22 +116,22 @@ def test_done_when(tmp_path: Path) -> None:
     ]
     assert leaky["duration_s"] > 0
     peaky = tests["test_memory.py::test_peaks_at_twenty_megabytes"]
-    assert 20 * MiB <= peaky["peak_bytes"] <= 20 * MiB + 64 * 1024
-    assert peaky["leaked_bytes"] < 4096
+    assert 20.0e6 <= peaky["peak_bytes"] <= 20.5e6
+    assert peaky["leaked_bytes"] < 64 * 1024
     assert peaky["limits"] == {"peak_bytes": 5 * MiB}
     assert [f["figure"] for f in peaky["failures"]] == ["peak_bytes"]
     within = tests["test_memory.py::test_within_limits"]
     assert (within["outcome"], within["failures"]) == ("passed", [])
     assert 200_000 <= within["peak_bytes"] <= 5 * MiB
-    assert within["leaked_bytes"] < 4096
+    assert within["leaked_bytes"] < 64 * 1024
     plain = tests["test_memory.py::test_without_limits"]
     assert (plain["outcome"], plain["limits"], plain["failures"]) == ("passed", {}, [])
     # The code under test's own lines, as any run has them.
     peak_line = doc["files"][source]["lines"][str(PEAK_LINE)]
-    assert peak_line["alloc_bytes"] >= 20 * MiB
-    assert peak_line["peak_bytes"] >= 20 * MiB  # the session peaked while it was held
+    assert peak_line["alloc_bytes"] >= 20_000_000
+    assert peak_line["peak_bytes"] >= 20_000_000  # the session peaked while it was held
     leak_line = doc["files"][source]["lines"][str(LEAK_LINE)]
-    assert leak_line["live_bytes"] >= 10 * MiB
+    assert leak_line["live_bytes"] >= 10_000_000
 
 
 def _failure_of(out: str, test: str) -> list[str]:
@@ -234,12 +246,14 @@ def test_outcomes_and_fixtures(tmp_path: Path) -> None:
     }
     first = tests["test_kinds.py::test_uses_table"]
     assert 3 * MiB <= first["peak_bytes"] < 3 * MiB + 64 * 1024  # not the 7 MiB table
-    assert first["leaked_bytes"] < 4096  # the scratch fixture's value was dropped
+    # The scratch fixture's value was dropped; what is left is pytest's own first-time work
+    # (the first test of the session; Python 3.10 keeps a frame per function once called).
+    assert first["leaked_bytes"] < 64 * 1024
     last = tests["test_kinds.py::test_uses_table_last"]
     assert last["peak_bytes"] < 64 * 1024
-    assert last["leaked_bytes"] < 4096
+    assert last["leaked_bytes"] < 16 * 1024
     filled = tests["test_kinds.py::test_fills_cache"]
-    assert 2 * MiB <= filled["leaked_bytes"] < 2 * MiB + 4096
+    assert 2 * MiB <= filled["leaked_bytes"] < 2 * MiB + 16 * 1024
 
 
 def test_tests_that_did_not_run_are_not_judged(tmp_path: Path) -> None:
