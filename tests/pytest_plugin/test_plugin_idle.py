@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,22 @@ def test_importing_the_plugin_loads_nothing_else() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
     assert out == ["memlens", "memlens._version", "memlens.pytest_plugin"]
+
+
+def test_docs_list_every_option(tmp_path: Path) -> None:
+    """docs/pytest.md's table of options is the plugin's options, as ``pytest --help`` has
+    them, in the same order."""
+    cwd = project(tmp_path)
+    proc = pytest_session(cwd, "--help")
+    assert proc.returncode == 0, proc.stderr
+    group = proc.stdout.split("memory profiling with memlens (docs: docs/pytest.md):\n", 1)[1]
+    group = group.split("\n\n", 1)[0]
+    in_help = re.findall(r"^  (--memlens[a-z-]*)", group, re.MULTILINE)
+    docs = (Path(__file__).parents[2] / "docs" / "pytest.md").read_text()
+    table = docs.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    in_docs = re.findall(r"^\| `(--memlens[a-z-]*)", table, re.MULTILINE)
+    assert len(in_help) == 7
+    assert in_docs == in_help
 
 
 FAKE_XDIST = """\
