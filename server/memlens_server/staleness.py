@@ -1,9 +1,10 @@
 """Map recorded lines onto the open buffer when the file was edited after profiling.
 
 The recorded source text (kept in the run file) is compared with the buffer; when they
-differ, :func:`memlens.mapping.line_map` keeps only the lines inside unchanged blocks, so a
-line that was edited, inserted or deleted loses its figures instead of showing them on the
-wrong line. Results are cached per (uri, version, run file). No LSP types here.
+differ, :func:`memlens.mapping.line_map` (the matcher ``memlens diff`` uses too) keeps only
+the lines that are the same code, following blocks that moved, so a line that was edited,
+inserted or deleted loses its figures instead of showing them on the wrong line. Results are
+cached per (uri, version, run file). No LSP types here.
 
 The re-mapping runs on a daemon thread (:func:`memlens_server.background.in_thread`), never
 on the event loop, and its cost is bounded by :func:`memlens.mapping.line_map` (beyond the
