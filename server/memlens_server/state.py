@@ -33,6 +33,11 @@ from memlens_server.staleness import LineMapping, MappingCache, Superseded
 
 log = logging.getLogger("memlens_server")
 
+#: An LSP method a feature handles: (method, handler(ls, params), registration options or
+#: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_server.server`
+#: registers them.
+Method = tuple[str, Callable[..., Any], Any]
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 _I = TypeVar("_I")
 _O = TypeVar("_O")

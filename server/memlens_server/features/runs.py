@@ -34,7 +34,7 @@ from memlens_server import convert, protocol, settings, views
 from memlens_server.background import in_thread
 from memlens_server.features import diagnostics
 from memlens_server.index import FolderState, Index, RunData
-from memlens_server.state import ClientFeatures, MemlensServer
+from memlens_server.state import ClientFeatures, MemlensServer, Method
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
@@ -327,3 +327,14 @@ async def did_change_workspace_folders(
 
 def folder_uri(path: Path) -> str:
     return from_fs_path(str(path)) or path.as_uri()
+
+
+#: Lifecycle, settings and the run store.
+METHODS: tuple[Method, ...] = (
+    (lsp.INITIALIZE, initialize, None),
+    (lsp.INITIALIZED, initialized, None),
+    (lsp.SHUTDOWN, shutdown, None),
+    (lsp.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration, None),
+    (lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, did_change_watched_files, None),
+    (lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, did_change_workspace_folders, None),
+)
