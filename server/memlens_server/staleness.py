@@ -16,12 +16,12 @@ at a time; a request for a version that a newer one replaced before its turn get
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from memlens.mapping import line_map
+from memlens.source import text_digest
 from memlens_server.background import in_thread
 from memlens_server.index import FileView
 
@@ -61,8 +61,7 @@ def map_lines(view: FileView, buffer: str, lines: list[str] | None = None) -> Li
     """The mapping between the recorded source of ``view`` and ``buffer``."""
     recorded = view.source.text
     if recorded is None:
-        digest = hashlib.sha256(buffer.encode("utf-8")).hexdigest()
-        return IDENTITY if digest == view.source.sha256 else NOTHING
+        return IDENTITY if text_digest(buffer) == view.source.sha256 else NOTHING
     if recorded == buffer:
         return IDENTITY
     rec_lines = view.text_lines or ()
