@@ -24,6 +24,7 @@ STDLIB_ONLY = {
     "memlens.calltree",
     "memlens.query",
     "memlens.timeline",
+    "memlens.source",
 }
 
 #: The MCP SDK and what it brings: only the MCP server module imports them (``memlens mcp``
