@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from lsp_workspace import MiB, info, write_run
 from raw_client import RawClient
+from tests.runs import new_run, source
 
 from memlens.annotate import line_label
-from memlens.model import LineStats, Run, SourceFile
+from memlens.model import LineStats
 
 TEXT = '# -*- coding: latin-1 -*-\ns = "café" * 10\ndata = [s] * 1_000_000\n'
 
@@ -48,8 +49,8 @@ def test_a_latin_1_source_known_by_its_digest_shows_its_hints(
     line3 = LineStats(alloc_bytes=8 * MiB, alloc_count=1, peak_bytes=8 * MiB)
     # The recorded file without its text (as a run from a size-limited or older writer): only
     # the digest of its bytes on disk says the buffer is the profiled file.
-    sf = SourceFile(str(path), hashlib.sha256(data).hexdigest(), None, {3: line3})
-    write_run(folder, Run(info(8 * MiB), {str(path): sf}), "20261122-100000-1")
+    sf = source(str(path), None, {3: line3}, sha256=hashlib.sha256(data).hexdigest())
+    write_run(folder, new_run([sf], run_info=info(8 * MiB)), "20261122-100000-1")
     client.initialize([folder.as_uri()])
     client.wait_notification(lambda m: m["method"] == "memlens/runLoaded", 30)
     uri = path.as_uri()

@@ -17,13 +17,13 @@ from memlens.mapping import in_order, line_map
 from memlens.model import LineStats, Run, SourceFile, replace
 from memlens_server.index import FolderState, RunData, canonical
 from memlens_server.staleness import map_lines
-from tests.runs import MIB, sample_run
+from tests.runs import MIB, sample_run, source
 
 P = "/work/app.py"
 
 
 def _file(lines: list[str], figures: dict[int, LineStats] | None = None) -> SourceFile:
-    return SourceFile(P, "ab" * 32, "\n".join(lines) + "\n", figures or {})
+    return source(P, "\n".join(lines) + "\n", figures, sha256="ab" * 32)
 
 
 def moved_only(old: list[str], new: list[str]) -> dict[int, int]:
