@@ -92,6 +92,86 @@ def replace(value: _V, **changes: Any) -> _V:
     return type(value)(**{**value.as_dict(), **changes})
 
 
+class Figure(_Value):
+    """A figure users name (``--by``, ``memlens.inlayHints.figure``, the MCP tools' ``by``)
+    and where each part of memlens finds it.
+
+    ``line`` is its :class:`LineStats` attribute; ``incl`` the LineStats attribute of its
+    inclusive counterpart (what a call site holds through its callees; ``line`` itself for an
+    inclusive figure); ``err`` the LineStats attribute of its standard error ("" when it has
+    none: inclusive figures); ``node`` the :class:`FunctionStats` and :class:`CallNode`
+    attribute (inclusive on functions, self on call-tree nodes, whose subtree sums are the
+    inclusive figure); ``title`` names it in tables and hovers, ``words`` follow its size in a
+    label (``48.2 MiB at peak``), ``short`` in a compact label (``48.2 MiB peak``).
+    """
+
+    __slots__ = ("err", "incl", "line", "name", "node", "short", "title", "words")
+    name: str
+    line: str
+    incl: str
+    err: str
+    node: str
+    title: str
+    words: str
+    short: str
+
+    def __init__(
+        self,
+        name: str,
+        line: str,
+        incl: str,
+        err: str,
+        node: str,
+        title: str,
+        words: str,
+        short: str,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "line", line)
+        _set(self, "incl", incl)
+        _set(self, "err", err)
+        _set(self, "node", node)
+        _set(self, "title", title)
+        _set(self, "words", words)
+        _set(self, "short", short)
+
+    @property
+    def inclusive(self) -> bool:
+        return self.line == self.incl
+
+
+#: The one table of named figures (user-facing name -> :class:`Figure`), self figures first.
+#: Labels use plain words: a newcomer reads them without the docs (no glyphs that could read
+#: as "increased").
+NAMED_FIGURES: dict[str, Figure] = {
+    f.name: f
+    for f in (
+        Figure("peak", "peak_bytes", "incl_peak_bytes", "peak_err", "peak_bytes",
+               "peak", "at peak", "peak"),
+        Figure("alloc", "alloc_bytes", "incl_alloc_bytes", "alloc_err", "alloc_bytes",
+               "allocated", "allocated", "alloc"),
+        Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
+               "live at exit", "live at exit", "live"),
+        Figure("incl_peak", "incl_peak_bytes", "incl_peak_bytes", "", "peak_bytes",
+               "peak incl. calls", "at peak incl. calls", "peak+calls"),
+        Figure("incl_alloc", "incl_alloc_bytes", "incl_alloc_bytes", "", "alloc_bytes",
+               "allocated incl. calls", "allocated incl. calls", "alloc+calls"),
+        Figure("incl_live", "incl_live_bytes", "incl_live_bytes", "", "live_bytes",
+               "live at exit incl. calls", "live at exit incl. calls", "live+calls"),
+    )
+}  # fmt: skip
+
+#: The self figures (the CLI's and the MCP tools' ``--by``/``by`` choices), in table order.
+SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not f.inclusive)
+
+
+def calls_figure(name: str) -> str:
+    """The figure a call site shows for figure ``name``, what it holds through its callees:
+    the inclusive counterpart (an inclusive figure is its own)."""
+    incl = NAMED_FIGURES[name].incl
+    return next(n for n, f in NAMED_FIGURES.items() if f.line == incl)
+
+
 class LineStats(_Value):
     """Figures recorded for one source line (self and inclusive of callees), with the native
     part of the self figures."""

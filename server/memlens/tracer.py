@@ -472,6 +472,7 @@ def _build_run(
         SourceFile,
         TimelinePoint,
     )
+    from memlens.source import read_source
 
     flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
     codes = snap.codes
@@ -521,7 +522,7 @@ def _build_run(
     run_files: dict[str, SourceFile] = {}
     for fid in range(len(paths)):  # (every charged file has nodes: it was on a stack)
         path = paths[fid]
-        sha, text = _read_source(path)
+        sha, text = read_source(path) or ("", None)
         run_files[path] = SourceFile(
             path=path,
             sha256=sha,
@@ -563,28 +564,3 @@ def _build_run(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
     return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
-
-
-def _read_source(path: str) -> tuple[str, str | None]:
-    import hashlib
-
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return "", None
-    sha = hashlib.sha256(data).hexdigest()
-    head = data[:200].split(b"\n", 2)[:2]
-    if not any(b"coding" in line for line in head):  # PEP 3120: UTF-8 unless declared
-        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
-    import tokenize  # costly to import (regexes): only for files that declare an encoding
-
-    try:
-        with tokenize.open(path) as fh:
-            return sha, fh.read()
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
-
-
-def _universal_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -24,7 +24,7 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
-from tests.runs import MIB, info, sample_run
+from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -114,7 +114,7 @@ def runs(draw: st.DrawFn) -> Run:
         source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
         seed=draw(st.none() | st.integers(1, 2**64 - 1)),
     )
-    return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
+    return new_run(files, nodes, timeline, run_info=run_info)
 
 
 @settings(

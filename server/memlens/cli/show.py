@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--file", metavar="F", help="list this file of the run (default: the hottest file)"
     )
     add_top(parser)
-    add_by(parser, "rank the lines and label them by")
+    add_by(parser)
     add_dir(parser)
     from memlens.timeline import add_arguments as add_timeline_arguments
 
