@@ -32,7 +32,8 @@ double g_duration = 0;
 int64_t g_peak_rss = 0;
 
 // fork: the child is not traced. Hooks stay as pass-through; the parent's data is kept
-// untouched in the child's copy and never reported by it.
+// untouched in the child's copy and never reported by it. The child may start a run of its
+// own (start()): the parent's run is then taken down in the child first (leave_parent_run).
 void atfork_prepare() {
     g_intern_lock.lock();
     g_table_lock.lock();
@@ -49,6 +50,16 @@ void atfork_child() {
         g_forked_child = true;
         timeline::forget_thread();
     }
+}
+
+// In a child forked while its parent traced, before the child's own run starts: undo what
+// the parent's run left in place, as stop() would have, so that start() begins from scratch
+// (start() then drops the parent's tables with reset()). The C-library interposition stays
+// (it is process-wide and idle while no run is active; start() finds it installed).
+void leave_parent_run() {
+    stack::stop_monitoring();  // while the parent's code records still name the watched codes
+    hooks::uninstall();        // the allocators found by the parent's run are put back
+    g_forked_child = false;
 }
 
 void free_tables() {
@@ -73,7 +84,7 @@ std::string start(const Options& options) {
         return "memlens is already tracing this process";
     }
     if (g_forked_child) {
-        return "cannot trace in a child forked while its parent was tracing";
+        leave_parent_run();
     }
     if (options.mode == Mode::Sampling && options.sample_interval == 0) {
         return "sampling mode needs a sampling interval above 0";

@@ -33,7 +33,8 @@ struct Options {
 struct SnapshotData;  // snapshot.hpp
 
 // Starts tracing. Returns an empty string on success, else why it could not start.
-// Requires the GIL.
+// Requires the GIL. In a child forked while its parent traced, the child's own run starts:
+// none of the parent's figures are in it.
 std::string start(const Options& options);
 // Stops tracing: restores the allocators found at start when ours are still the current
 // ones; otherwise (someone hooked on top of us) leaves ours installed as pass-through.
@@ -42,7 +43,7 @@ void stop();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.
 bool hooks_installed();
-// True in a child process forked while tracing (the child is not traced).
+// True in a child process forked while tracing, until the child starts a run of its own.
 bool is_forked_child();
 // Which hooks the current (or last) run installed: "exact-pymalloc" (pymalloc block map),
 // "exact" (address table only), "sampling" (any allocator) or "sampling-pymalloc" (no MEM/OBJ
