@@ -603,6 +603,37 @@ class TimelinePoint(_Value):
         _set(self, "rss_bytes", rss_bytes)
 
 
+class ProcessInfo(_Value):
+    """One process whose figures a run holds (``memlens run`` follows child processes).
+
+    ``parent_pid`` is the process that started it (for the run's own process: its parent,
+    which was not traced); ``complete`` is False when the process left no final run (killed,
+    crashed, or still running when the program ended: what its last checkpoint held, if
+    anything, is counted); ``peak_traced_bytes`` is the process's own peak.
+    """
+
+    __slots__ = ("command", "complete", "parent_pid", "peak_traced_bytes", "pid")
+    pid: int
+    parent_pid: int
+    command: tuple[str, ...]
+    complete: bool
+    peak_traced_bytes: int
+
+    def __init__(
+        self,
+        pid: int,
+        parent_pid: int,
+        command: tuple[str, ...],
+        complete: bool,
+        peak_traced_bytes: int,
+    ) -> None:
+        _set(self, "pid", pid)
+        _set(self, "parent_pid", parent_pid)
+        _set(self, "command", command)
+        _set(self, "complete", complete)
+        _set(self, "peak_traced_bytes", peak_traced_bytes)
+
+
 class RunInfo(_Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -611,6 +642,8 @@ class RunInfo(_Value):
     free-form origin of the data, e.g. "memlens", "tracemalloc", "pymemtrace";
     ``workspace_root`` is the folder whose store the run was written to (absolute; "" when
     unknown), so that its files can be found in a copy.
+    ``processes`` lists the processes whose figures the run holds when memlens followed
+    child processes (the run's own process first), and is empty for a run of one process.
     """
 
     __slots__ = (
@@ -627,6 +660,7 @@ class RunInfo(_Value):
         "peak_traced_bytes",
         "pid",
         "platform",
+        "processes",
         "python",
         "sample_interval_bytes",
         "seed",
@@ -653,6 +687,7 @@ class RunInfo(_Value):
     source: str
     seed: int | None
     workspace_root: str
+    processes: tuple[ProcessInfo, ...]
 
     def __init__(
         self,
@@ -675,6 +710,7 @@ class RunInfo(_Value):
         source: str = "memlens",
         seed: int | None = None,
         workspace_root: str = "",
+        processes: tuple[ProcessInfo, ...] = (),
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -695,6 +731,7 @@ class RunInfo(_Value):
         _set(self, "source", source)
         _set(self, "seed", seed)
         _set(self, "workspace_root", workspace_root)
+        _set(self, "processes", processes)
 
 
 class Run(_Value):
