@@ -166,8 +166,21 @@ def summary_line(run: Run) -> str:
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     return (
         f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
-        f"{duration_text(info)} · {printable(mode)}{state}"
+        f"{duration_text(info)} · {printable(mode)}{processes_text(info)}{state}"
     )
+
+
+def processes_text(info: RunInfo) -> str:
+    """`` · 6 processes (1 incomplete)`` for a run that followed child processes; a child's
+    own run says whose child it is (`` · process 4243, child of 4242``); "" otherwise."""
+    processes = info.processes
+    if len(processes) == 1:
+        p = processes[0]
+        return f" · process {p.pid}, child of {p.parent_pid}" if p.pid == info.pid else ""
+    if not processes:
+        return ""
+    incomplete = sum(not p.complete for p in processes)
+    return f" · {len(processes)} processes" + (f" ({incomplete} incomplete)" if incomplete else "")
 
 
 # -- rendering ---------------------------------------------------------------------------
