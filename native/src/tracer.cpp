@@ -3,6 +3,7 @@
 
 #include <Python.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -70,6 +71,19 @@ void free_tables() {
     timeline::reset();
 }
 
+// The timeline's thread never takes the program's signals. A signal sent to the process goes
+// to any thread that does not block it, and Python runs its handlers in the main thread only
+// when that thread looks: a main thread waiting in a C call (a lock, a read) would then never
+// see a SIGTERM that plain Python dies of (a multiprocessing pool worker waiting for a task).
+bool start_timeline(double interval_ms) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the thread created now
+    bool ok = timeline::start(interval_ms);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    return ok;
+}
+
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count(); }
 
 }  // namespace
@@ -124,7 +138,7 @@ std::string start(const Options& options) {
     g_active.store(true);
     hooks::install();
     g_native_installed = g_opts.native && native::install();
-    if (!timeline::start(options.timeline_interval_ms)) {
+    if (!start_timeline(options.timeline_interval_ms)) {
         stop();
         return "out of memory";
     }

@@ -251,6 +251,7 @@ def _start_checkpoints(
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
+        block_signals()
         wait = interval
         ready_lock.release()
         try:
@@ -274,6 +275,20 @@ def _start_checkpoints(
     # The thread's start-up allocations count against sampling's shared countdown: done while
     # this thread waits, they always fall at the same point, so a seeded run repeats exactly.
     ready_lock.acquire()
+
+
+def block_signals() -> None:
+    """The calling thread (one of memlens's own) never takes the program's signals: a signal
+    sent to the process goes to a thread that does not block it, and Python runs handlers in
+    the main thread only when that thread looks, which one waiting in a C call (a lock, a
+    read) would not do: a SIGTERM that plain Python dies of would go unnoticed."""
+    if TYPE_CHECKING:
+        import signal
+    else:
+        import _signal as signal  # the C core: `import signal` loads enum & co.
+
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:

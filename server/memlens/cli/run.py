@@ -582,10 +582,11 @@ class _Progress:
     def _loop(self) -> None:
         import time
 
-        from memlens import _tracer
+        from memlens import _tracer, tracer
         from memlens.units import fmt_bytes
 
         _tracer.set_thread_paused(True)
+        tracer.block_signals()
         frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
         t0 = time.monotonic()
         i = 0
