@@ -204,6 +204,8 @@ NB_MODULE(_tracer, m) {
             return previous;
         },
         "Stop (or resume) tracking the calling thread's allocations; returns the old state.");
+    m.def("die_by_signal", &memlens::die_by_signal, nb::arg("signum"),
+          "End the process by this signal's default action (from any thread).");
     m.def(
         "numpy_attach",
         [](nb::handle capsule) {

@@ -163,6 +163,19 @@ void stop() {
     stack::stop_monitoring();
 }
 
+void die_by_signal(int signum) {
+    struct sigaction action = {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signum, &action, nullptr);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    raise(signum);  // the default action of an ending signal ends every thread
+    _exit(128 + signum);  // an ignored or stopping one: end as a shell reports it
+}
+
 bool is_active() { return g_active.load(); }
 bool hooks_installed() { return hooks::installed(); }
 bool is_forked_child() { return g_forked_child; }

@@ -71,6 +71,12 @@ void totals(int64_t* current, int64_t* peak);
 // the GIL (so that GIL events cannot interleave).
 void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
 
+// Ends the process by `signum` with its default action, from any thread, whatever Python's
+// handler for it (which only the main thread may change). For a followed child whose main
+// thread cannot take memlens's handler in time (stuck in a C call): it dies as plain Python
+// would have. Does not return.
+[[noreturn]] void die_by_signal(int signum);
+
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();
 void set_thread_paused(bool paused);

@@ -70,6 +70,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "include": (list,),
     "exclude": (list,),
     "libraries": (bool,),
+    "native": (bool,),
     "timeline_interval_ms": (int, float),
     "checkpoint_interval_s": (int, float),
 }
@@ -129,6 +130,7 @@ def follow(
     include: Sequence[str],
     exclude: Sequence[str],
     libraries: bool,
+    native: bool,
     timeline_interval_ms: float,
     checkpoint_interval_s: float,
 ) -> bool:
@@ -136,10 +138,10 @@ def follow(
     options (as :func:`memlens.tracer.start` takes them). False, after a one-line message,
     when that folder cannot be used. Call it before the program starts."""
     from memlens._version import __version__
-    from memlens.layout import processes_folder
+    from memlens.layout import clear_processes, processes_folder
 
     folder = processes_folder(run_path)
-    problem = _clear(folder)
+    problem = clear_processes(folder)
     if problem is not None:
         _say(f"memlens: child processes are not followed: {problem}")
         return False
@@ -156,6 +158,7 @@ def follow(
         "include": [os.path.abspath(p) if os.sep in p else p for p in include],
         "exclude": [os.path.abspath(p) if os.sep in p else p for p in exclude],
         "libraries": libraries,
+        "native": native,
         "timeline_interval_ms": float(timeline_interval_ms),
         "checkpoint_interval_s": float(checkpoint_interval_s),
     }
@@ -253,28 +256,6 @@ def collect(run: Run, run_path: str, wait_s: float) -> Run:
     except OSError as exc:
         _say(f"memlens: cannot write the program's own run into {folder}: {exc}")
     return merge([run, *runs], [root, *processes])
-
-
-def _clear(folder: str) -> str | None:
-    """Make ``folder`` ready for this run's processes: runs and claims left there by an
-    earlier run of the same name are deleted. The problem, when it cannot be used."""
-    import stat
-
-    try:
-        mode = os.lstat(folder).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{folder}: {exc.strerror or exc}"
-    if not stat.S_ISDIR(mode):
-        return f"{folder} is not a directory"
-    try:
-        for entry in os.scandir(folder):
-            if entry.name.endswith((".mlrun", ".lock", ".claim", ".tmp")):
-                os.unlink(entry.path)
-    except OSError as exc:
-        return f"{folder}: {exc.strerror or exc}"
-    return None
 
 
 def _wait(folder: str, wait_s: float) -> set[str]:
@@ -382,10 +363,11 @@ def start_child() -> None:
 
 def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> None:
     """Trace this process as a child of ``parent``: claim its run, start the tracer."""
-    global _own
+    global _own, _finishing
     from memlens import tracer
     from memlens.errors import MemlensError
 
+    _finishing = False  # a copy of a parent's that was writing its run as it forked
     own = _claim(config["folder"], parent, command)
     if own is None:
         return
@@ -398,6 +380,7 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
             include=config["include"],
             exclude=config["exclude"],
             libraries=config["libraries"],
+            native=config["native"],
             timeline_interval_ms=config["timeline_interval_ms"],
             checkpoint=own.run_path if interval > 0 else None,
             checkpoint_interval_s=interval,
@@ -407,9 +390,15 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
         own.release()
         _say(f"memlens: this process is not followed: {exc}")
         return
-    _own = own
-    _enable(config, traced=True, command=command)
-    _watch_exits()
+    from memlens import _tracer
+
+    paused = _tracer.set_thread_paused(True)  # what follows is memlens's work
+    try:
+        _own = own
+        _enable(config, traced=True, command=command)
+        _watch_exits()
+    finally:
+        _tracer.set_thread_paused(paused)
 
 
 def _enable(config: dict[str, Any], traced: bool, command: tuple[str, ...]) -> None:
@@ -518,6 +507,7 @@ def _watch_exits() -> None:
     from memlens import runner
 
     os._exit = _exit_writing_run  # type: ignore[assignment]
+    watched = False
     for name in _ENDING:
         signum = getattr(signal, name, None)
         if signum is None:
@@ -530,19 +520,97 @@ def _watch_exits() -> None:
                 signal.signal(signum, _on_ending_signal)
             except ValueError:  # not the main thread: the default action stays
                 return
+            watched = True
+    if watched:
+        _watch_signals()
+        runner.guard_forks()  # its children's start-up must not lose these signals either
+
+
+#: Seconds a followed child's main thread has to take a SIGTERM or SIGHUP (and write its
+#: run) before it is ended by the signal's default action without its final run.
+KICK_LIMIT_S = 2.0
+#: This process's signal pipe (read end, write end): Python's wakeup file descriptor.
+_wakeup: tuple[int, int] | None = None
+#: How many times :func:`_on_ending_signal` was called (the watcher thread reads it).
+_handled = 0
+
+
+def _watch_signals() -> None:
+    """Make sure a SIGTERM or SIGHUP reaches :func:`_on_ending_signal`.
+
+    Python runs a handler when the main thread next looks; a signal that comes just as that
+    thread enters a blocking C call (a multiprocessing pool worker waiting for its queue's
+    lock) is never looked at, and the worker, which plain Python would have ended at once,
+    waits forever. So a thread of ours learns of each signal from Python's wakeup file
+    descriptor (unless the program set one) and, until our handler has run, interrupts the
+    main thread's wait by sending it the signal again. A main thread that still has not
+    taken it after :data:`KICK_LIMIT_S` seconds (busy in a long C call, which plain Python
+    would not have waited for) is ended by the signal's default action.
+    """
+    global _wakeup
+    import _thread
+
+    previous = _wakeup
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        replaced = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        replaced = -2
+    if replaced not in (-1, previous[1] if previous is not None else -1):
+        if replaced != -2:
+            signal.set_wakeup_fd(replaced)  # the program's own: it stays
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if previous is not None:  # a copy of the parent's (forked): its thread is not here
+        _quietly(os.close, previous[0])
+        _quietly(os.close, previous[1])
+    _wakeup = (read_end, write_end)
+    _thread.start_new_thread(_resend_signals, (read_end, _thread.get_ident(), os.getpid()))
+
+
+def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
+    import time
+
+    from memlens import _tracer, tracer
+
+    _tracer.set_thread_paused(True)
+    tracer.block_signals()
+    ending = {getattr(signal, name) for name in _ENDING if hasattr(signal, name)}
+    while True:
+        try:
+            data = os.read(read_end, 64)
+        except OSError:
+            return
+        if not data or os.getpid() != pid:
+            return
+        for signum in set(data) & ending:
+            seen = _handled
+            deadline = time.monotonic() + KICK_LIMIT_S
+            time.sleep(0.05)
+            while _handled == seen and signal.getsignal(signum) is _on_ending_signal:
+                if time.monotonic() >= deadline:
+                    # Stuck where no handler runs (a long C call): it dies as plain Python
+                    # would have at once; its last checkpoint counts (listed incomplete).
+                    _tracer.die_by_signal(signum)
+                signal.pthread_kill(main_thread, signum)  # its blocking call returns: EINTR
+                time.sleep(0.05)
 
 
 def _exit_writing_run(status: int, /) -> None:
     """``os._exit`` in a followed child: its run is written first."""
-    signum = _finish(status & 0xFF, True)
-    if signum is not None:
-        from memlens.runner import die_by
-
-        die_by(signum)
-    _real_exit(status)
+    try:
+        _finish(status & 0xFF, True)
+    finally:
+        _real_exit(status)  # whatever happened while the run was written
 
 
 def _on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
+    global _handled
+    _handled += 1
+    if _finishing:
+        return  # the run is being written as the process ends: it ends as it was about to
     _finish(None, False)
     from memlens.runner import die_by
 
@@ -550,21 +618,31 @@ def _on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
 
 
 def _at_exit() -> None:
-    signum = _finish(None, True)
-    if signum is not None:
-        from memlens.runner import die_by
+    try:
+        _finish(None, True)
+    except BaseException:  # noqa: BLE001 - e.g. Ctrl-C: the process ends as it was about to
+        return
 
-        die_by(signum)
+
+#: Whether this child is writing its final run (set before anything else is done).
+_finishing = False
 
 
-def _finish(exit_code: int | None, complete: bool) -> int | None:
-    """Write this child's final run (once; nothing in other processes). SIGINT, SIGTERM and
-    SIGHUP are held meanwhile: the signal held, which the process must now end by, or None."""
-    global _own
+def _finish(exit_code: int | None, complete: bool) -> None:
+    """Write this child's final run (once; nothing in other processes).
+
+    SIGINT, SIGTERM and SIGHUP are held meanwhile and then dropped: the process was ending
+    anyway (a multiprocessing pool terminates a worker that is still writing its run as it
+    leaves: without memlens it would have been gone already). The caller ends the process.
+    """
+    global _own, _finishing
     own = _own
-    if own is None or own.pid != os.getpid():
-        return None
-    _own = None
+    if own is None or own.pid != os.getpid() or _finishing:
+        return
+    _finishing = True  # from here, our handler holds SIGTERM and SIGHUP (see above)
+    from memlens import _tracer
+
+    _tracer.set_thread_paused(True)  # writing the run is memlens's work, not the program's
     from memlens import runner
 
     ending = runner.Ending(exit_code, complete, True)
@@ -572,6 +650,7 @@ def _finish(exit_code: int | None, complete: bool) -> int | None:
         held = runner.hold_signals(ending)
     except ValueError:  # not the main thread: signals cannot be held here
         held = {}
+    _own = None
     written = False
     try:
         written = _write(own, ending)
@@ -579,12 +658,14 @@ def _finish(exit_code: int | None, complete: bool) -> int | None:
         _say(f"memlens: cannot write {own.run_path}: {exc}")
     finally:
         runner.restore_signals(held)
+        for signum, handler in held.items():
+            if handler is _on_ending_signal:  # the run is written: they act as without memlens
+                signal.signal(signum, signal.SIG_DFL)
         # Without a final run the claim stays: the root lists this process as incomplete.
         if written:
             own.release()
         else:
             own.forget()
-    return ending.signal_to_end_by()
 
 
 def _write(own: _Own, ending: Ending) -> bool:
@@ -600,7 +681,7 @@ def _write(own: _Own, ending: Ending) -> bool:
     me = ProcessInfo(own.pid, own.parent, own.command, True, run.info.peak_traced_bytes)
     run = replace(run, info=replace(run.info, processes=(me,)))
     try:
-        fileformat.write_final(run, own.run_path, seal=ending.seal)
+        fileformat.write_final(run, own.run_path)
     except OSError as exc:
         _say(f"memlens: cannot write {own.run_path}: {exc.strerror or exc}")
         return False

@@ -33,6 +33,32 @@ def processes_folder(run_path: str) -> str:
     return run_path.removesuffix(RUN_SUFFIX) + PROCESSES_SUFFIX
 
 
+def clear_processes(folder: str, remove: bool = False) -> str | None:
+    """Empty the processes folder ``folder`` of what memlens puts there (runs, claims,
+    temporaries), and with ``remove`` the folder itself when nothing else is left in it. A
+    folder that is not there is fine; one that is a link or not a directory is left alone.
+    Returns the problem, when the folder cannot be used."""
+    import stat
+
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(mode):
+        return f"{folder} is not a directory"
+    try:
+        for entry in os.scandir(folder):
+            if entry.name.endswith((RUN_SUFFIX, ".lock", ".claim", ".tmp")):
+                os.unlink(entry.path)
+        if remove:
+            os.rmdir(folder)
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    return None
+
+
 def process_run_name(pid: int, n: int = 1) -> str:
     """The file name of a process's run in a processes folder: ``<pid>.mlrun``, or
     ``<pid>-<n>.mlrun`` for the n-th process of the run that had the same id."""

@@ -183,6 +183,7 @@ def run(
     ours = [s for s in _ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
     for signum in ours:
         signal.signal(signum, on_ending_signal)
+    guard_forks()
 
     if target.script is not None:
         script = target.script
@@ -239,6 +240,38 @@ def run(
         if signal.getsignal(signum) is on_ending_signal:
             signal.signal(signum, signal.SIG_DFL)
     return 128 + int(signal.SIGINT) if interrupted[0] else code
+
+
+_forks_guarded = False
+
+
+def guard_forks() -> None:
+    """Keep SIGTERM and SIGHUP blocked across os.fork in the forking thread.
+
+    A child forked while memlens's Python-level handlers are installed inherits them, and
+    Python drops the signals that reach a child before its own start-up after fork has run
+    (it clears pending signals there): a SIGTERM sent that early (a multiprocessing pool
+    ending a worker that has not started yet) would be lost, and the child, which plain
+    Python would have ended, would live on. Blocked, the signal waits in the child until its
+    start-up is done (memlens.follow has then installed its handlers), then it is delivered.
+    """
+    global _forks_guarded
+    if _forks_guarded or not hasattr(os, "register_at_fork"):
+        return
+    _forks_guarded = True
+    import _thread
+
+    held: dict[int, Any] = {}  # the forking thread's mask before, by thread
+
+    def block() -> None:
+        held[_thread.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+
+    def restore() -> None:
+        mask = held.pop(_thread.get_ident(), None)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    os.register_at_fork(before=block, after_in_parent=restore, after_in_child=restore)
 
 
 def _join_threads() -> None:

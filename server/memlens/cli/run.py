@@ -354,6 +354,7 @@ def run(args: Namespace) -> int:
         include=args.include,
         exclude=args.exclude,
         libraries=args.libraries,
+        native=not args.no_native,
         timeline_interval_ms=args.timeline_interval,
         checkpoint_interval_s=args.checkpoint_interval,
     )
