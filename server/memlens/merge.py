@@ -25,6 +25,7 @@ from memlens.model import (
     CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
+    SUMS,
     CallTree,
     FunctionStats,
     LineStats,
@@ -118,63 +119,26 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
 
 def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
     """The call trees of several processes as one: nodes reached by the same call path (the
-    same lines, through the same functions, from the root) become one node, figures summed."""
-    columns: dict[str, list[int]] = {name: [] for name in CALL_TREE_COLUMNS}
-    files: dict[str, int] = {}
-    functions: dict[str, int] = {}
-    index: dict[tuple[int, int, int, int], int] = {}  # (parent, file, line, function) -> id
+    same lines from the root) become one node, figures summed."""
+    from memlens.calltree import TreeBuilder
+
+    builder = TreeBuilder()
     for tree in trees:
-        file_ids = [files.setdefault(f, len(files)) for f in tree.files]
-        function_ids = [functions.setdefault(f, len(functions)) for f in tree.functions]
-        position = {node_id: i for i, node_id in enumerate(tree.id)}
-        new_id: dict[int, int] = {}
-        for i in _parents_first(tree, position):
-            parent = tree.parent[i]
-            mapped_parent = -1 if parent < 0 else new_id[parent]
-            key = (
-                mapped_parent,
-                file_ids[tree.file[i]],
+        # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes
+        # have no live count: 0 in its place among the sums.
+        zeros = [0] * len(tree)
+        sums = [getattr(tree, name) if name in _NODE_FIGURES else zeros for name in SUMS]
+        new_id: list[int] = []
+        for i, parent in enumerate(tree.parent):
+            node = builder.node(
+                -1 if parent < 0 else new_id[parent],
+                tree.files[tree.file[i]],
                 tree.line[i],
-                function_ids[tree.function[i]],
+                tree.functions[tree.function[i]],
             )
-            found = index.get(key)
-            if found is None:
-                found = index[key] = len(columns["id"])
-                columns["id"].append(found)
-                columns["parent"].append(mapped_parent)
-                columns["file"].append(key[1])
-                columns["line"].append(key[2])
-                columns["function"].append(key[3])
-                for name in _NODE_FIGURES:
-                    columns[name].append(getattr(tree, name)[i])
-            else:
-                for name in _NODE_FIGURES:
-                    columns[name][found] += getattr(tree, name)[i]
-            new_id[tree.id[i]] = found
-    return CallTree(tuple(files), tuple(functions), columns)
-
-
-def _parents_first(tree: CallTree, position: dict[int, int]) -> list[int]:
-    """Positions of ``tree``'s nodes, each after its parent; nodes that do not lead to a root
-    (a damaged tree) are left out."""
-    children: dict[int, list[int]] = {}
-    roots: list[int] = []
-    for i, parent in enumerate(tree.parent):
-        if parent < 0:
-            roots.append(i)
-        elif parent in position:
-            children.setdefault(parent, []).append(i)
-    order: list[int] = []
-    stack = roots[::-1]
-    seen: set[int] = set()
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        order.append(i)
-        stack.extend(reversed(children.get(tree.id[i], ())))
-    return order
+            new_id.append(node)
+            builder.add(node, [column[i] for column in sums])
+    return builder.tree()
 
 
 def _merge_timelines(runs: Sequence[Run]) -> tuple[int, int, tuple[TimelinePoint, ...]]:
