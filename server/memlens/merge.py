@@ -76,6 +76,46 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
     )
 
 
+#: Most processes whose own runs are read to split a merged run's lines by process.
+MAX_SPLIT_PROCESSES = 32
+
+#: Per file and line, each contributing process with its own figures on that line.
+ProcessLines = dict[str, dict[int, tuple[tuple[ProcessInfo, LineStats], ...]]]
+
+
+def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) -> ProcessLines:
+    """The lines of the merged run ``run`` (read from ``run_path``) to which more than one
+    process contributed, with each process's own figures, from the runs in its processes
+    folder (the first ``limit`` processes listed; a process without a readable run of its own,
+    or whose id names several runs, is left out). Empty for a run of one process."""
+    from memlens import fileformat
+    from memlens.errors import RunFileError
+    from memlens.layout import process_runs
+
+    if len(run.info.processes) < 2:
+        return {}
+    found: dict[str, dict[int, list[tuple[ProcessInfo, LineStats]]]] = {}
+    for process in run.info.processes[:limit]:
+        paths = process_runs(run_path, process.pid)
+        if len(paths) != 1:
+            continue
+        try:
+            own = fileformat.read(paths[0])
+        except RunFileError:
+            continue
+        for path, sf in own.files.items():
+            if path not in run.files:
+                continue
+            lines = found.setdefault(path, {})
+            for line, st in sf.lines.items():
+                if st.alloc_bytes or st.peak_bytes or st.live_bytes:
+                    lines.setdefault(line, []).append((process, st))
+    return {
+        path: {line: tuple(each) for line, each in lines.items() if len(each) > 1}
+        for path, lines in found.items()
+    }
+
+
 def listed(process: ProcessInfo) -> ProcessInfo:
     """``process`` as a run's header lists it: its command cut to :data:`MAX_COMMAND_CHARS`."""
     kept: list[str] = []

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from memlens.calltree import CallTreeIndex
 from memlens.diff import match_lines
+from memlens.merge import ProcessLines
 from memlens.model import FunctionStats, LineStats, Run, SourceFile
 
 _T = TypeVar("_T")
@@ -179,10 +180,18 @@ class RunData:
     """
 
     def __init__(
-        self, path: Path, run: Run, base_dirs: Iterable[Path] = (), root: Path | None = None
+        self,
+        path: Path,
+        run: Run,
+        base_dirs: Iterable[Path] = (),
+        root: Path | None = None,
+        by_process: ProcessLines | None = None,
     ) -> None:
         self.path = path
         self.run = run
+        #: Lines several processes contributed to: each one's own figures (recorded file key
+        #: -> line -> (process, figures)); empty for a run of one process.
+        self.by_process: ProcessLines = by_process or {}
         self.mtime_ns = _mtime(path)
         self.root = canonical(root) if root is not None else None
         dirs = [Path(run.info.cwd)] if run.info.cwd else []

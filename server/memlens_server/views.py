@@ -361,6 +361,20 @@ def hover_markdown(
             for i, (text, peak, alloc) in enumerate(paths, start=1)
         )
         out.append("")
+    shared = view.run.by_process.get(view.key, {}).get(line, ())
+    if shared:
+        out.append("By process:")
+        out.append("")
+        out.append("| process | peak | allocated | live at exit |")
+        out.append("|:--|--:|--:|--:|")
+        root = info.processes[0].pid if info.processes else None
+        out.extend(
+            f"| {process.pid}{' (the program)' if process.pid == root else ''} "
+            f"| {fmt_bytes(st.peak_bytes)} | {fmt_bytes(st.alloc_bytes)} "
+            f"| {fmt_bytes(st.live_bytes)} |"
+            for process, st in shared
+        )
+        out.append("")
     if stats.live_bytes and held_by_module(view, line):
         out.append(
             "Held by the module: what this line keeps lives until the program exits by design "

@@ -30,6 +30,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from memlens import fileformat
 from memlens.errors import RunFileError
+from memlens.merge import split_by_process
 from memlens.store import Store
 from memlens_server import convert, protocol, settings, views
 from memlens_server.background import in_thread
@@ -59,7 +60,11 @@ def store_signature(root: Path) -> tuple[Any, ...]:
 
 
 def _load(
-    path: Path | None, previous: RunData | None, root: Path, errors: list[tuple[Path, str]]
+    path: Path | None,
+    previous: RunData | None,
+    root: Path,
+    errors: list[tuple[Path, str]],
+    split: bool = True,
 ) -> RunData | None:
     if path is None:
         return None
@@ -70,7 +75,10 @@ def _load(
         except OSError:
             return None
     try:
-        return RunData(path, fileformat.read(path), (root,), root)
+        run = fileformat.read(path)
+        # A run of several processes: each one's own figures on the lines they shared (hover).
+        by_process = split_by_process(str(path), run) if split else None
+        return RunData(path, run, (root,), root, by_process)
     except RunFileError as exc:
         errors.append((path, str(exc)))
         return None
@@ -88,7 +96,7 @@ def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]
     run = _load(chosen or latest, prev.run, prev.root, errors)
     problem = errors[0][1] if errors else None  # the run to show could not be read
     base_path = store.baseline()
-    base = _load(base_path, prev.baseline, prev.root, errors)
+    base = _load(base_path, prev.baseline, prev.root, errors, split=False)
     state = prev.with_runs(run, base, problem)
     if chosen is None and prev.chosen is not None:
         state = FolderState(state.root, state.uri, state.run, state.baseline, problem=problem)
