@@ -1,4 +1,5 @@
-"""The one helper CLI tests use to run `python -m memlens ...` as a user would."""
+"""The one helper CLI tests use to run `python -m memlens ...` as a user would (and `python
+script.py` without memlens, to compare)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,20 @@ def memlens(
         [sys.executable, "-m", "memlens", *args],
         cwd=cwd,
         input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def plain(
+    script: Path, *args: str, cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python SCRIPT ARGS` without memlens: what a profiled run must match."""
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

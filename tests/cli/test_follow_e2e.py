@@ -18,7 +18,7 @@ import pytest
 from memlens import fileformat
 from memlens.layout import processes_folder
 from memlens.model import Run
-from tests.cli.memlens_cmd import memlens
+from tests.cli.memlens_cmd import memlens, plain
 
 pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
 if not hasattr(os, "fork"):
@@ -26,17 +26,6 @@ if not hasattr(os, "fork"):
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts" / "children"
 MiB = 1024 * 1024
-
-
-def plain(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def run_o(
@@ -279,4 +268,4 @@ def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
     root, child = run.info.processes
     assert root.complete
     assert not child.complete
-    assert 3 * MiB <= alloc(run, "stuck.py", 14) < 3.1 * MiB
+    assert 3 * MiB <= alloc(run, "stuck.py", 15) < 3.1 * MiB

@@ -14,23 +14,12 @@ import pytest
 from memlens import fileformat
 from memlens.model import Run
 from memlens.store import Store
-from tests.cli.memlens_cmd import memlens
+from tests.cli.memlens_cmd import memlens, plain
 
 pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
 MiB = 1024 * 1024
-
-
-def plain(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def latest_run(cwd: Path) -> Run:

@@ -344,36 +344,27 @@ def run(args: Namespace) -> int:
     from memlens import follow
 
     follow.leave()  # a `memlens run` started by a followed program profiles its own program
-    seed = tracer.sampling_seed(args.seed) if interval else None
-    following = not args.no_follow and follow.follow(
-        out_path,
-        command,
-        mode="sampling" if interval else "exact",
-        sample_interval=interval,
-        seed=seed,
-        include=args.include,
-        exclude=args.exclude,
-        libraries=args.libraries,
-        native=not args.no_native,
-        timeline_interval_ms=args.timeline_interval,
-        checkpoint_interval_s=args.checkpoint_interval,
-    )
+    # What the program's process is traced with, and the children it starts too.
+    options: dict[str, Any] = {
+        "mode": "sampling" if interval else "exact",
+        "sample_interval": interval,
+        "seed": tracer.sampling_seed(args.seed) if interval else None,
+        "include": args.include,
+        "exclude": args.exclude,
+        "libraries": args.libraries,
+        "native": not args.no_native,
+        "timeline_interval_ms": args.timeline_interval,
+        "checkpoint_interval_s": args.checkpoint_interval,
+    }
+    following = not args.no_follow and follow.follow(out_path, command, **options)
     tracer.start(
-        mode="sampling" if interval else "exact",
-        sample_interval=interval,
-        seed=seed,
-        include=args.include,
-        exclude=args.exclude,
-        libraries=args.libraries,
-        native=not args.no_native,
+        **options,
         # The workspace the run belongs to (the store's root), so that editors map its absolute
         # paths onto a copy of the folder (another checkout, CI, a colleague's machine); the
         # checkpoints record it too.
         workspace_root=os.path.realpath(args.dir),
         hidden=[sys.argv[0]],  # the `memlens` console script that started us
-        timeline_interval_ms=args.timeline_interval,
         checkpoint=out_path if args.checkpoint_interval > 0 else None,
-        checkpoint_interval_s=args.checkpoint_interval,
         command=command,
         # A checkpoint is the newest run: `latest` names it as soon as it is written, so a
         # program that is killed (SIGKILL, a crash) leaves `latest` naming what it recorded.
