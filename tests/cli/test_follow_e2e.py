@@ -269,3 +269,22 @@ def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
     assert root.complete
     assert not child.complete
     assert 3 * MiB <= alloc(run, "stuck.py", 15) < 3.1 * MiB
+
+
+def test_a_damaged_child_run_leaves_the_programs_run_whole(tmp_path: Path) -> None:
+    out = tmp_path / "run.mlrun"
+    folder = processes_folder(str(out))
+    script = SCRIPTS / "damaged.py"
+    reference = plain(script, folder, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "damaged.py", folder)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "child done\n"
+    damaged = memlens_lines(proc.stderr)
+    assert len(damaged) == 2, proc.stderr
+    assert damaged[0].startswith(f"memlens: cannot read {folder}{os.sep}")
+    assert damaged[1] == "memlens: run written to run.mlrun"
+    root, child = run.info.processes
+    assert root.complete
+    assert not child.complete  # its figures are not counted: its run could not be read
+    assert 1 * MiB <= alloc(run, "damaged.py", 6) < 1.1 * MiB
+    assert 9 not in run.files[str(script)].lines
