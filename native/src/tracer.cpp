@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "blocks.hpp"
 #include "calltree.hpp"
@@ -161,6 +162,16 @@ void stop() {
     }
     hooks::uninstall();
     stack::stop_monitoring();
+}
+
+void name_thread(const char* name) {
+#ifdef __linux__
+    char kept[16];
+    std::snprintf(kept, sizeof kept, "%s", name);
+    pthread_setname_np(pthread_self(), kept);
+#else
+    (void)name;
+#endif
 }
 
 void die_by_signal(int signum) {

@@ -77,6 +77,11 @@ void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
 // would have. Does not return.
 [[noreturn]] void die_by_signal(int signum);
 
+// Names the calling thread (as `top -H` and /proc/self/task/*/comm show it; at most 15
+// bytes kept). memlens's own threads are named "memlens-..." so that they can be told from
+// the program's (memlens.runner: Python 3.12+'s warning at fork counts threads). Linux only.
+void name_thread(const char* name);
+
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();
 void set_thread_paused(bool paused);

@@ -576,6 +576,7 @@ def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
     from memlens import _tracer, tracer
 
     _tracer.set_thread_paused(True)
+    _tracer.name_thread("memlens-signals")
     tracer.block_signals()
     ending = {getattr(signal, name) for name in _ENDING if hasattr(signal, name)}
     while True:

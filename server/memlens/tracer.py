@@ -251,6 +251,7 @@ def _start_checkpoints(
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
+        _tracer.name_thread("memlens-checkpt")
         block_signals()
         wait = interval
         ready_lock.release()

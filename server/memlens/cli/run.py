@@ -578,6 +578,7 @@ class _Progress:
         from memlens.units import fmt_bytes
 
         _tracer.set_thread_paused(True)
+        _tracer.name_thread("memlens-progress")
         tracer.block_signals()
         frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
         t0 = time.monotonic()
