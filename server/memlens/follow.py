@@ -397,8 +397,20 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
         _own = own
         _enable(config, traced=True, command=command)
         _watch_exits()
+        # The run may have to be written from a signal handler, which can run while the
+        # program is importing a module: what writing needs is imported now, whole.
+        _import_writer()
     finally:
         _tracer.set_thread_paused(paused)
+
+
+def _import_writer() -> None:
+    """Imports what writing a run needs (a module half-imported at that moment, by this
+    thread or by another one a fork left behind, would fail the write)."""
+    import array  # noqa: F401
+    import datetime  # noqa: F401
+
+    from memlens import fileformat, layout, model, runner, source  # noqa: F401
 
 
 def _enable(config: dict[str, Any], traced: bool, command: tuple[str, ...]) -> None:
@@ -415,9 +427,26 @@ def _enable(config: dict[str, Any], traced: bool, command: tuple[str, ...]) -> N
 
         from memlens import tracer  # noqa: F401 - its atexit handler must run after ours
 
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
         atexit.register(_at_exit)
         _hooks_installed = True
+
+
+def _before_fork() -> None:
+    """Before a fork: what a child needs to write its run is imported, whole. A module another
+    thread is still importing when the process forks stays half-made in the child for good
+    (that thread does not exist there); importing here waits for such an import to end."""
+    if _config is None:
+        return
+    from memlens import _tracer
+
+    paused = _tracer.set_thread_paused(True)  # memlens's work, not the program's
+    try:
+        _import_writer()
+    except Exception:  # noqa: BLE001, S110 - the fork must happen whatever happens here
+        pass
+    finally:
+        _tracer.set_thread_paused(paused)
 
 
 def _after_fork_in_child() -> None:
