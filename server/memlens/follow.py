@@ -406,11 +406,25 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
 
 def _import_writer() -> None:
     """Imports what writing a run needs (a module half-imported at that moment, by this
-    thread or by another one a fork left behind, would fail the write)."""
-    import array  # noqa: F401
-    import datetime  # noqa: F401
+    thread or by another one a fork left behind, would fail the write), with the ending
+    signals held meanwhile: their handler writes the run, which these very imports would
+    otherwise be in the middle of (a pool terminating a worker that is still starting)."""
+    ending = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ending)
+    try:
+        import array  # noqa: F401
+        import datetime  # noqa: F401
+        import errno  # noqa: F401
+        import fnmatch  # noqa: F401
+        import hashlib  # noqa: F401
+        import re  # noqa: F401
+        import site  # noqa: F401
+        import stat  # noqa: F401
+        import time  # noqa: F401
 
-    from memlens import fileformat, layout, model, runner, source  # noqa: F401
+        from memlens import fileformat, layout, model, runner, source  # noqa: F401
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _enable(config: dict[str, Any], traced: bool, command: tuple[str, ...]) -> None:
