@@ -21,9 +21,11 @@ def _hooks_installed() -> bool:
     return bool(_tracer.hooks_installed())
 
 
-@pytest.fixture(autouse=True)
-def _allocator_hooks_are_never_left_installed() -> Iterator[None]:
-    """Every test starts and ends with CPython's own allocators in place."""
+@pytest.fixture
+def allocator_hooks_restored() -> Iterator[None]:
+    """The test starts and ends with CPython's own allocators in place. Used by every test
+    that runs the tracer in this process (autouse in tests/native); tests that do not load
+    the native module need not import it for this."""
     assert not _hooks_installed(), "memlens allocator hooks were installed before the test"
     yield
     assert not _hooks_installed(), "the test left memlens allocator hooks installed"

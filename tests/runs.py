@@ -1,6 +1,11 @@
-"""Hand-made runs for tests (no tracer needed)."""
+"""Hand-made runs for tests (no tracer needed): every run a test builds by hand is made here
+(:func:`new_run`, with :func:`info` and :func:`source`), so a change to how runs are made is
+made once."""
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
 
 from memlens.model import (
     CallNode,
@@ -36,6 +41,39 @@ def info(**overrides: object) -> RunInfo:
     }
     base.update(overrides)
     return RunInfo(**base)  # type: ignore[arg-type]
+
+
+def source(
+    path: str,
+    text: str | None,
+    lines: Mapping[int, LineStats] | None = None,
+    functions: tuple[FunctionStats, ...] = (),
+    *,
+    sha256: str | None = None,
+) -> SourceFile:
+    """A recorded file; its digest is that of ``text`` saved as UTF-8 unless ``sha256`` says."""
+    if sha256 is None:
+        sha256 = hashlib.sha256((text or "").encode()).hexdigest()
+    return SourceFile(str(path), sha256, text, dict(lines or {}), functions)
+
+
+def new_run(
+    files: Mapping[str, SourceFile] | Iterable[SourceFile] = (),
+    call_tree: Iterable[CallNode] = (),
+    timeline: tuple[TimelinePoint, ...] = (),
+    *,
+    run_info: RunInfo | None = None,
+    **info_overrides: object,
+) -> Run:
+    """A run of ``files`` (keyed by their paths unless given as a mapping); its info is
+    ``run_info``, or :func:`info` with ``info_overrides``."""
+    if not isinstance(files, Mapping):
+        files = {sf.path: sf for sf in files}
+    if run_info is None:
+        run_info = info(**info_overrides)
+    elif info_overrides:
+        raise TypeError("give run_info or info overrides, not both")
+    return Run(info=run_info, files=dict(files), call_tree=call_tree, timeline=timeline)
 
 
 def sample_run(
@@ -79,9 +117,9 @@ def sample_run(
         CallNode(0, -1, path, 6, "<module>", 1024, 3, 1024, 1024),
         CallNode(1, 0, path, 4, "load", 40 * MIB, 1200, 30 * MIB, 40 * MIB),
     )
-    return Run(
-        info=info(**info_overrides),
-        files={path: sf},
-        call_tree=nodes,
-        timeline=(TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB)),
+    return new_run(
+        [sf],
+        nodes,
+        (TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB)),
+        **info_overrides,
     )

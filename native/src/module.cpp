@@ -204,6 +204,10 @@ NB_MODULE(_tracer, m) {
             return previous;
         },
         "Stop (or resume) tracking the calling thread's allocations; returns the old state.");
+    m.def("name_thread", [](const std::string& name) { memlens::name_thread(name.c_str()); }, nb::arg("name"),
+          "Name the calling thread (Linux; 15 bytes kept).");
+    m.def("die_by_signal", &memlens::die_by_signal, nb::arg("signum"),
+          "End the process by this signal's default action (from any thread).");
     m.def(
         "numpy_attach",
         [](nb::handle capsule) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "state.hpp"
+#include "tracer.hpp"
 
 namespace memlens::timeline {
 namespace {
@@ -30,6 +31,7 @@ std::condition_variable* g_cv = new std::condition_variable;
 bool g_stop = false;
 
 void sampler_main(double interval_ms) {
+    name_thread("memlens-timeline");
     std::unique_lock<std::mutex> lk(*g_mutex);
     size_t stride = 1, tick = 0;
     for (;;) {

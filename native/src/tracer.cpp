@@ -3,10 +3,12 @@
 
 #include <Python.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "blocks.hpp"
 #include "calltree.hpp"
@@ -32,7 +34,8 @@ double g_duration = 0;
 int64_t g_peak_rss = 0;
 
 // fork: the child is not traced. Hooks stay as pass-through; the parent's data is kept
-// untouched in the child's copy and never reported by it.
+// untouched in the child's copy and never reported by it. The child may start a run of its
+// own (start()): the parent's run is then taken down in the child first (leave_parent_run).
 void atfork_prepare() {
     g_intern_lock.lock();
     g_table_lock.lock();
@@ -51,12 +54,35 @@ void atfork_child() {
     }
 }
 
+// In a child forked while its parent traced, before the child's own run starts: undo what
+// the parent's run left in place, as stop() would have, so that start() begins from scratch
+// (start() then drops the parent's tables with reset()). The C-library interposition stays
+// (it is process-wide and idle while no run is active; start() finds it installed).
+void leave_parent_run() {
+    stack::stop_monitoring();  // while the parent's code records still name the watched codes
+    hooks::uninstall();        // the allocators found by the parent's run are put back
+    g_forked_child = false;
+}
+
 void free_tables() {
     hooks::reset();
     blocks::destroy();
     calltree::destroy();
     codes::reset();
     timeline::reset();
+}
+
+// The timeline's thread never takes the program's signals. A signal sent to the process goes
+// to any thread that does not block it, and Python runs its handlers in the main thread only
+// when that thread looks: a main thread waiting in a C call (a lock, a read) would then never
+// see a SIGTERM that plain Python dies of (a multiprocessing pool worker waiting for a task).
+bool start_timeline(double interval_ms) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the thread created now
+    bool ok = timeline::start(interval_ms);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    return ok;
 }
 
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count(); }
@@ -73,7 +99,7 @@ std::string start(const Options& options) {
         return "memlens is already tracing this process";
     }
     if (g_forked_child) {
-        return "cannot trace in a child forked while its parent was tracing";
+        leave_parent_run();
     }
     if (options.mode == Mode::Sampling && options.sample_interval == 0) {
         return "sampling mode needs a sampling interval above 0";
@@ -113,7 +139,7 @@ std::string start(const Options& options) {
     g_active.store(true);
     hooks::install();
     g_native_installed = g_opts.native && native::install();
-    if (!timeline::start(options.timeline_interval_ms)) {
+    if (!start_timeline(options.timeline_interval_ms)) {
         stop();
         return "out of memory";
     }
@@ -136,6 +162,29 @@ void stop() {
     }
     hooks::uninstall();
     stack::stop_monitoring();
+}
+
+void name_thread(const char* name) {
+#ifdef __linux__
+    char kept[16];
+    std::snprintf(kept, sizeof kept, "%s", name);
+    pthread_setname_np(pthread_self(), kept);
+#else
+    (void)name;
+#endif
+}
+
+void die_by_signal(int signum) {
+    struct sigaction action = {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signum, &action, nullptr);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    raise(signum);  // the default action of an ending signal ends every thread
+    _exit(128 + signum);  // an ignored or stopping one: end as a shell reports it
 }
 
 bool is_active() { return g_active.load(); }

@@ -33,7 +33,8 @@ struct Options {
 struct SnapshotData;  // snapshot.hpp
 
 // Starts tracing. Returns an empty string on success, else why it could not start.
-// Requires the GIL.
+// Requires the GIL. In a child forked while its parent traced, the child's own run starts:
+// none of the parent's figures are in it.
 std::string start(const Options& options);
 // Stops tracing: restores the allocators found at start when ours are still the current
 // ones; otherwise (someone hooked on top of us) leaves ours installed as pass-through.
@@ -42,7 +43,7 @@ void stop();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.
 bool hooks_installed();
-// True in a child process forked while tracing (the child is not traced).
+// True in a child process forked while tracing, until the child starts a run of its own.
 bool is_forked_child();
 // Which hooks the current (or last) run installed: "exact-pymalloc" (pymalloc block map),
 // "exact" (address table only), "sampling" (any allocator) or "sampling-pymalloc" (no MEM/OBJ
@@ -69,6 +70,17 @@ void totals(int64_t* current, int64_t* peak);
 // estimates in sampling mode); `reset` starts a new window at the current total. Requires
 // the GIL (so that GIL events cannot interleave).
 void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
+
+// Ends the process by `signum` with its default action, from any thread, whatever Python's
+// handler for it (which only the main thread may change). For a followed child whose main
+// thread cannot take memlens's handler in time (stuck in a C call): it dies as plain Python
+// would have. Does not return.
+[[noreturn]] void die_by_signal(int signum);
+
+// Names the calling thread (as `top -H` and /proc/self/task/*/comm show it; at most 15
+// bytes kept). memlens's own threads are named "memlens-..." so that they can be told from
+// the program's (memlens.runner: Python 3.12+'s warning at fork counts threads). Linux only.
+void name_thread(const char* name);
 
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();

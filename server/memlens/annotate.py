@@ -7,67 +7,33 @@ test lenses likewise :func:`label_for_test` and :func:`failure_text`. Stdlib onl
 
 from __future__ import annotations
 
-from memlens.model import LineStats, TestFailure, TestStats
+from memlens.model import (
+    NAMED_FIGURES,
+    TEST_FIGURE_WORDS,
+    LineStats,
+    TestFailure,
+    TestStats,
+    calls_figure,
+)
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-#: The figures a label can lead with (user-facing names -> LineStats attribute).
-FIGURE_NAMES: dict[str, str] = {
-    "peak": "peak_bytes",
-    "alloc": "alloc_bytes",
-    "live": "live_bytes",
-    "incl_peak": "incl_peak_bytes",
-    "incl_alloc": "incl_alloc_bytes",
-    "incl_live": "incl_live_bytes",
-}
-
-#: What a figure means, after its size: ``48.2 MiB at peak``. Plain words: a newcomer reads
-#: the label without the docs (no glyphs that could read as "increased").
-_WORDS: dict[str, str] = {
-    "peak": "at peak",
-    "alloc": "allocated",
-    "live": "live at exit",
-    "incl_peak": "at peak incl. calls",
-    "incl_alloc": "allocated incl. calls",
-    "incl_live": "live at exit incl. calls",
-}
-
-#: The compact label's word (``memlens.inlayHints.style: compact``), for long lines.
-_SHORT: dict[str, str] = {
-    "peak": "peak",
-    "alloc": "alloc",
-    "live": "live",
-    "incl_peak": "peak+calls",
-    "incl_alloc": "alloc+calls",
-    "incl_live": "live+calls",
-}
-
-#: The inclusive counterpart of a self figure (a call site shows what its callees hold).
-CALLS_OF: dict[str, str] = {"peak": "incl_peak", "alloc": "incl_alloc", "live": "incl_live"}
-
-_ERR_OF: dict[str, str] = {
-    "peak_bytes": "peak_err",
-    "alloc_bytes": "alloc_err",
-    "live_bytes": "live_err",
-}
-
 
 def figure_value(stats: LineStats, figure: str) -> int:
     """The value of a user-facing figure name (``peak``, ``alloc``, ...) for a line."""
-    return stats.figure(FIGURE_NAMES[figure])
+    return stats.figure(NAMED_FIGURES[figure].line)
 
 
 def relative_error(stats: LineStats, figure: str) -> float | None:
     """One standard error of a sampled figure as a fraction of it, or None when exact."""
-    attr = FIGURE_NAMES[figure]
-    err_attr = _ERR_OF.get(attr)
-    value = stats.figure(attr)
-    if err_attr is None or value <= 0:
+    fig = NAMED_FIGURES[figure]
+    value = stats.figure(fig.line)
+    if not fig.err or value <= 0:
         return None
-    err: float = getattr(stats, err_attr)
+    err: float = getattr(stats, fig.err)
     return err / value if err > 0 else None
 
 
@@ -89,14 +55,14 @@ def line_label(
     their error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
     ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``.
     """
-    shown = CALLS_OF[figure] if calls and figure in CALLS_OF else figure
+    shown = calls_figure(figure) if calls else figure
     value = figure_value(stats, shown)
     rel = relative_error(stats, shown)
     size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
     if compact:
-        label = f"{size} in calls" if calls else f"{size} {_SHORT[shown]}"
+        label = f"{size} in calls" if calls else f"{size} {NAMED_FIGURES[shown].short}"
     else:
-        label = f"{size} {_WORDS[figure]}" + (" in calls" if calls else "")
+        label = f"{size} {NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
     if compare:
         change = _change(value, figure_value(baseline, shown) if baseline is not None else None)
         if compact:
@@ -120,13 +86,6 @@ def _change(value: int, old: int | None) -> tuple[str, str]:
 
 
 # -- tests of a pytest session (pytest --memlens) ------------------------------------------------
-
-#: How each per-test figure is named in labels and messages.
-TEST_FIGURE_WORDS: dict[str, str] = {
-    "peak_bytes": "peak",
-    "alloc_bytes": "allocated",
-    "leaked_bytes": "leaked",
-}
 
 
 def label_for_test(test: TestStats) -> str:

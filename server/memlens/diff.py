@@ -1,10 +1,9 @@
 """Diffs between two runs, per line and per function. Pure, stdlib only.
 
 Files are matched by absolute path. Lines are matched through the source texts recorded in
-each run (:func:`memlens.mapping.line_map`), so a line that moved between the runs is still
-compared with itself (also when it moved past other code: :func:`follow_moves` pairs the
-blocks that the in-order matching leaves behind), and a line whose text changed is
-reported on each side separately (it is not the same code any more). When a run lacks the
+each run (:func:`memlens.mapping.line_map`, the matcher the editor uses too), so a line that
+moved between the runs is still compared with itself (also when it moved past other code),
+and a line whose text changed is reported on each side separately (it is not the same code any more). When a run lacks the
 text of a file, lines are matched by identity if both runs recorded the same SHA-256 (the
 file did not change), else by line number; the latter is a guess, flagged as such
 (:attr:`FileDiff.matched_by` ``"line-number"``).
@@ -15,8 +14,7 @@ when A is 0 and B is not: "new"; 0.0 when both are 0).
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,10 +175,7 @@ def matching(a: SourceFile, b: SourceFile) -> tuple[dict[int, int], str]:
     runs recorded the same SHA-256, else line numbers (a guess, flagged).
     """
     if a.text is not None and b.text is not None:
-        old_lines, new_lines = a.text.splitlines(), b.text.splitlines()
-        mapping = line_map(old_lines, new_lines)
-        mapping.update(follow_moves(old_lines, new_lines, mapping))
-        return mapping, MATCHED_BY_TEXT
+        return line_map(a.text, b.text), MATCHED_BY_TEXT
     numbers = set(a.lines) | set(b.lines)
     for sf in (a, b):
         if sf.text is not None:
@@ -189,59 +184,6 @@ def matching(a: SourceFile, b: SourceFile) -> tuple[dict[int, int], str]:
     if a.sha256 and a.sha256 == b.sha256:
         return identity, MATCHED_BY_SHA256
     return identity, MATCHED_BY_LINE_NUMBER
-
-
-#: Passes over the left-over lines (each pass can follow blocks that crossed each other).
-_MOVE_PASSES = 8
-
-
-def follow_moves(
-    old: Sequence[str], new: Sequence[str], mapping: Mapping[int, int]
-) -> dict[int, int]:
-    """Extra ``{old_line: new_line}`` pairs for blocks that moved past other code.
-
-    :func:`memlens.mapping.line_map` keeps the lines in order, so of two blocks that swapped
-    places only one is followed. This looks again at the lines it left unmapped, on both
-    sides, and pairs blocks of identical, contiguous lines among them. A block is taken only
-    when one of its lines is distinctive: it has a letter or digit and occurs exactly once
-    among the unmapped lines of each side (so blank lines, ``else:`` or a repeated
-    ``pass`` never pair on their own). Edited lines still map to nothing.
-    """
-    extra: dict[int, int] = {}
-    for _ in range(_MOVE_PASSES):
-        used_b = set(mapping.values()) | set(extra.values())
-        rest_a = [i for i in range(1, len(old) + 1) if i not in mapping and i not in extra]
-        rest_b = [j for j in range(1, len(new) + 1) if j not in used_b]
-        if not rest_a or not rest_b:
-            break
-        seq_a = [old[i - 1] for i in rest_a]
-        seq_b = [new[j - 1] for j in rest_b]
-        count_a = Counter(t.strip() for t in seq_a)
-        count_b = Counter(t.strip() for t in seq_b)
-
-        found = False
-        # In-order matches among the left-overs (bounded like every line matching); only runs
-        # contiguous in both sources are one moved block.
-        run: list[tuple[int, int]] = []
-        for i, j in [*sorted(line_map(seq_a, seq_b).items()), (0, 0)]:
-            pair = (rest_a[i - 1], rest_b[j - 1]) if i else None
-            if pair is not None and (
-                not run or (pair[0] == run[-1][0] + 1 and pair[1] == run[-1][1] + 1)
-            ):
-                run.append(pair)
-                continue
-            if run and any(_distinctive(old[a - 1], count_a, count_b) for a, _ in run):
-                extra.update(run)
-                found = True
-            run = [pair] if pair is not None else []
-        if not found:
-            break
-    return extra
-
-
-def _distinctive(text: str, count_a: Counter[str], count_b: Counter[str]) -> bool:
-    t = text.strip()
-    return count_a[t] == 1 and count_b[t] == 1 and any(c.isalnum() for c in t)
 
 
 def match_lines(a_file: SourceFile, b_file: SourceFile) -> dict[int, int]:
@@ -401,7 +343,6 @@ __all__ = [
     "RunDiff",
     "diff_files",
     "diff_runs",
-    "follow_moves",
     "match_lines",
     "matching",
     "ranked_functions",

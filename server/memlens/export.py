@@ -59,6 +59,16 @@ def run_header(info: RunInfo) -> dict[str, Any]:
         "memlens_version": info.memlens_version,
         "source": info.source,
         "seed": info.seed,
+        "processes": [
+            {
+                "pid": p.pid,
+                "parent_pid": p.parent_pid,
+                "command": list(p.command),
+                "complete": p.complete,
+                "peak_traced_bytes": p.peak_traced_bytes,
+            }
+            for p in info.processes
+        ],
     }
 
 

@@ -33,6 +33,7 @@ from memlens.model import (
     CallTree,
     FunctionStats,
     LineStats,
+    ProcessInfo,
     Run,
     RunInfo,
     SourceFile,
@@ -272,6 +273,16 @@ _HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "seed": (int, type(None)),
     "workspace_root": (str,),
     "tests": (dict,),
+    "processes": (list,),
+}
+
+#: The keys of each entry of the header's ``processes`` list, with their JSON types.
+_PROCESS_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int,),
+    "parent_pid": (int,),
+    "command": (list,),
+    "complete": (bool,),
+    "peak_traced_bytes": (int,),
 }
 
 
@@ -411,6 +422,12 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
             info["tests"] = tests_json(info["tests"])
         else:
             del info["tests"]  # headers of runs that are not test sessions stay as they were
+        if info["processes"]:
+            info["processes"] = [
+                {**p.as_dict(), "command": list(p.command)} for p in info["processes"]
+            ]
+        else:
+            del info["processes"]  # a run of one process: the header is as before
         meta = [("format", MAGIC), ("run", json.dumps(info)), ("version", str(FORMAT_VERSION))]
         _insert(con, digest, tables["meta"], meta)
         con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, digest.hexdigest()))
@@ -731,6 +748,8 @@ def _read_info(con: sqlite3.Connection, name: str, version: int = FORMAT_VERSION
     if not all(isinstance(c, str) for c in raw["command"]):
         raise RunFileError(name, "bad run header: command")
     raw["command"] = tuple(raw["command"])
+    if "processes" in raw:
+        raw["processes"] = _processes(name, raw["processes"])
     raw["duration_s"] = float(raw["duration_s"])
     if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
@@ -851,6 +870,25 @@ def _read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                 failures=tuple(read_failures),
             )
         )
+    return tuple(out)
+
+
+def _processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
+    """The header's ``processes``: each entry an object with the keys of
+    :data:`_PROCESS_TYPES`, of their exact types (unknown keys are ignored)."""
+    out: list[ProcessInfo] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not _PROCESS_TYPES.keys() <= entry.keys():
+            raise RunFileError(name, "bad run header: processes")
+        values = {k: entry[k] for k in _PROCESS_TYPES}
+        if not all(_is(values[k], t) for k, t in _PROCESS_TYPES.items()):
+            raise RunFileError(name, "bad run header: processes")
+        if not all(isinstance(c, str) for c in values["command"]):
+            raise RunFileError(name, "bad run header: processes")
+        if not (0 <= values["pid"] < 2**63 and 0 <= values["parent_pid"] < 2**63):
+            raise RunFileError(name, "bad run header: processes (a process id out of range)")
+        values["command"] = tuple(values["command"])
+        out.append(ProcessInfo(**values))
     return tuple(out)
 
 

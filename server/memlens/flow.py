@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memlens.layout import printable
-from memlens.model import Run
+from memlens.model import NAMED_FIGURES, SELF_FIGURES, Run
 from memlens.units import fmt_bytes
 
 Site = tuple[str, int]
 ROOT: Site = ("", 0)
 
-_NODE_FIELD = {"alloc": "alloc_bytes", "peak": "peak_bytes", "live": "live_bytes"}
+_NODE_FIELD = {name: NAMED_FIGURES[name].node for name in SELF_FIGURES}
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,75 @@ RUNS_DIR = "runs"
 POINTERS = ("latest", "baseline")
 
 
+#: The runs of the processes of a run (memlens run follows child processes) live in a folder
+#: named after the run file: ``<run file without .mlrun>.processes/<pid>.mlrun``.
+PROCESSES_SUFFIX = ".processes"
+
+
+def processes_folder(run_path: str) -> str:
+    """The folder holding the per-process runs of the run file ``run_path``."""
+    return run_path.removesuffix(RUN_SUFFIX) + PROCESSES_SUFFIX
+
+
+def clear_processes(folder: str, remove: bool = False) -> str | None:
+    """Empty the processes folder ``folder`` of what memlens puts there (runs, claims,
+    temporaries), and with ``remove`` the folder itself when nothing else is left in it. A
+    folder that is not there is fine; one that is a link or not a directory is left alone.
+    Returns the problem, when the folder cannot be used."""
+    import stat
+
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(mode):
+        return f"{folder} is not a directory"
+    try:
+        for entry in os.scandir(folder):
+            if entry.name.endswith((RUN_SUFFIX, ".lock", ".claim", ".tmp")):
+                os.unlink(entry.path)
+        if remove:
+            os.rmdir(folder)
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    return None
+
+
+def process_run_name(pid: int, n: int = 1) -> str:
+    """The file name of a process's run in a processes folder: ``<pid>.mlrun``, or
+    ``<pid>-<n>.mlrun`` for the n-th process of the run that had the same id."""
+    return f"{pid}{RUN_SUFFIX}" if n == 1 else f"{pid}-{n}{RUN_SUFFIX}"
+
+
+def process_runs(run_path: str, pid: int) -> list[str]:
+    """The runs of process ``pid`` in the processes folder of ``run_path`` (usually one;
+    more when several processes of the run had that id). Like the store, this never follows a
+    link: a folder or a run that is a symbolic link does not count."""
+    import re
+    import stat
+
+    folder = processes_folder(run_path)
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return []
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    pattern = re.compile(rf"{pid}(-[0-9]+)?{re.escape(RUN_SUFFIX)}")
+    found = []
+    for name in sorted(names):
+        path = os.path.join(folder, name)
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            continue
+        if regular and pattern.fullmatch(name):
+            found.append(path)
+    return found
+
+
 #: A pointer file holds one file name: anything bigger is not one of ours.
 MAX_POINTER_BYTES = 4096
 

@@ -1,15 +1,16 @@
-"""Pure line re-mapping between two versions of a source text. Stdlib only.
+"""Pure line re-mapping between two versions of a source text: the one line matcher. Stdlib only.
 
 Used wherever figures recorded against one version of a file must be shown on another: the
-language server (recorded source vs. the edited buffer) and ``memlens diff`` (source of run A
-vs. source of run B). Only lines that the matcher pairs as unchanged are mapped; a line that
-was edited, inserted or deleted maps to nothing, so its figures are hidden rather than shown
-on the wrong line.
+language server (recorded source vs. the edited buffer, and the baseline's source vs. the
+run's) and ``memlens diff`` / ``memlens flow --compare`` (source of run A vs. source of run B),
+all through :func:`line_map`, so an editor and a diff follow the same lines. Only lines that
+the matcher pairs as the same code are mapped; a line that was edited, inserted or deleted
+maps to nothing, so its figures are hidden rather than shown on the wrong line.
 
-The matcher is a patience diff with a bounded cost, because both texts may come from a
-workspace nobody vetted (a run file's recorded source) or be very large (a 20,000-line buffer
-of repeated lines): difflib's longest-match search is quadratic on such input (tens of
-seconds). Here, per range of still unmatched lines:
+The matcher has two stages. The first (:func:`in_order`) is a patience diff with a bounded
+cost, because both texts may come from a workspace nobody vetted (a run file's recorded
+source) or be very large (a 20,000-line buffer of repeated lines): difflib's longest-match
+search is quadratic on such input (tens of seconds). Here, per range of still unmatched lines:
 
 1. the common prefix and suffix are matched (one linear pass: a single edit in a file of
    identical lines costs no more than that);
@@ -21,19 +22,27 @@ seconds). Here, per range of still unmatched lines:
 4. a range without any unique line (repeated lines only) gets a shortest-edit-script search
    (Myers, O((N + M) D)) that stops when the number of edits D gets too costly.
 
-Every step is charged to a work budget (a unit is about one line compared or hashed)
-proportional to the input's size, :data:`WORK_PER_LINE` per line, at least :data:`MIN_WORK`
-and at most :data:`MAX_WORK` (about a second of CPU); ranges left when it runs out, and ranges
-that step 4 gives up on, stay unmatched: their lines show no figures (the file is "stale"
-there) instead of costing unbounded time. Matches are always in order and always pair
-identical lines.
+Its matches are in order on both sides, so of two blocks that swapped places only one is
+followed. The second stage follows blocks that moved past other code: it matches the lines
+left unmapped on both sides the same way, and takes each run of pairs that is contiguous on
+both sides and has a distinctive line (a letter or digit, and exactly once among the unmapped
+lines of each side: blank lines, ``else:`` or a repeated ``pass`` never pair on their own),
+for up to :data:`MOVE_PASSES` passes (blocks that crossed each other).
+
+Every step of both stages is charged to one work budget (a unit is about one line compared or
+hashed) proportional to the input's size, :data:`WORK_PER_LINE` per line, at least
+:data:`MIN_WORK` and at most :data:`MAX_WORK` (about a second of CPU); ranges left when it
+runs out, and ranges that step 4 gives up on, stay unmatched: their lines show no figures (the
+file is "stale" there) instead of costing unbounded time. Matches always pair identical lines,
+and no line is matched twice.
 """
 
 from __future__ import annotations
 
 import difflib
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 #: Ranges with at most this many line pairs (len(a) * len(b)) go to difflib.
 SMALL_RANGE = 2_500
@@ -45,27 +54,98 @@ MIN_WORK = 200_000
 MAX_WORK = 4_000_000
 #: Step 4 gives up on ranges that need more edits than this.
 MAX_EDITS = 1_000
+#: Passes over the left-over lines looking for moved blocks (each pass can follow blocks that
+#: crossed each other).
+MOVE_PASSES = 8
 
 
 def line_map(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, int]:
-    """Map 1-based line numbers of ``old`` to 1-based line numbers of ``new``.
+    """Map 1-based line numbers of ``old`` to 1-based line numbers of ``new``: the one line
+    matcher (in-order matching, then blocks that moved past other code).
 
-    Lines that are the same text in the same matched block map to their new number; lines that
-    changed are absent from the result. Identical texts give the identity map. The cost is
-    bounded by about ``WORK_PER_LINE * (len(old) + len(new))`` line visits.
+    Lines that are the same code map to their new number; lines that changed are absent from
+    the result. Identical texts give the identity map. The cost is bounded by about
+    ``WORK_PER_LINE * (len(old) + len(new))`` line visits.
     """
-    a = old.splitlines() if isinstance(old, str) else list(old)
-    b = new.splitlines() if isinstance(new, str) else list(new)
+    a, b = _lines(old), _lines(new)
+    if a == b:
+        return {i: i for i in range(1, len(a) + 1)}
+    matcher = _Matcher(a, b)
+    found = matcher.run()
+    found.update(_moved_blocks(a, b, found, matcher.budget))
+    return found
+
+
+def in_order(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, int]:
+    """The first stage of :func:`line_map` alone: matches in order on both sides (a block that
+    moved past other code is not followed)."""
+    a, b = _lines(old), _lines(new)
     if a == b:
         return {i: i for i in range(1, len(a) + 1)}
     return _Matcher(a, b).run()
 
 
+def _lines(text: str | Sequence[str]) -> list[str]:
+    return text.splitlines() if isinstance(text, str) else list(text)
+
+
+def _moved_blocks(
+    old: list[str], new: list[str], mapping: Mapping[int, int], budget: int
+) -> dict[int, int]:
+    """Extra ``{old_line: new_line}`` pairs for blocks that moved past other code: contiguous
+    runs of identical lines among the lines ``mapping`` left out on both sides, each with a
+    distinctive line. ``budget``: the work left of the first stage."""
+    extra: dict[int, int] = {}
+    for _ in range(MOVE_PASSES):
+        budget -= 4 * (len(old) + len(new))  # this pass's scans of both texts
+        if budget < 0:
+            break
+        used_b = set(mapping.values()) | set(extra.values())
+        rest_a = [i for i in range(1, len(old) + 1) if i not in mapping and i not in extra]
+        rest_b = [j for j in range(1, len(new) + 1) if j not in used_b]
+        if not rest_a or not rest_b:
+            break
+        seq_a = [old[i - 1] for i in rest_a]
+        seq_b = [new[j - 1] for j in rest_b]
+        count_a = Counter(t.strip() for t in seq_a)
+        count_b = Counter(t.strip() for t in seq_b)
+        if seq_a == seq_b:
+            pairs = {i: i for i in range(1, len(seq_a) + 1)}
+        else:
+            matcher = _Matcher(seq_a, seq_b, budget)
+            pairs = matcher.run()
+            budget = matcher.budget
+        found = False
+        # Only runs contiguous in both sources are one moved block.
+        run: list[tuple[int, int]] = []
+        for i, j in [*sorted(pairs.items()), (0, 0)]:
+            pair = (rest_a[i - 1], rest_b[j - 1]) if i else None
+            if pair is not None and (
+                not run or (pair[0] == run[-1][0] + 1 and pair[1] == run[-1][1] + 1)
+            ):
+                run.append(pair)
+                continue
+            if run and any(_distinctive(old[a - 1], count_a, count_b) for a, _ in run):
+                extra.update(run)
+                found = True
+            run = [pair] if pair is not None else []
+        if not found:
+            break
+    return extra
+
+
+def _distinctive(text: str, count_a: Counter[str], count_b: Counter[str]) -> bool:
+    t = text.strip()
+    return count_a[t] == 1 and count_b[t] == 1 and any(c.isalnum() for c in t)
+
+
 class _Matcher:
-    def __init__(self, a: list[str], b: list[str]) -> None:
+    def __init__(self, a: list[str], b: list[str], budget: int | None = None) -> None:
         self.a = a
         self.b = b
-        self.budget = min(MAX_WORK, max(MIN_WORK, WORK_PER_LINE * (len(a) + len(b))))
+        if budget is None:
+            budget = min(MAX_WORK, max(MIN_WORK, WORK_PER_LINE * (len(a) + len(b))))
+        self.budget = budget
         self.pairs: list[tuple[int, int]] = []
 
     def run(self) -> dict[int, int]:

@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from memlens import fileformat, query
 from memlens._version import __version__
 from memlens.errors import MemlensError, os_error_reason
-from memlens.model import ERRORS, FIGURES, Run
+from memlens.model import ERRORS, FIGURES, NAMED_FIGURES, SELF_FIGURES, Run
 from memlens.store import Store
 
 logger = logging.getLogger("memlens.mcp")
@@ -116,7 +116,7 @@ _RUN_ARG = _optional_string(
 )
 _BY_ARG = {
     "type": "string",
-    "enum": list(query.BY_CHOICES),
+    "enum": list(SELF_FIGURES),
     "default": "peak",
     "description": "The figure that ranks: peak (held at the run's peak), alloc (allocated "
     "over the run) or live (still held at exit).",
@@ -339,7 +339,7 @@ def _list_runs(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
 def _top_lines(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     path, run = ws.run(args["run"])
     lines = query.top_lines(run, args["by"], _limit(args["limit"]), args["include_library"])
-    return {"run": query.run_ref(path), "by": f"{args['by']}_bytes", "lines": lines}
+    return {"run": query.run_ref(path), "by": NAMED_FIGURES[args["by"]].line, "lines": lines}
 
 
 def _line_figures(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
@@ -359,7 +359,11 @@ def _function_figures(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     functions = query.function_figures(
         run, args["by"], _limit(args["limit"]), args["include_library"]
     )
-    return {"run": query.run_ref(path), "by": f"incl_{args['by']}_bytes", "functions": functions}
+    return {
+        "run": query.run_ref(path),
+        "by": NAMED_FIGURES[args["by"]].incl,
+        "functions": functions,
+    }
 
 
 def _diff_runs(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:

@@ -92,6 +92,86 @@ def replace(value: _V, **changes: Any) -> _V:
     return type(value)(**{**value.as_dict(), **changes})
 
 
+class Figure(_Value):
+    """A figure users name (``--by``, ``memlens.inlayHints.figure``, the MCP tools' ``by``)
+    and where each part of memlens finds it.
+
+    ``line`` is its :class:`LineStats` attribute; ``incl`` the LineStats attribute of its
+    inclusive counterpart (what a call site holds through its callees; ``line`` itself for an
+    inclusive figure); ``err`` the LineStats attribute of its standard error ("" when it has
+    none: inclusive figures); ``node`` the :class:`FunctionStats` and :class:`CallNode`
+    attribute (inclusive on functions, self on call-tree nodes, whose subtree sums are the
+    inclusive figure); ``title`` names it in tables and hovers, ``words`` follow its size in a
+    label (``48.2 MiB at peak``), ``short`` in a compact label (``48.2 MiB peak``).
+    """
+
+    __slots__ = ("err", "incl", "line", "name", "node", "short", "title", "words")
+    name: str
+    line: str
+    incl: str
+    err: str
+    node: str
+    title: str
+    words: str
+    short: str
+
+    def __init__(
+        self,
+        name: str,
+        line: str,
+        incl: str,
+        err: str,
+        node: str,
+        title: str,
+        words: str,
+        short: str,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "line", line)
+        _set(self, "incl", incl)
+        _set(self, "err", err)
+        _set(self, "node", node)
+        _set(self, "title", title)
+        _set(self, "words", words)
+        _set(self, "short", short)
+
+    @property
+    def inclusive(self) -> bool:
+        return self.line == self.incl
+
+
+#: The one table of named figures (user-facing name -> :class:`Figure`), self figures first.
+#: Labels use plain words: a newcomer reads them without the docs (no glyphs that could read
+#: as "increased").
+NAMED_FIGURES: dict[str, Figure] = {
+    f.name: f
+    for f in (
+        Figure("peak", "peak_bytes", "incl_peak_bytes", "peak_err", "peak_bytes",
+               "peak", "at peak", "peak"),
+        Figure("alloc", "alloc_bytes", "incl_alloc_bytes", "alloc_err", "alloc_bytes",
+               "allocated", "allocated", "alloc"),
+        Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
+               "live at exit", "live at exit", "live"),
+        Figure("incl_peak", "incl_peak_bytes", "incl_peak_bytes", "", "peak_bytes",
+               "peak incl. calls", "at peak incl. calls", "peak+calls"),
+        Figure("incl_alloc", "incl_alloc_bytes", "incl_alloc_bytes", "", "alloc_bytes",
+               "allocated incl. calls", "allocated incl. calls", "alloc+calls"),
+        Figure("incl_live", "incl_live_bytes", "incl_live_bytes", "", "live_bytes",
+               "live at exit incl. calls", "live at exit incl. calls", "live+calls"),
+    )
+}  # fmt: skip
+
+#: The self figures (the CLI's and the MCP tools' ``--by``/``by`` choices), in table order.
+SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not f.inclusive)
+
+
+def calls_figure(name: str) -> str:
+    """The figure a call site shows for figure ``name``, what it holds through its callees:
+    the inclusive counterpart (an inclusive figure is its own)."""
+    incl = NAMED_FIGURES[name].incl
+    return next(n for n, f in NAMED_FIGURES.items() if f.line == incl)
+
+
 class LineStats(_Value):
     """Figures recorded for one source line (self and inclusive of callees), with the native
     part of the self figures."""
@@ -525,6 +605,26 @@ class TimelinePoint(_Value):
 
 #: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
 TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+#: How each per-test figure is named in labels and messages.
+TEST_FIGURE_WORDS: dict[str, str] = {
+    "peak_bytes": "peak",
+    "alloc_bytes": "allocated",
+    "leaked_bytes": "leaked",
+}
+#: The figures a ``memlens`` marker limits: its keyword -> test figure.
+TEST_MARKER_LIMITS: dict[str, str] = {"peak": "peak_bytes", "leaks": "leaked_bytes"}
+#: Which line figure names the lines responsible for a test figure: what is still live for a
+#: leak; what was allocated during the test for a peak.
+TEST_LINE_FIGURE: dict[str, str] = {
+    "leaked_bytes": "live_bytes",
+    "peak_bytes": "alloc_bytes",
+    "alloc_bytes": "alloc_bytes",
+}
+#: The title of those lines in a failure message, by line figure.
+TEST_LINES_TITLE: dict[str, str] = {
+    "live_bytes": "lines still holding memory the test allocated",
+    "alloc_bytes": "lines that allocated most during the test",
+}
 
 
 class TestFailure(_Value):
@@ -616,6 +716,37 @@ class TestStats(_Value):
         _set(self, "failures", failures)
 
 
+class ProcessInfo(_Value):
+    """One process whose figures a run holds (``memlens run`` follows child processes).
+
+    ``parent_pid`` is the process that started it (for the run's own process: its parent,
+    which was not traced); ``complete`` is False when the process left no final run (killed,
+    crashed, or still running when the program ended: what its last checkpoint held, if
+    anything, is counted); ``peak_traced_bytes`` is the process's own peak.
+    """
+
+    __slots__ = ("command", "complete", "parent_pid", "peak_traced_bytes", "pid")
+    pid: int
+    parent_pid: int
+    command: tuple[str, ...]
+    complete: bool
+    peak_traced_bytes: int
+
+    def __init__(
+        self,
+        pid: int,
+        parent_pid: int,
+        command: tuple[str, ...],
+        complete: bool,
+        peak_traced_bytes: int,
+    ) -> None:
+        _set(self, "pid", pid)
+        _set(self, "parent_pid", parent_pid)
+        _set(self, "command", command)
+        _set(self, "complete", complete)
+        _set(self, "peak_traced_bytes", peak_traced_bytes)
+
+
 class RunInfo(_Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -625,6 +756,9 @@ class RunInfo(_Value):
     ``workspace_root`` is the folder whose store the run was written to (absolute; "" when
     unknown), so that its files can be found in a copy. ``tests`` holds the per-test figures
     of a pytest session (``pytest --memlens``), in the order tests ran.
+    unknown), so that its files can be found in a copy.
+    ``processes`` lists the processes whose figures the run holds when memlens followed
+    child processes (the run's own process first), and is empty for a run of one process.
     """
 
     __slots__ = (
@@ -641,6 +775,7 @@ class RunInfo(_Value):
         "peak_traced_bytes",
         "pid",
         "platform",
+        "processes",
         "python",
         "sample_interval_bytes",
         "seed",
@@ -669,6 +804,7 @@ class RunInfo(_Value):
     seed: int | None
     workspace_root: str
     tests: tuple[TestStats, ...]
+    processes: tuple[ProcessInfo, ...]
 
     def __init__(
         self,
@@ -692,6 +828,7 @@ class RunInfo(_Value):
         seed: int | None = None,
         workspace_root: str = "",
         tests: tuple[TestStats, ...] = (),
+        processes: tuple[ProcessInfo, ...] = (),
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -713,6 +850,7 @@ class RunInfo(_Value):
         _set(self, "seed", seed)
         _set(self, "workspace_root", workspace_root)
         _set(self, "tests", tests)
+        _set(self, "processes", processes)
 
 
 class Run(_Value):

@@ -32,6 +32,7 @@ import os
 import pytest
 
 from memlens import _tracer
+from memlens.model import TEST_LINE_FIGURE, TEST_LINES_TITLE, TEST_MARKER_LIMITS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
     from memlens.model import Run, TestFailure, TestStats
 
-#: The figures a ``memlens`` marker limits: keyword -> test figure.
-MARKER_LIMITS = {"peak": "peak_bytes", "leaks": "leaked_bytes"}
 #: Figures compared with the baseline run (allocation volume is churn, not memory held).
 COMPARED = ("peak_bytes", "leaked_bytes")
 #: Lines named in a failure message, per figure.
@@ -539,7 +538,7 @@ def _marker_limits(nodeid: str, marker: pytest.Mark) -> dict[str, int]:
         raise bad('limits are keywords: peak="5 MiB", leaks="1 MiB"')
     limits = {}
     for key, value in marker.kwargs.items():
-        figure = MARKER_LIMITS.get(key)
+        figure = TEST_MARKER_LIMITS.get(key)
         if figure is None:
             raise bad(f"unknown limit {key!r} (use peak= and leaks=)")
         if value is None:
@@ -611,19 +610,6 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
     )
 
 
-#: Which line figure names the lines responsible for a test figure: what is still live for a
-#: leak; what was allocated during the test for a peak.
-_LINE_FIGURE = {
-    "leaked_bytes": "live_bytes",
-    "peak_bytes": "alloc_bytes",
-    "alloc_bytes": "alloc_bytes",
-}
-_LINES_TITLE = {
-    "live_bytes": "lines still holding memory the test allocated",
-    "alloc_bytes": "lines that allocated most during the test",
-}
-
-
 def _failure_message(window: _Window) -> str:
     """Why the test failed: each figure against its limit, then the lines responsible."""
     from memlens.annotate import failure_text
@@ -631,10 +617,10 @@ def _failure_message(window: _Window) -> str:
     out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
     wanted = []
     for f in window.failures:
-        if _LINE_FIGURE[f.figure] not in wanted:
-            wanted.append(_LINE_FIGURE[f.figure])
+        if TEST_LINE_FIGURE[f.figure] not in wanted:
+            wanted.append(TEST_LINE_FIGURE[f.figure])
     for figure, rows in _responsible_lines(window.snapshot, wanted).items():
-        out.append(f"{_LINES_TITLE[figure]}:")
+        out.append(f"{TEST_LINES_TITLE[figure]}:")
         out.extend(rows or ["  (none of them in code memlens charges: see the run)"])
     return "\n".join(out)
 

@@ -15,17 +15,13 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from memlens.annotate import FIGURE_NAMES
 from memlens.calltree import CallTreeIndex
 from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
 from memlens.export import run_header
-from memlens.model import FunctionStats, Run, SourceFile
+from memlens.model import NAMED_FIGURES, FunctionStats, Run, SourceFile
 from memlens.report import top_lines as ranked_lines
 from memlens.store import Store
-
-#: ``by`` choices -> the figure that ranks lines (self) and functions (inclusive).
-BY_CHOICES: tuple[str, ...] = ("peak", "alloc", "live")
 
 _STDLIB_SEGMENT = re.compile(r"python3\.\d+t?")
 
@@ -175,7 +171,7 @@ def function_figures(
     for path, sf in run.files.items():
         if not include_library and is_library_path(path):
             continue
-        rows.extend((getattr(fn, FIGURE_NAMES[by]), path, fn) for fn in sf.functions)
+        rows.extend((getattr(fn, NAMED_FIGURES[by].node), path, fn) for fn in sf.functions)
     rows.sort(key=lambda r: (-r[0], r[1], r[2].first_line, r[2].qualname))
     out: list[dict[str, Any]] = []
     for _, path, fn in rows[:limit]:

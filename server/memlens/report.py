@@ -12,13 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from memlens.annotate import FIGURE_NAMES, line_label
+from memlens.annotate import line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
-from memlens.model import LineStats, Run, RunInfo
+from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo
 from memlens.units import fmt_bytes, fmt_count
-
-BY_CHOICES = ("peak", "alloc", "live")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +48,7 @@ def top_lines(
 ) -> list[TopRow]:
     """The ``n`` lines (None: all) with the largest ``by`` figure (self), largest first; lines
     with 0 are left out, and so are files for which ``keep`` says False."""
-    attr = FIGURE_NAMES[by]
+    attr = NAMED_FIGURES[by].line
     peak = run.info.peak_traced_bytes or 1
     rows: list[tuple[int, str, int, LineStats]] = []
     for file, sf in run.files.items():
@@ -138,7 +136,7 @@ def listing(
 
 
 def _shown(st: LineStats, by: str) -> bool:
-    return st.figure(FIGURE_NAMES[by]) > 0 or st.alloc_bytes > 0
+    return st.figure(NAMED_FIGURES[by].line) > 0 or st.alloc_bytes > 0
 
 
 NOT_RECORDED = "not recorded"
@@ -168,14 +166,25 @@ def summary_line(run: Run) -> str:
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     return (
         f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
-        f"{duration_text(info)} · {printable(mode)}{state}"
+        f"{duration_text(info)} · {printable(mode)}{processes_text(info)}{state}"
     )
+
+
+def processes_text(info: RunInfo) -> str:
+    """`` · 6 processes (1 incomplete)`` for a run that followed child processes; a child's
+    own run says whose child it is (`` · process 4243, child of 4242``); "" otherwise."""
+    processes = info.processes
+    if len(processes) == 1:
+        p = processes[0]
+        return f" · process {p.pid}, child of {p.parent_pid}" if p.pid == info.pid else ""
+    if not processes:
+        return ""
+    incomplete = sum(not p.complete for p in processes)
+    return f" · {len(processes)} processes" + (f" ({incomplete} incomplete)" if incomplete else "")
 
 
 # -- rendering ---------------------------------------------------------------------------
 
-#: Column titles of the ranking figure.
-_TITLES = {"peak": "peak", "alloc": "allocated", "live": "live at exit"}
 #: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks.
 _COLUMNS = ("#", "line", "{by}", "allocs", "share of peak", "live", "code")
 _RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live"))
@@ -188,7 +197,7 @@ def _columns(by: str) -> tuple[str, ...]:
 
 
 def _headers(by: str) -> list[str]:
-    titles = {"{by}": _TITLES[by], "live": _TITLES["live"]}
+    titles = {"{by}": NAMED_FIGURES[by].title, "live": NAMED_FIGURES["live"].title}
     return [titles.get(c, c) for c in _columns(by)]
 
 

@@ -133,11 +133,14 @@ def run(
     target: Target,
     on_exit: Callable[[Ending], None],
     on_start: Callable[[], None] | None = None,
+    on_end: Callable[[], None] | None = None,
 ) -> int:
     """Run ``target``; return its exit code (or die by the signal that killed it).
 
     ``on_start`` is called right before the program's own code starts (after its source is
     read and compiled), so a caller can exclude its set-up work from what it measures.
+    ``on_end`` is called when the program has ended by itself and its threads are joined,
+    right before ``on_exit`` (signals are not held yet: Ctrl-C still interrupts it).
     """
     start_program = on_start or (lambda: None)
     finished = False
@@ -153,11 +156,11 @@ def run(
             return
         finished = True
         ending = Ending(code, complete, started)
-        held = _hold_signals(ending)
+        held = hold_signals(ending)
         try:
             on_exit(ending)
         finally:
-            programs = _restore_signals(held)
+            programs = restore_signals(held)
         signum = ending.signal_to_end_by()
         if signum is None:
             return
@@ -169,17 +172,18 @@ def run(
             _print_exception(KeyboardInterrupt())
             interrupted[0] = True
         else:
-            _die_by(signum)
+            die_by(signum)
 
     def on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
         # Without memlens, SIGTERM or SIGHUP kills the program on the spot. Keep that: record
         # the run, then die by the same signal (no unwinding, the same exit status).
         finish(None, False)
-        _die_by(signum)
+        die_by(signum)
 
     ours = [s for s in _ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
     for signum in ours:
         signal.signal(signum, on_ending_signal)
+    guard_forks()
 
     if target.script is not None:
         script = target.script
@@ -226,11 +230,100 @@ def run(
     # Like the interpreter: wait for the program's non-daemon threads before it ends (what
     # they allocate belongs to the run); its atexit handlers run after this, as usual.
     _join_threads()
+    if on_end is not None and started:
+        import contextlib
+
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop waiting, write the run
+            on_end()
     finish(None if interrupted[0] else code, complete, started)
     for signum in ours:  # the program has ended: its signals are the process's again
         if signal.getsignal(signum) is on_ending_signal:
             signal.signal(signum, signal.SIG_DFL)
     return 128 + int(signal.SIGINT) if interrupted[0] else code
+
+
+_forks_guarded = False
+
+
+def guard_forks() -> None:
+    """Keep SIGTERM and SIGHUP blocked across os.fork in the forking thread.
+
+    A child forked while memlens's Python-level handlers are installed inherits them, and
+    Python drops the signals that reach a child before its own start-up after fork has run
+    (it clears pending signals there): a SIGTERM sent that early (a multiprocessing pool
+    ending a worker that has not started yet) would be lost, and the child, which plain
+    Python would have ended, would live on. Blocked, the signal waits in the child until its
+    start-up is done (memlens.follow has then installed its handlers), then it is delivered.
+    """
+    global _forks_guarded
+    if _forks_guarded or not hasattr(os, "register_at_fork"):
+        return
+    _forks_guarded = True
+    import _thread
+
+    held: dict[int, Any] = {}  # the forking thread's mask before, by thread
+
+    def block() -> None:
+        held[_thread.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        if sys.version_info >= (3, 12):
+            _fork_warning_as_without_memlens()
+
+    def restore() -> None:
+        mask = held.pop(_thread.get_ident(), None)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    os.register_at_fork(before=block, after_in_parent=restore, after_in_child=restore)
+
+
+#: Python 3.12+ warns at os.fork when the process has more than one thread.
+_FORK_WARNING = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+
+
+def _fork_warning_as_without_memlens() -> None:
+    """Before a fork (3.12+): Python's warning that the process is multi-threaded is given
+    as without memlens. Its own threads (named ``memlens-...``) do not count: while the
+    program's threads are fewer than two, a filter ignores the warning; otherwise it goes.
+    Linux (elsewhere Python does not count threads the same way: nothing changes)."""
+    from memlens import _tracer
+
+    paused = _tracer.set_thread_paused(True)  # memlens's work, in the program's thread
+    try:
+        program = _program_threads()
+        if program is None:
+            return
+        import warnings
+
+        ours = [f for f in warnings.filters if getattr(f[1], "pattern", None) == _FORK_WARNING]
+        if program < 2 and not ours:
+            warnings.filterwarnings("ignore", _FORK_WARNING, DeprecationWarning)
+        elif program >= 2 and ours:
+            for f in ours:
+                warnings.filters.remove(f)  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+    finally:
+        _tracer.set_thread_paused(paused)
+
+
+def _program_threads() -> int | None:
+    """The process's threads less memlens's own (None when they cannot be listed)."""
+    task = "/proc/self/task"
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return None
+    count = 0
+    for tid in tids:
+        try:
+            fd = os.open(f"{task}/{tid}/comm", os.O_RDONLY)
+        except OSError:
+            continue  # ended meanwhile
+        try:
+            name = os.read(fd, 64)
+        finally:
+            os.close(fd)
+        count += not name.startswith(b"memlens-")
+    return count
 
 
 def _join_threads() -> None:
@@ -252,12 +345,12 @@ def _join_threads() -> None:
         shutdown()  # what the interpreter calls at exit; calling it again later is a no-op
 
 
-#: What the runner's own handlers look like to _hold_signals (not the program's).
+#: What the runner's own handlers look like to hold_signals (not the program's).
 _DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
 
 
-def _hold_signals(ending: Ending) -> dict[int, Any]:
-    """Hold SIGINT, SIGTERM and SIGHUP (those not ignored) until :func:`_restore_signals`.
+def hold_signals(ending: Ending) -> dict[int, Any]:
+    """Hold SIGINT, SIGTERM and SIGHUP (those not ignored) until :func:`restore_signals`.
 
     Python-level handlers, not a signal mask: a mask is per thread, and the program's other
     threads would still take the signal (and Python would still raise KeyboardInterrupt in
@@ -273,7 +366,7 @@ def _hold_signals(ending: Ending) -> dict[int, Any]:
     return previous
 
 
-def _restore_signals(previous: dict[int, Any]) -> set[int]:
+def restore_signals(previous: dict[int, Any]) -> set[int]:
     """Put the handlers back; returns the signals whose handler is the program's own."""
     programs = set()
     for signum, handler in previous.items():
@@ -285,15 +378,16 @@ def _restore_signals(previous: dict[int, Any]) -> set[int]:
 
 def _after_atexit(interrupted: list[bool]) -> None:
     if interrupted[0]:
-        _die_by(signal.SIGINT)
+        die_by(signal.SIGINT)
 
 
 def _exit_forked_child(code: int, interrupted: bool) -> None:
     """End a child process the program forked (os.fork) and that left the program normally.
 
-    It was never traced and writes no run. It ends as Python would -- threads joined, atexit
-    handlers, streams flushed -- but skips the C-level exit handlers: the tracer's state copied
-    from the traced parent must not be torn down in the child.
+    It ends as Python would -- threads joined, atexit handlers, streams flushed -- but skips
+    the C-level exit handlers: the tracer's state copied from the traced parent must not be
+    torn down in the child. A followed child (memlens.follow) writes its own run on the way
+    out (an atexit handler, or in os._exit); otherwise it was never traced and writes none.
     """
     _join_threads()
     atexit._run_exitfuncs()  # the program's handlers, then _after_atexit
@@ -384,7 +478,7 @@ def flush_streams() -> None:
             continue
 
 
-def _die_by(signum: int) -> None:
+def die_by(signum: int) -> None:
     flush_streams()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

@@ -32,9 +32,11 @@ from memlens.layout import (
     RUN_SUFFIX,
     RUNS_DIR,
     STORE_DIR,
+    clear_processes,
     display_path,
     in_store,
     new_run_path,
+    processes_folder,
     read_pointer,
     write_pointer,
 )
@@ -231,6 +233,7 @@ class Store:
         doomed = [p for p in files[: max(0, len(files) - keep)] if p.resolve() not in protected]
         for p in doomed:
             p.unlink(missing_ok=True)
+            clear_processes(processes_folder(str(p)), remove=True)  # its processes' runs
         self._remove_stale_temporaries()
         latest = self.pointer("latest")
         if latest is None:

@@ -137,9 +137,14 @@ def start(
         interval = int(sample_interval or DEFAULT_SAMPLE_INTERVAL)
         if interval <= 0:
             raise MemlensError("the sampling interval must be a positive number of bytes")
-        seed = _sampling_seed(seed)
+        seed = sampling_seed(seed)
     else:
         seed = None  # exact mode draws nothing
+    if _session is not None and _session.pid != os.getpid():
+        # A child forked while its parent traced starts a run of its own: its copy of the
+        # parent's session is dropped (the native tracer drops the parent's figures).
+        _session = None
+        _unwatch_numpy()
     if _session is not None:
         raise MemlensError("memlens is already tracing this process")
     session = _Session(
@@ -168,7 +173,7 @@ def start(
 MAX_SEED = 2**64 - 1
 
 
-def _sampling_seed(seed: int | None) -> int:
+def sampling_seed(seed: int | None) -> int:
     """The seed a sampling run uses: ``seed``, or one drawn now (recorded in the run, so the
     run can be repeated)."""
     if seed is None:
@@ -185,7 +190,8 @@ def stop(
 ) -> Run:
     """Stop recording and return the run. Raises MemlensError when not tracing.
 
-    In a child process forked while tracing, the child was never traced: this raises too.
+    In a child process forked while tracing, the child was never traced (unless it started a
+    run of its own): this raises too.
     """
     global _session
     session = _session
@@ -202,7 +208,21 @@ def stop(
     return _build_run(snap, session, command, exit_code, complete)
 
 
+def abandon() -> None:
+    """Stop recording and drop what was recorded, without making a run (no-op when not
+    tracing)."""
+    global _session
+    if _session is None:
+        return
+    _session = None
+    _stop_checkpoints()
+    _tracer.stop()
+    _unwatch_numpy()
+    _tracer.reset()
+
+
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
+#: (stop lock, done lock, writing lock, pid) of the running checkpoint thread, or None.
 _checkpointer: Any = None
 #: The wait after a checkpoint is at least this many times the CPU time writing it took.
 _CHECKPOINT_COST_FACTOR = 50
@@ -221,6 +241,9 @@ def _start_checkpoints(
     global _checkpointer
     stop_lock = _thread.allocate_lock()
     stop_lock.acquire()  # released by _stop_checkpoints()
+    # Held while a checkpoint is written: a fork waits for it, so that no child starts with
+    # SQLite's (or the allocator's) locks held by a thread that does not exist in the child.
+    writing = _thread.allocate_lock()
     done_lock = _thread.allocate_lock()
     done_lock.acquire()  # released by the thread when it ends
     ready_lock = _thread.allocate_lock()
@@ -228,6 +251,8 @@ def _start_checkpoints(
 
     def loop() -> None:
         _tracer.set_thread_paused(True)
+        _tracer.name_thread("memlens-checkpt")
+        block_signals()
         wait = interval
         ready_lock.release()
         try:
@@ -235,7 +260,9 @@ def _start_checkpoints(
                 if not _tracer.is_active():
                     return
                 began = time.thread_time()
-                if write_checkpoint(session, path, command) and on_checkpoint is not None:
+                with writing:
+                    written = write_checkpoint(session, path, command)
+                if written and on_checkpoint is not None:
                     on_checkpoint()
                 # A big run takes a while to build and write, mostly holding the GIL: space
                 # checkpoints so that they cost at most ~2% of the program's time.
@@ -244,11 +271,25 @@ def _start_checkpoints(
         finally:
             done_lock.release()
 
-    _checkpointer = (stop_lock, done_lock)
+    _checkpointer = (stop_lock, done_lock, writing, os.getpid())
     _thread.start_new_thread(loop, ())
     # The thread's start-up allocations count against sampling's shared countdown: done while
     # this thread waits, they always fall at the same point, so a seeded run repeats exactly.
     ready_lock.acquire()
+
+
+def block_signals() -> None:
+    """The calling thread (one of memlens's own) never takes the program's signals: a signal
+    sent to the process goes to a thread that does not block it, and Python runs handlers in
+    the main thread only when that thread looks, which one waiting in a C call (a lock, a
+    read) would not do: a SIGTERM that plain Python dies of would go unnoticed."""
+    if TYPE_CHECKING:
+        import signal
+    else:
+        import _signal as signal  # the C core: `import signal` loads enum & co.
+
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
@@ -269,10 +310,46 @@ def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None
 def _stop_checkpoints() -> None:
     global _checkpointer
     if _checkpointer is not None:
-        stop_lock, done_lock = _checkpointer
+        stop_lock, done_lock, _writing, _pid = _checkpointer
         _checkpointer = None
         stop_lock.release()
         done_lock.acquire()  # the thread has finished any checkpoint it was writing
+
+
+#: The writing lock held across a fork (os.register_at_fork handlers, in the forking thread).
+_held_for_fork: Any = None
+
+
+def _before_fork() -> None:
+    global _held_for_fork
+    if _checkpointer is not None:
+        _held_for_fork = _checkpointer[2]
+        _held_for_fork.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    global _held_for_fork
+    if _held_for_fork is not None:
+        _held_for_fork.release()
+        _held_for_fork = None
+
+
+def _after_fork_in_child() -> None:
+    # The checkpoint thread does not exist in the child: forget it (its locks are copies).
+    global _checkpointer, _held_for_fork
+    if _checkpointer is not None and _checkpointer[3] != os.getpid():
+        _checkpointer = None
+    _held_for_fork = None
+
+
+if hasattr(os, "register_at_fork"):
+    # At import: these run before any other memlens handler in the child (memlens.follow's
+    # starts the child's own run, checkpoints included).
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 
 
 # numpy allocates array data through its own handler, not PEP 445: the native module can
@@ -472,6 +549,7 @@ def _build_run(
         SourceFile,
         TimelinePoint,
     )
+    from memlens.source import read_source
 
     flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
     codes = snap.codes
@@ -521,7 +599,7 @@ def _build_run(
     run_files: dict[str, SourceFile] = {}
     for fid in range(len(paths)):  # (every charged file has nodes: it was on a stack)
         path = paths[fid]
-        sha, text = _read_source(path)
+        sha, text = read_source(path) or ("", None)
         run_files[path] = SourceFile(
             path=path,
             sha256=sha,
@@ -563,28 +641,3 @@ def _build_run(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
     return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
-
-
-def _read_source(path: str) -> tuple[str, str | None]:
-    import hashlib
-
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return "", None
-    sha = hashlib.sha256(data).hexdigest()
-    head = data[:200].split(b"\n", 2)[:2]
-    if not any(b"coding" in line for line in head):  # PEP 3120: UTF-8 unless declared
-        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
-    import tokenize  # costly to import (regexes): only for files that declare an encoding
-
-    try:
-        with tokenize.open(path) as fh:
-            return sha, fh.read()
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return sha, _universal_newlines(data.decode("utf-8", errors="replace"))
-
-
-def _universal_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -34,11 +34,17 @@ def start(tcp: int | None = None, host: str = "127.0.0.1") -> int:
     return code
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``memlens lsp`` (:mod:`memlens.cli.lsp`: defined once)."""
+    from memlens.cli import lsp
+
+    parser = argparse.ArgumentParser(prog="memlens-server", description=lsp.HELP)
+    lsp.add_arguments(parser)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memlens-server", description="memlens language server")
-    parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on TCP (debugging)")
-    parser.add_argument("--host", default="127.0.0.1", help="address for --tcp")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     return start(args.tcp, args.host)
 
 

@@ -2,23 +2,80 @@
 
 A :class:`FolderState` holds the run shown in one workspace folder (the latest, or the one
 the user chose) and its baseline, with per-file tables keyed by canonical absolute path. An
-:class:`Index` is the tuple of folder states; the server swaps the whole index on reload, so a
-request always sees one consistent snapshot. Derived tables (baseline figures re-mapped onto
-the run's lines, call-tree lookups) are computed on first use and then kept.
+:class:`Index` is the tuple of folder states. Index values never change once built: the
+server replaces the whole index (:func:`memlens_server.features.runs.swap`, under the reload
+lock), so a request always sees one consistent snapshot.
+
+What they compute on first use and keep (a file's view per path, files found by path suffix,
+derived tables such as baseline figures re-mapped onto the run's lines, call-tree lookups,
+labels) goes into one :class:`Memo` per object: the only state that changes after a value is
+built. Memoised values depend only on the object's own fields (and the key), are filled from
+the event loop and from worker threads (re-mapping, summaries), and the first value stored for
+a key is the one every reader gets.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from memlens.calltree import CallTreeIndex
 from memlens.diff import match_lines
+from memlens.merge import ProcessLines
 from memlens.model import FunctionStats, LineStats, Run, SourceFile
+
+_T = TypeVar("_T")
+
+
+class Memo:
+    """Values computed on first use and kept, per key: the one place index objects change.
+
+    A value is computed outside the lock (two threads may compute the same one; computing is
+    pure), and stored under it: the first value stored for a key wins, so every reader gets
+    the same object."""
+
+    __slots__ = ("_lock", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        """The value kept for ``key``, or None."""
+        return self._values.get(key)
+
+    def keep(self, key: Hashable, value: _T) -> _T:
+        """Keep ``value`` for ``key`` unless one is kept already; return the kept one."""
+        with self._lock:
+            kept: _T = self._values.setdefault(key, value)
+            return kept
+
+    def value(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """The value kept for ``key``, made (and kept) the first time."""
+        if key in self._values:
+            found: _T = self._values[key]
+            return found
+        return self.keep(key, make())
+
+
+class memoized(Generic[_T]):
+    """A read-only attribute computed on first use and kept in the instance's ``memo``."""
+
+    def __init__(self, compute: Callable[[Any], _T]) -> None:
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> _T:
+        memo: Memo = obj.memo
+        return memo.value(self.name, lambda: self.compute(obj))
 
 
 def canonical(path: str | os.PathLike[str]) -> str:
@@ -55,13 +112,12 @@ class FileView:
         self.source = source
         self.run = run
         self.baseline_source = baseline
+        self.memo = Memo()
 
     def label_memo(self, key: Hashable) -> dict[int, str | None]:
         """Labels already built for this file (None: no hint), per ``key`` (the settings and
-        the compare mode): requests reuse them."""
-        memo = self.__dict__.setdefault("_labels", {})
-        found: dict[int, str | None] = memo.setdefault(key, {})
-        return found
+        the compare mode): requests reuse them. Filled line by line on the event loop."""
+        return self.memo.value(("labels", key), dict)
 
     @property
     def lines(self) -> Mapping[int, LineStats]:
@@ -73,12 +129,12 @@ class FileView:
         _ = self.baseline_map
         _ = self.run.tree.inclusive
 
-    @cached_property
+    @memoized
     def text_lines(self) -> tuple[str, ...] | None:
         text = self.source.text
         return None if text is None else tuple(text.splitlines())
 
-    @cached_property
+    @memoized
     def baseline_lines(self) -> Mapping[int, LineStats]:
         """Baseline figures keyed by this run's line numbers (changed lines are absent)."""
         base = self.baseline_source
@@ -87,7 +143,7 @@ class FileView:
             return {} if base is None or base.sha256 != self.source.sha256 else base.lines
         return {mapping[old]: st for old, st in base.lines.items() if old in mapping}
 
-    @cached_property
+    @memoized
     def baseline_map(self) -> Mapping[int, int] | None:
         """Baseline line -> this run's line for the same code; None without both texts."""
         base = self.baseline_source
@@ -98,7 +154,7 @@ class FileView:
         # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
         return match_lines(base, self.source)
 
-    @cached_property
+    @memoized
     def function_ranges(self) -> tuple[tuple[int, int], ...] | None:
         """(first, last) lines of the file's functions and methods; None without a table."""
         if not self.source.functions:
@@ -106,7 +162,7 @@ class FileView:
         text = self.text_lines
         return tuple((f.first_line, f.last_line) for f in self.source.functions if is_def(text, f))
 
-    @cached_property
+    @memoized
     def baseline_functions(self) -> Mapping[str, FunctionStats]:
         base = self.baseline_source
         return {} if base is None else {f.qualname: f for f in base.functions}
@@ -124,10 +180,18 @@ class RunData:
     """
 
     def __init__(
-        self, path: Path, run: Run, base_dirs: Iterable[Path] = (), root: Path | None = None
+        self,
+        path: Path,
+        run: Run,
+        base_dirs: Iterable[Path] = (),
+        root: Path | None = None,
+        by_process: ProcessLines | None = None,
     ) -> None:
         self.path = path
         self.run = run
+        #: Lines several processes contributed to: each one's own figures (recorded file key
+        #: -> line -> (process, figures)); empty for a run of one process.
+        self.by_process: ProcessLines = by_process or {}
         self.mtime_ns = _mtime(path)
         self.root = canonical(root) if root is not None else None
         dirs = [Path(run.info.cwd)] if run.info.cwd else []
@@ -136,6 +200,7 @@ class RunData:
         if not isinstance(recorded_root, str):  # a hostile header: ignore it
             recorded_root = ""
         cwd = os.path.normcase(os.path.normpath(run.info.cwd)) if run.info.cwd else ""
+        self.memo = Memo()
         self.keys_by_path: dict[str, str] = {}
         #: key -> the canonical local path its figures show on (when it differs).
         self.local_paths: dict[str, str] = {}
@@ -166,6 +231,9 @@ class RunData:
         key = self.keys_by_path.get(path)
         if key is not None or self.root is None or not _inside(path, self.root):
             return key
+        found: str | None = self.memo.get(("match", path))
+        if found is not None:
+            return found
         candidates = self._missing_by_name.get(os.path.basename(path), [])
         if not candidates:
             return None
@@ -178,20 +246,20 @@ class RunData:
             top = [k for k in top if self.run.files[k].sha256 == sha]
         if len(top) != 1:
             return None  # ambiguous: no figures rather than another file's
-        self.keys_by_path[path] = top[0]
-        self.local_paths.setdefault(top[0], path)
-        return top[0]
+        self.memo.keep(("local", top[0]), path)
+        return self.memo.keep(("match", path), top[0])
 
     def local_path(self, key: str) -> str:
         """Where the figures of recorded file ``key`` show here (its recorded path if not
         mapped elsewhere)."""
-        return self.local_paths.get(key, self.run.files[key].path)
+        local: str | None = self.local_paths.get(key) or self.memo.get(("local", key))
+        return local or self.run.files[key].path
 
     @property
     def id(self) -> str:
         return self.path.stem
 
-    @cached_property
+    @memoized
     def tree(self) -> CallTreeIndex:
         """Call-tree lookups (nodes by line, inclusive figures, call paths)."""
         return CallTreeIndex(self.run.call_tree)
@@ -257,7 +325,8 @@ class FolderState:
     chosen_latest: Path | None = None
     #: Why the run to show could not be read (an unreadable latest run), if it could not.
     problem: str | None = None
-    _views: dict[str, FileView] = field(default_factory=dict, compare=False, repr=False)
+    #: File views per canonical path, made on first use.
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     def view(self, path: str, digest: Callable[[], str] | None = None) -> FileView | None:
         """The figures for a canonical path, or None when the run has none for it.
@@ -265,7 +334,7 @@ class FolderState:
         run = self.run
         if run is None:
             return None
-        cached = self._views.get(path)
+        cached: FileView | None = self.memo.get(path)
         if cached is not None:
             return cached
         key = run.match(path, digest)
@@ -276,9 +345,7 @@ class FolderState:
             bkey = self.baseline.match(path, digest)
             if bkey is not None:
                 base_sf = self.baseline.run.files[bkey]
-        view = FileView(key, run.run.files[key], run, base_sf)
-        self._views[path] = view
-        return view
+        return self.memo.keep(path, FileView(key, run.run.files[key], run, base_sf))
 
     def contains(self, path: str) -> bool:
         root = canonical(self.root)
@@ -287,7 +354,7 @@ class FolderState:
     def with_runs(
         self, run: RunData | None, baseline: RunData | None, problem: str | None = None
     ) -> FolderState:
-        return replace(self, run=run, baseline=baseline, problem=problem, _views={})
+        return replace(self, run=run, baseline=baseline, problem=problem, memo=Memo())
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Custom LSP methods and command names of memlens, with their parameter shapes.
 
-Every name here is documented in ``docs/lsp.md``; keep the two in step.
+Every name here is documented in ``docs/lsp.md`` and defined again for the VS Code client in
+``vscode-extension/src/common/protocol.ts``; ``tests/unit/test_protocol_names.py`` checks that
+the three agree.
 """
 
 from __future__ import annotations

@@ -14,11 +14,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from lsprotocol import types as lsp
-
 from memlens_server import protocol
 from memlens_server.features import code_lens, commands, diagnostics, hover, inlay_hints, runs
-from memlens_server.state import MemlensServer, guarded
+from memlens_server.state import MemlensServer
 
 
 def create_server() -> MemlensServer:
@@ -39,24 +37,10 @@ def create_server() -> MemlensServer:
 
             ls.feature(method, options)(bound)
 
-    # Lifecycle, settings and the run store.
-    on(lsp.INITIALIZE, runs.initialize)
-    on(lsp.INITIALIZED, runs.initialized)
-    on(lsp.SHUTDOWN, runs.shutdown)
-    on(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION, runs.did_change_configuration)
-    on(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, runs.did_change_watched_files)
-    on(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, runs.did_change_workspace_folders)
-
-    # Documents -> diagnostics (push).
-    on(lsp.TEXT_DOCUMENT_DID_OPEN, diagnostics.did_open)
-    on(lsp.TEXT_DOCUMENT_DID_CHANGE, diagnostics.did_change)
-    on(lsp.TEXT_DOCUMENT_DID_CLOSE, diagnostics.did_close)
-
-    # Requests.
-    on(lsp.TEXT_DOCUMENT_INLAY_HINT, guarded(inlay_hints.inlay_hints), inlay_hints.OPTIONS)
-    on(lsp.INLAY_HINT_RESOLVE, guarded(inlay_hints.resolve))
-    on(lsp.TEXT_DOCUMENT_HOVER, guarded(hover.hover))
-    on(lsp.TEXT_DOCUMENT_CODE_LENS, guarded(code_lens.code_lens), code_lens.OPTIONS)
+    # LSP methods: each feature lists the ones it handles (requests are guarded there).
+    for feature in (runs, diagnostics, inlay_hints, hover, code_lens):
+        for method, handler, options in feature.METHODS:
+            on(method, handler, options)
 
     # Commands (workspace/executeCommand).
     for name, handler in commands.HANDLERS.items():

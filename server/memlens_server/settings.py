@@ -8,92 +8,148 @@ default and yields one human-readable problem, which the server shows once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memlens.annotate import FIGURE_NAMES
+from memlens.model import NAMED_FIGURES
 
-TRACE_LEVELS = ("off", "messages", "verbose")
-HINT_STYLES = ("full", "compact")
+#: JSON schema types -> the Python values that JSON gives for them.
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "boolean": bool,
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+}
+
+
+class Check:
+    """A setting's validator: ``check(value)`` is the value to use, or raises ValueError with
+    the reason. ``json_type``, ``minimum``, ``maximum`` and ``choices`` say what it accepts,
+    as the extension's ``package.json`` declares it."""
+
+    def __init__(
+        self,
+        json_type: str,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        choices: Sequence[str] | None = None,
+    ) -> None:
+        self.json_type = json_type
+        self.minimum = minimum
+        self.maximum = maximum
+        self.choices = tuple(choices) if choices is not None else None
+
+    def __call__(self, value: Any) -> Any:
+        if self.choices is not None:
+            if value in self.choices:
+                return value
+            raise ValueError("expected one of " + ", ".join(self.choices))
+        if not self._accepts(value):
+            raise ValueError(self.expected())
+        return float(value) if self.json_type == "number" else value
+
+    def _accepts(self, value: Any) -> bool:
+        if isinstance(value, bool) != (self.json_type == "boolean"):
+            return False
+        return _within(value, _TYPES[self.json_type], self.minimum, self.maximum)
+
+    def expected(self) -> str:
+        if self.json_type == "boolean":
+            return "expected true or false"
+        if self.json_type == "string":
+            return "expected a string"
+        if self.json_type == "integer":
+            return f"expected a whole number of bytes >= {self.minimum or 0:g}"
+        return f"expected a number from {self.minimum:g} to {self.maximum:g}"
+
+
+def _within(
+    value: Any, kinds: type | tuple[type, ...], low: float | None, high: float | None
+) -> bool:
+    """Whether ``value`` is of ``kinds`` and within [low, high] (NaN is not)."""
+    if not isinstance(value, kinds):
+        return False
+    number: Any = value
+    return not (
+        (low is not None and not number >= low) or (high is not None and not number <= high)
+    )
+
+
+_BOOLEAN = Check("boolean")
+_BYTES = Check("integer", minimum=0)
+_STRING = Check("string")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: its key (as documented, without the ``memlens.`` prefix), the
+    :class:`Settings` field it fills, its default and its validator."""
+
+    key: str
+    field: str
+    default: Any
+    check: Check
+
+
+#: Every setting of the ``memlens`` section: the one table the server parses from, and that
+#: tests/unit/test_settings_table.py checks against the extension's package.json and the docs.
+TABLE: tuple[Setting, ...] = (
+    Setting("inlayHints.enabled", "inlay_hints_enabled", True, _BOOLEAN),
+    Setting("inlayHints.figure", "figure", "peak", Check("string", choices=tuple(NAMED_FIGURES))),
+    Setting("inlayHints.minBytes", "min_bytes", 1024, _BYTES),
+    Setting("inlayHints.minShare", "min_share", 0.0, Check("number", minimum=0, maximum=1)),
+    # A call line whose own figure is small shows what its callees hold (from callMinBytes).
+    Setting("inlayHints.calls", "call_hints", True, _BOOLEAN),
+    Setting("inlayHints.callMinBytes", "call_min_bytes", 1048576, _BYTES),
+    Setting("inlayHints.style", "hint_style", "full", Check("string", choices=("full", "compact"))),
+    Setting("compareWithBaseline", "compare_with_baseline", False, _BOOLEAN),
+    Setting("leakWarning.minBytes", "leak_min_bytes", 1048576, _BYTES),
+    Setting("codeLens.minBytes", "lens_min_bytes", 1048576, _BYTES),
+    # Read by the clients (the interpreter that runs the server; LSP tracing).
+    Setting("interpreter", "interpreter", "", _STRING),
+    Setting(
+        "trace.server",
+        "trace_server",
+        "off",
+        Check("string", choices=("off", "messages", "verbose")),
+    ),
+)
+
+_DEFAULTS: dict[str, Any] = {s.field: s.default for s in TABLE}
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    inlay_hints_enabled: bool = True
-    figure: str = "peak"
-    min_bytes: int = 1024
-    min_share: float = 0.0
-    #: A call line whose own figure is small shows what its callees hold (from this size).
-    call_hints: bool = True
-    call_min_bytes: int = 1048576
-    hint_style: str = "full"
-    compare_with_baseline: bool = False
-    leak_min_bytes: int = 1048576
-    lens_min_bytes: int = 1048576
-    interpreter: str = ""
-    trace_server: str = "off"
+    """The settings as typed fields, one per row of :data:`TABLE` (defaults from there)."""
+
+    inlay_hints_enabled: bool = _DEFAULTS["inlay_hints_enabled"]
+    figure: str = _DEFAULTS["figure"]
+    min_bytes: int = _DEFAULTS["min_bytes"]
+    min_share: float = _DEFAULTS["min_share"]
+    call_hints: bool = _DEFAULTS["call_hints"]
+    call_min_bytes: int = _DEFAULTS["call_min_bytes"]
+    hint_style: str = _DEFAULTS["hint_style"]
+    compare_with_baseline: bool = _DEFAULTS["compare_with_baseline"]
+    leak_min_bytes: int = _DEFAULTS["leak_min_bytes"]
+    lens_min_bytes: int = _DEFAULTS["lens_min_bytes"]
+    interpreter: str = _DEFAULTS["interpreter"]
+    trace_server: str = _DEFAULTS["trace_server"]
 
 
-#: Setting key (as documented in docs/lsp.md, without the ``memlens.`` prefix) -> field.
-KEYS: dict[str, str] = {
-    "inlayHints.enabled": "inlay_hints_enabled",
-    "inlayHints.figure": "figure",
-    "inlayHints.minBytes": "min_bytes",
-    "inlayHints.minShare": "min_share",
-    "inlayHints.calls": "call_hints",
-    "inlayHints.callMinBytes": "call_min_bytes",
-    "inlayHints.style": "hint_style",
-    "codeLens.minBytes": "lens_min_bytes",
-    "compareWithBaseline": "compare_with_baseline",
-    "leakWarning.minBytes": "leak_min_bytes",
-    "interpreter": "interpreter",
-    "trace.server": "trace_server",
-}
+_BY_KEY: dict[str, Setting] = {s.key: s for s in TABLE}
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and name not in KEYS:
+        if isinstance(value, Mapping) and name not in _BY_KEY:
             out.update(_flatten(value, name + "."))
         else:
             out[name] = value
     return out
-
-
-def _check(field: str, value: Any) -> Any:
-    """The validated value for ``field``, or raise ValueError with a reason."""
-    if field in ("inlay_hints_enabled", "compare_with_baseline", "call_hints"):
-        if isinstance(value, bool):
-            return value
-        raise ValueError("expected true or false")
-    if field == "figure":
-        if value in FIGURE_NAMES:
-            return value
-        raise ValueError("expected one of " + ", ".join(FIGURE_NAMES))
-    if field == "hint_style":
-        if value in HINT_STYLES:
-            return value
-        raise ValueError("expected one of " + ", ".join(HINT_STYLES))
-    if field in ("min_bytes", "leak_min_bytes", "call_min_bytes", "lens_min_bytes"):
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-        raise ValueError("expected a whole number of bytes >= 0")
-    if field == "min_share":
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
-            return float(value)
-        raise ValueError("expected a number from 0 to 1")
-    if field == "interpreter":
-        if isinstance(value, str):
-            return value
-        raise ValueError("expected a string")
-    if field == "trace_server":
-        if value in TRACE_LEVELS:
-            return value
-        raise ValueError("expected one of " + ", ".join(TRACE_LEVELS))
-    raise AssertionError(field)  # pragma: no cover
 
 
 def parse(raw: object, base: Settings | None = None) -> tuple[Settings, list[str]]:
@@ -108,14 +164,15 @@ def parse(raw: object, base: Settings | None = None) -> tuple[Settings, list[str
         flat = _flatten(raw["memlens"])
     changes: dict[str, Any] = {}
     problems: list[str] = []
-    for key, field in KEYS.items():
-        if key not in flat or flat[key] is None:
+    for setting in TABLE:
+        value = flat.get(setting.key)
+        if value is None:
             continue
         try:
-            changes[field] = _check(field, flat[key])
+            changes[setting.field] = setting.check(value)
         except ValueError as exc:
             problems.append(
-                f"memlens.{key}: {exc} (got {flat[key]!r}); using the default "
-                f"{getattr(Settings(), field)!r}"
+                f"memlens.{setting.key}: {exc} (got {value!r}); using the default "
+                f"{setting.default!r}"
             )
     return replace(settings, **changes), problems

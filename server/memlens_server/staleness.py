@@ -1,9 +1,10 @@
 """Map recorded lines onto the open buffer when the file was edited after profiling.
 
 The recorded source text (kept in the run file) is compared with the buffer; when they
-differ, :func:`memlens.mapping.line_map` keeps only the lines inside unchanged blocks, so a
-line that was edited, inserted or deleted loses its figures instead of showing them on the
-wrong line. Results are cached per (uri, version, run file). No LSP types here.
+differ, :func:`memlens.mapping.line_map` (the matcher ``memlens diff`` uses too) keeps only
+the lines that are the same code, following blocks that moved, so a line that was edited,
+inserted or deleted loses its figures instead of showing them on the wrong line. Results are
+cached per (uri, version, run file). No LSP types here.
 
 The re-mapping runs on a daemon thread (:func:`memlens_server.background.in_thread`), never
 on the event loop, and its cost is bounded by :func:`memlens.mapping.line_map` (beyond the
@@ -15,12 +16,12 @@ at a time; a request for a version that a newer one replaced before its turn get
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from memlens.mapping import line_map
+from memlens.source import text_digest
 from memlens_server.background import in_thread
 from memlens_server.index import FileView
 
@@ -60,8 +61,7 @@ def map_lines(view: FileView, buffer: str, lines: list[str] | None = None) -> Li
     """The mapping between the recorded source of ``view`` and ``buffer``."""
     recorded = view.source.text
     if recorded is None:
-        digest = hashlib.sha256(buffer.encode("utf-8")).hexdigest()
-        return IDENTITY if digest == view.source.sha256 else NOTHING
+        return IDENTITY if text_digest(buffer) == view.source.sha256 else NOTHING
     if recorded == buffer:
         return IDENTITY
     rec_lines = view.text_lines or ()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import logging
 import time
 from collections import deque
@@ -26,12 +25,18 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens._version import __version__
+from memlens.source import text_digest
 from memlens_server import convert, transport
 from memlens_server.index import FileView, FolderState, Index, canonical
 from memlens_server.settings import Settings
 from memlens_server.staleness import LineMapping, MappingCache, Superseded
 
 log = logging.getLogger("memlens_server")
+
+#: An LSP method a feature handles: (method, handler(ls, params), registration options or
+#: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_server.server`
+#: registers them.
+Method = tuple[str, Callable[..., Any], Any]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _I = TypeVar("_I")
@@ -176,7 +181,7 @@ class MemlensServer(LanguageServer):
             doc = self.document(uri)
             if doc is None:
                 return None
-            found = self.index.lookup(key, functools.partial(_sha256, doc.source))
+            found = self.index.lookup(key, functools.partial(text_digest, doc.source))
             if found is None:
                 return None
             folder, view = found
@@ -214,10 +219,6 @@ class MemlensServer(LanguageServer):
                 if self.notices.may_log(f"bad-item:{what}"):
                     self.log_message(f"memlens: left out a {what} ({exc!r})", "warning")
         return out
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def guarded(fn: _F) -> _F:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlens.annotate import CALLS_OF, FIGURE_NAMES, figure_value, line_label
-from memlens.model import FunctionStats, LineStats
+from memlens.annotate import figure_value, line_label
+from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_server import markdown as md
 from memlens_server.index import FileView, FolderState, RunData, canonical, is_def
@@ -60,10 +60,10 @@ class DiagnosticItem:
 def is_call_site(stats: LineStats, settings: Settings) -> bool:
     """Whether the line shows what its callees hold: its own figure is small (under a tenth)
     next to its inclusive one, which is significant (``inlayHints.callMinBytes``)."""
-    if not settings.call_hints or settings.figure not in CALLS_OF:
+    if not settings.call_hints or NAMED_FIGURES[settings.figure].inclusive:
         return False
     own = figure_value(stats, settings.figure)
-    incl = figure_value(stats, CALLS_OF[settings.figure])
+    incl = figure_value(stats, calls_figure(settings.figure))
     return incl >= max(settings.min_bytes, settings.call_min_bytes) and own * 10 < incl
 
 
@@ -72,7 +72,7 @@ def hint_label(
 ) -> str | None:
     """The hint of a line, or None when its figure is below the thresholds."""
     calls = is_call_site(stats, settings)
-    figure = CALLS_OF[settings.figure] if calls else settings.figure
+    figure = calls_figure(settings.figure) if calls else settings.figure
     value = figure_value(stats, figure)
     old = figure_value(base, figure) if (compare and base is not None) else 0
     biggest = max(value, old)
@@ -166,7 +166,7 @@ def line_changes(
         if hint_label(stats, base, settings, peak_total, True) is None:
             continue
         calls = is_call_site(stats, settings)
-        figure = CALLS_OF[settings.figure] if calls else settings.figure
+        figure = calls_figure(settings.figure) if calls else settings.figure
         value = figure_value(stats, figure)
         if base is None:
             out.append(ChangeItem(line - 1, "new", value))
@@ -231,7 +231,7 @@ def compare_summary(
     """The summary's heaviest lines with their change against the baseline (``delta`` in
     bytes, None for a line new since the baseline), and the baseline's gone lines."""
     out = []
-    attr = FIGURE_NAMES[settings.figure]
+    attr = NAMED_FIGURES[settings.figure].line
     views_by_file: dict[str, FileView | None] = {}
     for row in top:
         path = row["file"]
@@ -307,9 +307,8 @@ def hover_markdown(
     info = view.run.run.info
     lead = line_label(stats, settings.figure, calls=is_call_site(stats, settings))
     rows = [
-        ("peak", stats.peak_bytes, stats.incl_peak_bytes),
-        ("allocated", stats.alloc_bytes, stats.incl_alloc_bytes),
-        ("live at exit", stats.live_bytes, stats.incl_live_bytes),
+        (f.title, stats.figure(f.line), stats.figure(f.incl))
+        for f in (NAMED_FIGURES[name] for name in SELF_FIGURES)
     ]
     out = [f"**memlens** · {lead}", ""]
     native = (stats.native_peak_bytes, stats.native_alloc_bytes, stats.native_live_bytes)
@@ -362,6 +361,20 @@ def hover_markdown(
         out.extend(
             f"{i}. {text} — {fmt_bytes(peak)} peak, {fmt_bytes(alloc)} allocated"
             for i, (text, peak, alloc) in enumerate(paths, start=1)
+        )
+        out.append("")
+    shared = view.run.by_process.get(view.key, {}).get(line, ())
+    if shared:
+        out.append("By process:")
+        out.append("")
+        out.append("| process | peak | allocated | live at exit |")
+        out.append("|:--|--:|--:|--:|")
+        root = info.processes[0].pid if info.processes else None
+        out.extend(
+            f"| {process.pid}{' (the program)' if process.pid == root else ''} "
+            f"| {fmt_bytes(st.peak_bytes)} | {fmt_bytes(st.alloc_bytes)} "
+            f"| {fmt_bytes(st.live_bytes)} |"
+            for process, st in shared
         )
         out.append("")
     if stats.live_bytes and held_by_module(view, line):
@@ -500,7 +513,7 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
 def top_lines(run: RunData, figure: str = "peak", limit: int = 10) -> list[dict[str, Any]]:
     """The heaviest lines of a run by ``figure``: ``{"file", "line", "label"}``; ``file`` is
     where the figures show here (the local file of a run made in another checkout)."""
-    attr = FIGURE_NAMES[figure]
+    attr = NAMED_FIGURES[figure].line
     rows = [
         (stats.figure(attr), run.local_path(key), line, stats)
         for key, sf in run.run.files.items()

@@ -47,6 +47,54 @@ def test_every_option_has_help_and_says_its_default(command: str) -> None:
             assert "repeatable" in action.help, name
 
 
+#: (command, option) of options that mean something else in that command than in others.
+OWN_MEANING = {
+    # each command prints its own document (memlens run writes it to FILE)
+    ("run", "--json"),
+    ("runs", "--json"),
+    ("diff", "--json"),
+    # memlens diff counts changes, and its default depends on the output
+    ("diff", "--top"),
+    # memlens run's own entries of its option table (memlens.cli.run.OPTIONS): to take
+    # DIR_OPTION and BY_OPTION of memlens.cli, as it takes TOP_OPTION
+    ("run", "--dir"),
+    ("run", "--by"),
+}
+
+
+def test_options_shared_by_commands_are_defined_once() -> None:
+    """An option several commands take (the store root, run selection, --by, -o, --top, the
+    server's --tcp/--host) comes from one definition: the same flags, help and choices."""
+    from memlens.cli import FIGURES
+    from memlens.model import SELF_FIGURES
+    from memlens_server.__main__ import build_parser as server_parser
+
+    assert FIGURES == SELF_FIGURES
+    commands = [(c, _options(c)) for c in COMMANDS]
+    server = [a for a in server_parser()._actions if not isinstance(a, argparse._HelpAction)]
+    commands.append(("python -m memlens_server", server))
+    seen: dict[str, tuple[str, argparse.Action]] = {}
+    shared = set()
+    for command, actions in commands:
+        for action in actions:
+            if not action.option_strings and action.dest != "run":
+                continue  # a command's own positionals (the run to read is shared)
+            name = action.option_strings[-1] if action.option_strings else "<run>"
+            if (command, name) in OWN_MEANING:
+                continue
+            first = seen.setdefault(name, (command, action))
+            if first[1] is action:
+                continue
+            shared.add(name)
+            other = first[1]
+            where = f"{name} of {command} and {first[0]}"
+            assert action.option_strings == other.option_strings, where
+            assert action.help == other.help, where
+            assert action.choices == other.choices, where
+            assert action.metavar == other.metavar, where
+    assert {"--dir", "<run>", "--by", "--output", "--top", "--tcp", "--host"} <= shared
+
+
 def test_run_help_shows_each_default() -> None:
     proc = _memlens("run", "--help")
     assert proc.returncode == 0

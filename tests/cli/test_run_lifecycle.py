@@ -20,8 +20,7 @@ from memlens import fileformat
 from memlens.layout import read_pointer
 from memlens.model import Run
 from memlens.store import Store
-from tests.cli.memlens_cmd import memlens, start_memlens
-from tests.cli.test_run_more_e2e import latest_run
+from tests.cli.memlens_cmd import latest_run, memlens, start_memlens
 from tests.runs import sample_run
 
 pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")

@@ -42,6 +42,7 @@ RUN_PATH = {
     "memlens.cli",
     "memlens.cli.run",
     "memlens.errors",
+    "memlens.follow",
     "memlens.layout",
     "memlens.runner",
     "memlens.tracer",

@@ -83,7 +83,7 @@ def test_bad_seeds_are_one_line(tmp_path: Path, args: tuple[str, ...], message: 
 
 def test_seeded_runs_show_the_start_line_not_the_live_status(tmp_path: Path) -> None:
     # The live status line allocates at moments of its own, which would move the samples.
-    from tests.cli.test_run_more_e2e import SCRIPTS, stderr_on_a_terminal
+    from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
     args = ["run", "--no-report", "--sample", "64KiB", "--seed", "5", str(SCRIPTS / "slow.py")]
     code, out, err = stderr_on_a_terminal(args, tmp_path)

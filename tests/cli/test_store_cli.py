@@ -97,8 +97,13 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
     paths = [store.runs_dir / f"20261122-1{i}0000-{i}.mlrun" for i in range(4)]
     for p in paths:
         fileformat.write(sample_run(), p)
+        # The runs of its processes (memlens run followed children) go with it.
+        folder = p.with_suffix(".processes")
+        folder.mkdir()
+        fileformat.write(sample_run(), folder / "4242.mlrun")
     assert memlens("runs", "prune", "--keep", "2", cwd=tmp_path).returncode == 0
     assert store.run_files() == paths[2:]
+    assert [p.with_suffix(".processes").is_dir() for p in paths] == [False, False, True, True]
     bad = memlens("runs", "prune", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip() == "memlens: runs prune needs --keep N"

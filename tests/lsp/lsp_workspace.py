@@ -13,19 +13,18 @@ capabilities of VS Code (UTF-16 positions) and Neovim (which negotiates UTF-8).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from tests import runs
 
 from memlens import fileformat
-from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile
+from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo
 from memlens.store import Store
 
 MiB = 1024 * 1024
@@ -73,32 +72,14 @@ if __name__ == '__main__':
 def info(
     peak: int, *, started: str = "2026-11-22T10:00:00+00:00", command: tuple[str, ...] = ("app.py",)
 ) -> RunInfo:
-    return RunInfo(
+    """The info of a run whose peak is ``peak`` (:func:`tests.runs.info`)."""
+    return runs.info(
         command=command,
-        python="3.11.9",
-        platform="linux",
         started=started,
         ended=started,
-        duration_s=1.5,
-        pid=4242,
-        exit_code=0,
-        mode="exact",
-        sample_interval_bytes=None,
         peak_traced_bytes=peak,
         peak_rss_bytes=peak * 2,
-        complete=True,
-    )
-
-
-def source(
-    path: Path, text: str, lines: Mapping[int, LineStats], functions: tuple[FunctionStats, ...] = ()
-) -> SourceFile:
-    return SourceFile(
-        path=str(path),
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        text=text,
-        lines=dict(lines),
-        functions=functions,
+        cwd="",
     )
 
 
@@ -196,10 +177,10 @@ def app_run(
         CallNode(4, 3, key, 10, "greet", alloc_bytes=8192, alloc_count=2, peak_bytes=4096),
     )
     started = started or ("2026-11-21T10:00:00+00:00" if baseline else "2026-11-22T10:00:00+00:00")
-    return Run(
-        info=info(line5_peak + 4096 + 16384, started=started),
-        files={key: source(path, text, lines, functions)},
-        call_tree=tree,
+    return runs.new_run(
+        [runs.source(key, text, lines, functions)],
+        tree,
+        run_info=info(line5_peak + 4096 + 16384, started=started),
     )
 
 
@@ -208,8 +189,8 @@ def other_run(path: Path) -> Run:
         2: LineStats(alloc_bytes=800056, alloc_count=1, peak_bytes=800056, incl_peak_bytes=800056)
     }
     fns = (FunctionStats("helper", 1, 2, alloc_bytes=800056, alloc_count=1, peak_bytes=800056),)
-    return Run(
-        info=info(800056, command=("other.py",)), files={str(path): source(path, OTHER, lines, fns)}
+    return runs.new_run(
+        [runs.source(str(path), OTHER, lines, fns)], run_info=info(800056, command=("other.py",))
     )
 
 

@@ -289,6 +289,38 @@ async def test_edited_buffer_remaps_and_hides_changed_lines(
         close_doc(client, uri)
 
 
+BUILD = "def build(n):\n    data = [bytearray(1024) for _ in range(n)]\n    return data\n\n\n"
+#: build() moved below main(), past the rest of the file.
+MOVED = APP.replace(BUILD, "").replace("if __name__", BUILD + "if __name__")
+
+
+async def test_moved_block_keeps_its_figures(client: LanguageClient, workspace: Workspace) -> None:
+    """A function moved past other code keeps its figures on its new lines (the matcher that
+    memlens diff uses); the lines it moved past keep theirs."""
+    uri = workspace.uri("proj", "app.py")
+    moved = MOVED.splitlines()
+    assert moved[16:19] == BUILD.splitlines()[:3]
+    open_doc(client, uri, MOVED)
+    try:
+        assert await hints(client, uri, "0:0-26:0") == [
+            (*eol(client, 4, moved), "4.0 KiB at peak · 2 allocs"),
+            (*eol(client, 12, moved), "2.0 MiB at peak in calls"),
+            (*eol(client, 17, moved), "2.0 MiB at peak · 1.2k allocs"),
+            (*eol(client, 22, moved), "2.0 MiB at peak in calls"),
+        ]
+        hover = await hover_at(client, uri, 17)
+        assert hover is not None
+        assert isinstance(hover.contents, lsp.MarkupContent)
+        assert "(line 5 when profiled)" in hover.contents.value
+        assert [(line, title[:20]) for line, title, _, _ in await lenses(client, uri)] == [
+            (11, "memlens: 2.0 MiB at "),
+            (16, "memlens: 2.0 MiB at "),
+            (21, "▶ Run under memlens"),
+        ]
+    finally:
+        close_doc(client, uri)
+
+
 async def test_multi_root_each_folder_has_its_store(
     client: LanguageClient, workspace: Workspace
 ) -> None:

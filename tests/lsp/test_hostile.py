@@ -7,7 +7,6 @@ frames by hand (so it can send what pytest-lsp's well-behaved client never would
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -18,16 +17,12 @@ import pytest
 from lsp_workspace import APP, MiB, app_run, info, write_run
 from markdown_it import MarkdownIt
 from raw_client import RawClient, frame
+from tests.runs import new_run, source
 
-from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile
+from memlens.model import CallNode, FunctionStats, LineStats, replace
 from memlens.store import Store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux only")
-
-
-def _source(path: Path, text: str, lines: dict[int, LineStats], **kw: Any) -> SourceFile:
-    sha = hashlib.sha256(text.encode()).hexdigest()
-    return SourceFile(str(path), sha, text, lines, **kw)
 
 
 def _open(c: RawClient, uri: str, text: str, version: int = 1) -> None:
@@ -88,11 +83,7 @@ def _evil_workspace(root: Path) -> tuple[Path, str]:
     for i, name in enumerate(EVIL_NAMES, start=1):
         tree.append(CallNode(i, i - 1, key, 5, name))
     tree.append(CallNode(len(tree), len(tree) - 1, key, 2, EVIL_NAMES[0], 8 * MiB, 1, 0, 8 * MiB))
-    run = Run(
-        info(8 * MiB),
-        files={key: _source(folder / "app.py", text, lines)},
-        call_tree=tuple(tree),
-    )
+    run = new_run([source(key, text, lines)], tree, run_info=info(8 * MiB))
     # The run id (its file name) is untrusted too.
     write_run(folder, run, "[id](https:evil.example)<b>")
     return folder, text
@@ -149,12 +140,12 @@ def test_hover_answers_promptly_on_20k_repeated_lines_and_hostile_sources(
     figures = {
         i: LineStats(alloc_bytes=4096, alloc_count=1, peak_bytes=4096) for i in range(1, 20_001, 10)
     }
-    run = Run(
-        info(MiB),
-        files={
-            str(folder / "big.py"): _source(folder / "big.py", repeated, figures),
-            str(folder / "hostile.py"): _source(folder / "hostile.py", hostile, figures),
-        },
+    run = new_run(
+        [
+            source(str(folder / "big.py"), repeated, figures),
+            source(str(folder / "hostile.py"), hostile, figures),
+        ],
+        run_info=info(MiB),
     )
     write_run(folder, run, "20261122-100000-1")
     client.initialize([folder.as_uri()])
@@ -316,14 +307,14 @@ def test_one_bad_function_row_keeps_the_other_lenses(tmp_path: Path, client: Raw
         FunctionStats("huge", 2**40, 2**40 + 3, alloc_bytes=5 * MiB, peak_bytes=5 * MiB),
         FunctionStats("zero", 0, 0, alloc_bytes=5 * MiB, peak_bytes=5 * MiB),
     )
-    broken = SourceFile(sf.path, sf.sha256, sf.text, sf.lines, bad_rows + sf.functions)
+    broken = replace(sf, functions=bad_rows + sf.functions)
     bad_lines = {
         **sf.lines,
         0: LineStats(live_bytes=9 * MiB, peak_bytes=9 * MiB),
         -3: LineStats(live_bytes=9 * MiB),
     }
-    broken = SourceFile(sf.path, sf.sha256, sf.text, bad_lines, broken.functions)
-    write_run(folder, Run(good.info, {sf.path: broken}, good.call_tree), "20261122-100000-1")
+    broken = replace(broken, lines=bad_lines)
+    write_run(folder, replace(good, files={sf.path: broken}), "20261122-100000-1")
     client.initialize([folder.as_uri()])
     _loaded(client, folder)
     uri = (folder / "app.py").as_uri()

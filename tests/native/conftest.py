@@ -12,8 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import memlens
 from memlens.model import LineStats, Run
+
+
+@pytest.fixture(autouse=True)
+def _allocator_hooks(allocator_hooks_restored: None) -> None:
+    """Every tracer test starts and ends with CPython's own allocators in place."""
 
 
 def profiled(fn: Callable[[], Any], **options: Any) -> tuple[Run, Any]:

@@ -1,24 +1,37 @@
 """Diffs follow code that moved *past* other code, not only code shifted by an insertion.
 
-difflib (:func:`memlens.mapping.line_map`) matches lines in order, so when two blocks swap
-places only one of them is followed; :func:`memlens.diff.follow_moves` pairs the rest.
+The in-order stage of the line matcher (:func:`memlens.mapping.in_order`) follows only one of
+two blocks that swapped places; :func:`memlens.mapping.line_map` pairs the rest, for diffs and
+for the editor alike.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens.diff import MATCHED_BY_TEXT, diff_runs, follow_moves, match_lines, matching
-from memlens.mapping import line_map
+from memlens.diff import MATCHED_BY_TEXT, diff_runs, match_lines, matching
+from memlens.mapping import in_order, line_map
 from memlens.model import LineStats, Run, SourceFile, replace
-from tests.runs import MIB, sample_run
+from memlens_server.index import FolderState, RunData, canonical
+from memlens_server.staleness import map_lines
+from tests.runs import MIB, sample_run, source
 
 P = "/work/app.py"
 
 
 def _file(lines: list[str], figures: dict[int, LineStats] | None = None) -> SourceFile:
-    return SourceFile(P, "ab" * 32, "\n".join(lines) + "\n", figures or {})
+    return source(P, "\n".join(lines) + "\n", figures, sha256="ab" * 32)
+
+
+def moved_only(old: list[str], new: list[str]) -> dict[int, int]:
+    """What the matcher adds to the in-order matches: the moved blocks it follows."""
+    ordered = in_order(old, new)
+    found = line_map(old, new)
+    assert ordered.items() <= found.items()  # the in-order matches are never undone
+    return {i: j for i, j in found.items() if i not in ordered}
 
 
 def _run(sf: SourceFile) -> Run:
@@ -46,8 +59,8 @@ def test_three_functions_rotated_are_all_followed() -> None:
     # load, cache, report  ->  report, load, cache: report moved up past two functions.
     old = [*LOAD, "", *CACHE, "", *REPORT]
     new = [*REPORT, "", *LOAD, "", *CACHE]
-    assert line_map(old, new) == {1: 5, 2: 6, 3: 7, 4: 8, 5: 9, 6: 10, 7: 11}
-    extra = follow_moves(old, new, line_map(old, new))
+    assert in_order(old, new) == {1: 5, 2: 6, 3: 7, 4: 8, 5: 9, 6: 10, 7: 11}
+    extra = moved_only(old, new)
     # report's three lines (9-11 in old) are now lines 1-3; the blank line 8 between cache
     # and report has no distinctive text and is left alone.
     assert extra == {9: 1, 10: 2, 11: 3}
@@ -84,7 +97,7 @@ def test_repeated_or_blank_lines_never_pair_on_their_own() -> None:
     new = ["cache = []", "cache = []", ")", "keep = 1", "also = 2", "more = 3"]
     # difflib follows the first of two equally long blocks; the left-overs are two identical
     # lines (not unique) and a lone bracket (no letters): too weak to call the same code.
-    assert line_map(old, new) == {1: 4, 2: 5, 3: 6}
+    assert in_order(old, new) == {1: 4, 2: 5, 3: 6}
     assert match_lines(_file(old), _file(new)) == {1: 4, 2: 5, 3: 6}
     # One distinctive line in the block is enough to take the whole contiguous block.
     old[5] = ") # end of cache"
@@ -94,7 +107,7 @@ def test_repeated_or_blank_lines_never_pair_on_their_own() -> None:
 
 def test_identical_texts_need_no_second_look() -> None:
     text = [*LOAD, *CACHE]
-    assert follow_moves(text, text, line_map(text, text)) == {}
+    assert moved_only(text, text) == {}
     assert match_lines(_file(text), _file(text)) == {i: i for i in range(1, 7)}
 
 
@@ -114,7 +127,7 @@ def test_moves_never_map_two_old_lines_to_one_new_line() -> None:
 def test_matching_is_one_to_one_on_identical_text_and_keeps_difflib(
     old: list[str], new: list[str]
 ) -> None:
-    base = line_map(old, new)
+    base = in_order(old, new)
     mapping = match_lines(_file(old), _file(new)) if old and new else base
     assert base.items() <= mapping.items()  # the in-order matches are never undone
     assert len(set(mapping.values())) == len(mapping)
@@ -151,3 +164,28 @@ def test_every_figure_is_counted_once_on_each_side(
     for ld in d.lines:
         if ld.line_a is not None and ld.line_b is not None:
             assert mapping[ld.line_a] == ld.line_b  # a pair is always a matched line
+
+
+def test_editor_and_diff_follow_the_same_moved_block(tmp_path: Path) -> None:
+    """One matcher: the server's mapping of a run onto an edited buffer and the diff of two
+    runs follow a block that moved past other code to the same lines."""
+    old = [*CACHE, "", *LOAD, "", *REPORT]
+    new = [*REPORT, "", *CACHE, "", *LOAD]  # report moved to the top, past cache and load
+    expected = {1: 5, 2: 6, 3: 7, 4: 8, 5: 9, 6: 10, 7: 11, 9: 1, 10: 2, 11: 3}
+    assert in_order(old, new) != expected  # the in-order stage alone leaves report behind
+
+    # memlens diff: run A recorded `old`, run B `new`.
+    a, b = _file(old, {10: LineStats(peak_bytes=MIB)}), _file(new, {2: LineStats(peak_bytes=MIB)})
+    diff_map, how = matching(a, b)
+    assert (diff_map, how) == (expected, MATCHED_BY_TEXT)
+    changes = {(ld.line_a, ld.line_b): ld.status for ld in diff_runs(_run(a), _run(b)).lines}
+    assert changes == {(10, 2): "moved"}
+
+    # The language server: a run recorded `old`, the open buffer holds `new`.
+    folder = FolderState(tmp_path, tmp_path.as_uri(), RunData(tmp_path / "r.mlrun", _run(a)))
+    view = folder.view(canonical(P))
+    assert view is not None
+    editor = map_lines(view, "\n".join(new) + "\n")
+    assert editor.stale
+    assert editor.to_buffer == expected
+    assert [editor.buffer_line(r) for r in (9, 10, 11, 8)] == [1, 2, 3, None]  # 8: a blank line

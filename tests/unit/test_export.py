@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from memlens import profile
 from memlens.export import to_json_dict
 from memlens.model import FIGURES, NATIVE
@@ -106,6 +108,7 @@ def _work() -> list[bytes]:
     return [bytes(256 * 1024) for _ in range(4)]  # tagged: 1 MiB kept
 
 
+@pytest.mark.usefixtures("allocator_hooks_restored")
 def test_export_of_a_real_run() -> None:
     with profile() as p:
         keep = _work()

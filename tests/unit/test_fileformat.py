@@ -26,7 +26,7 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
-from tests.runs import MIB, info, sample_run
+from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -143,7 +143,7 @@ def runs(draw: st.DrawFn) -> Run:
         # One entry per node id, in the order they ran.
         tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
     )
-    return Run(info=run_info, files=files, call_tree=tuple(nodes), timeline=timeline)
+    return new_run(files, nodes, timeline, run_info=run_info)
 
 
 @settings(

@@ -5,28 +5,15 @@ from __future__ import annotations
 import re
 
 from memlens.flow import ROOT, compare_graphs, flow_graph, to_dot
-from memlens.model import CallNode, LineStats, Run, RunInfo, SourceFile
+from memlens.model import CallNode, LineStats, Run, SourceFile
+from tests.runs import new_run, source
 
 F = "/proj/app.py"
 A, B, C, D, E = ((F, n) for n in (1, 2, 3, 4, 5))
 
 
-def _info() -> RunInfo:
-    return RunInfo(
-        command=("python", F),
-        python="3.11",
-        platform="linux",
-        started="2026-01-01T00:00:00Z",
-        ended="2026-01-01T00:00:01Z",
-        duration_s=1.0,
-        pid=1,
-        exit_code=0,
-        mode="exact",
-        sample_interval_bytes=None,
-        peak_traced_bytes=83,
-        peak_rss_bytes=0,
-        complete=True,
-    )
+def _run(files: list[SourceFile], tree: tuple[CallNode, ...]) -> Run:
+    return new_run(files, tree, command=("python", F), peak_traced_bytes=83, peak_rss_bytes=0)
 
 
 def heapprof_example(scale: int = 1) -> Run:
@@ -51,7 +38,7 @@ def heapprof_example(scale: int = 1) -> Run:
         n: LineStats(alloc_bytes=local[n] * scale, incl_alloc_bytes=cumulative[n] * scale)
         for n in local
     }
-    return Run(info=_info(), files={F: SourceFile(F, "x", None, lines)}, call_tree=tree)
+    return _run([source(F, None, lines, sha256="x")], tree)
 
 
 def test_local_cumulative_and_edges_match_the_definition() -> None:
@@ -128,10 +115,9 @@ def test_compare_shows_every_runs_figures() -> None:
 
 def test_paths_outside_cwd_stay_absolute_and_quotes_are_escaped() -> None:
     odd = '/other/we"ird.py'
-    run = Run(
-        info=_info(),
-        files={odd: SourceFile(odd, "x", None, {1: LineStats(alloc_bytes=5, incl_alloc_bytes=5)})},
-        call_tree=(CallNode(0, -1, odd, 1, "f", alloc_bytes=5),),
+    run = _run(
+        [source(odd, None, {1: LineStats(alloc_bytes=5, incl_alloc_bytes=5)}, sha256="x")],
+        (CallNode(0, -1, odd, 1, "f", alloc_bytes=5),),
     )
     dot = to_dot([flow_graph(run)], cwd="/proj")
     assert 'label="/other/we\\"ird.py:1\\n5 B / 5 B"' in dot
@@ -143,7 +129,7 @@ def _module_run(text: str, allocs: dict[int, int]) -> Run:
     tree = tuple(
         CallNode(i, -1, F, n, "<module>", alloc_bytes=b) for i, (n, b) in enumerate(allocs.items())
     )
-    return Run(info=_info(), files={F: SourceFile(F, "x", text, lines)}, call_tree=tree)
+    return _run([source(F, text, lines, sha256="x")], tree)
 
 
 BEFORE = _module_run("import x\ntable = build()\nnames = load()\n", {2: 4000, 3: 100})

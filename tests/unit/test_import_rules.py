@@ -24,12 +24,20 @@ STDLIB_ONLY = {
     "memlens.calltree",
     "memlens.query",
     "memlens.timeline",
+    "memlens.source",
 }
 
 #: The MCP SDK and what it brings: only the MCP server module imports them (``memlens mcp``
 #: loads it when it starts; every other command, and ``memlens run``, never does).
 MCP_SDK = ("mcp", "mcp_types", "anyio", "uvicorn", "starlette", "pydantic")
 MCP_MODULE = "memlens.mcp_server"
+
+#: The language server's modules that may import the LSP libraries: lsprotocol's types only
+#: where LSP objects are built or taken apart (the conversion, the state, the features), pygls
+#: there and in the connection. The wiring (server.py), the views, the index and the rest are
+#: plain data in, plain data out.
+LSPROTOCOL_MODULES = ("memlens_server.convert", "memlens_server.state", "memlens_server.features")
+PYGLS_MODULES = (*LSPROTOCOL_MODULES, "memlens_server.transport")
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -73,6 +81,11 @@ def test_import_rules(module: str, path: Path) -> None:
     if _is(module, "memlens_server"):
         bad = {i for i in imports if _is(i, "memlens._tracer") or _is(i, "memlens.tracer")}
         assert not bad, f"{module} must not import the tracer (run files are the contract): {bad}"
+    if _is(module, "memlens_server"):
+        for library, allowed in (("lsprotocol", LSPROTOCOL_MODULES), ("pygls", PYGLS_MODULES)):
+            bad = {i for i in imports if _is(i, library)}
+            if not any(_is(module, a) for a in allowed):
+                assert not bad, f"{module} must not import {library} (only {allowed}): {bad}"
     if module in STDLIB_ONLY:
         import sys
 
@@ -88,6 +101,8 @@ def test_rules_see_every_package() -> None:
     assert "memlens.model" in names
     assert "memlens_server" in names
     assert MCP_MODULE in names
+    assert "memlens_server.server" in names
+    assert {m for m in names if m.startswith("memlens_server.features.")}
 
 
 def test_language_server_modules_form_no_import_cycle() -> None:

@@ -14,44 +14,21 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.workspace.position_codec import PositionCodec
 
-from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile, replace
+from memlens.model import CallNode, FunctionStats, LineStats, RunInfo, SourceFile, replace
 from memlens_server import convert, views
 from memlens_server.index import FolderState, Index, RunData, canonical
 from memlens_server.settings import Settings, parse
 from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
 from memlens_server.state import ClientFeatures
+from tests import runs
+from tests.runs import new_run, source
 
 KiB = 1024
 MiB = 1024 * 1024
 
 
 def info(peak: int = 10 * MiB, cwd: str = "") -> RunInfo:
-    return RunInfo(
-        command=("x.py",),
-        python="3.11",
-        platform="linux",
-        started="2026-11-22T00:00:00+00:00",
-        ended="2026-11-22T00:00:01+00:00",
-        duration_s=1.0,
-        pid=1,
-        exit_code=0,
-        mode="exact",
-        sample_interval_bytes=None,
-        peak_traced_bytes=peak,
-        peak_rss_bytes=peak,
-        complete=True,
-        cwd=cwd,
-    )
-
-
-def sf(
-    path: str,
-    text: str | None,
-    lines: dict[int, LineStats],
-    functions: tuple[FunctionStats, ...] = (),
-) -> SourceFile:
-    digest = hashlib.sha256((text or "").encode()).hexdigest()
-    return SourceFile(path, digest, text, lines, functions)
+    return runs.info(peak_traced_bytes=peak, peak_rss_bytes=peak, cwd=cwd)
 
 
 def folder_with(
@@ -66,11 +43,14 @@ def folder_with(
 ) -> tuple[FolderState, str]:
     path = str(tmp_path / "m.py")
     run = RunData(
-        tmp_path / "r.mlrun", Run(info(peak), {path: sf(path, text, lines, functions)}, tree)
+        tmp_path / "r.mlrun",
+        new_run([source(path, text, lines, functions)], tree, run_info=info(peak)),
     )
     baseline = None
     if base is not None:
-        baseline = RunData(tmp_path / "b.mlrun", Run(info(peak), {path: replace(base, path=path)}))
+        baseline = RunData(
+            tmp_path / "b.mlrun", new_run([replace(base, path=path)], run_info=info(peak))
+        )
     return FolderState(tmp_path, tmp_path.as_uri(), run, baseline), canonical(path)
 
 
@@ -137,9 +117,9 @@ def test_edits_shift_lines_and_hide_changed_ones(tmp_path: Path) -> None:
 def test_without_recorded_text_only_the_hash_decides(tmp_path: Path) -> None:
     text = "x = [0] * 10\n"
     path = str(tmp_path / "m.py")
-    source = SourceFile(path, hashlib.sha256(text.encode()).hexdigest(), None, {1: peak(MiB)})
+    recorded = source(path, None, {1: peak(MiB)}, sha256=hashlib.sha256(text.encode()).hexdigest())
     folder = FolderState(
-        tmp_path, "file:///", RunData(tmp_path / "r.mlrun", Run(info(), {path: source}))
+        tmp_path, "file:///", RunData(tmp_path / "r.mlrun", new_run([recorded], run_info=info()))
     )
     view = folder.view(canonical(path))
     assert view is not None
@@ -233,7 +213,7 @@ b = g()
 
 def test_hints_compare_with_baseline_mapped_through_source_changes(tmp_path: Path) -> None:
     base_text = "a = f()\nb = g()\n"
-    base = sf("m.py", base_text, {1: peak(2 * MiB), 2: peak(MiB)})
+    base = source("m.py", base_text, {1: peak(2 * MiB), 2: peak(MiB)})
     check(
         tmp_path,
         """\
@@ -300,7 +280,9 @@ def test_function_lenses_follow_edits_and_compare(tmp_path: Path) -> None:
         FunctionStats("f", 1, 2, alloc_bytes=4 * MiB, peak_bytes=2 * MiB),
         FunctionStats("g", 4, 5, peak_bytes=0),
     )
-    base = sf("m.py", text, {}, (FunctionStats("f", 1, 2, alloc_bytes=MiB, peak_bytes=3 * MiB),))
+    base = source(
+        "m.py", text, {}, (FunctionStats("f", 1, 2, alloc_bytes=MiB, peak_bytes=3 * MiB),)
+    )
     folder, key = folder_with(tmp_path, text, {}, functions=fns, base=base)
     view = folder.view(key)
     assert view is not None
@@ -488,7 +470,7 @@ def test_leak_items_threshold_and_columns(tmp_path: Path) -> None:
 def test_index_resolves_relative_paths_and_picks_deepest_folder(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "m.py").write_text("x\n")
-    run = Run(info(cwd=str(tmp_path / "sub")), {"m.py": sf("m.py", "x\n", {1: peak(MiB)})})
+    run = new_run([source("m.py", "x\n", {1: peak(MiB)})], run_info=info(cwd=str(tmp_path / "sub")))
     inner = FolderState(tmp_path / "sub", "file:///inner", RunData(tmp_path / "r.mlrun", run))
     outer = FolderState(tmp_path, "file:///outer")
     index = Index((outer, inner))
@@ -556,12 +538,12 @@ def test_memlens_lsp_command_is_registered() -> None:
 def test_moved_files_match_by_longest_suffix_then_content_hash(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     (root / "src" / "pkg").mkdir(parents=True)
-    files = {
-        "/ci/build/src/pkg/util.py": sf("/ci/build/src/pkg/util.py", "a = 1\n", {1: peak(MiB)}),
-        "/ci/build/tools/util.py": sf("/ci/build/tools/util.py", "b = 2\n", {1: peak(MiB)}),
-        "/ci/build/other/util.py": sf("/ci/build/other/util.py", "c = 3\n", {1: peak(MiB)}),
-    }
-    run = RunData(tmp_path / "r.mlrun", Run(info(), files), root=root)
+    files = [
+        source("/ci/build/src/pkg/util.py", "a = 1\n", {1: peak(MiB)}),
+        source("/ci/build/tools/util.py", "b = 2\n", {1: peak(MiB)}),
+        source("/ci/build/other/util.py", "c = 3\n", {1: peak(MiB)}),
+    ]
+    run = RunData(tmp_path / "r.mlrun", new_run(files, run_info=info()), root=root)
     local = canonical(root / "src" / "pkg" / "util.py")
     assert run.match(local) == "/ci/build/src/pkg/util.py"  # pkg/util.py: the longest suffix
     assert run.local_path("/ci/build/src/pkg/util.py") == local
@@ -576,7 +558,7 @@ def test_moved_files_match_by_longest_suffix_then_content_hash(tmp_path: Path) -
 
 def test_comparison_colours_and_gone_lines(tmp_path: Path) -> None:
     base_text = "a = f()\nold = load(9)\nb = g()\n"
-    base = sf("m.py", base_text, {1: peak(2 * MiB), 2: peak(5 * MiB), 3: peak(MiB)})
+    base = source("m.py", base_text, {1: peak(2 * MiB), 2: peak(5 * MiB), 3: peak(MiB)})
     text = "# new comment\na = f()\nb = g()\nc = h()\n"
     folder, key = folder_with(
         tmp_path, text, {2: peak(MiB), 3: peak(MiB), 4: peak(3 * MiB)}, base=base

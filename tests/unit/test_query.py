@@ -10,8 +10,8 @@ from memlens import query
 from memlens.calltree import CallTreeIndex
 from memlens.errors import MemlensError
 from memlens.mcp_server import TOOLS, check_arguments
-from memlens.model import CallNode, FunctionStats, LineStats, Run, SourceFile
-from tests.runs import MIB, info
+from memlens.model import CallNode, FunctionStats, LineStats, Run
+from tests.runs import MIB, new_run, source
 
 
 def _line(alloc: int = 0, live: int = 0, peak: int = 0) -> LineStats:
@@ -47,16 +47,12 @@ def test_is_library_path(path: str, library: bool) -> None:
 
 
 def _run_with_library_files() -> Run:
-    files = {
-        "/work/app.py": SourceFile(
-            "/work/app.py", "", "x = f()\ny = g()\n", {1: _line(peak=3 * MIB), 2: _line(peak=MIB)}
-        ),
-        "/usr/lib/python3.11/json/encoder.py": SourceFile(
-            "/usr/lib/python3.11/json/encoder.py", "", None, {10: _line(peak=9 * MIB)}
-        ),
-        "<frozen posixpath>": SourceFile("<frozen posixpath>", "", None, {5: _line(peak=2 * MIB)}),
-    }
-    return Run(info=info(), files=files, call_tree=(), timeline=())
+    files = [
+        source("/work/app.py", "x = f()\ny = g()\n", {1: _line(peak=3 * MIB), 2: _line(peak=MIB)}),
+        source("/usr/lib/python3.11/json/encoder.py", None, {10: _line(peak=9 * MIB)}),
+        source("<frozen posixpath>", None, {5: _line(peak=2 * MIB)}),
+    ]
+    return new_run(files)
 
 
 def test_top_lines_leave_library_files_out_unless_asked() -> None:
@@ -88,8 +84,7 @@ def test_function_self_figures_leave_nested_functions_and_namesakes_apart() -> N
         CallNode(2, 1, path, 3, "outer.<locals>.inner", alloc_bytes=4 * MIB, alloc_count=1),
         CallNode(3, 0, path, 8, "outer", alloc_bytes=7 * MIB, alloc_count=1, peak_bytes=7 * MIB),
     )
-    sf = SourceFile(path, "", text, {}, fns)
-    run = Run(info=info(), files={path: sf}, call_tree=tree, timeline=())
+    run = new_run([source(path, text, {}, fns, sha256="")], tree)
     rows = query.function_figures(run, "alloc", None)
     assert [
         (r["qualname"], r["first_line"], r["incl_alloc_bytes"], r["alloc_bytes"], r["peak_bytes"])

@@ -8,8 +8,9 @@ import pytest
 
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
-from memlens.model import LineStats, Run, RunInfo, SourceFile
+from memlens.model import LineStats, Run
 from memlens.report import display_path, find_file, listing, render, top_lines
+from tests.runs import new_run, source
 
 MiB = 1024 * 1024
 MAIN = "/proj/app/main.py"
@@ -44,26 +45,17 @@ def make_run(complete: bool = True) -> Run:
     util_lines = {
         1: LineStats(alloc_bytes=90 * MiB, alloc_count=9000, live_bytes=0, peak_bytes=19 * MiB)
     }
-    return Run(
-        info=RunInfo(
-            command=("python", MAIN),
-            python="3.11",
-            platform="linux",
-            started="2026-01-01T00:00:00Z",
-            ended="2026-01-01T00:00:02Z",
-            duration_s=2.5,
-            pid=1,
-            exit_code=0 if complete else None,
-            mode="exact",
-            sample_interval_bytes=None,
-            peak_traced_bytes=100 * MiB,
-            peak_rss_bytes=120 * MiB,
-            complete=complete,
-        ),
-        files={
-            MAIN: SourceFile(MAIN, "x", MAIN_TEXT, main_lines),
-            UTIL: SourceFile(UTIL, "y", "tmp = [bytes(10_000) for _ in range(9000)]\n", util_lines),
-        },
+    return new_run(
+        [
+            source(MAIN, MAIN_TEXT, main_lines, sha256="x"),
+            source(UTIL, "tmp = [bytes(10_000) for _ in range(9000)]\n", util_lines, sha256="y"),
+        ],
+        command=("python", MAIN),
+        duration_s=2.5,
+        exit_code=0 if complete else None,
+        peak_traced_bytes=100 * MiB,
+        peak_rss_bytes=120 * MiB,
+        complete=complete,
     )
 
 
@@ -138,7 +130,7 @@ def test_plain_report_marks_incomplete_runs_and_empty_runs() -> None:
     render(make_run(complete=False), out, rich_output=False, show_listing=False)
     first = out.getvalue().splitlines()[0]
     assert first.endswith("· INCOMPLETE (the program did not finish)")
-    empty = Run(info=make_run().info, files={})
+    empty = new_run(run_info=make_run().info)
     out = io.StringIO()
     render(empty, out, rich_output=False)
     assert out.getvalue().splitlines()[1] == "memlens: no allocations were attributed to any line"
@@ -192,8 +184,7 @@ def kept_after_peak_run() -> Run:
         1: LineStats(alloc_bytes=50 * MiB, alloc_count=1, peak_bytes=50 * MiB),
         3: LineStats(alloc_bytes=5 * MiB, alloc_count=1, live_bytes=5 * MiB, live_count=1),
     }
-    info = make_run().info
-    return Run(info=info, files={MAIN: SourceFile(MAIN, "z", text, lines)})
+    return new_run([source(MAIN, text, lines, sha256="z")], run_info=make_run().info)
 
 
 def test_lines_kept_after_the_peak_get_their_own_table() -> None:

@@ -5,26 +5,20 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from memlens import timeline
-from memlens.model import LineStats, Run, SourceFile, TimelinePoint, replace
-from tests.runs import MIB, sample_run
+from memlens.model import LineStats, Run, TimelinePoint, replace
+from tests.runs import MIB, sample_run, source
 
 
 def _run() -> Run:
     base = sample_run()
     text = "a = load()\nb = build()\nc = '<script>'\n"
     path = "/w/<evil>&\x1b[31m.py"
-    files = {
-        path: SourceFile(
-            path,
-            "ab" * 32,
-            text,
-            {
-                1: LineStats(peak_bytes=30 * MIB),
-                2: LineStats(peak_bytes=10 * MIB),
-                3: LineStats(peak_bytes=MIB),
-            },
-        )
+    lines = {
+        1: LineStats(peak_bytes=30 * MIB),
+        2: LineStats(peak_bytes=10 * MIB),
+        3: LineStats(peak_bytes=MIB),
     }
+    files = {path: source(path, text, lines, sha256="ab" * 32)}
     points = tuple(
         TimelinePoint(t / 10, min(t, 6) * 7 * MIB - (t > 6) * (t - 6) * 5 * MIB, 60 * MIB)
         for t in range(11)

@@ -9,6 +9,7 @@ import { pickRun, runSpec, ServerLink, shellCommand, showSummary, splitArgs } fr
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
+import { LINE_CHANGES, RUN_LOADED, TIMELINE } from './common/protocol';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
 import { RunLoaded, statusText } from './common/status';
@@ -119,7 +120,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     const settings = applyUi(readSettings(vscodeApi.getSetting), context.workspaceState);
     const next = createClient(interpreter.path, settings, output, cwd, context.workspaceState);
-    next.onNotification('memlens/runLoaded', (params: RunLoaded) => {
+    next.onNotification(RUN_LOADED, (params: RunLoaded) => {
       lastState = params;
       refreshStatus();
       repaint();
@@ -179,7 +180,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const byKind: Record<string, vscode.Range[]> = { more: [], less: [], new: [] };
       if (comparing() && editor.document.languageId === 'python' && editor.document.uri.scheme === 'file') {
         try {
-          const result = (await send('memlens.lineChanges', [{ uri: editor.document.uri.toString() }])) as {
+          const result = (await send(LINE_CHANGES, [{ uri: editor.document.uri.toString() }])) as {
             changes: { line: number; kind: string }[];
           } | null;
           for (const c of result?.changes ?? []) {
@@ -206,9 +207,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   let timelinePanel: vscode.WebviewPanel | undefined;
   const showTimeline = async (): Promise<void> => {
     const folder = vscodeApi.activeWorkspaceFolder();
-    const result = (await send('memlens.timeline', [folder ? { workspace: folder } : {}])) as TimelineResult;
+    const result = (await send(TIMELINE, [folder ? { workspace: folder } : {}])) as TimelineResult;
     if (!timelinePanel) {
-      timelinePanel = vscode.window.createWebviewPanel('memlens.timeline', 'memlens: Timeline', vscode.ViewColumn.Beside, {
+      timelinePanel = vscode.window.createWebviewPanel('memlens.timelinePanel', 'memlens: Timeline', vscode.ViewColumn.Beside, {
         enableScripts: true,
         localResourceRoots: [],
       });

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
 
+    #: An option as flags and argparse keywords.
+    Option = tuple[tuple[str, ...], dict[str, Any]]
+
 #: Sub-command name -> module under memlens.cli. The one place commands are registered.
 COMMANDS: dict[str, str] = {
     "run": "run",
@@ -107,8 +110,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# -- arguments shared by several commands: each defined once, here ---------------------------
+# As flags and argparse keywords, so that ``memlens run``'s option table (memlens.cli.run,
+# read before the profiled program starts, without argparse) can hold them too.
+#: ``--dir DIR``: the store root of every command that reads or writes runs.
+DIR_OPTION: Option = (
+    ("--dir",),
+    {"default": ".", "help": "store root: runs are in DIR/.memlens/runs (default: .)"},
+)
+
+#: ``-o FILE``: where a command that makes a run writes it.
+OUTPUT_OPTION: Option = (
+    ("-o", "--output"),
+    {"metavar": "FILE", "help": "write the run file here (default: in the store, see --dir)"},
+)
+
 #: The ``--top N`` option of the reports (``run``, ``show``): 0 lists every line.
-TOP_OPTION: tuple[tuple[str, ...], dict[str, Any]] = (
+TOP_OPTION: Option = (
     ("--top",),
     {
         "type": int,
@@ -118,45 +136,54 @@ TOP_OPTION: tuple[tuple[str, ...], dict[str, Any]] = (
     },
 )
 
-
-#: --by: user-facing figure names.
+#: ``--by``'s choices: :data:`memlens.model.SELF_FIGURES`, written out because ``memlens run``
+#: reads this module before the program starts and imports no model there
+#: (tests/cli/test_main.py checks that the two agree).
 FIGURES = ("peak", "alloc", "live")
+
+#: ``--by peak|alloc|live``: which figure ranks, labels or weighs what a command shows.
+BY_OPTION: Option = (
+    ("--by",),
+    {
+        "choices": FIGURES,
+        "default": "peak",
+        "help": "the figure: peak (held at the program's peak), alloc (allocated in all) or "
+        "live (still held at exit) (default: %(default)s)",
+    },
+)
+
+
+def add_option(parser: argparse.ArgumentParser, option: Option, **changes: Any) -> None:
+    """Add a shared option; ``changes`` override its keywords (a command's own default)."""
+    flags, keywords = option
+    parser.add_argument(*flags, **{**keywords, **changes})
 
 
 def add_run_spec(
     parser: argparse.ArgumentParser, name: str = "run", default: str = "latest", what: str = ""
 ) -> None:
-    """The positional RUN of the commands that read a saved run."""
+    """The positional RUN of the commands that read a saved run (``what``: which run, when a
+    command takes two)."""
     parser.add_argument(
         name,
         nargs="?",
         default=default,
         metavar=name.upper(),
         help=f"{what}a run file, a run id (or a unique prefix of one), latest or baseline "
-        f"(default: {default})",
+        "(default: %(default)s)",
     )
 
 
 def add_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir", default=".", help="store root: runs are in DIR/.memlens/runs (default: .)"
-    )
+    add_option(parser, DIR_OPTION)
 
 
-def add_by(parser: argparse.ArgumentParser, what: str, default: str = "peak") -> None:
-    """``--by peak|alloc|live``: which figure ``what``."""
-    parser.add_argument(
-        "--by",
-        choices=FIGURES,
-        default=default,
-        help=f"{what}: peak (held at the program's peak), alloc (allocated in all) or live "
-        f"(still held at exit) (default: {default})",
-    )
+def add_by(parser: argparse.ArgumentParser, default: str = "peak") -> None:
+    add_option(parser, BY_OPTION, default=default)
 
 
 def add_top(parser: argparse.ArgumentParser) -> None:
-    flags, keywords = TOP_OPTION
-    parser.add_argument(*flags, **keywords)
+    add_option(parser, TOP_OPTION)
 
 
 def top_rows(top: int) -> int | None:

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "file", help="the source file, as profiled (a path, or the end of one: app/main.py)"
     )
     add_run_spec(parser)
-    add_by(parser, "the figure each label leads with")
+    add_by(parser)
     add_dir(parser)
 
 

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("set", "show", "clear"),
         help="set RUN as the baseline, show it, or clear it",
     )
-    add_run_spec(parser, what="with set: ")
+    add_run_spec(parser)
     add_dir(parser)
 
 

@@ -13,19 +13,13 @@ if TYPE_CHECKING:
 
 HELP = "compare two runs per line and function (default: baseline vs latest)"
 
-#: --by choices -> (LineStats figure, FunctionStats figure)
-_FIG = {
-    "peak": ("peak_bytes", "peak_bytes"),
-    "alloc": ("alloc_bytes", "alloc_bytes"),
-    "live": ("live_bytes", "live_bytes"),
-}
 _DEFAULT_TOP = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_spec(parser, "a", "baseline", "the old run: ")
     add_run_spec(parser, "b", "latest", "the new run: ")
-    add_by(parser, "the figure compared")
+    add_by(parser)
     parser.add_argument(
         "--top",
         type=int,
@@ -42,13 +36,15 @@ def run(args: argparse.Namespace) -> int:
     from memlens import fileformat
     from memlens.cli import top_rows
     from memlens.diff import diff_runs
+    from memlens.model import NAMED_FIGURES
     from memlens.store import Store
 
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
     d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
-    line_attr, fn_attr = _FIG[args.by]
+    figure = NAMED_FIGURES[args.by]
+    line_attr, fn_attr = figure.line, figure.node
     if args.json:
         import json
 

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare these runs instead: each box shows every run's figures",
     )
     parser.add_argument("--dot", metavar="OUT.dot", help="write the graph here (default: stdout)")
-    add_by(parser, "the figure of boxes and arrows", default="alloc")
+    add_by(parser, default="alloc")
     parser.add_argument(
         "--min-node-fraction",
         type=float,

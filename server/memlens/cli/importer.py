@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_dir
+from memlens.cli import OUTPUT_OPTION, add_dir, add_option
 
 HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
 
@@ -15,9 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tool", choices=("tracemalloc", "pymemtrace"), help="the tool that wrote FILE"
     )
     parser.add_argument("file", help="tracemalloc.Snapshot.dump() file, or cPyMemTrace log")
-    parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write the run here (default: in the store)"
-    )
+    add_option(parser, OUTPUT_OPTION)
     add_dir(parser)
     parser.add_argument(
         "--source-dir",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from memlens.cli import add_dir
+
 HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir", default=".", help="the workspace: its store, and where runs are read (default: .)"
-    )
+    add_dir(parser)
     parser.add_argument(
         "--allow-run",
         action="store_true",

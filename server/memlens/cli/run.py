@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from memlens import runner
+    from memlens.model import Run
     from memlens.runner import Target
 else:
 
@@ -133,6 +134,24 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
             "metavar": "S",
             "help": "save the run so far every S seconds, so that a killed program leaves a run "
             "(default: 5; 0: never)",
+        },
+    ),
+    (
+        ("--no-follow",),
+        {
+            "action": "store_true",
+            "help": "do not follow child processes (os.fork, multiprocessing, Python programs "
+            "started with subprocess): profile the program's own process only",
+        },
+    ),
+    (
+        ("--follow-wait",),
+        {
+            "type": float,
+            "default": 5.0,
+            "metavar": "S",
+            "help": "when the program ends, wait at most S seconds for child processes still "
+            "running (default: 5); those still running then are recorded as incomplete",
         },
     ),
     TOP_OPTION,
@@ -257,7 +276,7 @@ def run(args: Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.seed is not None and interval is None:
         raise MemlensError("--seed is for sampling mode: add --sample BYTES")
-    if args.timeline_interval < 0 or args.checkpoint_interval < 0:
+    if args.timeline_interval < 0 or args.checkpoint_interval < 0 or args.follow_wait < 0:
         raise MemlensError("intervals must not be negative")
     top_rows(args.top)  # a bad --top is reported before the program runs
     target = runner.Target(
@@ -311,6 +330,8 @@ def run(args: Namespace) -> int:
             # It did not compile: Python's own error is all there is to see; no empty run.
             _say("memlens: no run written (the program did not start)")
             return
+        if following:
+            result = _with_children(result, out_path, args.follow_wait)
         _save_and_report(result, out_path, in_store, args, ending)
 
     pointed = [False]
@@ -320,22 +341,30 @@ def run(args: Namespace) -> int:
             pointed[0] = True
             _point_latest_at(out_path)
 
+    from memlens import follow
+
+    follow.leave()  # a `memlens run` started by a followed program profiles its own program
+    # What the program's process is traced with, and the children it starts too.
+    options: dict[str, Any] = {
+        "mode": "sampling" if interval else "exact",
+        "sample_interval": interval,
+        "seed": tracer.sampling_seed(args.seed) if interval else None,
+        "include": args.include,
+        "exclude": args.exclude,
+        "libraries": args.libraries,
+        "native": not args.no_native,
+        "timeline_interval_ms": args.timeline_interval,
+        "checkpoint_interval_s": args.checkpoint_interval,
+    }
+    following = not args.no_follow and follow.follow(out_path, command, **options)
     tracer.start(
-        mode="sampling" if interval else "exact",
-        sample_interval=interval,
-        seed=args.seed,
-        include=args.include,
-        exclude=args.exclude,
-        libraries=args.libraries,
-        native=not args.no_native,
+        **options,
         # The workspace the run belongs to (the store's root), so that editors map its absolute
         # paths onto a copy of the folder (another checkout, CI, a colleague's machine); the
         # checkpoints record it too.
         workspace_root=os.path.realpath(args.dir),
         hidden=[sys.argv[0]],  # the `memlens` console script that started us
-        timeline_interval_ms=args.timeline_interval,
         checkpoint=out_path if args.checkpoint_interval > 0 else None,
-        checkpoint_interval_s=args.checkpoint_interval,
         command=command,
         # A checkpoint is the newest run: `latest` names it as soon as it is written, so a
         # program that is killed (SIGKILL, a crash) leaves `latest` naming what it recorded.
@@ -358,7 +387,21 @@ def run(args: Namespace) -> int:
     def on_start() -> None:
         _tracer.set_thread_paused(False)
 
-    return runner.run(target, on_exit, on_start=on_start)
+    return runner.run(
+        target, on_exit, on_start=on_start, on_end=follow.end_children if following else None
+    )
+
+
+def _with_children(result: Run, out_path: str, wait_s: float) -> Run:
+    """The program's run merged with the runs of the processes it started (memlens.follow);
+    the program's own run, with one message, when they cannot be merged."""
+    from memlens import follow
+
+    try:
+        return follow.collect(result, out_path, wait_s)
+    except Exception as exc:  # noqa: BLE001 - the program's own run is still written
+        _say(f"memlens: the runs of child processes are not merged: {exc}")
+        return result
 
 
 def _json_path(name: str, target: Target) -> str:
@@ -531,10 +574,12 @@ class _Progress:
     def _loop(self) -> None:
         import time
 
-        from memlens import _tracer
+        from memlens import _tracer, tracer
         from memlens.units import fmt_bytes
 
         _tracer.set_thread_paused(True)
+        _tracer.name_thread("memlens-progress")
+        tracer.block_signals()
         frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
         t0 = time.monotonic()
         i = 0

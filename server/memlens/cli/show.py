@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from memlens.cli import add_by, add_dir, add_run_spec, add_top, top_rows
+
+if TYPE_CHECKING:
+    from memlens.model import RunInfo
 
 HELP = "print the report of a saved run (default: the latest)"
 
@@ -15,8 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--file", metavar="F", help="list this file of the run (default: the hottest file)"
     )
+    parser.add_argument(
+        "--process",
+        type=int,
+        metavar="PID",
+        help="the figures of one process of a run that followed child processes",
+    )
     add_top(parser)
-    add_by(parser, "rank the lines and label them by")
+    add_by(parser)
     add_dir(parser)
     from memlens.timeline import add_arguments as add_timeline_arguments
 
@@ -28,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     from memlens.report import find_file, render
     from memlens.store import Store
 
-    result = fileformat.read(Store(args.dir).resolve(args.run))
+    path = Store(args.dir).resolve(args.run)
+    result = fileformat.read(path)
+    if args.process is not None:
+        result = fileformat.read(process_run(str(path), result.info, args.process))
     if args.timeline:
         from memlens.timeline import show
 
@@ -36,3 +49,26 @@ def run(args: argparse.Namespace) -> int:
     file = find_file(result, args.file) if args.file else None
     render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file)
     return 0
+
+
+def process_run(run_path: str, info: RunInfo, pid: int) -> str:
+    """The run file of process ``pid`` of the run ``run_path`` (its processes folder), or a
+    one-line MemlensError."""
+    from memlens.errors import MemlensError
+    from memlens.layout import display_path, process_runs, processes_folder
+
+    pids = [p.pid for p in info.processes]
+    if pid not in pids:
+        listed = ", ".join(str(p) for p in pids[:20]) + (", ..." if len(pids) > 20 else "")
+        raise MemlensError(
+            f"the run has no process {pid} (its processes: {listed})"
+            if pids
+            else f"the run has no process {pid} (it is a run of one process)"
+        )
+    found = process_runs(run_path, pid)
+    if not found:
+        shown = display_path(processes_folder(run_path))
+        raise MemlensError(f"process {pid} left no run in {shown}")
+    if len(found) > 1:
+        raise MemlensError(f"several processes of the run had the id {pid}: {len(found)} runs")
+    return found[0]

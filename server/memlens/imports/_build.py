@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,7 @@ from memlens.model import (
     SourceFile,
     TimelinePoint,
 )
+from memlens.source import read_source
 
 #: file, line, function name (None when the source format has none)
 Frame = tuple[str, int, str | None]
@@ -74,13 +74,10 @@ class Sources:
                 [Path(name)] if os.path.isabs(name) else [Path(d) / name for d in self.search_dirs]
             )
             for path in candidates:
-                try:
-                    data = path.read_bytes()
-                except (OSError, ValueError):
-                    continue
-                text = data.decode("utf-8", errors="replace")
-                result = (os.path.abspath(path), hashlib.sha256(data).hexdigest(), text)
-                break
+                found = read_source(str(path))
+                if found is not None:
+                    result = (os.path.abspath(path), *found)
+                    break
             else:
                 if os.path.isabs(name):
                     result = (os.path.normpath(name), "", None)

@@ -8,7 +8,7 @@ from lsprotocol import types as lsp
 from memlens_server import convert, views
 from memlens_server.features import pytest_results
 from memlens_server.staleness import buffer_lines
-from memlens_server.state import MemlensServer
+from memlens_server.state import MemlensServer, Method, guarded
 
 OPTIONS = convert.CODE_LENS_OPTIONS
 
@@ -37,3 +37,6 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
     items.extend(views.main_block_lenses(uri, lines))
     items.sort(key=lambda item: item.line)
     return ls.each("code lens", items, convert.code_lens)
+
+
+METHODS: tuple[Method, ...] = ((lsp.TEXT_DOCUMENT_CODE_LENS, guarded(code_lens), OPTIONS),)

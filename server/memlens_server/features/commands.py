@@ -18,7 +18,6 @@ import stat
 import sys
 import uuid
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +125,7 @@ async def choose_run(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
     folder = _folder(ls, a)
     path = await _run_path(folder, a.get("run"))
     latest = Store(folder.root).latest()
-    chosen = None if path == latest else path
-    ls.index = ls.index.replace_folder(replace(folder, chosen=chosen, chosen_latest=latest))
-    await runs.reload(ls, [folder.uri], force=True)
+    await runs.choose(ls, folder.uri, None if path == latest else path, latest)
     state = ls.index.get(folder.uri)
     return views.run_summary(state.run if state else None)
 

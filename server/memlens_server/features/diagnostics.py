@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 
 from memlens_server import convert, views
 from memlens_server.features import pytest_results
-from memlens_server.state import MemlensServer
+from memlens_server.state import MemlensServer, Method
 
 
 async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list[lsp.Diagnostic]]:
@@ -80,3 +80,11 @@ def did_close(ls: MemlensServer, params: lsp.DidCloseTextDocumentParams) -> None
     ls.mappings.forget(uri)
     ls.hint_cache.pop(uri, None)
     ls.text_document_publish_diagnostics(convert.publish(uri, None, []))
+
+
+#: Documents -> diagnostics (push).
+METHODS: tuple[Method, ...] = (
+    (lsp.TEXT_DOCUMENT_DID_OPEN, did_open, None),
+    (lsp.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
+    (lsp.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
+)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.state import MemlensServer
+from memlens_server.state import MemlensServer, Method, guarded
 
 
 async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
@@ -29,3 +29,6 @@ async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if text is None:
         return None
     return convert.hover(text, ctx.codec, ctx.lines, line)
+
+
+METHODS: tuple[Method, ...] = ((lsp.TEXT_DOCUMENT_HOVER, guarded(hover), None),)

@@ -13,7 +13,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from memlens_server import convert, views
-from memlens_server.state import MemlensServer
+from memlens_server.state import MemlensServer, Method, guarded
 
 OPTIONS = convert.INLAY_HINT_OPTIONS
 
@@ -101,3 +101,9 @@ async def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
         local_path=ctx.path,
     )
     return convert.with_tooltip(hint, text)
+
+
+METHODS: tuple[Method, ...] = (
+    (lsp.TEXT_DOCUMENT_INLAY_HINT, guarded(inlay_hints), OPTIONS),
+    (lsp.INLAY_HINT_RESOLVE, guarded(resolve), None),
+)

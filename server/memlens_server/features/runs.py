@@ -21,6 +21,7 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,13 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from memlens import fileformat
 from memlens.errors import RunFileError
+from memlens.merge import split_by_process
 from memlens.store import Store
 from memlens_server import convert, protocol, settings, views
 from memlens_server.background import in_thread
 from memlens_server.features import diagnostics
 from memlens_server.index import FolderState, Index, RunData
-from memlens_server.state import ClientFeatures, MemlensServer
+from memlens_server.state import ClientFeatures, MemlensServer, Method
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
@@ -58,7 +60,11 @@ def store_signature(root: Path) -> tuple[Any, ...]:
 
 
 def _load(
-    path: Path | None, previous: RunData | None, root: Path, errors: list[tuple[Path, str]]
+    path: Path | None,
+    previous: RunData | None,
+    root: Path,
+    errors: list[tuple[Path, str]],
+    split: bool = True,
 ) -> RunData | None:
     if path is None:
         return None
@@ -69,7 +75,10 @@ def _load(
         except OSError:
             return None
     try:
-        return RunData(path, fileformat.read(path), (root,), root)
+        run = fileformat.read(path)
+        # A run of several processes: each one's own figures on the lines they shared (hover).
+        by_process = split_by_process(str(path), run) if split else None
+        return RunData(path, run, (root,), root, by_process)
     except RunFileError as exc:
         errors.append((path, str(exc)))
         return None
@@ -87,7 +96,7 @@ def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]
     run = _load(chosen or latest, prev.run, prev.root, errors)
     problem = errors[0][1] if errors else None  # the run to show could not be read
     base_path = store.baseline()
-    base = _load(base_path, prev.baseline, prev.root, errors)
+    base = _load(base_path, prev.baseline, prev.root, errors, split=False)
     state = prev.with_runs(run, base, problem)
     if chosen is None and prev.chosen is not None:
         state = FolderState(state.root, state.uri, state.run, state.baseline, problem=problem)
@@ -119,22 +128,58 @@ def folder_states(ls: MemlensServer) -> list[FolderState]:
     return out
 
 
-async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: bool = False) -> None:
-    """Reload the folders ``uris`` (default: all); notify the client about what changed."""
+def _lock(ls: MemlensServer) -> asyncio.Lock:
     if ls.reload_lock is None:
         ls.reload_lock = asyncio.Lock()
-    async with ls.reload_lock:
-        states = folder_states(ls)
-        known = {f.uri for f in ls.index.folders}
-        if {s.uri for s in states} != known:
-            ls.index = Index(tuple(states))
-            force = True
-        todo = [s for s in states if uris is None or s.uri in uris]
-        changed = await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in todo))
-    if any(changed):
-        # Loaded runs live until the next reload: move them out of the collector's sight,
-        # so full collections during big responses do not walk 100,000s of line records.
-        gc.freeze()
+    return ls.reload_lock
+
+
+def swap(ls: MemlensServer, index: Index) -> None:
+    """Show ``index``: the one place the server's index is replaced, always under the reload
+    lock (reloads, workspace folder changes and a chosen run all come here), so a change is
+    never lost to a reload that started before it. Caches of the old index go with it."""
+    assert _lock(ls).locked(), "the index is replaced only under the reload lock"
+    ls.index = index
+    ls.mappings.clear()
+    ls.hint_cache.clear()
+
+
+async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: bool = False) -> None:
+    """Reload the folders ``uris`` (default: all); notify the client about what changed."""
+    async with _lock(ls):
+        changed = await _reload(ls, uris, force)
+    if changed:
+        _loaded()
+
+
+async def choose(ls: MemlensServer, uri: str, chosen: Path | None, latest: Path | None) -> None:
+    """Show run ``chosen`` in folder ``uri`` (None: the latest again) until the ``latest``
+    pointer leaves ``latest`` (its target when the choice was made); reload the folder."""
+    async with _lock(ls):
+        folder = ls.index.get(uri)
+        if folder is None:
+            return
+        swap(ls, ls.index.replace_folder(replace(folder, chosen=chosen, chosen_latest=latest)))
+        changed = await _reload(ls, [uri], True)
+    if changed:
+        _loaded()
+
+
+async def _reload(ls: MemlensServer, uris: list[str] | None, force: bool) -> bool:
+    """Reload (under the lock) the folders ``uris`` (None: all); whether any changed."""
+    states = folder_states(ls)
+    known = {f.uri for f in ls.index.folders}
+    if {s.uri for s in states} != known:
+        swap(ls, Index(tuple(states)))
+        force = True
+    todo = [s for s in states if uris is None or s.uri in uris]
+    return any(await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in todo)))
+
+
+def _loaded() -> None:
+    # Loaded runs live until the next reload: move them out of the collector's sight, so full
+    # collections during big responses do not walk 100,000s of line records.
+    gc.freeze()
 
 
 async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> bool:
@@ -163,9 +208,7 @@ async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> b
         return False  # the folder was removed meanwhile
     if not (force or _identity(new) != _identity(current) or new.chosen != current.chosen):
         return False
-    ls.index = ls.index.replace_folder(new)
-    ls.mappings.clear()
-    ls.hint_cache.clear()
+    swap(ls, ls.index.replace_folder(new))
     diagnostics.publish_all(ls)
     notify_loaded(ls, new)
     # Not awaited: a slow or silent client must not hold up the next reload.
@@ -327,3 +370,14 @@ async def did_change_workspace_folders(
 
 def folder_uri(path: Path) -> str:
     return from_fs_path(str(path)) or path.as_uri()
+
+
+#: Lifecycle, settings and the run store.
+METHODS: tuple[Method, ...] = (
+    (lsp.INITIALIZE, initialize, None),
+    (lsp.INITIALIZED, initialized, None),
+    (lsp.SHUTDOWN, shutdown, None),
+    (lsp.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration, None),
+    (lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, did_change_watched_files, None),
+    (lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, did_change_workspace_folders, None),
+)

@@ -1,5 +1,6 @@
 // What the client commands do, written against small interfaces so that unit tests can drive
 // them with fakes. Figures always come from the server; the client only asks and shows.
+import { CHOOSE_RUN, CLEAR_BASELINE, LIST_RUNS, SET_BASELINE, SUMMARY } from './protocol';
 import { baselinePickItems, ListedRun, runPickItems } from './runs';
 import { formatBytes } from './status';
 import { mayRunCode, UNTRUSTED_MESSAGE } from './trust';
@@ -107,7 +108,7 @@ export async function pickRun(
   workspace?: string,
 ): Promise<string | undefined> {
   const where = workspace ? { workspace } : {};
-  const runs = ((await link.execute('memlens.listRuns', [where])) as ListedRun[] | null) ?? [];
+  const runs = ((await link.execute(LIST_RUNS, [where])) as ListedRun[] | null) ?? [];
   const items = action === 'baseline' ? baselinePickItems(runs) : runPickItems(runs);
   if (items.length === 0) {
     await api.showInfo('memlens: no runs yet. Use "memlens: Run Current File" first.');
@@ -119,10 +120,10 @@ export async function pickRun(
     return undefined;
   }
   if (picked.clear) {
-    await link.execute('memlens.clearBaseline', [where]);
+    await link.execute(CLEAR_BASELINE, [where]);
     return '';
   }
-  await link.execute(action === 'baseline' ? 'memlens.setBaseline' : 'memlens.chooseRun', [{ run: picked.run, ...where }]);
+  await link.execute(action === 'baseline' ? SET_BASELINE : CHOOSE_RUN, [{ run: picked.run, ...where }]);
   return picked.run;
 }
 
@@ -211,7 +212,7 @@ export function summaryPickItems(summary: SummaryResult): SummaryPickItem[] {
 
 /** memlens: Show Run Summary — the run, its baseline and its heaviest lines; opens a picked line. */
 export async function showSummary(api: VsCodeApi, link: ServerLink, workspace?: string): Promise<string> {
-  const summary = (await link.execute('memlens.summary', [workspace ? { workspace } : {}])) as SummaryResult | null;
+  const summary = (await link.execute(SUMMARY, [workspace ? { workspace } : {}])) as SummaryResult | null;
   if (!summary || !summary.run) {
     const text = summaryText({ run: null, baseline: null, top: [] });
     await api.showInfo(text);

@@ -3,6 +3,7 @@ import { execFile } from 'child_process';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions } from 'vscode-languageclient/node';
 import { ProbeResult } from './interpreter';
+import { RUN_FILE } from './protocol';
 import { ServerSettings } from './settings';
 import { filterLenses, mayExecuteServerCommand, UNTRUSTED_MESSAGE } from './trust';
 import { overlay, StateStore } from './uistate';
@@ -59,7 +60,7 @@ export function createClient(
         }
         // "Run under memlens" runs in a terminal, like the Run Current File command.
         for (const lens of lenses) {
-          if (lens.command?.command === 'memlens.runFile') {
+          if (lens.command?.command === RUN_FILE) {
             lens.command = { title: lens.command.title, command: 'memlens.runCurrentFile', arguments: [document.uri] };
           }
         }

@@ -6,10 +6,12 @@
 // never started with an interpreter the workspace chose (the Python extension's pick may be a
 // venv inside the workspace), only with the user's memlens.interpreter or python3.
 
+import { RUN_FILE } from './protocol';
+
 export const RUN_COMMANDS = ['memlens.runCurrentFile', 'memlens.runFileWithArgs'];
 
 /** Server commands that start the user's program. */
-export const SERVER_RUN_COMMANDS = ['memlens.runFile'];
+export const SERVER_RUN_COMMANDS = [RUN_FILE];
 
 export function mayRunCode(isTrusted: boolean): boolean {
   return isTrusted;

@@ -1,0 +1,229 @@
+"""Merging the runs of several processes into one (``memlens run`` follows child processes).
+
+The rule (docs/how-it-works.md, "Child processes"):
+
+- per line, per function and per call-tree node, every figure is the sum over the processes:
+  allocated bytes and counts; live at exit (each process's live memory when it ended); peak
+  (each process's own share at its own peak); the inclusive figures alike. Sampling errors
+  add in quadrature (the processes sample independently);
+- the run's peak traced memory (and peak RSS) is the largest sum over the processes alive at
+  the same moment, found by laying their memory timelines on one clock (each run's start
+  time plus its timeline's offsets), and at least every process's own peak;
+- the merged timeline is that sum, on the first run's clock;
+- a process that left only a checkpoint (killed, crashed, still running) counts with what the
+  checkpoint held; one that left no run counts with nothing.
+
+Standard library only; run after the program ended, so imports cost nothing it measures.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from memlens.model import (
+    CALL_TREE_COLUMNS,
+    ERRORS,
+    FIGURES,
+    SUMS,
+    CallTree,
+    FunctionStats,
+    LineStats,
+    ProcessInfo,
+    Run,
+    SourceFile,
+    TimelinePoint,
+    replace,
+)
+
+TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: Most points of a merged timeline (as the tracer's own timelines).
+MAX_TIMELINE_POINTS = 4096
+#: Most processes listed in a run's header (each entry is small; the header is bounded).
+MAX_LISTED_PROCESSES = 2048
+#: Longest command kept per listed process, in characters (all arguments together).
+MAX_COMMAND_CHARS = 1024
+
+#: The call-tree columns that hold figures (summed when nodes merge).
+_NODE_FIGURES = CALL_TREE_COLUMNS[5:]
+_FUNCTION_FIGURES = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
+
+
+def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
+    """One run holding the figures of every run in ``runs`` (the first is the program's own:
+    its header, sources and clock are kept), listing ``processes`` in its header."""
+    root = runs[0]
+    files: dict[str, SourceFile] = dict(root.files)
+    for run in runs[1:]:
+        for path, sf in run.files.items():
+            mine = files.get(path)
+            files[path] = sf if mine is None else _merge_file(mine, sf)
+    peak_traced, peak_rss, timeline = _merge_timelines(runs)
+    info = replace(
+        root.info,
+        peak_traced_bytes=max(peak_traced, *(r.info.peak_traced_bytes for r in runs)),
+        peak_rss_bytes=max(peak_rss, *(r.info.peak_rss_bytes for r in runs)),
+        processes=tuple(listed(p) for p in processes[:MAX_LISTED_PROCESSES]),
+    )
+    return Run(
+        info=info,
+        files=files,
+        call_tree=_merge_trees([r.call_tree for r in runs]),
+        timeline=timeline,
+    )
+
+
+#: Most processes whose own runs are read to split a merged run's lines by process.
+MAX_SPLIT_PROCESSES = 32
+
+#: Per file and line, each contributing process with its own figures on that line.
+ProcessLines = dict[str, dict[int, tuple[tuple[ProcessInfo, LineStats], ...]]]
+
+
+def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) -> ProcessLines:
+    """The lines of the merged run ``run`` (read from ``run_path``) to which more than one
+    process contributed, with each process's own figures, from the runs in its processes
+    folder (the first ``limit`` processes listed; a process without a readable run of its own,
+    or whose id names several runs, is left out). Empty for a run of one process."""
+    from memlens import fileformat
+    from memlens.errors import RunFileError
+    from memlens.layout import process_runs
+
+    if len(run.info.processes) < 2:
+        return {}
+    found: dict[str, dict[int, list[tuple[ProcessInfo, LineStats]]]] = {}
+    for process in run.info.processes[:limit]:
+        paths = process_runs(run_path, process.pid)
+        if len(paths) != 1:
+            continue
+        try:
+            own = fileformat.read(paths[0])
+        except RunFileError:
+            continue
+        for path, sf in own.files.items():
+            if path not in run.files:
+                continue
+            lines = found.setdefault(path, {})
+            for line, st in sf.lines.items():
+                if st.alloc_bytes or st.peak_bytes or st.live_bytes:
+                    lines.setdefault(line, []).append((process, st))
+    return {
+        path: {line: tuple(each) for line, each in lines.items() if len(each) > 1}
+        for path, lines in found.items()
+    }
+
+
+def listed(process: ProcessInfo) -> ProcessInfo:
+    """``process`` as a run's header lists it: its command cut to :data:`MAX_COMMAND_CHARS`."""
+    kept: list[str] = []
+    room = MAX_COMMAND_CHARS
+    for arg in process.command:
+        if room <= 0:
+            break
+        kept.append(arg[:room])
+        room -= len(arg)
+    command = tuple(kept)
+    return process if command == process.command else replace(process, command=command)
+
+
+def add_lines(a: LineStats, b: LineStats) -> LineStats:
+    """The figures of one line in two processes: sums (errors in quadrature)."""
+    sums: dict[str, float] = {f: getattr(a, f) + getattr(b, f) for f in FIGURES}
+    sums.update((e, math.hypot(getattr(a, e), getattr(b, e))) for e in ERRORS)
+    return LineStats(**sums)  # type: ignore[arg-type]  # figures are ints, errors floats
+
+
+def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
+    lines = dict(a.lines)
+    for line, st in b.lines.items():
+        mine = lines.get(line)
+        lines[line] = st if mine is None else add_lines(mine, st)
+    functions: dict[tuple[str, int, int], FunctionStats] = {}
+    for fn in (*a.functions, *b.functions):
+        key = (fn.qualname, fn.first_line, fn.last_line)
+        mine_fn = functions.get(key)
+        functions[key] = (
+            fn
+            if mine_fn is None
+            else replace(
+                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in _FUNCTION_FIGURES}
+            )
+        )
+    # The recorded source is the first process's: the same file, read at its end.
+    text, sha = (a.text, a.sha256) if a.text is not None else (b.text, b.sha256)
+    return SourceFile(a.path, sha, text, dict(sorted(lines.items())), tuple(functions.values()))
+
+
+def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
+    """The call trees of several processes as one: nodes reached by the same call path (the
+    same lines from the root) become one node, figures summed."""
+    from memlens.calltree import TreeBuilder
+
+    builder = TreeBuilder()
+    for tree in trees:
+        # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes
+        # have no live count: 0 in its place among the sums.
+        zeros = [0] * len(tree)
+        sums = [getattr(tree, name) if name in _NODE_FIGURES else zeros for name in SUMS]
+        new_id: list[int] = []
+        for i, parent in enumerate(tree.parent):
+            node = builder.node(
+                -1 if parent < 0 else new_id[parent],
+                tree.files[tree.file[i]],
+                tree.line[i],
+                tree.functions[tree.function[i]],
+            )
+            new_id.append(node)
+            builder.add(node, [column[i] for column in sums])
+    return builder.tree()
+
+
+def _merge_timelines(runs: Sequence[Run]) -> tuple[int, int, tuple[TimelinePoint, ...]]:
+    """The largest summed traced bytes and RSS over the processes' timelines laid on the first
+    run's clock, and the summed timeline (at most :data:`MAX_TIMELINE_POINTS` points)."""
+    origin = _start(runs[0])
+    events: list[tuple[float, int, int, int, int]] = []  # (t, order, process, traced, rss)
+    for k, run in enumerate(runs):
+        if not run.timeline:
+            continue
+        start = _start(run)
+        offset = 0.0 if start is None or origin is None else (start - origin)
+        for p in run.timeline:
+            events.append((offset + p.t, 0, k, p.traced_bytes, p.rss_bytes))
+        # After its last point the process is gone: it holds nothing from the next moment on.
+        events.append((offset + run.timeline[-1].t, 1, k, 0, 0))
+    events.sort(key=lambda e: (e[0], e[1]))
+    traced = [0] * len(runs)
+    rss = [0] * len(runs)
+    total_traced = total_rss = peak_traced = peak_rss = 0
+    points: list[TimelinePoint] = []
+    for i, (t, order, k, tb, rb) in enumerate(events):
+        total_traced += tb - traced[k]
+        total_rss += rb - rss[k]
+        traced[k], rss[k] = tb, rb
+        last_at_this_time = i + 1 == len(events) or events[i + 1][:2] != (t, order)
+        if order == 0 and last_at_this_time:
+            peak_traced = max(peak_traced, total_traced)
+            peak_rss = max(peak_rss, total_rss)
+            points.append(TimelinePoint(max(t, 0.0), total_traced, total_rss))
+    return peak_traced, peak_rss, _thin(points)
+
+
+def _start(run: Run) -> float | None:
+    try:
+        return datetime.fromisoformat(run.info.started).timestamp()
+    except ValueError:
+        return None
+
+
+def _thin(points: list[TimelinePoint]) -> tuple[TimelinePoint, ...]:
+    """At most :data:`MAX_TIMELINE_POINTS` points: evenly spaced ones, and the highest."""
+    if len(points) <= MAX_TIMELINE_POINTS:
+        return tuple(points)
+    step = math.ceil(len(points) / (MAX_TIMELINE_POINTS - 1))
+    top = max(range(len(points)), key=lambda i: points[i].traced_bytes)
+    keep = sorted({*range(0, len(points), step), top})
+    return tuple(points[i] for i in keep)

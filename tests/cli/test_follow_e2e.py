@@ -1,0 +1,315 @@
+"""`memlens run` follows child processes: each start method, bare os.fork (also leaving by
+os._exit), Python subprocesses, nested children, a child killed by SIGKILL or still running,
+and --no-follow. Real programs (tests/data/scripts/children/) in real processes, compared
+with plain Python where it matters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlens import fileformat
+from memlens.layout import processes_folder
+from memlens.model import Run
+from tests.cli.memlens_cmd import memlens, plain
+
+pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+if not hasattr(os, "fork"):
+    pytest.skip("child processes are followed on POSIX systems", allow_module_level=True)
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts" / "children"
+MiB = 1024 * 1024
+
+
+def run_o(
+    tmp_path: Path, script: str, *args: str, options: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess[str], Run, Path]:
+    """`memlens run --no-report -o run.mlrun SCRIPT ARGS`: the process, its run, the file."""
+    out = tmp_path / "run.mlrun"
+    proc = memlens(
+        "run", "--no-report", *options, "-o", str(out), str(SCRIPTS / script), *args,
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert out.exists(), proc.stderr
+    return proc, fileformat.read(out), out
+
+
+def alloc(run: Run, script: str, line: int) -> int:
+    return run.files[str(SCRIPTS / script)].lines[line].alloc_bytes
+
+
+def memlens_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("memlens:")]
+
+
+def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> None:
+    """The issue's "Done when": the figures of every process, output and exit code unchanged."""
+    script = SCRIPTS / "pools.py"
+    reference = plain(script, cwd=tmp_path)
+    proc, run, out = run_o(tmp_path, "pools.py")
+    assert proc.returncode == reference.returncode == 5
+    assert sorted(proc.stdout.splitlines()) == sorted(reference.stdout.splitlines())
+    assert "bare child exit 3" in proc.stdout
+    assert memlens_lines(proc.stderr) == ["memlens: run written to run.mlrun"]
+
+    assert 20.0 * MiB <= alloc(run, "pools.py", 10) <= 20.5 * MiB  # spawn pool: 4 x 5 MiB
+    assert 6.0 * MiB <= alloc(run, "pools.py", 15) <= 6.2 * MiB  # fork pool: 3 x 2 MiB
+    assert 3.0 * MiB <= alloc(run, "pools.py", 20) <= 3.1 * MiB  # bare fork, os._exit
+    # The bare child left by os._exit holding its 3 MiB: live at its exit.
+    assert run.files[str(script)].lines[20].live_bytes >= 3 * MiB
+
+    processes = run.info.processes
+    root = processes[0]
+    assert (root.pid, root.command) == (run.info.pid, ("python", str(script)))
+    # The program, up to 2 spawned and 2 forked workers, the bare child: nothing else (no
+    # resource tracker). A worker that was still starting when the pool ended it (SIGTERM)
+    # ran no task and may have left no run; the others, each with its final run.
+    assert all(p.parent_pid == root.pid for p in processes[1:])
+    spawned = [p for p in processes if "--multiprocessing-fork" in p.command]
+    forked = [p for p in processes[1:-1] if p.command == root.command]
+    assert len(processes) == 1 + len(spawned) + len(forked) + 1
+    assert 1 <= len(spawned) <= 2
+    assert 1 <= len(forked) <= 2
+    folder = Path(processes_folder(str(out)))
+    for p in processes:
+        if p.complete:  # its final run is in the processes folder
+            assert fileformat.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
+    assert root.complete
+    assert processes[-1].complete
+    bare = fileformat.read(folder / f"{processes[-1].pid}.mlrun")
+    assert bare.info.exit_code == 3
+    assert bare.info.processes == (processes[-1],)
+    assert 3 * MiB <= bare.files[str(script)].lines[20].alloc_bytes < 3.1 * MiB
+    # The merged peak is at least each process's own.
+    assert run.info.peak_traced_bytes >= max(p.peak_traced_bytes for p in processes)
+
+    # `show --process` shows one process's own run.
+    shown = memlens("show", str(out), "--process", str(bare.info.pid), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"process {bare.info.pid}, child of {root.pid}" in shown.stdout.splitlines()[0]
+
+    exported = json.loads(memlens("export", str(out), cwd=tmp_path).stdout)
+    assert exported["run"]["processes"][0] == {
+        "pid": root.pid,
+        "parent_pid": root.parent_pid,
+        "command": ["python", str(script)],
+        "complete": True,
+        "peak_traced_bytes": root.peak_traced_bytes,
+    }
+
+
+def test_forkserver_workers_are_followed_not_the_server(tmp_path: Path) -> None:
+    proc, run, _ = run_o(tmp_path, "forkserver.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "forkserver 5242880\n"
+    assert 5 * MiB <= alloc(run, "forkserver.py", 7) < 5.1 * MiB
+    # The program and its (up to) two workers; the fork server and the resource tracker are
+    # not traced (they live as long as the program: no one waits for them). The workers the
+    # fork server forks are the program's children, as it asked for them.
+    processes = run.info.processes
+    assert 2 <= len(processes) <= 3
+    assert processes[0].complete
+    assert processes[1].complete
+    assert all(p.parent_pid == run.info.pid for p in processes[1:])
+    assert all("multiprocessing.forkserver" in " ".join(p.command) for p in processes[1:])
+
+
+def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
+    tmp_path: Path,
+) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("MARK = 'mine'\n")
+    env = {**os.environ, "PYTHONPATH": str(own)}
+    out = tmp_path / "run.mlrun"
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "-o", str(out),
+         str(SCRIPTS / "sub.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    reference = subprocess.run(
+        [sys.executable, str(SCRIPTS / "sub.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert (
+        proc.stdout
+        == reference.stdout
+        == ("user sitecustomize: mine\nmemlens on sys.path: False\nallocated 4194304\n")
+    )
+    run = fileformat.read(out)
+    assert 4 * MiB <= alloc(run, "sub_child.py", 4) < 4.1 * MiB
+    child = run.info.processes[1]
+    assert child.command == ("python", str(SCRIPTS / "sub_child.py"))
+    assert child.parent_pid == run.info.pid
+
+
+def test_nested_children_are_followed(tmp_path: Path) -> None:
+    proc, run, _ = run_o(tmp_path, "nested.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "done 0"
+    assert 1 * MiB <= alloc(run, "nested.py", 25) < 1.1 * MiB
+    assert 2 * MiB <= alloc(run, "nested.py", 17) < 2.1 * MiB
+    assert 3 * MiB <= alloc(run, "nested.py", 11) < 3.1 * MiB
+    # A chain: the program -> spawned child -> its spawned child -> its forked child.
+    processes = run.info.processes
+    assert len(processes) == 4
+    assert all(p.complete for p in processes)
+    parent_of = {p.pid: p.parent_pid for p in processes}
+    chain = [processes[0].pid]
+    while len(chain) < 4:
+        chain.append(next(pid for pid, parent in parent_of.items() if parent == chain[-1]))
+    assert f"grandchild {chain[-2]}" in proc.stdout  # os.getppid() in the forked one
+
+
+def test_child_killed_by_sigkill_leaves_the_programs_run_whole(tmp_path: Path) -> None:
+    out = tmp_path / "run.mlrun"
+    folder = processes_folder(str(out))
+    script = SCRIPTS / "killed.py"
+    reference = plain(script, folder, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "killed.py", folder, options=("--checkpoint-interval", "0.05"))
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "child -9\n"
+    assert run.info.complete
+    root, child = run.info.processes
+    assert root.complete
+    assert not child.complete
+    assert child.parent_pid == root.pid
+    assert child.command == root.command
+    # What the killed child's last checkpoint held is counted; the program's run is whole.
+    assert 4 * MiB <= alloc(run, "killed.py", 11) < 4.1 * MiB
+    assert child.peak_traced_bytes >= 4 * MiB
+    assert "(2 processes (1 incomplete)" not in memlens("show", str(out), cwd=tmp_path).stdout
+    assert " · 2 processes (1 incomplete)" in memlens("show", str(out), cwd=tmp_path).stdout
+
+
+def test_child_still_running_is_waited_for_then_recorded_incomplete(tmp_path: Path) -> None:
+    proc, run, _ = run_o(tmp_path, "lingering.py", "600", options=("--follow-wait", "0.2"))
+    pid = int(proc.stdout.split()[1])
+    try:
+        assert proc.returncode == 0, proc.stderr
+        os.kill(pid, 0)  # still running after the program's run was written
+        root, child = run.info.processes
+        assert (child.pid, child.complete, child.parent_pid) == (pid, False, root.pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_child_ending_after_the_program_is_waited_for(tmp_path: Path) -> None:
+    proc, run, _ = run_o(tmp_path, "lingering.py", "0.5", options=("--follow-wait", "120"))
+    assert proc.returncode == 0, proc.stderr
+    _, child = run.info.processes
+    assert child.complete
+    assert 2 * MiB <= alloc(run, "lingering.py", 10) < 2.1 * MiB
+
+
+def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) -> None:
+    script = SCRIPTS / "terminated.py"
+    reference = plain(script, cwd=tmp_path)
+    proc, run, out = run_o(tmp_path, "terminated.py")
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "child -15\n"
+    _, child = run.info.processes
+    assert child.complete  # its final run was written before it died
+    line = run.files[str(script)].lines[10]
+    assert 3 * MiB <= line.alloc_bytes < 3.1 * MiB
+    assert 3 * MiB <= line.live_bytes < 3.1 * MiB  # held when the signal came
+    # memlens's own work when the signal came (writing the run) is not charged to the line
+    # the child was on (time.sleep): the child's own run holds line 10 and next to nothing.
+    own = fileformat.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
+    others = [st.alloc_bytes for n, st in own.files[str(script)].lines.items() if n != 10]
+    assert sum(others) < 64 * 1024
+
+
+@pytest.mark.parametrize("follow", [True, False], ids=["follow", "no-follow"])
+def test_no_follow_leaves_children_alone(tmp_path: Path, follow: bool) -> None:
+    script = SCRIPTS / "env_child.py"
+    options = () if follow else ("--no-follow",)
+    proc, run, out = run_o(tmp_path, "env_child.py", options=options)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [
+        f"fork {follow} 1048576",
+        f"spawn {follow} 1048576",
+    ]
+    lines = run.files[str(script)].lines
+    if follow:
+        assert len(run.info.processes) == 3
+        assert 2 * MiB <= lines[10].alloc_bytes < 2.1 * MiB
+    else:
+        assert run.info.processes == ()
+        assert 10 not in lines  # the children were not traced
+        assert not os.path.exists(processes_folder(str(out)))
+        assert " processes" not in memlens("show", str(out), cwd=tmp_path).stdout
+
+
+def test_show_process_errors_are_one_line(tmp_path: Path) -> None:
+    proc, _, out = run_o(tmp_path, "env_child.py", options=("--no-follow",))
+    assert proc.returncode == 0
+    shown = memlens("show", str(out), "--process", "1", cwd=tmp_path)
+    assert shown.returncode == 2
+    assert shown.stderr == "memlens: the run has no process 1 (it is a run of one process)\n"
+
+
+def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
+    """The child cannot take memlens's handler (its main thread is in a C call that checks no
+    signal): after follow.KICK_LIMIT_S it dies by the signal's default action, as plain Python
+    would have at once; what its last checkpoint held is counted."""
+    out = tmp_path / "run.mlrun"
+    folder = processes_folder(str(out))
+    script = SCRIPTS / "stuck.py"
+    reference = plain(script, folder, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "stuck.py", folder, options=("--checkpoint-interval", "0.05"))
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "child -15\n"
+    root, child = run.info.processes
+    assert root.complete
+    assert not child.complete
+    assert 3 * MiB <= alloc(run, "stuck.py", 15) < 3.1 * MiB
+
+
+def test_a_damaged_child_run_leaves_the_programs_run_whole(tmp_path: Path) -> None:
+    out = tmp_path / "run.mlrun"
+    folder = processes_folder(str(out))
+    script = SCRIPTS / "damaged.py"
+    reference = plain(script, folder, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "damaged.py", folder)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "child done\n"
+    damaged = memlens_lines(proc.stderr)
+    assert len(damaged) == 2, proc.stderr
+    assert damaged[0].startswith(f"memlens: cannot read {folder}{os.sep}")
+    assert damaged[1] == "memlens: run written to run.mlrun"
+    root, child = run.info.processes
+    assert root.complete
+    assert not child.complete  # its figures are not counted: its run could not be read
+    assert 1 * MiB <= alloc(run, "damaged.py", 6) < 1.1 * MiB
+    assert 9 not in run.files[str(script)].lines
+
+
+@pytest.mark.parametrize("threads", ["none", "thread"])
+def test_the_fork_warning_is_as_without_memlens(tmp_path: Path, threads: str) -> None:
+    """Python 3.12+ warns at os.fork in a multi-threaded process: memlens's own threads do
+    not make it warn, the program's own still do."""
+    reference = plain(SCRIPTS / "threads_fork.py", threads, cwd=tmp_path)
+    proc, _, _ = run_o(tmp_path, "threads_fork.py", threads)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "forked\n"
+
+    def warnings_of(stderr: str) -> list[str]:
+        return [
+            re.sub(r"pid=\d+", "pid=N", line)
+            for line in stderr.splitlines()
+            if not line.startswith("memlens:")
+        ]
+
+    assert warnings_of(proc.stderr) == warnings_of(reference.stderr)
+    if sys.version_info >= (3, 12) and sys.platform == "linux":
+        assert bool(warnings_of(proc.stderr)) == (threads == "thread")

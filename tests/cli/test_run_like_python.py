@@ -1,0 +1,291 @@
+"""`memlens run` leaves the program as plain Python runs it: argv, `__main__`, streams, exit
+codes and tracebacks, signals and their handlers, threads, fork, atexit. Real scripts in a
+subprocess, compared with plain Python.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memlens.store import Store
+from tests.cli.memlens_cmd import latest_run, memlens, plain
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
+
+
+def test_argv_name_file_path0_and_report(tmp_path: Path) -> None:
+    script = SCRIPTS / "allocs.py"
+    proc = memlens("run", str(script), "a", "--flag", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[:5] == [
+        "argv ['a', '--flag']",
+        "name __main__",
+        f"file {script}",
+        f"path0 {script.parent}",
+        "done",
+    ]
+    # The report follows the program's output; its first row is the 50 MiB line.
+    header = next(i for i, line in enumerate(out) if line.lstrip().startswith("#  line"))
+    first = out[header + 1].split()
+    assert first[0] == "1"
+    assert first[1].endswith("allocs.py:7")
+    assert " ".join(first[2:4]) == "50.0 MiB"
+    assert "memlens: run written to" in proc.stderr
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    assert run.info.exit_code == 0
+    assert run.info.command == ("python", str(script), "a", "--flag")
+    line7 = run.files[str(script)].lines[7]
+    assert 50 * 1024 * 1024 <= line7.live_bytes < 50 * 1024 * 1024 + 4096
+
+
+def test_stdout_is_byte_identical_with_no_report(tmp_path: Path) -> None:
+    script = SCRIPTS / "allocs.py"
+    plain = subprocess.run(
+        [sys.executable, str(script), "x"], cwd=tmp_path, capture_output=True, check=True
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", "--no-report", str(script), "x"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+    )
+    assert proc.stdout == plain.stdout
+
+
+def test_stdin_passes_through(tmp_path: Path) -> None:
+    proc = memlens("run", "--no-report", str(SCRIPTS / "stdin_echo.py"), cwd=tmp_path, stdin="hi\n")
+    assert proc.returncode == 0
+    assert proc.stdout == "HI\n"
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "stderr_has"),
+    [
+        ("code", 3, None),
+        ("none", 0, None),
+        ("msg", 1, "fatal: bad things"),
+        ("raise", 1, "ValueError: boom"),
+    ],
+)
+def test_exit_codes_and_tracebacks(tmp_path: Path, how: str, code: int, stderr_has: str) -> None:
+    script = SCRIPTS / "exits.py"
+    plain = subprocess.run(
+        [sys.executable, str(script), how], capture_output=True, text=True, check=False
+    )
+    proc = memlens("run", "--no-report", str(script), how, cwd=tmp_path)
+    assert proc.returncode == plain.returncode == code
+    assert proc.stdout == plain.stdout
+    if stderr_has:
+        assert stderr_has in proc.stderr
+    if how == "raise":
+        # The same traceback as plain Python: no memlens or runpy frames.
+        tb = [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")]
+        assert tb == plain.stderr.splitlines()
+    run = latest_run(tmp_path)
+    assert run.info.exit_code == code
+    assert run.info.complete
+
+
+def test_module_mode(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(SCRIPTS / "pkgmod", tmp_path / "pkgmod")
+    proc = memlens("run", "--no-report", "-m", "pkgmod.tool", "p", "--q", cwd=tmp_path)
+    assert proc.returncode == 5
+    assert proc.stdout == "module __main__ ['p', '--q'] 10000\n"
+    run = latest_run(tmp_path)
+    assert str(tmp_path / "pkgmod" / "tool.py") in run.files
+    assert run.info.command == ("python", "-m", "pkgmod.tool", "p", "--q")
+
+
+def _start_sleeper(tmp_path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--no-report", str(SCRIPTS / "sleeper.py")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_still_write_an_incomplete_run(tmp_path: Path, signum: int) -> None:
+    proc = _start_sleeper(tmp_path)
+    time.sleep(0.2)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signum  # died by the signal, as plain Python does
+    if signum == signal.SIGINT:
+        assert "KeyboardInterrupt" in err
+    run = latest_run(tmp_path)
+    assert run.info.complete is False
+    assert run.info.exit_code is None
+    sleeper = run.files[str(SCRIPTS / "sleeper.py")]
+    assert sleeper.lines[3].live_bytes >= 5 * 1024 * 1024
+
+
+def test_python_dash_m_memlens_equals_console_script(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("memlens")
+    if not exe.exists():
+        pytest.skip("console script not installed next to this interpreter")
+    proc = subprocess.run(
+        [str(exe), "--version"], capture_output=True, text=True, check=False, env=os.environ
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("memlens ")
+
+
+pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+
+
+MiB = 1024 * 1024
+
+
+def test_waits_for_non_daemon_threads_like_python(tmp_path: Path) -> None:
+    script = SCRIPTS / "threads.py"
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert proc.returncode == plain(script, cwd=tmp_path).returncode == 0
+    assert proc.stdout == "main done\nworker done\n"
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    # The worker allocated after the main thread had finished: still part of the run.
+    assert 8 * MiB <= run.files[str(script)].lines[9].live_bytes < 8 * MiB + 4096
+
+
+def test_forked_child_exits_normally_and_writes_no_run(tmp_path: Path) -> None:
+    script = SCRIPTS / "forker.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path, timeout=60)
+    assert proc.returncode == reference.returncode == 0
+    assert sorted(proc.stdout.splitlines()) == sorted(reference.stdout.splitlines())
+    assert "parent saw 4" in proc.stdout
+    # Only the parent reports; the child (never traced) stays quiet.
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("memlens:")] == [
+        ln for ln in proc.stderr.splitlines() if ln.startswith("memlens: run written to")
+    ]
+    assert len(Store(tmp_path).run_files()) == 1
+    assert latest_run(tmp_path).info.exit_code == 0
+
+
+def test_programs_own_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
+    script = SCRIPTS / "own_sigterm.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert proc.returncode == reference.returncode == 7
+    assert proc.stdout == reference.stdout == "own handler\n"
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    assert run.info.exit_code == 7
+    assert run.files[str(script)].lines[13].live_bytes >= 3 * MiB
+
+
+def test_uncaught_sigint_runs_atexit_then_dies_by_sigint(tmp_path: Path) -> None:
+    script = SCRIPTS / "interrupt_atexit.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert proc.returncode == reference.returncode == -2
+    assert proc.stdout == reference.stdout == "atexit ran\n"
+    tb = [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")]
+    assert tb == reference.stderr.splitlines()
+    assert tb[-1] == "KeyboardInterrupt"
+    run = latest_run(tmp_path)
+    assert not run.info.complete
+    assert run.info.exit_code is None
+    assert run.files[str(script)].lines[6].live_bytes >= 2 * MiB
+
+
+def test_exit_code_is_truncated_like_the_os_does(tmp_path: Path) -> None:
+    script = SCRIPTS / "uses_helper.py"
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert proc.returncode == plain(script, cwd=tmp_path).returncode == 9
+    assert latest_run(tmp_path).info.exit_code == 9
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--top", "3", "-m", "x", "--no-report", "--", "y", "--help"), ("--", "-x", "--json")],
+)
+def test_everything_after_the_script_belongs_to_the_program(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    script = SCRIPTS / "allocs.py"
+    proc = memlens("run", "--no-report", str(script), *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain(script, *args, cwd=tmp_path).stdout
+    assert proc.stdout.splitlines()[0] == f"argv {list(args)}"
+    assert latest_run(tmp_path).info.command == ("python", str(script), *args)
+
+
+@pytest.mark.parametrize("flag", ["--json=-", "--top=10"])
+def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -> None:
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # nobody reads the report: writing it fails with EPIPE
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", flag, str(SCRIPTS / "uses_helper.py")],
+        cwd=tmp_path,
+        stdout=w,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    os.close(w)
+    assert proc.returncode == 9
+    assert proc.stderr.startswith("memlens: run written to ")
+    assert len(proc.stderr.splitlines()) == 1  # no "Exception ignored ... BrokenPipeError"
+    assert latest_run(tmp_path).info.exit_code == 9
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("syntax_error.py",),  # SyntaxError: no "Traceback" header, caret, exit 1
+        ("pkgmod", "a"),  # a directory with __main__.py
+        ("-m", "pkgmod", "a"),  # a package run with -m
+    ],
+)
+def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, ...]) -> None:
+    import shutil
+
+    shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
+    shutil.copytree(SCRIPTS / "pkgmod", tmp_path / "pkgmod")
+    reference = subprocess.run(
+        [sys.executable, *target], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    proc = memlens("run", "--no-report", *target, cwd=tmp_path)
+    assert proc.returncode == reference.returncode
+    assert proc.stdout == reference.stdout
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")] == (
+        reference.stderr.splitlines()
+    )
+    if target[0] == "syntax_error.py":
+        assert reference.returncode == 1
+        assert reference.stderr.splitlines()[-1].startswith("SyntaxError:")
+    else:
+        assert reference.stdout == "pkg main __main__ ['a']\n"
+
+
+def test_program_that_closes_its_streams(tmp_path: Path) -> None:
+    script = SCRIPTS / "closes_streams.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", str(script), cwd=tmp_path)
+    assert proc.returncode == reference.returncode == 0
+    assert proc.stdout == reference.stdout == "bye\n"
+    assert proc.stderr == reference.stderr == ""
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    assert run.files[str(script)].lines[4].live_bytes >= 10**6

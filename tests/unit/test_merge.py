@@ -1,0 +1,165 @@
+"""Merging the runs of several processes (memlens.merge), and the header's process list."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memlens import fileformat
+from memlens.errors import RunFileError
+from memlens.merge import MAX_COMMAND_CHARS, merge
+from memlens.model import CallNode, LineStats, ProcessInfo, Run, TimelinePoint, replace
+from tests.runs import MIB, sample_run
+
+ROOT = ProcessInfo(100, 1, ("python", "app.py"), True, 48 * MIB)
+CHILD = ProcessInfo(101, 100, ("python", "app.py"), True, 48 * MIB)
+
+
+def child_run(started: str, timeline: tuple[TimelinePoint, ...], **overrides: object) -> Run:
+    run = sample_run(started=started, pid=101, **overrides)
+    return replace(run, timeline=timeline)
+
+
+def test_line_function_and_call_tree_figures_are_summed() -> None:
+    root = sample_run()
+    child = sample_run(pid=101, exit_code=3)
+    merged = merge([root, child], [ROOT, CHILD])
+    line = merged.files["/work/app.py"].lines[4]
+    assert line.alloc_bytes == 80 * MIB
+    assert line.alloc_count == 2400
+    assert line.live_bytes == 60 * MIB  # each process's live memory at its own end
+    assert line.peak_bytes == 80 * MIB  # each process's share at its own peak
+    assert merged.files["/work/app.py"].functions[0].alloc_bytes == 80 * MIB
+    # One node per call path, figures summed; parents before children, ids are positions.
+    assert [(n.id, n.parent, n.line, n.alloc_bytes) for n in merged.call_tree] == [
+        (0, -1, 6, 2048),
+        (1, 0, 4, 80 * MIB),
+    ]
+    # The program's header is kept (exit code, pid), with the processes listed.
+    assert (merged.info.pid, merged.info.exit_code) == (4242, 0)
+    assert merged.info.processes == (ROOT, CHILD)
+
+
+def test_a_line_only_a_child_reached_and_a_new_call_path_are_added() -> None:
+    root = sample_run()
+    other = sample_run(path="/work/worker.py")
+    merged = merge([root, other], [ROOT, CHILD])
+    assert set(merged.files) == {"/work/app.py", "/work/worker.py"}
+    assert merged.files["/work/worker.py"].lines[4].alloc_bytes == 40 * MIB
+    assert [(n.parent, n.file) for n in merged.call_tree] == [
+        (-1, "/work/app.py"),
+        (0, "/work/app.py"),
+        (-1, "/work/worker.py"),
+        (2, "/work/worker.py"),
+    ]
+
+
+def test_sampling_errors_add_in_quadrature() -> None:
+    a = LineStats(alloc_bytes=10, alloc_err=3.0)
+    b = LineStats(alloc_bytes=20, alloc_err=4.0)
+    root = sample_run()
+    sf = root.files["/work/app.py"]
+    one = replace(root, files={sf.path: replace(sf, lines={4: a})}, call_tree=())
+    two = replace(root, files={sf.path: replace(sf, lines={4: b})}, call_tree=())
+    line = merge([one, two], [ROOT, CHILD]).files[sf.path].lines[4]
+    assert (line.alloc_bytes, line.alloc_err) == (30, 5.0)
+
+
+def test_peak_is_the_largest_sum_over_processes_alive_together() -> None:
+    # The program holds 10 MiB from 0 to 2 s; a child, started 1 s later, 20 MiB for 0.5 s.
+    root = replace(
+        sample_run(peak_traced_bytes=10 * MIB, peak_rss_bytes=0),
+        timeline=(TimelinePoint(0.0, 10 * MIB, 0), TimelinePoint(2.0, 10 * MIB, 0)),
+    )
+    overlapping = child_run(
+        "2026-11-22T10:00:01+00:00",
+        (TimelinePoint(0.0, 20 * MIB, 0), TimelinePoint(0.5, 20 * MIB, 0)),
+        peak_traced_bytes=20 * MIB,
+        peak_rss_bytes=0,
+    )
+    merged = merge([root, overlapping], [ROOT, CHILD])
+    assert merged.info.peak_traced_bytes == 30 * MIB
+    assert [(p.t, p.traced_bytes) for p in merged.timeline] == [
+        (0.0, 10 * MIB),
+        (1.0, 30 * MIB),
+        (1.5, 30 * MIB),
+        (2.0, 10 * MIB),
+    ]
+    # The same child 3 s later: the program had ended; the peak is the larger own peak.
+    later = child_run(
+        "2026-11-22T10:00:03+00:00",
+        overlapping.timeline,
+        peak_traced_bytes=20 * MIB,
+        peak_rss_bytes=0,
+    )
+    assert merge([root, later], [ROOT, CHILD]).info.peak_traced_bytes == 20 * MIB
+
+
+def test_long_commands_are_cut_in_the_header() -> None:
+    long = replace(CHILD, command=("python", "x" * 5000))
+    merged = merge([sample_run(), sample_run()], [ROOT, long])
+    listed = merged.info.processes[1].command
+    assert listed[0] == "python"
+    assert sum(len(a) for a in listed) == MAX_COMMAND_CHARS
+
+
+def test_processes_round_trip_and_are_absent_from_a_one_process_header(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    run = merge([sample_run(), sample_run(pid=101)], [ROOT, replace(CHILD, complete=False)])
+    fileformat.write(run, path)
+    assert fileformat.read(path).info.processes == (ROOT, replace(CHILD, complete=False))
+    fileformat.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    con.close()
+    assert "processes" not in header
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [
+        "not a list",
+        [[100, 1]],
+        [{"pid": 100}],
+        [{**ROOT.as_dict(), "command": "python app.py"}],
+        [{**ROOT.as_dict(), "command": ["python", 3]}],
+        [{**ROOT.as_dict(), "complete": 1}],
+        [{**ROOT.as_dict(), "pid": True}],
+        [{**ROOT.as_dict(), "pid": -1}],
+        [{**ROOT.as_dict(), "parent_pid": 2**63}],
+        [{**ROOT.as_dict(), "peak_traced_bytes": 1.5}],
+    ],
+    ids=lambda p: json.dumps(p, default=list)[:40],
+)
+def test_a_bad_process_list_is_one_line(tmp_path: Path, processes: object) -> None:
+    path = tmp_path / "r.mlrun"
+    fileformat.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    header["processes"] = processes
+    con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header, default=list),))
+    con.commit()
+    con.close()
+    with pytest.raises(RunFileError) as err:
+        fileformat.read(path)
+    assert "\n" not in str(err.value)
+    assert "bad run header: processes" in str(err.value)
+
+
+def test_call_nodes_of_a_child_keep_their_parents() -> None:
+    """A child whose tree lists a node before its parent still merges parents first."""
+    root = sample_run()
+    path = "/work/app.py"
+    nodes = (
+        CallNode(5, 9, path, 4, "load", MIB, 1, 0, MIB),
+        CallNode(9, -1, path, 6, "<module>", 1, 1, 0, 1),
+    )
+    child = replace(sample_run(pid=101), call_tree=nodes)
+    merged = merge([root, child], [ROOT, CHILD])
+    assert [(n.id, n.parent, n.alloc_bytes) for n in merged.call_tree] == [
+        (0, -1, 1025),
+        (1, 0, 40 * MIB + MIB),
+    ]
