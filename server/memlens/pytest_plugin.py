@@ -97,8 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("memlens"):
         return
     if _distributed(config.option):
-        config.pluginmanager.register(_DistributedNotice(), "memlens-xdist-notice")
-        return
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            return  # (the controller refused already: a worker of an older memlens's session)
+        # Refused, not ignored: a CI gate run with -n would pass tests over their limits.
+        raise pytest.UsageError(DISTRIBUTED)
     session = _session_module()
     session.start_tracing(config.option, config)
     config.pluginmanager.register(session.MemlensSession(config), "memlens-session")
@@ -126,6 +128,13 @@ def _session_module() -> Any:
     return pytest_session
 
 
+#: Why ``--memlens`` refuses a session that pytest-xdist distributes.
+DISTRIBUTED = (
+    "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): run without -n "
+    "(or with -n 0) to profile the tests"
+)
+
+
 def _distributed(options: Any) -> bool:
     """Whether pytest-xdist runs the tests (this process is a worker, or the controller of
     workers): not supported yet (docs/pytest.md)."""
@@ -134,18 +143,3 @@ def _distributed(options: Any) -> bool:
     processes = getattr(options, "numprocesses", None)
     dist = getattr(options, "dist", None)
     return bool(processes) or dist not in (None, "no")
-
-
-class _DistributedNotice:
-    """Says once that ``--memlens`` does not work under pytest-xdist (in the controller),
-    where memlens's results are usually read: at the end of the session."""
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            return
-        terminalreporter.write_sep("=", "memlens")
-        terminalreporter.write_line(
-            "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): no run is "
-            "written; run without -n (or with -n 0) to profile the tests",
-            yellow=True,
-        )
