@@ -231,10 +231,11 @@ def run(
     # they allocate belongs to the run); its atexit handlers run after this, as usual.
     _join_threads()
     if on_end is not None and started:
-        import contextlib
-
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop waiting, write the run
+        # (No contextlib here: importing it would be traced as the program's, on 3.12+.)
+        try:  # noqa: SIM105 - contextlib.suppress: see above
             on_end()
+        except KeyboardInterrupt:  # Ctrl-C: stop waiting, write the run
+            pass
     finish(None if interrupted[0] else code, complete, started)
     for signum in ours:  # the program has ended: its signals are the process's again
         if signal.getsignal(signum) is on_ending_signal:
