@@ -495,23 +495,9 @@ def test_checkpoints_never_become_the_programs_main_thread(tmp_path: Path) -> No
         "import threading\n"
         "print(threading.current_thread() is threading.main_thread())\n"
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memlens",
-            "run",
-            "--no-report",
-            "--checkpoint-interval",
-            "0.2",
-            "-o",
-            str(tmp_path / "r.mlrun"),
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = memlens(
+        "run", "--no-report", "--checkpoint-interval", "0.2", "-o", str(tmp_path / "r.mlrun"),
+        str(script), timeout=60,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "True\n"

@@ -4,8 +4,6 @@ over plain LSP with a real run of a program that forks two children."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest_lsp
 from lsp_workspace import SERVER, start_session
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
+from tests.cli.memlens_cmd import memlens
 
 from memlens import fileformat
 from memlens.model import Run
@@ -45,13 +44,8 @@ class Profiled:
         self.folder = root / "proj"
         self.folder.mkdir()
         (self.folder / "app.py").write_text(PROGRAM)
-        subprocess.run(
-            [sys.executable, "-m", "memlens", "run", "--no-report", "app.py"],
-            cwd=self.folder,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        proc = memlens("run", "--no-report", "app.py", cwd=self.folder)
+        assert proc.returncode == 0, proc.stderr
         latest = Store(self.folder).latest()
         assert latest is not None
         self.run: Run = fileformat.read(latest)

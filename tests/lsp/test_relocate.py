@@ -8,8 +8,6 @@ call line whose callee holds 10 MiB at the peak shows that figure by default.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest_lsp
 from lsp_workspace import SERVER, start_session
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
+from tests.cli.memlens_cmd import memlens
 
 from memlens import fileformat
 from memlens.annotate import line_label
@@ -46,13 +45,8 @@ class Copied:
         self.original = root / "original" / "proj"
         self.original.mkdir(parents=True)
         (self.original / "app.py").write_text(PROGRAM)
-        subprocess.run(
-            [sys.executable, "-m", "memlens", "run", "--no-report", "app.py"],
-            cwd=self.original,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        proc = memlens("run", "--no-report", "app.py", cwd=self.original)
+        assert proc.returncode == 0, proc.stderr
         self.copy = root / "elsewhere" / "copy-of-proj"
         shutil.copytree(self.original, self.copy)
         run = fileformat.read(Store(self.copy).latest())  # type: ignore[arg-type]

@@ -3,8 +3,6 @@ to the Python line that made them do it, without counting Python's own allocatio
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import pytest
 
 from memlens import _tracer
+from tests.cli.memlens_cmd import memlens
 
 from .conftest import line, load, profile
 
@@ -150,13 +149,7 @@ def test_threads_fork_and_shutdown_are_safe(tmp_path: Path) -> None:
     script = tmp_path / "prog.py"
     script.write_text(PROGRAM_WITH_THREADS_AND_FORK)
     out = tmp_path / "run.mlrun"
-    proc = subprocess.run(
-        [sys.executable, "-m", "memlens", "run", "--no-report", "-o", str(out), str(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = memlens("run", "--no-report", "-o", str(out), str(script))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["child 7", "done"]
     assert out.exists()
@@ -186,23 +179,7 @@ def test_memlens_run_no_native_option(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(CTYPES) + "\nwork()\n")
     for flag, expect_native in (([], True), (["--no-native"], False)):
         out = tmp_path / f"run{len(flag)}.mlrun"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "memlens",
-                "run",
-                "--no-report",
-                "-o",
-                str(out),
-                *flag,
-                str(script),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = memlens("run", "--no-report", "-o", str(out), *flag, str(script))
         assert proc.returncode == 0, proc.stderr
         from memlens import fileformat
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memlens import fileformat
+from tests.cli.memlens_cmd import memlens
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "native_libraries.py"
 
@@ -22,13 +23,7 @@ def test_peak_matches_memray(tmp_path: Path) -> None:
     for module in ("memray", "lxml", "PIL", "numpy"):
         pytest.importorskip(module)
     run_file = tmp_path / "r.mlrun"
-    ours = subprocess.run(
-        [sys.executable, "-m", "memlens", "run", "--no-report", "-o", str(run_file), str(EXAMPLE)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    ours = memlens("run", "--no-report", "-o", str(run_file), str(EXAMPLE), timeout=300)
     assert ours.returncode == 0, ours.stderr
     capture = tmp_path / "r.bin"
     theirs = subprocess.run(
