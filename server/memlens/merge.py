@@ -25,6 +25,7 @@ from memlens.model import (
     CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
+    NATIVE,
     SUMS,
     CallTree,
     FunctionStats,
@@ -131,7 +132,7 @@ def listed(process: ProcessInfo) -> ProcessInfo:
 
 def add_lines(a: LineStats, b: LineStats) -> LineStats:
     """The figures of one line in two processes: sums (errors in quadrature)."""
-    sums: dict[str, float] = {f: getattr(a, f) + getattr(b, f) for f in FIGURES}
+    sums: dict[str, float] = {f: getattr(a, f) + getattr(b, f) for f in (*FIGURES, *NATIVE)}
     sums.update((e, math.hypot(getattr(a, e), getattr(b, e))) for e in ERRORS)
     return LineStats(**sums)  # type: ignore[arg-type]  # figures are ints, errors floats
 

@@ -57,6 +57,18 @@ def test_a_line_only_a_child_reached_and_a_new_call_path_are_added() -> None:
     ]
 
 
+def test_native_parts_of_a_line_are_summed_too() -> None:
+    a = LineStats(alloc_bytes=10, native_alloc_bytes=4, native_live_bytes=2, native_peak_bytes=3)
+    b = LineStats(alloc_bytes=20, native_alloc_bytes=5, native_live_bytes=1, native_peak_bytes=6)
+    root = sample_run()
+    sf = root.files["/work/app.py"]
+    one = replace(root, files={sf.path: replace(sf, lines={4: a})}, call_tree=())
+    two = replace(root, files={sf.path: replace(sf, lines={4: b})}, call_tree=())
+    line = merge([one, two], [ROOT, CHILD]).files[sf.path].lines[4]
+    assert (line.alloc_bytes, line.native_alloc_bytes) == (30, 9)
+    assert (line.native_live_bytes, line.native_peak_bytes) == (3, 9)
+
+
 def test_sampling_errors_add_in_quadrature() -> None:
     a = LineStats(alloc_bytes=10, alloc_err=3.0)
     b = LineStats(alloc_bytes=20, alloc_err=4.0)
