@@ -409,6 +409,7 @@ def _import_writer() -> None:
     thread or by another one a fork left behind, would fail the write), with the ending
     signals held meanwhile: their handler writes the run, which these very imports would
     otherwise be in the middle of (a pool terminating a worker that is still starting)."""
+    # (SIGINT and runner.ENDING_SIGNALS, spelled out: runner is among what is imported here.)
     ending = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, ending)
     try:
@@ -538,9 +539,6 @@ def _claim(folder: str, parent: int, command: tuple[str, ...]) -> _Own | None:
 
 # -- a child's end ----------------------------------------------------------------------------
 
-#: The signals whose default action ends a process without Python's clean-up.
-_ENDING = ("SIGTERM", "SIGHUP")
-
 
 def _watch_exits() -> None:
     """Make every way this child can end write its run first: ``os._exit`` (wrapped) and
@@ -550,10 +548,7 @@ def _watch_exits() -> None:
 
     os._exit = _exit_writing_run  # type: ignore[assignment]
     watched = False
-    for name in _ENDING:
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
+    for signum in runner.ENDING_SIGNALS:
         handler = signal.getsignal(signum)
         if handler in (signal.SIG_DFL, _on_ending_signal) or (
             getattr(handler, "__module__", None) == runner.__name__
@@ -615,12 +610,12 @@ def _watch_signals() -> None:
 def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
     import time
 
-    from memlens import _tracer, tracer
+    from memlens import _tracer, runner, tracer
 
     _tracer.set_thread_paused(True)
     _tracer.name_thread("memlens-signals")
     tracer.block_signals()
-    ending = {getattr(signal, name) for name in _ENDING if hasattr(signal, name)}
+    ending = set(runner.ENDING_SIGNALS)
     while True:
         try:
             data = os.read(read_end, 64)

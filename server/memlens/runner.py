@@ -38,7 +38,7 @@ _OWN_DIR = os.path.dirname(os.path.realpath(__file__))
 
 #: Signals whose default action ends the program without a traceback: unless the program
 #: handles them itself, memlens writes the run first, then dies by the same signal.
-_ENDING_SIGNALS = tuple(
+ENDING_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
 
@@ -180,7 +180,7 @@ def run(
         finish(None, False)
         die_by(signum)
 
-    ours = [s for s in _ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    ours = [s for s in ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
     for signum in ours:
         signal.signal(signum, on_ending_signal)
     guard_forks()
@@ -265,7 +265,7 @@ def guard_forks() -> None:
     held: dict[int, Any] = {}  # the forking thread's mask before, by thread
 
     def block() -> None:
-        held[_thread.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        held[_thread.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         if sys.version_info >= (3, 12):
             _fork_warning_as_without_memlens()
 
@@ -358,7 +358,7 @@ def hold_signals(ending: Ending) -> dict[int, Any]:
     the main thread). Returns the handlers to restore.
     """
     previous: dict[int, Any] = {}
-    for signum in (signal.SIGINT, *_ENDING_SIGNALS):
+    for signum in (signal.SIGINT, *ENDING_SIGNALS):
         handler = signal.getsignal(signum)
         if handler == signal.SIG_IGN or handler is None:
             continue  # ignored (or set outside Python): nothing to hold
