@@ -222,7 +222,7 @@ def abandon() -> None:
 
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
-#: (stop lock, done lock, writing lock, pid) of the running checkpoint thread, or None.
+#: (stop lock, done lock, writing lock) of the running checkpoint thread, or None.
 _checkpointer: Any = None
 #: The wait after a checkpoint is at least this many times the CPU time writing it took.
 _CHECKPOINT_COST_FACTOR = 50
@@ -271,7 +271,7 @@ def _start_checkpoints(
         finally:
             done_lock.release()
 
-    _checkpointer = (stop_lock, done_lock, writing, os.getpid())
+    _checkpointer = (stop_lock, done_lock, writing)
     _thread.start_new_thread(loop, ())
     # The thread's start-up allocations count against sampling's shared countdown: done while
     # this thread waits, they always fall at the same point, so a seeded run repeats exactly.
@@ -310,7 +310,7 @@ def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None
 def _stop_checkpoints() -> None:
     global _checkpointer
     if _checkpointer is not None:
-        stop_lock, done_lock, _writing, _pid = _checkpointer
+        stop_lock, done_lock, _writing = _checkpointer
         _checkpointer = None
         stop_lock.release()
         done_lock.acquire()  # the thread has finished any checkpoint it was writing
@@ -337,8 +337,7 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     # The checkpoint thread does not exist in the child: forget it (its locks are copies).
     global _checkpointer, _held_for_fork
-    if _checkpointer is not None and _checkpointer[3] != os.getpid():
-        _checkpointer = None
+    _checkpointer = None
     _held_for_fork = None
 
 
