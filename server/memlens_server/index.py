@@ -348,8 +348,7 @@ class FolderState:
         return self.memo.keep(path, FileView(key, run.run.files[key], run, base_sf))
 
     def contains(self, path: str) -> bool:
-        root = canonical(self.root)
-        return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+        return _inside(path, canonical(self.root))
 
     def with_runs(
         self, run: RunData | None, baseline: RunData | None, problem: str | None = None

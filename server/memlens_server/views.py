@@ -235,7 +235,9 @@ def compare_summary(
     views_by_file: dict[str, FileView | None] = {}
     for row in top:
         path = row["file"]
-        view = views_by_file.setdefault(path, folder.view(canonical(path)))
+        if path not in views_by_file:
+            views_by_file[path] = folder.view(canonical(path))
+        view = views_by_file[path]
         delta = None
         if view is not None:
             stats, base = view.lines.get(row["line"]), view.baseline_lines.get(row["line"])

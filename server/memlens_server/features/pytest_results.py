@@ -26,14 +26,18 @@ _DEF_SEARCH_LINES = 50
 def tests_by_line(run: RunData, key: str) -> dict[int, list[TestStats]]:
     """The run's tests of recorded file ``key``, by the first line of their function (the
     cases of a parametrized test share it), in the order they ran. Computed once per run."""
-    memo: dict[str, dict[int, list[TestStats]]] | None = run.__dict__.get("_tests_by_file")
-    if memo is None:
-        memo = {}
-        for test in run.run.info.tests:
-            if test.file and test.line > 0:
-                memo.setdefault(test.file, {}).setdefault(test.line, []).append(test)
-        run.__dict__["_tests_by_file"] = memo
-    return memo.get(key, {})
+    by_file: dict[str, dict[int, list[TestStats]]] = run.memo.value(
+        "tests_by_file", lambda: _by_file(run.run.info.tests)
+    )
+    return by_file.get(key, {})
+
+
+def _by_file(tests: tuple[TestStats, ...]) -> dict[str, dict[int, list[TestStats]]]:
+    out: dict[str, dict[int, list[TestStats]]] = {}
+    for test in tests:
+        if test.file and test.line > 0:
+            out.setdefault(test.file, {}).setdefault(test.line, []).append(test)
+    return out
 
 
 def lens_items(view: FileView, mapping: LineMapping, buffer_size: int) -> list[views.LensItem]:
