@@ -293,7 +293,8 @@ def _held(lock_path: str) -> bool:
 
 
 def _run_names(folder: str, claims: set[str]) -> list[str]:
-    """The processes of the folder, by name (``<pid>`` or ``<pid>-<n>``), in start order."""
+    """The processes of the folder, by name (``<pid>`` or ``<pid>-<n>``), in the order they
+    wrote their final run (when they ended); those without one (killed, still running) last."""
     names = set(claims)
     for n in os.listdir(folder):
         if n.endswith(".mlrun") and not n.startswith("."):
