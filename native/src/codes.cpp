@@ -310,7 +310,7 @@ void reset() {
     g_static.clear();
 }
 
-uint32_t id_of(PyCodeObject* code) {
+uint32_t id_of(PyCodeObject* code, bool may_allocate) {
     if (g_tag == 0) {
         return kNone;
     }
@@ -346,6 +346,9 @@ uint32_t id_of(PyCodeObject* code) {
         record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code)};
         __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
         return id;
+    }
+    if (!may_allocate) {
+        return kNone;
     }
     // Writing co_extra may allocate (PyMem_Realloc: our hooks pass it through) and, on failure,
     // set an exception: the program's own pending exception is kept.

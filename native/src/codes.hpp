@@ -25,8 +25,15 @@ bool start();
 void reset();
 
 // The id of a code object in this run, registering it when needed (GIL held: registration
-// writes the code's co_extra). kNone when it cannot be registered.
-uint32_t id_of(PyCodeObject* code);
+// writes the code's co_extra). kNone when it cannot be registered, or when registering it
+// would allocate and `may_allocate` is false.
+//
+// Writing co_extra the first time allocates through Python's allocators (PyMem_Realloc), which
+// pass through our own hooks but not through another tool's hooks installed around ours. Events
+// of the RAW domain and of the C allocator may be that tool's own bookkeeping, made while it
+// holds its lock (tracemalloc allocates its tracebacks so): an allocation from there would wait
+// for that lock forever. Those events only name code objects already registered.
+uint32_t id_of(PyCodeObject* code, bool may_allocate);
 // The live code object of an id, or nullptr once it died. Requires the GIL.
 PyCodeObject* live_code(uint32_t id);
 // A byte of flags kept for the tracer with each code record of this run (stack.cpp's watch

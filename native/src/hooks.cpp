@@ -115,13 +115,15 @@ inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil
 }
 
 // What a tracked block is: a pymalloc block (it may go in the block map), another block of
-// Python's allocators, or a block of the C allocator (native: charged to a child node of the
-// line's node, so that lines tell native bytes from Python's).
-enum class Block { Python, Pymalloc, Native };
+// Python's MEM and OBJ domains (or numpy's), a block of the RAW domain, or a block of the C
+// allocator (native: charged to a child node of the line's node, so that lines tell native
+// bytes from Python's). RAW and native events may come from inside another tool's allocator
+// hook: they name no new code object (see codes::id_of).
+enum class Block { Python, Pymalloc, Raw, Native };
 
 // The node a block made now is charged to, or stack::kNotTheProgram.
 inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
-    uint32_t node = stack::leaf_node(t, gil);
+    uint32_t node = stack::leaf_node(t, gil, kind == Block::Python || kind == Block::Pymalloc);
     if (kind == Block::Native && node != stack::kNotTheProgram) {
         node = calltree::intern(node, kNativeCode, 0);
     }
@@ -242,7 +244,10 @@ inline bool gil_held(int domain) { return domain != 0 || PyGILState_Check(); }
 // Exact mode. D is the domain (0 = RAW, which may run without the GIL).
 
 inline Block kind_of(int domain, size_t size) {
-    return domain != 0 && g_map && size - 1 < kPymallocSmall ? Block::Pymalloc : Block::Python;  // 1..512
+    if (domain == 0) {
+        return Block::Raw;
+    }
+    return g_map && size - 1 < kPymallocSmall ? Block::Pymalloc : Block::Python;  // 1..512
 }
 
 template <int D>
@@ -279,9 +284,8 @@ void* ex_realloc(void*, void* ptr, size_t size) {
     // A moved or resized pymalloc block goes back in the block map only where the map knows
     // its page holds blocks of its class (a shrunk large block stays a libc block).
     auto kind = [&](void* p) {
-        return kind_of(D, size) == Block::Pymalloc && (!ptr || blocks::page_fits(uintptr_t(p), size))
-                   ? Block::Pymalloc
-                   : Block::Python;
+        Block k = kind_of(D, size);
+        return k != Block::Pymalloc || (!ptr || blocks::page_fits(uintptr_t(p), size)) ? k : Block::Python;
     };
     return realloc_tracked(t, ptr, size, gil_held(D), D != 0, !t.paused,
                            [&](bool) { return d.original.realloc(d.original.ctx, ptr, size); }, kind);
@@ -416,20 +420,20 @@ inline void sample_free(void* ptr, int domain, Call call) {
 template <int D>
 void* sm_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
-    return sample_alloc(size, D != 0, Block::Python, [&] { return d.original.malloc(d.original.ctx, size); });
+    return sample_alloc(size, D != 0, D != 0 ? Block::Python : Block::Raw, [&] { return d.original.malloc(d.original.ctx, size); });
 }
 
 template <int D>
 void* sm_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
-    return sample_alloc(nelem * elsize, D != 0, Block::Python,
+    return sample_alloc(nelem * elsize, D != 0, D != 0 ? Block::Python : Block::Raw,
                         [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
 }
 
 template <int D>
 void* sm_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
-    return sample_realloc(ptr, size, D != 0, Block::Python,
+    return sample_realloc(ptr, size, D != 0, D != 0 ? Block::Python : Block::Raw,
                           [&] { return d.original.realloc(d.original.ctx, ptr, size); });
 }
 

@@ -361,7 +361,7 @@ void stop_monitoring() {
 
 bool monitoring() { return g_monitoring; }
 
-uint32_t leaf_node(ThreadState& t, bool gil) {
+uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     ThreadStack* s = t.stack;
     if (!s && !(s = new_stack(t))) {
         return kRootNode;
@@ -431,7 +431,7 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
         // greenlets do) or it moved on (an exit we were not told of, e.g. an exception that C
         // code caught): read the whole stack.
         s->trusted = 0;
-        return leaf_node(t, gil);
+        return leaf_node(t, gil, may_allocate);
     }
     int depth = base + n;
     if (gil) {
@@ -466,7 +466,7 @@ uint32_t leaf_node(ThreadState& t, bool gil) {
             Frame* fr = s->scratch[depth - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
-            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co) : codes::kNone;
+            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate) : codes::kNone;
             if (code == codes::kNone) {
                 depth = i;  // a code object we cannot name: charge its caller
                 break;

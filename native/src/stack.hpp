@@ -26,8 +26,9 @@ constexpr uint32_t kNotTheProgram = UINT32_MAX;
 // The node of the calling thread's current stack (the root when it has no Python frame), or
 // kNotTheProgram. With `gil` false (a thread that released the GIL, reading its own frames),
 // code objects that this run has not seen yet cannot be registered: the stack is cut above
-// them.
-uint32_t leaf_node(ThreadState& t, bool gil);
+// them. So it is with `may_allocate` false (see codes::id_of), for code objects whose
+// registration would allocate.
+uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate);
 
 // Sets up frame-exit monitoring (3.12+) for a run; returns false when it is not available
 // (the tracer then reads whole stacks). Requires the GIL, before the hooks go in.
