@@ -206,6 +206,11 @@ NB_MODULE(_tracer, m) {
         "Stop (or resume) tracking the calling thread's allocations; returns the old state.");
     m.def("name_thread", [](const std::string& name) { memlens::name_thread(name.c_str()); }, nb::arg("name"),
           "Name the calling thread (Linux; 15 bytes kept).");
+    m.def("restart_sampling", &memlens::restart_sampling,
+          "The program starts now: sampling's countdowns drawn afresh from the seed (GIL held).");
+    m.def("disable_address_randomization", &memlens::disable_address_randomization,
+          "Address randomisation off for the programs this process executes (Linux); True when "
+          "it was on.");
     m.def("die_by_signal", &memlens::die_by_signal, nb::arg("signum"),
           "End the process by this signal's default action (from any thread).");
     m.def(

@@ -59,6 +59,12 @@ inline Weight weight(uint64_t size) {
     return {int64_t(std::llround(w)), int64_t(std::llround(1.0 / p)), w * w * (1.0 - p)};
 }
 
+// The per-thread state of the thread that came `idx`-th in this run (0: the starting one).
+inline void thread_seed(ThreadState& ts, uint64_t idx) {
+    ts.rng = mix(g_opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
+    ts.countdown = draw_countdown(ts.rng);
+}
+
 // A thread's first event in a run: fresh per-thread state (seeds are the run's seed + the
 // thread's order, so runs are reproducible).
 inline void thread_refresh(ThreadState& ts) {
@@ -67,9 +73,7 @@ inline void thread_refresh(ThreadState& ts) {
     }
     ts.generation = g_generation;
     if (g_sampling) {
-        uint64_t idx = g_thread_counter.fetch_add(1, std::memory_order_relaxed);
-        ts.rng = mix(g_opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
-        ts.countdown = draw_countdown(ts.rng);
+        thread_seed(ts, g_thread_counter.fetch_add(1, std::memory_order_relaxed));
     }
 }
 

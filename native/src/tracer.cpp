@@ -6,6 +6,9 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/personality.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -162,6 +165,26 @@ void stop() {
     }
     hooks::uninstall();
     stack::stop_monitoring();
+}
+
+void restart_sampling() {
+    if (!g_sampling || !g_active.load()) {
+        return;
+    }
+    hooks::start_run();
+    sampling::thread_seed(t_state, 0);
+}
+
+bool disable_address_randomization() {
+#ifdef __linux__
+    int current = personality(0xffffffff);  // reads it
+    if (current == -1 || (current & ADDR_NO_RANDOMIZE)) {
+        return false;
+    }
+    return personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE) != -1;
+#else
+    return false;
+#endif
 }
 
 void name_thread(const char* name) {

@@ -77,6 +77,18 @@ void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
 // would have. Does not return.
 [[noreturn]] void die_by_signal(int signum);
 
+// The program starts now (sampling mode): the countdowns of the shared stream and of the
+// calling thread, the one that started the run, are drawn afresh from the seed, as at start.
+// What memlens did on this thread in between (its own work, not recorded, still counts down
+// the shared countdown, and may vary from run to run: paths, times, process ids) then moves
+// no sample. Requires the GIL.
+void restart_sampling();
+
+// Turns address-space layout randomisation off for the programs this process executes from
+// now on (Linux: the ADDR_NO_RANDOMIZE personality, as gdb and `setarch -R` do). True when it
+// was on and is now off for them; false when it was off already, or cannot be changed here.
+bool disable_address_randomization();
+
 // Names the calling thread (as `top -H` and /proc/self/task/*/comm show it; at most 15
 // bytes kept). memlens's own threads are named "memlens-..." so that they can be told from
 // the program's (memlens.runner: Python 3.12+'s warning at fork counts threads). Linux only.

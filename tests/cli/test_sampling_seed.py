@@ -35,11 +35,6 @@ def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[fileformat.Run, dic
     return fileformat.read(tmp_path / f"{name}.mlrun"), doc
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 12),
-    reason="known defect: on 3.12+ a seeded run does not always repeat exactly (issue #17)",
-    strict=False,
-)
 def test_same_seed_same_figures(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(PROGRAM)
     a, doc_a = _sampled(tmp_path, "a", "--seed", "7")
@@ -63,6 +58,51 @@ def test_same_seed_same_figures(tmp_path: Path) -> None:
     # Another seed samples other allocations.
     e, _ = _sampled(tmp_path, "e", "--seed", "8")
     assert e.files != a.files
+
+
+ENV_PROGRAM = """\
+import os, sys
+personality = open("/proc/self/personality").read().strip() if sys.platform == "linux" else "-"
+print(os.environ.get("PYTHONHASHSEED"), os.environ.get("MEMLENS_REPEAT"), personality)
+print(hash("memlens"))
+"""
+
+
+@pytest.mark.parametrize("seed", [(), ("--seed", "11")], ids=["drawn", "given"])
+def test_a_sampled_programs_environment_is_its_own(tmp_path: Path, seed: tuple[str, ...]) -> None:
+    """memlens executes itself once more to fix the hash seed and the address-space layout;
+    the program sees its own environment, and its strings hash the same in two runs with
+    one seed (as they do not without memlens)."""
+    (tmp_path / "app.py").write_text(ENV_PROGRAM)
+    runs = []
+    for name in ("a", "b"):
+        proc = memlens(
+            "run", "--no-report", "--sample", "64KiB", *seed, "-o", f"{name}.mlrun", "app.py",
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        env, hashed = proc.stdout.splitlines()
+        hash_seed, passed, personality = env.split()
+        assert (hash_seed, passed) == ("None", "None")
+        if sys.platform == "linux":
+            assert int(personality, 16) & 0x0040000  # ADDR_NO_RANDOMIZE
+        runs.append((fileformat.read(tmp_path / f"{name}.mlrun").info.seed, hashed))
+    if seed:
+        assert runs[0] == runs[1] == (11, runs[0][1])
+
+
+def test_a_hash_seed_of_the_users_own_is_kept(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    (tmp_path / "app.py").write_text(ENV_PROGRAM)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "--sample", "64KiB", "app.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[:2] == ["123", "None"]
 
 
 def test_exact_runs_record_no_seed(tmp_path: Path) -> None:
@@ -89,11 +129,15 @@ def test_bad_seeds_are_one_line(tmp_path: Path, args: tuple[str, ...], message: 
     assert len(proc.stderr.splitlines()) == 1
 
 
-def test_seeded_runs_show_the_start_line_not_the_live_status(tmp_path: Path) -> None:
-    # The live status line allocates at moments of its own, which would move the samples.
+@pytest.mark.parametrize("seed", [[], ["--seed", "5"]], ids=["drawn", "given"])
+def test_sampled_runs_show_the_start_line_not_the_live_status(
+    tmp_path: Path, seed: list[str]
+) -> None:
+    # The live status line allocates at moments of its own, which would move the samples (a
+    # run with a drawn seed can be repeated too).
     from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
-    args = ["run", "--no-report", "--sample", "64KiB", "--seed", "5", str(SCRIPTS / "slow.py")]
+    args = ["run", "--no-report", "--sample", "64KiB", *seed, str(SCRIPTS / "slow.py")]
     code, out, err = stderr_on_a_terminal(args, tmp_path)
     assert code == 0
     assert out == b"slow done\n"

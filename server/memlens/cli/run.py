@@ -283,6 +283,7 @@ def run(args: Namespace) -> int:
         None if args.as_module else args.target, args.target if args.as_module else None, args.args
     )
     target.check()
+    seed = _repeatable(tracer.sampling_seed(args.seed)) if interval else None
     if args.json not in (None, "-"):
         args.json = _json_path(args.json, target)
 
@@ -309,10 +310,11 @@ def run(args: Namespace) -> int:
         # Found out now, not after a long run.
         raise MemlensError(f"cannot write {out_path}: permission denied")
     command = target.command()
-    # The live status line works (allocates) at moments of its own, which would move a seeded
-    # run's samples: with --seed, the one line at the start is shown instead.
+    # The live status line works (allocates) at moments of its own, which would move a sampled
+    # run's samples (any sampled run can be repeated with its seed): the one line at the start
+    # is shown instead.
     show = _progress_mode()
-    if show == "live" and args.seed is not None:
+    if show == "live" and interval is not None:
         show = "line"
     progress = _Progress(target.display) if show == "live" else None
 
@@ -348,7 +350,7 @@ def run(args: Namespace) -> int:
     options: dict[str, Any] = {
         "mode": "sampling" if interval else "exact",
         "sample_interval": interval,
-        "seed": tracer.sampling_seed(args.seed) if interval else None,
+        "seed": seed,
         "include": args.include,
         "exclude": args.exclude,
         "libraries": args.libraries,
@@ -385,11 +387,58 @@ def run(args: Namespace) -> int:
         )
 
     def on_start() -> None:
+        _tracer.restart_sampling()  # memlens's own work so far moves no sample
         _tracer.set_thread_paused(False)
 
     return runner.run(
         target, on_exit, on_start=on_start, on_end=follow.end_children if following else None
     )
+
+
+#: Set across the one re-execution that makes a sampled run repeatable (see _repeatable):
+#: "SEED HASH", HASH 1 when memlens set PYTHONHASHSEED.
+REPEAT_ENV = "MEMLENS_REPEAT"
+
+
+def _repeatable(seed: int) -> int:
+    """Make this sampled run repeatable with ``seed`` (returned, or the one drawn before the
+    re-execution below).
+
+    The sampler's draws come from the seed, but which allocations they fall on also depends
+    on what else changes from run to run: Python's string hashes (set and dict order), and the
+    address-space layout (CPython's type attribute cache is indexed by the address of the
+    name looked up and keeps that name alive, so objects' lifetimes follow the layout). So
+    memlens executes itself once more, as gdb starts programs: with PYTHONHASHSEED derived
+    from the seed (unless it is set) and, on Linux, address randomisation off. The program's
+    environment is as it was (PYTHONHASHSEED is removed again); the processes it starts keep
+    the layout without randomisation and hash as Python does by default.
+    """
+    passed = os.environ.pop(REPEAT_ENV, None)
+    if passed is not None:  # this is the re-execution
+        drawn, _, hashed = passed.partition(" ")
+        if hashed == "1":
+            os.environ.pop("PYTHONHASHSEED", None)
+        return int(drawn) if drawn.isdigit() else seed
+    argv: list[str] = list(getattr(sys, "orig_argv", []))
+    # Only a process started as `memlens run` (not main() called by a program of its own).
+    if sys.argv[1:2] != ["run"] or not sys.executable or not argv:
+        return seed
+    set_hash = bool(sys.flags.hash_randomization) and "PYTHONHASHSEED" not in os.environ
+    from memlens import _tracer
+
+    layout = _tracer.disable_address_randomization()  # for what this process executes
+    if not (set_hash or layout):
+        return seed
+    env = {**os.environ, REPEAT_ENV: f"{seed} {int(set_hash)}"}
+    if set_hash:
+        env["PYTHONHASHSEED"] = str(seed % 2**32)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        os.execve(sys.executable, argv, env)
+    except OSError:
+        return seed  # runs as it is: the samples may differ from another run's
 
 
 def _with_children(result: Run, out_path: str, wait_s: float) -> Run:
