@@ -283,7 +283,7 @@ def run(args: Namespace) -> int:
         None if args.as_module else args.target, args.target if args.as_module else None, args.args
     )
     target.check()
-    seed = _repeatable(tracer.sampling_seed(args.seed)) if interval else None
+    seed = _repeatable(tracer.sampling_seed(args.seed), args) if interval else None
     if args.json not in (None, "-"):
         args.json = _json_path(args.json, target)
 
@@ -400,7 +400,7 @@ def run(args: Namespace) -> int:
 REPEAT_ENV = "MEMLENS_REPEAT"
 
 
-def _repeatable(seed: int) -> int:
+def _repeatable(seed: int, args: Namespace) -> int:
     """Make this sampled run repeatable with ``seed`` (returned, or the one drawn before the
     re-execution below).
 
@@ -411,7 +411,10 @@ def _repeatable(seed: int) -> int:
     memlens executes itself once more, as gdb starts programs: with PYTHONHASHSEED derived
     from the seed (unless it is set) and, on Linux, address randomisation off. The program's
     environment is as it was (PYTHONHASHSEED is removed again); the processes it starts keep
-    the layout without randomisation and hash as Python does by default.
+    the layout without randomisation and hash as Python does by default. The command executed
+    names the seed in one place, right after ``run``, whether it was given or drawn: a run with
+    a drawn seed and one given that seed then start from the same command line, and so from
+    the same memory layout.
     """
     passed = os.environ.pop(REPEAT_ENV, None)
     if passed is not None:  # this is the re-execution
@@ -419,9 +422,8 @@ def _repeatable(seed: int) -> int:
         if hashed == "1":
             os.environ.pop("PYTHONHASHSEED", None)
         return int(drawn) if drawn.isdigit() else seed
-    argv: list[str] = list(getattr(sys, "orig_argv", []))
-    # Only a process started as `memlens run` (not main() called by a program of its own).
-    if sys.argv[1:2] != ["run"] or not sys.executable or not argv:
+    argv = _seeded_command(seed, args)
+    if argv is None:
         return seed
     set_hash = bool(sys.flags.hash_randomization) and "PYTHONHASHSEED" not in os.environ
     from memlens import _tracer
@@ -439,6 +441,32 @@ def _repeatable(seed: int) -> int:
         os.execve(sys.executable, argv, env)
     except OSError:
         return seed  # runs as it is: the samples may differ from another run's
+
+
+def _seeded_command(seed: int, args: Namespace) -> list[str] | None:
+    """This process's command line with ``--seed SEED`` right after ``run`` (and nowhere
+    else); None unless this process was started as ``memlens run`` (not main() called by a
+    program of its own) and its command line reads as expected."""
+    original: list[str] = list(getattr(sys, "orig_argv", []))
+    own = sys.argv[1:]
+    program = [args.target, *args.args]
+    if (
+        not sys.executable
+        or own[:1] != ["run"]
+        or len(original) < len(own)
+        or original[len(original) - len(own) :] != own
+        or own[len(own) - len(program) :] != program
+    ):
+        return None
+    options: list[str] = []
+    tokens = iter(own[1 : len(own) - len(program)])
+    for token in tokens:
+        if token == "--seed":
+            next(tokens, None)
+        elif not token.startswith("--seed="):
+            options.append(token)
+    interpreter = original[: len(original) - len(own)]
+    return [*interpreter, "run", "--seed", str(seed), *options, *program]
 
 
 def _with_children(result: Run, out_path: str, wait_s: float) -> Run:
