@@ -1,10 +1,11 @@
-"""The one helper CLI tests use to run `python -m memlens ...` as a user would (and `python
-script.py` without memlens, to compare), and to find the run it made."""
+"""The one helper tests use to run a command (`python -m memlens ...` as a user would, `python
+script.py` without memlens to compare, pytest, pip...), and to find the run memlens made."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from memlens import fileformat
@@ -23,12 +24,20 @@ def start_memlens(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
-def memlens(
-    *args: str, cwd: Path | None = None, stdin: str | None = None, timeout: float = 120
+def command(
+    argv: Sequence[str | Path],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
+    """``argv`` run to its end, its output captured as text. ``env`` is the whole environment
+    (None: this process's)."""
     return subprocess.run(
-        [sys.executable, "-m", "memlens", *args],
+        [str(a) for a in argv],
         cwd=cwd,
+        env=None if env is None else dict(env),
         input=stdin,
         capture_output=True,
         text=True,
@@ -37,18 +46,23 @@ def memlens(
     )
 
 
+def memlens(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m memlens ARGS`."""
+    argv = [sys.executable, "-m", "memlens", *args]
+    return command(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+
+
 def plain(
     script: Path, *args: str, cwd: Path, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """`python SCRIPT ARGS` without memlens: what a profiled run must match."""
-    return subprocess.run(
-        [sys.executable, str(script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return command([sys.executable, script, *args], cwd=cwd, timeout=timeout)
 
 
 def latest_run(cwd: Path) -> Run:

@@ -174,14 +174,21 @@ def test_nested_children_are_followed(tmp_path: Path) -> None:
     assert f"grandchild {chain[-2]}" in proc.stdout  # os.getppid() in the forked one
 
 
-def test_child_killed_by_sigkill_leaves_the_programs_run_whole(tmp_path: Path) -> None:
+def _child_ended_by_a_signal(tmp_path: Path, script: str, stdout: str) -> tuple[Run, Path]:
+    """SCRIPT (given the run's processes folder, where its child's checkpoints appear) under
+    plain Python and under `memlens run` with checkpoints every 0.05 s: exit code 0 and
+    ``stdout`` both times. The run and its file."""
     out = tmp_path / "run.mlrun"
     folder = processes_folder(str(out))
-    script = SCRIPTS / "killed.py"
-    reference = plain(script, folder, cwd=tmp_path)
-    proc, run, _ = run_o(tmp_path, "killed.py", folder, options=("--checkpoint-interval", "0.05"))
+    reference = plain(SCRIPTS / script, folder, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, script, folder, options=("--checkpoint-interval", "0.05"))
     assert proc.returncode == reference.returncode == 0, proc.stderr
-    assert proc.stdout == reference.stdout == "child -9\n"
+    assert proc.stdout == reference.stdout == stdout
+    return run, out
+
+
+def test_child_killed_by_sigkill_leaves_the_programs_run_whole(tmp_path: Path) -> None:
+    run, out = _child_ended_by_a_signal(tmp_path, "killed.py", "child -9\n")
     assert run.info.complete
     root, child = run.info.processes
     assert root.complete
@@ -266,13 +273,7 @@ def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
     """The child cannot take memlens's handler (its main thread is in a C call that checks no
     signal): after follow.KICK_LIMIT_S it dies by the signal's default action, as plain Python
     would have at once; what its last checkpoint held is counted."""
-    out = tmp_path / "run.mlrun"
-    folder = processes_folder(str(out))
-    script = SCRIPTS / "stuck.py"
-    reference = plain(script, folder, cwd=tmp_path)
-    proc, run, _ = run_o(tmp_path, "stuck.py", folder, options=("--checkpoint-interval", "0.05"))
-    assert proc.returncode == reference.returncode == 0, proc.stderr
-    assert proc.stdout == reference.stdout == "child -15\n"
+    run, _ = _child_ended_by_a_signal(tmp_path, "stuck.py", "child -15\n")
     root, child = run.info.processes
     assert root.complete
     assert not child.complete

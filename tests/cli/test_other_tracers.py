@@ -6,8 +6,6 @@ These runs hung before (the tracer named a new code object from inside that allo
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,11 +42,10 @@ def test_a_program_that_starts_tracemalloc(tmp_path: Path, mode: tuple[str, ...]
 
 def test_pythontracemalloc_set(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(PROGRAM.replace("tracemalloc.start(10)", "pass"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "memlens", "run", "--no-report", "-o", "r.mlrun", "app.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
-        env={**os.environ, "PYTHONTRACEMALLOC": "5"},
-    )  # fmt: skip
+    env = {**os.environ, "PYTHONTRACEMALLOC": "5"}
+    proc = memlens(
+        "run", "--no-report", "-o", "r.mlrun", "app.py", cwd=tmp_path, env=env, timeout=90
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "rows 20000 traced True\n"
     lines = fileformat.read(tmp_path / "r.mlrun").files[str(tmp_path / "app.py")].lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -92,15 +93,9 @@ def test_a_sampled_programs_environment_is_its_own(tmp_path: Path, seed: tuple[s
 
 
 def test_a_hash_seed_of_the_users_own_is_kept(tmp_path: Path) -> None:
-    import os
-    import subprocess
-
     (tmp_path / "app.py").write_text(ENV_PROGRAM)
-    proc = subprocess.run(
-        [sys.executable, "-m", "memlens", "run", "--no-report", "--sample", "64KiB", "app.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONHASHSEED": "123"},
-    )  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    proc = memlens("run", "--no-report", "--sample", "64KiB", "app.py", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[:2] == ["123", "None"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
+from tests.cli.memlens_cmd import command
 from tests.cli.test_run_startup import FUTURE, PROBE, RUN_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,15 +28,7 @@ pytestmark = pytest.mark.slow
 def _sh(
     *cmd: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900
 ) -> str:
-    proc = subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    proc = command(cmd, cwd=cwd, env=env, timeout=timeout)
     assert proc.returncode == 0, f"{cmd}: {proc.stdout}\n{proc.stderr}"
     return proc.stdout
 

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tests.cli.memlens_cmd import memlens
+from tests.cli.memlens_cmd import command, memlens
 
 #: A pytest.ini of the folder: its own rootdir (no configuration found above it). The editable
 #: install's redirect module cannot be rewritten by pytest (see pyproject.toml); wheels have
@@ -35,15 +35,8 @@ def pytest_session(
     cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest ARGS`` in ``cwd`` (no cache folder written)."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    return command(argv, cwd=cwd, env=env, timeout=timeout)
 
 
 def summary(proc: subprocess.CompletedProcess[str]) -> str:
