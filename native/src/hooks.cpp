@@ -121,6 +121,9 @@ inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil
 // hook: they name no new code object (see codes::id_of).
 enum class Block { Python, Pymalloc, Raw, Native };
 
+// What a block of Python's allocator domain D is (before the block map is considered).
+constexpr Block domain_block(int domain) { return domain == 0 ? Block::Raw : Block::Python; }
+
 // The node a block made now is charged to, or stack::kNotTheProgram.
 inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
     uint32_t node = stack::leaf_node(t, gil, kind == Block::Python || kind == Block::Pymalloc);
@@ -244,10 +247,7 @@ inline bool gil_held(int domain) { return domain != 0 || PyGILState_Check(); }
 // Exact mode. D is the domain (0 = RAW, which may run without the GIL).
 
 inline Block kind_of(int domain, size_t size) {
-    if (domain == 0) {
-        return Block::Raw;
-    }
-    return g_map && size - 1 < kPymallocSmall ? Block::Pymalloc : Block::Python;  // 1..512
+    return domain != 0 && g_map && size - 1 < kPymallocSmall ? Block::Pymalloc : domain_block(domain);  // 1..512
 }
 
 template <int D>
@@ -420,20 +420,20 @@ inline void sample_free(void* ptr, int domain, Call call) {
 template <int D>
 void* sm_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
-    return sample_alloc(size, D != 0, D != 0 ? Block::Python : Block::Raw, [&] { return d.original.malloc(d.original.ctx, size); });
+    return sample_alloc(size, D != 0, domain_block(D), [&] { return d.original.malloc(d.original.ctx, size); });
 }
 
 template <int D>
 void* sm_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
-    return sample_alloc(nelem * elsize, D != 0, D != 0 ? Block::Python : Block::Raw,
+    return sample_alloc(nelem * elsize, D != 0, domain_block(D),
                         [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
 }
 
 template <int D>
 void* sm_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
-    return sample_realloc(ptr, size, D != 0, D != 0 ? Block::Python : Block::Raw,
+    return sample_realloc(ptr, size, D != 0, domain_block(D),
                           [&] { return d.original.realloc(d.original.ctx, ptr, size); });
 }
 

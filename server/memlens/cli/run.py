@@ -395,14 +395,14 @@ def run(args: Namespace) -> int:
     )
 
 
-#: Set across the one re-execution that makes a sampled run repeatable (see _repeatable):
-#: "SEED HASH", HASH 1 when memlens set PYTHONHASHSEED.
+#: Set across the one re-execution that makes a sampled run repeatable (see _repeatable): "1"
+#: when memlens set PYTHONHASHSEED, "0" otherwise.
 REPEAT_ENV = "MEMLENS_REPEAT"
 
 
 def _repeatable(seed: int, args: Namespace) -> int:
-    """Make this sampled run repeatable with ``seed`` (returned, or the one drawn before the
-    re-execution below).
+    """Make this sampled run repeatable with ``seed`` (returned; the re-execution below is
+    given it with ``--seed``, drawn or not).
 
     The sampler's draws come from the seed, but which allocations they fall on also depends
     on what else changes from run to run: Python's string hashes (set and dict order), and the
@@ -416,12 +416,11 @@ def _repeatable(seed: int, args: Namespace) -> int:
     a drawn seed and one given that seed then start from the same command line, and so from
     the same memory layout.
     """
-    passed = os.environ.pop(REPEAT_ENV, None)
-    if passed is not None:  # this is the re-execution
-        drawn, _, hashed = passed.partition(" ")
-        if hashed == "1":
+    hash_set = os.environ.pop(REPEAT_ENV, None)
+    if hash_set is not None:  # this is the re-execution
+        if hash_set == "1":
             os.environ.pop("PYTHONHASHSEED", None)
-        return int(drawn) if drawn.isdigit() else seed
+        return seed
     argv = _seeded_command(seed, args)
     if argv is None:
         return seed
@@ -431,7 +430,7 @@ def _repeatable(seed: int, args: Namespace) -> int:
     layout = _tracer.disable_address_randomization()  # for what this process executes
     if not (set_hash or layout):
         return seed
-    env = {**os.environ, REPEAT_ENV: f"{seed} {int(set_hash)}"}
+    env = {**os.environ, REPEAT_ENV: str(int(set_hash))}
     if set_hash:
         env["PYTHONHASHSEED"] = str(seed % 2**32)
     for stream in (sys.stdout, sys.stderr):
