@@ -179,6 +179,13 @@ NB_MODULE(_tracer, m) {
     m.def("traces_native", &memlens::traces_native,
           "Whether this run traces the C allocator calls of other libraries.");
     m.def(
+        "native_problem",
+        []() -> nb::object {
+            const char* why = memlens::native_problem();
+            return why ? nb::object(nb::str(why)) : nb::none();
+        },
+        "Why the C allocator calls of other libraries are not traced in this process, or None.");
+    m.def(
         "totals",
         []() {
             int64_t current = 0, peak = 0;

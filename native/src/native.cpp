@@ -8,10 +8,12 @@
 #include "native.hpp"
 
 #include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#if defined(__linux__)  // ELF: the relocation slots, dl_iterate_phdr, dladdr1
+#include <elf.h>
+#include <link.h>
+#endif
 
 #include <cstring>
 #include <mutex>
@@ -24,7 +26,9 @@
 namespace memlens::native {
 namespace {
 
-#if defined(__x86_64__)
+#if !defined(__linux__)
+#define MEMLENS_NO_NATIVE 1
+#elif defined(__x86_64__)
 constexpr uint32_t kJumpSlot = R_X86_64_JUMP_SLOT;
 constexpr uint32_t kGlobDat = R_X86_64_GLOB_DAT;
 constexpr uint32_t kAbs64 = R_X86_64_64;
@@ -65,8 +69,11 @@ void* ml_dlsym(void* handle, const char* name);
 struct Target {
     const char* symbol;
     void* hook;
-    void* real;
+    void* real;   // the function itself
+    void* alias;  // what the program's references hold instead, or nullptr (see resolve)
     bool lookup_only;  // patched only in the libraries whose lookups we reroute (dlsym)
+    bool allocator;    // one of the allocator's functions (hooks.cpp), not the loader's
+    bool is_real(const void* p) const { return p == real || (alias && p == alias); }
 };
 std::vector<Target>* g_targets = nullptr;
 
@@ -197,7 +204,7 @@ void patch_object(const dl_phdr_info* info, bool lookups) {
             }
             auto** slot = reinterpret_cast<void**>(base + r.r_offset);
             void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-            if (current == t->hook || (type == kAbs64 && current != t->real)) {
+            if (current == t->hook || (type == kAbs64 && !t->is_real(current))) {
                 continue;  // done already, or a pointer the library has changed since
             }
             g_patches->push_back(Patch{base, slot, current, t->hook});
@@ -319,11 +326,9 @@ int ml_dlclose(void* handle) {
 void* ml_dlsym(void* handle, const char* name) {
     void* found = reinterpret_cast<DlsymFn>(g_real_dlsym)(handle, name);
     if (found && g_installed) {
-        size_t n = 0;
-        const hooks::Interposer* ip = hooks::interposers(&n);
-        for (size_t i = 0; i < n; ++i) {
-            if (found == *ip[i].real) {
-                return ip[i].hook;  // only when it is the very function we wrap
+        for (const Target& t : *g_targets) {
+            if (t.allocator && t.is_real(found)) {
+                return t.hook;  // only when it is the very function we wrap
             }
         }
     }
@@ -331,6 +336,88 @@ void* ml_dlsym(void* handle, const char* name) {
 }
 
 }  // namespace
+
+#ifndef MEMLENS_NO_NATIVE
+// The object whose segments hold `p` (its load address and name), found by walking them.
+struct Owner {
+    const void* p;
+    uintptr_t base = 0;
+    bool found = false;
+};
+int find_owner(dl_phdr_info* info, size_t, void* data) {
+    auto* o = static_cast<Owner*>(data);
+    uintptr_t a = uintptr_t(o->p);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        if (ph.p_type == PT_LOAD && a >= start && a < start + ph.p_memsz) {
+            o->base = info->dlpi_addr;
+            o->found = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Whether `p` is where a function is defined: the start of a defined symbol. Not so for a
+// canonical PLT entry, the stub a non-PIE executable (Debian's, Ubuntu's, conda's statically
+// linked pythons) gets for a library function whose address it takes: its symbol is undefined
+// (SHN_UNDEF) with the stub's address as value, and every reference in the process, the
+// answer of dlsym(RTLD_DEFAULT) included, is that stub, which jumps through the executable's
+// own relocation slot.
+bool defines(const void* p) {
+    Dl_info info{};
+    void* entry = nullptr;
+    if (!dladdr1(p, &info, &entry, RTLD_DL_SYMENT) || !entry) {
+        return false;
+    }
+    return info.dli_saddr == p && static_cast<const ElfW(Sym)*>(entry)->st_shndx != SHN_UNDEF;
+}
+
+int list_names(dl_phdr_info* info, size_t, void* data) {
+    if (info->dlpi_name && info->dlpi_name[0] == '/') {
+        static_cast<std::vector<std::pair<uintptr_t, std::string>>*>(data)->emplace_back(info->dlpi_addr,
+                                                                                        info->dlpi_name);
+    }
+    return 0;
+}
+
+// The function `symbol` names, as the dynamic loader binds references to it, and the address
+// the process's references hold for it when that differs (a canonical PLT entry: `*alias`).
+// For a stub, the definition is the first one in load order (the loader's search order for
+// the objects loaded at start) outside the stub's object and ours. nullptr: not found, or
+// found only where we cannot tell a definition from a stub.
+void* resolve(const char* symbol, void** alias) {
+    *alias = nullptr;
+    void* p = dlsym(RTLD_DEFAULT, symbol);
+    if (!p || defines(p)) {
+        return p;
+    }
+    Owner stub{p};
+    dl_iterate_phdr(find_owner, &stub);
+    std::vector<std::pair<uintptr_t, std::string>> objects;
+    dl_iterate_phdr(list_names, &objects);  // (no dlopen inside dl_iterate_phdr's lock)
+    for (const auto& [base, name] : objects) {
+        if (base == g_self || (stub.found && base == stub.base)) {
+            continue;
+        }
+        void* handle = dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+        if (!handle) {
+            continue;
+        }
+        void* q = dlsym(handle, symbol);  // searched in the object, then in what it needs
+        dlclose(handle);
+        Owner def{q};
+        if (q && defines(q) && (dl_iterate_phdr(find_owner, &def), def.found) && def.base == base) {
+            *alias = p;
+            return q;
+        }
+    }
+    return nullptr;
+}
+
+const char* g_problem = nullptr;  // why install() did not patch, for the one warning line
+#endif
 
 bool install() {
 #ifdef MEMLENS_NO_NATIVE
@@ -343,28 +430,43 @@ bool install() {
     PauseScope pause;
     Dl_info self{};
     if (!dladdr(reinterpret_cast<void*>(&install), &self)) {
+        g_problem = "memlens's own module is not found by the dynamic loader";
         return false;
     }
     g_self = uintptr_t(self.dli_fbase);
     size_t n = 0;
     const hooks::Interposer* ip = hooks::interposers(&n);
     if (!g_targets) {
-        g_targets = new std::vector<Target>();
+        auto* targets = new std::vector<Target>();
+        auto add = [&](const char* symbol, void* hook, bool lookup_only, bool allocator) {
+            void* alias = nullptr;
+            void* real = resolve(symbol, &alias);
+            if (real) {
+                targets->push_back(Target{symbol, hook, real, alias, lookup_only, allocator});
+            }
+            return real;
+        };
         for (size_t i = 0; i < n; ++i) {
-            *ip[i].real = dlsym(RTLD_DEFAULT, ip[i].symbol);
-            if (*ip[i].real) {
-                g_targets->push_back(Target{ip[i].symbol, ip[i].hook, *ip[i].real, false});
+            *ip[i].real = add(ip[i].symbol, ip[i].hook, false, true);
+        }
+        g_real_dlopen = add("dlopen", reinterpret_cast<void*>(ml_dlopen), false, false);
+        g_real_dlclose = add("dlclose", reinterpret_cast<void*>(ml_dlclose), false, false);
+        g_real_dlsym = add("dlsym", reinterpret_cast<void*>(ml_dlsym), true, false);
+        bool allocator_found = true;  // a block from one allocator must not reach another's free
+        for (size_t i = 0; i < n; ++i) {
+            for (const char* core : {"malloc", "calloc", "realloc", "free"}) {
+                allocator_found &= std::strcmp(ip[i].symbol, core) != 0 || *ip[i].real != nullptr;
             }
         }
-        g_real_dlopen = dlsym(RTLD_DEFAULT, "dlopen");
-        g_real_dlclose = dlsym(RTLD_DEFAULT, "dlclose");
-        g_real_dlsym = dlsym(RTLD_DEFAULT, "dlsym");
-        if (!g_real_dlopen || !g_real_dlclose || !g_real_dlsym) {
+        if (!g_real_dlopen || !g_real_dlclose || !g_real_dlsym || !allocator_found) {
+            g_problem = "the C allocator's or the dynamic loader's functions were not found";
+            delete targets;
+            for (size_t i = 0; i < n; ++i) {
+                *ip[i].real = nullptr;
+            }
             return false;
         }
-        g_targets->push_back(Target{"dlopen", reinterpret_cast<void*>(ml_dlopen), g_real_dlopen, false});
-        g_targets->push_back(Target{"dlclose", reinterpret_cast<void*>(ml_dlclose), g_real_dlclose, false});
-        g_targets->push_back(Target{"dlsym", reinterpret_cast<void*>(ml_dlsym), g_real_dlsym, true});
+        g_targets = targets;
     }
     g_patches = new std::vector<Patch>();
     g_done = new std::vector<uintptr_t>();
@@ -391,5 +493,13 @@ void uninstall() {
 }
 
 bool installed() { return g_installed; }
+
+const char* problem() {
+#ifdef MEMLENS_NO_NATIVE
+    return "native memory is traced on Linux (x86-64 and AArch64) only";
+#else
+    return g_problem;
+#endif
+}
 
 }  // namespace memlens::native

@@ -16,5 +16,7 @@ bool install();
 // Puts every patched slot back (libraries still loaded). Requires the GIL (stop()).
 void uninstall();
 bool installed();
+// Why install() returned false (one line), or nullptr.
+const char* problem();
 
 }  // namespace memlens::native

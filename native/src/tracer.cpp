@@ -216,6 +216,7 @@ bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
 bool traces_native() { return g_native_installed; }
+const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }
 
 void snapshot(SnapshotData& out) {

@@ -53,6 +53,7 @@ const char* hook_kind();
 bool watches_exits();
 // Whether this run traces the C allocator calls of other libraries (native.hpp).
 bool traces_native();
+const char* native_problem();
 // Routes numpy's array-data allocations (which bypass PEP 445) through the tracer by chaining
 // a handler of ours onto numpy's default handler, in every thread. `api_capsule` is numpy's
 // `_multiarray_umath._ARRAY_API`. Returns "" or why it could not. Requires the GIL.

@@ -377,6 +377,11 @@ def run(args: Namespace) -> int:
     from memlens import _tracer
 
     _tracer.set_thread_paused(True)
+    if not args.no_native and not _tracer.traces_native():
+        # An interpreter or platform whose layout the interposer does not understand: the
+        # run goes on with the Python allocators' figures.
+        why = _tracer.native_problem() or "not supported here"
+        _say(f"memlens: native memory (C libraries' malloc) is not traced: {why}")
     if progress is not None:
         progress.start()
     elif show == "line":
