@@ -9,7 +9,8 @@
 //   frame_pos(f)             -> the frame's instruction position as a plain integer, cheap to
 //                               compare (changes whenever the frame executes an instruction)
 //   frame_offset(f, code)    -> index (code units) of the last instruction executed
-//   frame_shim(f)            -> true for frames owned by the C stack (3.12+ entry shims)
+//   frame_shim(f)            -> true for frames owned by the C stack (3.12+ entry shims) or,
+//                               3.14+, by the interpreter itself
 //   frame_incomplete(f)      -> true for a frame still being set up (only the innermost can be)
 //   frame_at_resume(f)       -> true while a frame executes RESUME (3.12+: where the interpreter
 //                               instruments a code object for sys.monitoring)
@@ -27,12 +28,17 @@
 #endif
 #include <Python.h>
 
-#if PY_VERSION_HEX >= 0x030E0000
-#error "memlens supports CPython 3.10 to 3.13; its frame reader has not been checked on newer versions"
+// (CMakeLists.txt refuses newer versions with a message saying what to do; this is the backstop.)
+#if PY_VERSION_HEX >= 0x03100000
+#error "memlens supports CPython 3.10 to 3.15; its frame reader has not been checked on newer versions"
 #endif
 
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_interpframe.h"
+#include "internal/pycore_stackref.h"
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
 #include "opcode_ids.h"
 #elif PY_VERSION_HEX >= 0x030C0000
@@ -51,13 +57,20 @@ extern "C" const char* _PyMem_GetCurrentAllocatorName(void);
 
 namespace memlens::compat {
 
-#if PY_VERSION_HEX >= 0x030D0000  // 3.13: tstate->current_frame, f_executable, instr_ptr
+#if PY_VERSION_HEX >= 0x030D0000  // 3.13+: tstate->current_frame, f_executable, instr_ptr
 using Frame = _PyInterpreterFrame;
 inline PyThreadState* unchecked_tstate() { return PyThreadState_GetUnchecked(); }
 inline Frame* current_frame(PyThreadState* ts) { return ts->current_frame; }
 inline Frame* frame_prev(Frame* f) { return f->previous; }
+#if PY_VERSION_HEX >= 0x030E0000  // 3.14+: f_executable is a tagged stack reference
+inline PyObject* frame_executable(Frame* f) {
+    return PyStackRef_IsNull(f->f_executable) ? nullptr : PyStackRef_AsPyObjectBorrow(f->f_executable);
+}
+#else
+inline PyObject* frame_executable(Frame* f) { return f->f_executable; }
+#endif
 inline PyCodeObject* frame_code(Frame* f) {
-    PyObject* ex = f->f_executable;
+    PyObject* ex = frame_executable(f);
     return (ex && PyCode_Check(ex)) ? reinterpret_cast<PyCodeObject*>(ex) : nullptr;
 }
 inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->instr_ptr); }
@@ -67,15 +80,30 @@ inline int frame_offset(Frame* f, PyCodeObject* co) {
 // Entry shims, and the interpreter's own static code (e.g. the frame that checks what an
 // __init__ returned), flagged as never monitored.
 inline bool frame_shim(Frame* f) {
+#if PY_VERSION_HEX >= 0x030F0000  // 3.15: the interpreter owns its entry frames (no C-stack owner)
+    if (f->owner == FRAME_OWNED_BY_INTERPRETER) {
+        return true;
+    }
+#elif PY_VERSION_HEX >= 0x030E0000  // 3.14 adds frames owned by the interpreter
+    if (f->owner == FRAME_OWNED_BY_CSTACK || f->owner == FRAME_OWNED_BY_INTERPRETER) {
+        return true;
+    }
+#else
     if (f->owner == FRAME_OWNED_BY_CSTACK) {
         return true;
     }
+#endif
     PyCodeObject* co = frame_code(f);
     return co && (co->co_flags & CO_NO_MONITORING_EVENTS);
 }
 inline bool frame_incomplete(Frame* f) { return _PyFrame_IsIncomplete(f); }
 inline bool frame_at_resume(Frame* f) {
     int op = f->instr_ptr->op.code;
+#ifdef RESUME_CHECK_JIT  // 3.15
+    if (op == RESUME_CHECK_JIT) {
+        return true;
+    }
+#endif
     return op == RESUME || op == RESUME_CHECK || op == INSTRUMENTED_RESUME;
 }
 #elif PY_VERSION_HEX >= 0x030B0000  // 3.11, 3.12: cframe->current_frame, f_code, prev_instr
@@ -153,7 +181,7 @@ constexpr bool kFreeThreaded = false;
 inline const char* allocator_name() { return _PyMem_GetCurrentAllocatorName(); }
 
 // pymalloc serves requests of 1 to 512 bytes from pools of one size class each; classes are
-// multiples of 16 bytes on 64-bit builds (3.8 to 3.13).
+// multiples of 16 bytes on 64-bit builds (3.8 to 3.15).
 constexpr size_t kPymallocSmall = 512;
 constexpr size_t kPymallocAlign = 16;
 

@@ -349,7 +349,7 @@ def start_child() -> None:
         config = _decode(os.environ.get(ENV, ""))
         if config is None or not _same_interpreter(config):
             return
-        code = _command_code()
+        code = _command_code().removeprefix("import sys; ")  # (3.14's fork server command)
         if code.startswith(_RESOURCE_TRACKER):
             return
         argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]

@@ -123,6 +123,12 @@ def _session_module() -> Any:
             f"memlens: pytest --memlens needs pytest {'.'.join(map(str, MIN_PYTEST))} or "
             f"newer (this is pytest {pytest.__version__})"
         )
+    from memlens.errors import MemlensError
+
+    try:
+        from memlens import tracer  # noqa: F401 - says in one line why a Python cannot trace
+    except MemlensError as exc:
+        raise pytest.UsageError(f"memlens: {exc}") from None
     from memlens import pytest_session
 
     return pytest_session

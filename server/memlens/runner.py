@@ -403,7 +403,8 @@ def _run_script(path: str, main: types.ModuleType, start_program: Callable[[], N
         start_program()
         runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
         return
-    import io
+    # _io, not io: Python 3.14 no longer loads io at start-up (the C core is always loaded).
+    import _io
 
     # The loader class python gives __main__, from the import system's frozen core (already
     # loaded): importing importlib.machinery would load warnings and importlib too.
@@ -413,7 +414,7 @@ def _run_script(path: str, main: types.ModuleType, start_program: Callable[[], N
     main.__file__ = absolute
     main.__cached__ = None  # type: ignore[attr-defined]
     main.__loader__ = SourceFileLoader("__main__", absolute)
-    with io.open_code(absolute) as fh:
+    with _io.open_code(absolute) as fh:
         source = fh.read()
     code = compile(source, absolute, "exec", dont_inherit=True)
     start_program()

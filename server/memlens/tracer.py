@@ -22,8 +22,26 @@ import os
 import sys
 import time
 
-from memlens import _tracer
 from memlens.errors import MemlensError
+
+
+def _no_tracer(exc: ImportError) -> str:
+    """The one line that says why this Python cannot run the native tracer, and what would."""
+    import sysconfig
+
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return (
+            f"cannot trace a free-threaded Python ({version}t) yet: run the program with the "
+            f"regular build (python{version}); memlens show, diff and the editor work here"
+        )
+    return f"the native tracer is missing or broken ({exc}): reinstall memlens (docs/install.md)"
+
+
+try:
+    from memlens import _tracer
+except ImportError as _exc:
+    raise MemlensError(_no_tracer(_exc)) from None
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:

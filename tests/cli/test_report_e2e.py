@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,8 @@ def test_top_0_lists_every_line(tmp_path: Path, command: str) -> None:
     allocated = {str(n) for n, st in run.files[str(script)].lines.items() if st.alloc_bytes}
     assert listed[:3] == ["2", "7", "8"]
     assert sorted(listed) == sorted(allocated)
-    assert {"1", "3"} <= allocated
+    # (From 3.14 the int that line 3 returns comes from CPython's free list: no allocation.)
+    assert ({"1", "3"} if sys.version_info < (3, 14) else {"1"}) <= allocated
     one = memlens(command, "--top", "1", "--by", "alloc", *args, cwd=tmp_path)
     one_lines = one.stdout.splitlines()
     assert len(_table(one_lines, header)) == 1
