@@ -2,8 +2,42 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+#: The tests whose outcome depends on the interpreter (its version's frame and code layouts,
+#: free lists, start-up modules; how it is linked, for native memory): the tracer, `memlens
+#: run`, followed children, other tracers beside memlens, seeded sampling and the pytest
+#: plugin's sessions (not its option handling while idle). They get the `interpreter` marker,
+#: and `./dev versions` runs them again on every Python of the matrix; the rest of the suite
+#: (run files, the CLI's other commands, the language and MCP servers) runs once. Paths are
+#: relative to tests/; folders end in "/".
+INTERPRETER_DEPENDENT = (
+    "native/",
+    "pytest_plugin/test_session_e2e.py",
+    "pytest_plugin/test_limits_e2e.py",
+    "pytest_plugin/test_increase_e2e.py",
+    "cli/test_run_every_figure.py",
+    "cli/test_run_like_python.py",
+    "cli/test_run_results.py",
+    "cli/test_run_lifecycle.py",
+    "cli/test_run_startup.py",
+    "cli/test_follow_e2e.py",
+    "cli/test_other_tracers.py",
+    "cli/test_sampling_seed.py",
+)
+_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(_TESTS).as_posix()
+        if any(
+            where.startswith(p) if p.endswith("/") else where == p for p in INTERPRETER_DEPENDENT
+        ):
+            item.add_marker(pytest.mark.interpreter)
+
 
 # Programs the tests start must get the signals they are sent. A suite started in the
 # background of a script (SIGINT ignored) or under nohup (SIGHUP ignored) would hand the
