@@ -89,7 +89,7 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
     process contributed, with each process's own figures, from the runs in its processes
     folder (the first ``limit`` processes listed; a process without a readable run of its own,
     or whose id names several runs, is left out). Empty for a run of one process."""
-    from memlens import fileformat
+    from memlens import runfile
     from memlens.errors import RunFileError
     from memlens.layout import process_runs
 
@@ -101,7 +101,7 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
         if len(paths) != 1:
             continue
         try:
-            own = fileformat.read(paths[0])
+            own = runfile.read(paths[0])
         except RunFileError:
             continue
         for path, sf in own.files.items():

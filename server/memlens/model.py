@@ -1,7 +1,7 @@
 """The data model of a profiling run: plain, immutable values, no imports.
 
 Everything that shows results (CLI, language server, export, diff) speaks these types; the run
-file (:mod:`memlens.fileformat`) stores exactly them. Line numbers are 1-based, as in Python
+file (:mod:`memlens.runfile`) stores exactly them. Line numbers are 1-based, as in Python
 tracebacks; editor layers convert to 0-based positions themselves.
 
 The types are written out by hand rather than with :mod:`dataclasses`: ``memlens run`` builds

@@ -1,7 +1,7 @@
 """Machine-readable views of runs: the run list, the heaviest lines, one file's lines with
 their call paths, functions with self and inclusive figures. Pure, stdlib only.
 
-``memlens runs --json`` and the MCP server (:mod:`memlens.mcp_server`) answer from here.
+``memlens runs --json`` and the MCP server (:mod:`memlens_mcp.server`) answer from here.
 Figures are bytes and counts under the names of the JSON export
 (:func:`memlens.export.line_figures`, docs/file-format.md), never percentages or labels.
 """

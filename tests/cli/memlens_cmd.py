@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from memlens import fileformat
+from memlens import runfile
 from memlens.model import Run
 from memlens.store import Store
 
@@ -69,7 +69,7 @@ def latest_run(cwd: Path) -> Run:
     """The run that ``latest`` names in the store of ``cwd``."""
     path = Store(cwd).latest()
     assert path is not None
-    return fileformat.read(path)
+    return runfile.read(path)
 
 
 def latest_name(cwd: Path) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens import runfile
 from memlens.model import FunctionStats, replace
 from tests.runs import MIB, sample_run
 
@@ -39,8 +39,8 @@ def test_bracketed_paths_print_verbatim_on_a_terminal(
             )
         },
     )
-    a = fileformat.write(old, tmp_path / "a.mlrun")
-    b = fileformat.write(new, tmp_path / "b.mlrun")
+    a = runfile.write(old, tmp_path / "a.mlrun")
+    b = runfile.write(new, tmp_path / "b.mlrun")
     screen = _Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
     monkeypatch.setenv("COLUMNS", "160")

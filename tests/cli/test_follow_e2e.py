@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens import runfile
 from memlens.layout import processes_folder
 from memlens.model import Run
 from tests.cli.memlens_cmd import memlens, plain
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 if not hasattr(os, "fork"):
     pytest.skip("child processes are followed on POSIX systems", allow_module_level=True)
 
@@ -39,7 +41,7 @@ def run_o(
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert out.exists(), proc.stderr
-    return proc, fileformat.read(out), out
+    return proc, runfile.read(out), out
 
 
 def alloc(run: Run, script: str, line: int) -> int:
@@ -81,14 +83,14 @@ def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> No
     folder = Path(processes_folder(str(out)))
     for p in processes:
         if p.complete:  # its final run is in the processes folder
-            assert fileformat.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
+            assert runfile.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
     assert root.complete
     # Listed in the order they ended (those without a final run last): the bare child is the
     # last process that ended, after both pools.
     ended = [p for p in processes[1:] if p.complete]
     assert list(processes[1:]) == ended + [p for p in processes[1:] if not p.complete]
     assert ended[-1] in forked
-    bare = fileformat.read(folder / f"{ended[-1].pid}.mlrun")
+    bare = runfile.read(folder / f"{ended[-1].pid}.mlrun")
     assert bare.info.exit_code == 3
     assert bare.info.processes == (ended[-1],)
     assert 3 * MiB <= bare.files[str(script)].lines[20].alloc_bytes < 3.1 * MiB
@@ -149,7 +151,7 @@ def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
         == reference.stdout
         == ("user sitecustomize: mine\nmemlens on sys.path: False\nallocated 4194304\n")
     )
-    run = fileformat.read(out)
+    run = runfile.read(out)
     assert 4 * MiB <= alloc(run, "sub_child.py", 4) < 4.1 * MiB
     child = run.info.processes[1]
     assert child.command == ("python", str(SCRIPTS / "sub_child.py"))
@@ -235,7 +237,7 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     assert 3 * MiB <= line.live_bytes < 3.1 * MiB  # held when the signal came
     # memlens's own work when the signal came (writing the run) is not charged to the line
     # the child was on (time.sleep): the child's own run holds line 10 and next to nothing.
-    own = fileformat.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
+    own = runfile.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
     others = [st.alloc_bytes for n, st in own.files[str(script)].lines.items() if n != 10]
     assert sum(others) < 64 * 1024
 

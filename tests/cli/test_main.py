@@ -63,16 +63,13 @@ OWN_MEANING = {
 
 
 def test_options_shared_by_commands_are_defined_once() -> None:
-    """An option several commands take (the store root, run selection, --by, -o, --top, the
-    server's --tcp/--host) comes from one definition: the same flags, help and choices."""
-    from memlens.cli import FIGURES
+    """An option several commands take (the store root, run selection, --by, -o, --top) comes
+    from one definition: the same flags, help and choices."""
+    from memlens.cli.options import FIGURES
     from memlens.model import SELF_FIGURES
-    from memlens_server.__main__ import build_parser as server_parser
 
     assert FIGURES == SELF_FIGURES
     commands = [(c, _options(c)) for c in COMMANDS]
-    server = [a for a in server_parser()._actions if not isinstance(a, argparse._HelpAction)]
-    commands.append(("python -m memlens_server", server))
     seen: dict[str, tuple[str, argparse.Action]] = {}
     shared = set()
     for command, actions in commands:
@@ -92,7 +89,7 @@ def test_options_shared_by_commands_are_defined_once() -> None:
             assert action.help == other.help, where
             assert action.choices == other.choices, where
             assert action.metavar == other.metavar, where
-    assert {"--dir", "<run>", "--by", "--output", "--top", "--tcp", "--host"} <= shared
+    assert {"--dir", "<run>", "--by", "--output", "--top"} <= shared
 
 
 def test_run_help_shows_each_default() -> None:

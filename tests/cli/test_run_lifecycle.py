@@ -16,14 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens import runfile
 from memlens.layout import read_pointer
 from memlens.model import Run
 from memlens.store import Store
 from tests.cli.memlens_cmd import latest_run, memlens, start_memlens
 from tests.runs import sample_run
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
@@ -37,7 +39,7 @@ print("program done", flush=True)
 #: the rows are written ("rows": before the run is sealed) or right after (during the rename).
 DRIVER = """\
 import os, signal, sys, time
-import memlens.fileformat as ff
+import memlens.runfile as ff
 
 when, name = sys.argv[1], sys.argv[2]
 signum = getattr(signal, name)
@@ -189,7 +191,7 @@ def test_a_program_that_does_not_compile_writes_no_run(
     shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
     (tmp_path / "badmod.py").write_text("def broken(:\n    pass\n")
     store = Store(tmp_path)
-    before = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    before = runfile.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", before)
     reference = subprocess.run(
         [sys.executable, *target], cwd=tmp_path, capture_output=True, text=True, check=False
@@ -229,7 +231,7 @@ while True:
 
 def test_sigkill_after_4_s_leaves_latest_naming_the_incomplete_run(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    older = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    older = runfile.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", older)
     (tmp_path / "long.py").write_text(LONG)
     proc = start_memlens("run", "--checkpoint-interval", "1", "long.py", cwd=tmp_path)
@@ -283,7 +285,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
     (tmp_path / "tree.py").write_text(TREE)
     store = Store(tmp_path)
     runs = store.runs_dir
-    older = fileformat.write(sample_run(), runs / "20261122-090000-1.mlrun")
+    older = runfile.write(sample_run(), runs / "20261122-090000-1.mlrun")
     store.set_pointer("latest", older)
     out = runs / "20261122-100000-1.mlrun"  # named by hand, in the store: latest follows it
     proc = start_memlens(
@@ -312,7 +314,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
         pytest.skip("the final write ended before the kill landed (a very fast machine)")
     assert proc.returncode == -signal.SIGKILL
     assert Store(tmp_path).latest() == out
-    run = fileformat.read(out)
+    run = runfile.read(out)
     assert run.info.complete is False  # the checkpoint
     shown = memlens("show", cwd=tmp_path)
     assert shown.returncode == 0
@@ -331,8 +333,8 @@ def _can_mount_tmpfs() -> bool:
 
 
 READ_LATEST = (
-    "from memlens import fileformat; from memlens.store import Store; "
-    "i = fileformat.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
+    "from memlens import runfile; from memlens.store import Store; "
+    "i = runfile.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
 )
 
 
@@ -407,10 +409,10 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
     header_only = replace(final, files={}, call_tree=(), timeline=())
     sizes = {}
     for name, run in (("checkpoint", checkpoint), ("final", final), ("header", header_only)):
-        sizes[name] = fileformat.write(run, tmp_path / f"{name}.mlrun").stat().st_size
+        sizes[name] = runfile.write(run, tmp_path / f"{name}.mlrun").stat().st_size
         (tmp_path / f"{name}.mlrun").unlink()
     out = tmp_path / "r.mlrun"
-    real = fileformat._write_db
+    real = runfile._write_db
     seen: list[list[str]] = []
 
     def disk(capacity: int) -> object:
@@ -424,34 +426,34 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
         return write_db
 
     # Room for the final run and a header, not for the final run beside the checkpoint.
-    fileformat.write(checkpoint, out)
+    runfile.write(checkpoint, out)
     capacity = sizes["final"] + sizes["header"] + 4096
     assert sizes["checkpoint"] + sizes["final"] > capacity
-    monkeypatch.setattr(fileformat, "_write_db", disk(capacity))
-    fileformat.write_final(final, out)
-    assert fileformat.read(out) == final
+    monkeypatch.setattr(runfile, "_write_db", disk(capacity))
+    runfile.write_final(final, out)
+    assert runfile.read(out) == final
     assert len(seen) == 3  # the final run (no room), the header, the final run again
     assert all(names == ["r.mlrun"] for names in seen)  # a run at the target all along
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # No room for the final run at all: the header stays (incomplete), and the error says so.
-    monkeypatch.setattr(fileformat, "_write_db", real)
-    fileformat.write(checkpoint, out)
-    monkeypatch.setattr(fileformat, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
+    monkeypatch.setattr(runfile, "_write_db", real)
+    runfile.write(checkpoint, out)
+    monkeypatch.setattr(runfile, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
     with pytest.raises(OSError, match="only the run's header was kept") as err:
-        fileformat.write_final(final, out)
+        runfile.write_final(final, out)
     assert err.value.errno is not None
-    kept = fileformat.read(out)
+    kept = runfile.read(out)
     assert kept.info.complete is False
     assert kept.files == {}
     assert kept.info.peak_traced_bytes == final.info.peak_traced_bytes
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # Other write errors are not a full disk: the checkpoint stays as it was.
-    monkeypatch.setattr(fileformat, "_write_db", real)
-    fileformat.write(checkpoint, out)
-    monkeypatch.setattr(fileformat, "_write_db", _broken)
+    monkeypatch.setattr(runfile, "_write_db", real)
+    runfile.write(checkpoint, out)
+    monkeypatch.setattr(runfile, "_write_db", _broken)
     with pytest.raises(OSError, match="disk I/O error"):
-        fileformat.write_final(final, out)
-    assert fileformat.read(out) == checkpoint
+        runfile.write_final(final, out)
+    assert runfile.read(out) == checkpoint
 
 
 def _broken(run: Run, filename: str, seal: object = None) -> None:
@@ -473,7 +475,7 @@ def test_checkpoint_points_latest_at_itself(tmp_path: Path) -> None:
         named, problem = read_pointer(str(runs), "latest")
         assert problem is None
         assert named is not None
-        assert fileformat.read_info(named).complete is False
+        assert runfile.read_info(named).complete is False
         assert os.path.basename(named) == Store(tmp_path).run_files()[0].name
     finally:
         proc.terminate()

@@ -147,7 +147,9 @@ def test_python_dash_m_memlens_equals_console_script(tmp_path: Path) -> None:
     assert proc.stdout.startswith("memlens ")
 
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 
 MiB = 1024 * 1024

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 import memlens
-from memlens import _tracer, tracer
+from memlens import _tracer
 from memlens.calltree import once_per_path
 from memlens.errors import MemlensError
 from memlens.model import LineStats, Run
+from memlens.tracing import tracer
 
 from . import programs
 from .conftest import line, tagged
@@ -266,7 +267,7 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     import sys
     import time
 
-    from memlens import fileformat
+    from memlens import runfile
 
     out = tmp_path / "ckpt.mlrun"
     script = tmp_path / "victim.py"
@@ -286,7 +287,7 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     time.sleep(0.5)  # at least one checkpoint after the allocations
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run = fileformat.read(out)
+    run = runfile.read(out)
     assert run.info.complete is False
     assert run.info.exit_code is None
     line3 = run.files[str(script.resolve())].lines[3]

@@ -15,11 +15,11 @@ from lsprotocol import types as lsp
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens.model import CallNode, FunctionStats, LineStats, RunInfo, SourceFile, replace
-from memlens_server import convert, views
-from memlens_server.index import FolderState, Index, RunData, canonical
-from memlens_server.settings import Settings, parse
-from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
-from memlens_server.state import ClientFeatures
+from memlens_lsp import convert, views
+from memlens_lsp.index import FolderState, Index, RunData, canonical
+from memlens_lsp.settings import Settings, parse
+from memlens_lsp.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
+from memlens_lsp.state import ClientFeatures
 from tests import runs
 from tests.runs import new_run, source
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from memlens import mapping
 from memlens.mapping import in_order, line_map
-from memlens_server import markdown as md
-from memlens_server.state import Notices
-from memlens_server.transport import MAX_BODY, _Frames
+from memlens_lsp import markdown as md
+from memlens_lsp.state import Notices
+from memlens_lsp.transport import MAX_BODY, _Frames
 
 REPEATED = ["x = [0] * 1000"] * 20_000
 

@@ -9,8 +9,8 @@ import pytest
 from memlens import query
 from memlens.calltree import CallTreeIndex
 from memlens.errors import MemlensError
-from memlens.mcp_server import TOOLS, check_arguments
 from memlens.model import CallNode, FunctionStats, LineStats, Run
+from memlens_mcp.server import TOOLS, check_arguments
 from tests.runs import MIB, new_run, source
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from memlens.cli import add_by, add_dir, add_run_spec
+from memlens.cli.options import add_by, add_dir, add_run_spec
 
 if TYPE_CHECKING:
     from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.cli import top_rows
+    from memlens import runfile
+    from memlens.cli.options import top_rows
     from memlens.diff import diff_runs
     from memlens.model import NAMED_FIGURES
     from memlens.store import Store
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
-    d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
+    d = diff_runs(runfile.read(path_a), runfile.read(path_b))
     figure = NAMED_FIGURES[args.by]
     line_attr, fn_attr = figure.line, figure.node
     if args.json:

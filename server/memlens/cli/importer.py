@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import OUTPUT_OPTION, add_dir, add_option
+from memlens.cli.options import OUTPUT_OPTION, add_dir, add_option
 
 HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
 
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from memlens import fileformat
+    from memlens import runfile
     from memlens.model import replace
     from memlens.store import Store
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     result = replace(result, info=replace(result.info, workspace_root=str(store.root)))
     out = Path(args.output) if args.output else store.new_run_path()
     try:
-        fileformat.write(result, out)
+        runfile.write(result, out)
     except ValueError as exc:  # a figure the file format cannot hold
         raise MemlensError(str(exc)) from None
     except OSError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_dir
+from memlens.cli.options import add_dir
 
 HELP = "list saved runs (id, time, peak, duration, command); `runs prune --keep N`"
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from memlens.cli import add_by, add_dir, add_run_spec, add_top, top_rows
+from memlens.cli.options import add_by, add_dir, add_run_spec, add_top, top_rows
 
 if TYPE_CHECKING:
     from memlens.model import RunInfo
@@ -34,14 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
+    from memlens import runfile
     from memlens.report import find_file, render
     from memlens.store import Store
 
     path = Store(args.dir).resolve(args.run)
-    result = fileformat.read(path)
+    result = runfile.read(path)
     if args.process is not None:
-        result = fileformat.read(process_run(str(path), result.info, args.process))
+        result = runfile.read(process_run(str(path), result.info, args.process))
     if args.timeline:
         from memlens.timeline import show
 

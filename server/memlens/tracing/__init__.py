@@ -1,0 +1,4 @@
+"""The tracer's Python side: the façade over the native tracer (:mod:`memlens.tracing.tracer`),
+running a program as Python would (:mod:`memlens.tracing.runner`) and following the processes
+it starts (:mod:`memlens.tracing.follow`). Imports nothing itself: a followed child loads only
+what it uses."""
