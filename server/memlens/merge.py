@@ -22,9 +22,9 @@ import math
 from datetime import datetime
 
 from memlens.model import (
-    CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
+    FUNCTION_FIGURES,
     NATIVE,
     SUMS,
     CallTree,
@@ -47,10 +47,6 @@ MAX_TIMELINE_POINTS = 4096
 MAX_LISTED_PROCESSES = 2048
 #: Longest command kept per listed process, in characters (all arguments together).
 MAX_COMMAND_CHARS = 1024
-
-#: The call-tree columns that hold figures (summed when nodes merge).
-_NODE_FIGURES = CALL_TREE_COLUMNS[5:]
-_FUNCTION_FIGURES = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
 
 
 def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
@@ -89,9 +85,9 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
     process contributed, with each process's own figures, from the runs in its processes
     folder (the first ``limit`` processes listed; a process without a readable run of its own,
     or whose id names several runs, is left out). Empty for a run of one process."""
-    from memlens import runfile
     from memlens.errors import RunFileError
     from memlens.layout import process_runs
+    from memlens.runfile import reader
 
     if len(run.info.processes) < 2:
         return {}
@@ -101,7 +97,7 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
         if len(paths) != 1:
             continue
         try:
-            own = runfile.read(paths[0])
+            own = reader.read(paths[0])
         except RunFileError:
             continue
         for path, sf in own.files.items():
@@ -150,7 +146,7 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
             fn
             if mine_fn is None
             else replace(
-                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in _FUNCTION_FIGURES}
+                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in FUNCTION_FIGURES}
             )
         )
     # The recorded source is the first process's: the same file, read at its end.
@@ -168,7 +164,7 @@ def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
         # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes
         # have no live count: 0 in its place among the sums.
         zeros = [0] * len(tree)
-        sums = [getattr(tree, name) if name in _NODE_FIGURES else zeros for name in SUMS]
+        sums = [getattr(tree, name) if name in FUNCTION_FIGURES else zeros for name in SUMS]
         new_id: list[int] = []
         for i, parent in enumerate(tree.parent):
             node = builder.node(

@@ -175,7 +175,7 @@ class Store:
 
     def entries(self) -> list[RunEntry]:
         """Every run with its header; unreadable files are listed with their error."""
-        from memlens import runfile
+        from memlens.runfile import reader
 
         out: list[RunEntry] = []
         for path in self.run_files():
@@ -183,7 +183,7 @@ class Store:
                 out.append(RunEntry(path.stem, path, None, "a link to a file outside the store"))
                 continue
             try:
-                out.append(RunEntry(path.stem, path, runfile.read_info(path)))
+                out.append(RunEntry(path.stem, path, reader.read_info(path)))
             except RunFileError as exc:
                 out.append(RunEntry(path.stem, path, None, exc.reason))
         return out

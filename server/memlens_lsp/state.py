@@ -25,6 +25,7 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens._version import __version__
+from memlens.launch import ProfiledProgram
 from memlens.source import text_digest
 from memlens_lsp import convert, transport
 from memlens_lsp.index import FileView, FolderState, Index, canonical
@@ -157,7 +158,7 @@ class MemlensServer(LanguageServer):
         self.reload_lock: asyncio.Lock | None = None
         #: Folder uris whose runs are being read on a thread right now.
         self.loading: set[str] = set()
-        self.running: dict[str, asyncio.subprocess.Process] = {}
+        self.running: dict[str, ProfiledProgram] = {}
         self.background: set[asyncio.Task[None]] = set()
         #: uri -> the task publishing its diagnostics (a newer one replaces it).
         self.publishing: dict[str, asyncio.Task[None]] = {}

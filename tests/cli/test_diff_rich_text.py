@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
 from memlens.model import FunctionStats, replace
+from memlens.runfile import writer
 from tests.runs import MIB, sample_run
 
 
@@ -39,8 +39,8 @@ def test_bracketed_paths_print_verbatim_on_a_terminal(
             )
         },
     )
-    a = runfile.write(old, tmp_path / "a.mlrun")
-    b = runfile.write(new, tmp_path / "b.mlrun")
+    a = writer.write(old, tmp_path / "a.mlrun")
+    b = writer.write(new, tmp_path / "b.mlrun")
     screen = _Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
     monkeypatch.setenv("COLUMNS", "160")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
 from memlens.layout import processes_folder
 from memlens.model import Run
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens, plain
 
 pytest.importorskip(
@@ -41,7 +41,7 @@ def run_o(
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert out.exists(), proc.stderr
-    return proc, runfile.read(out), out
+    return proc, reader.read(out), out
 
 
 def alloc(run: Run, script: str, line: int) -> int:
@@ -83,14 +83,14 @@ def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> No
     folder = Path(processes_folder(str(out)))
     for p in processes:
         if p.complete:  # its final run is in the processes folder
-            assert runfile.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
+            assert reader.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
     assert root.complete
     # Listed in the order they ended (those without a final run last): the bare child is the
     # last process that ended, after both pools.
     ended = [p for p in processes[1:] if p.complete]
     assert list(processes[1:]) == ended + [p for p in processes[1:] if not p.complete]
     assert ended[-1] in forked
-    bare = runfile.read(folder / f"{ended[-1].pid}.mlrun")
+    bare = reader.read(folder / f"{ended[-1].pid}.mlrun")
     assert bare.info.exit_code == 3
     assert bare.info.processes == (ended[-1],)
     assert 3 * MiB <= bare.files[str(script)].lines[20].alloc_bytes < 3.1 * MiB
@@ -151,7 +151,7 @@ def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
         == reference.stdout
         == ("user sitecustomize: mine\nmemlens on sys.path: False\nallocated 4194304\n")
     )
-    run = runfile.read(out)
+    run = reader.read(out)
     assert 4 * MiB <= alloc(run, "sub_child.py", 4) < 4.1 * MiB
     child = run.info.processes[1]
     assert child.command == ("python", str(SCRIPTS / "sub_child.py"))
@@ -237,7 +237,7 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     assert 3 * MiB <= line.live_bytes < 3.1 * MiB  # held when the signal came
     # memlens's own work when the signal came (writing the run) is not charged to the line
     # the child was on (time.sleep): the child's own run holds line 10 and next to nothing.
-    own = runfile.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
+    own = reader.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
     others = [st.alloc_bytes for n, st in own.files[str(script)].lines.items() if n != 10]
     assert sum(others) < 64 * 1024
 
@@ -273,7 +273,7 @@ def test_show_process_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
     """The child cannot take memlens's handler (its main thread is in a C call that checks no
-    signal): after follow.KICK_LIMIT_S it dies by the signal's default action, as plain Python
+    signal): after child.KICK_LIMIT_S it dies by the signal's default action, as plain Python
     would have at once; what its last checkpoint held is counted."""
     run, _ = _child_ended_by_a_signal(tmp_path, "stuck.py", "child -15\n")
     root, child = run.info.processes

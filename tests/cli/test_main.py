@@ -65,10 +65,10 @@ OWN_MEANING = {
 def test_options_shared_by_commands_are_defined_once() -> None:
     """An option several commands take (the store root, run selection, --by, -o, --top) comes
     from one definition: the same flags, help and choices."""
-    from memlens.cli.options import FIGURES
+    from memlens.cli.options import BY_CHOICES
     from memlens.model import SELF_FIGURES
 
-    assert FIGURES == SELF_FIGURES
+    assert BY_CHOICES == SELF_FIGURES
     commands = [(c, _options(c)) for c in COMMANDS]
     seen: dict[str, tuple[str, argparse.Action]] = {}
     shared = set()

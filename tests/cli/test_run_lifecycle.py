@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
 from memlens.layout import read_pointer
 from memlens.model import Run
+from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import latest_run, memlens, start_memlens
 from tests.runs import sample_run
@@ -39,19 +39,19 @@ print("program done", flush=True)
 #: the rows are written ("rows": before the run is sealed) or right after (during the rename).
 DRIVER = """\
 import os, signal, sys, time
-import memlens.runfile as ff
+from memlens.runfile import reader, writer
 
 when, name = sys.argv[1], sys.argv[2]
 signum = getattr(signal, name)
 if when == "rows":
-    write_db = ff._write_db
+    write_db = writer._write_db
 
     def slow(*args, **kwargs):
         os.kill(os.getpid(), signum)
         time.sleep(0.2)  # the signal is handled (held) while the rows are still being written
         return write_db(*args, **kwargs)
 
-    ff._write_db = slow
+    writer._write_db = slow
 else:
     real_replace = os.replace
     fired = []
@@ -63,7 +63,7 @@ else:
             time.sleep(0.2)
         return real_replace(src, dst)
 
-    ff.os.replace = late
+    writer.os.replace = late
 
 from memlens.cli import main
 
@@ -191,7 +191,7 @@ def test_a_program_that_does_not_compile_writes_no_run(
     shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
     (tmp_path / "badmod.py").write_text("def broken(:\n    pass\n")
     store = Store(tmp_path)
-    before = runfile.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    before = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", before)
     reference = subprocess.run(
         [sys.executable, *target], cwd=tmp_path, capture_output=True, text=True, check=False
@@ -231,7 +231,7 @@ while True:
 
 def test_sigkill_after_4_s_leaves_latest_naming_the_incomplete_run(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    older = runfile.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    older = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", older)
     (tmp_path / "long.py").write_text(LONG)
     proc = start_memlens("run", "--checkpoint-interval", "1", "long.py", cwd=tmp_path)
@@ -285,7 +285,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
     (tmp_path / "tree.py").write_text(TREE)
     store = Store(tmp_path)
     runs = store.runs_dir
-    older = runfile.write(sample_run(), runs / "20261122-090000-1.mlrun")
+    older = writer.write(sample_run(), runs / "20261122-090000-1.mlrun")
     store.set_pointer("latest", older)
     out = runs / "20261122-100000-1.mlrun"  # named by hand, in the store: latest follows it
     proc = start_memlens(
@@ -314,7 +314,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
         pytest.skip("the final write ended before the kill landed (a very fast machine)")
     assert proc.returncode == -signal.SIGKILL
     assert Store(tmp_path).latest() == out
-    run = runfile.read(out)
+    run = reader.read(out)
     assert run.info.complete is False  # the checkpoint
     shown = memlens("show", cwd=tmp_path)
     assert shown.returncode == 0
@@ -333,8 +333,8 @@ def _can_mount_tmpfs() -> bool:
 
 
 READ_LATEST = (
-    "from memlens import runfile; from memlens.store import Store; "
-    "i = runfile.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
+    "from memlens.runfile import reader; from memlens.store import Store; "
+    "i = reader.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
 )
 
 
@@ -409,10 +409,10 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
     header_only = replace(final, files={}, call_tree=(), timeline=())
     sizes = {}
     for name, run in (("checkpoint", checkpoint), ("final", final), ("header", header_only)):
-        sizes[name] = runfile.write(run, tmp_path / f"{name}.mlrun").stat().st_size
+        sizes[name] = writer.write(run, tmp_path / f"{name}.mlrun").stat().st_size
         (tmp_path / f"{name}.mlrun").unlink()
     out = tmp_path / "r.mlrun"
-    real = runfile._write_db
+    real = writer._write_db
     seen: list[list[str]] = []
 
     def disk(capacity: int) -> object:
@@ -426,34 +426,34 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
         return write_db
 
     # Room for the final run and a header, not for the final run beside the checkpoint.
-    runfile.write(checkpoint, out)
+    writer.write(checkpoint, out)
     capacity = sizes["final"] + sizes["header"] + 4096
     assert sizes["checkpoint"] + sizes["final"] > capacity
-    monkeypatch.setattr(runfile, "_write_db", disk(capacity))
-    runfile.write_final(final, out)
-    assert runfile.read(out) == final
+    monkeypatch.setattr(writer, "_write_db", disk(capacity))
+    writer.write_final(final, out)
+    assert reader.read(out) == final
     assert len(seen) == 3  # the final run (no room), the header, the final run again
     assert all(names == ["r.mlrun"] for names in seen)  # a run at the target all along
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # No room for the final run at all: the header stays (incomplete), and the error says so.
-    monkeypatch.setattr(runfile, "_write_db", real)
-    runfile.write(checkpoint, out)
-    monkeypatch.setattr(runfile, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
+    monkeypatch.setattr(writer, "_write_db", real)
+    writer.write(checkpoint, out)
+    monkeypatch.setattr(writer, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
     with pytest.raises(OSError, match="only the run's header was kept") as err:
-        runfile.write_final(final, out)
+        writer.write_final(final, out)
     assert err.value.errno is not None
-    kept = runfile.read(out)
+    kept = reader.read(out)
     assert kept.info.complete is False
     assert kept.files == {}
     assert kept.info.peak_traced_bytes == final.info.peak_traced_bytes
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # Other write errors are not a full disk: the checkpoint stays as it was.
-    monkeypatch.setattr(runfile, "_write_db", real)
-    runfile.write(checkpoint, out)
-    monkeypatch.setattr(runfile, "_write_db", _broken)
+    monkeypatch.setattr(writer, "_write_db", real)
+    writer.write(checkpoint, out)
+    monkeypatch.setattr(writer, "_write_db", _broken)
     with pytest.raises(OSError, match="disk I/O error"):
-        runfile.write_final(final, out)
-    assert runfile.read(out) == checkpoint
+        writer.write_final(final, out)
+    assert reader.read(out) == checkpoint
 
 
 def _broken(run: Run, filename: str, seal: object = None) -> None:
@@ -475,7 +475,7 @@ def test_checkpoint_points_latest_at_itself(tmp_path: Path) -> None:
         named, problem = read_pointer(str(runs), "latest")
         assert problem is None
         assert named is not None
-        assert runfile.read_info(named).complete is False
+        assert reader.read_info(named).complete is False
         assert os.path.basename(named) == Store(tmp_path).run_files()[0].name
     finally:
         proc.terminate()

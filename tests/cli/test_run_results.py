@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import latest_name, latest_run, memlens, plain
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
@@ -32,7 +32,7 @@ def test_output_option_and_sampling_mode(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    run = runfile.read(out)
+    run = reader.read(out)
     assert run.info.mode == "sampling"
     assert run.info.sample_interval_bytes == 64 * 1024
     assert not (tmp_path / ".memlens").exists()
@@ -351,7 +351,7 @@ def test_timeline_interval_sets_the_sampling_period(tmp_path: Path) -> None:
             str(SCRIPTS / "slow.py"), cwd=tmp_path,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        run = runfile.read(out)
+        run = reader.read(out)
         counts[ms] = len(run.timeline)
         # The program held 12 MiB at the end; the timeline saw it grow.
         assert max(p.traced_bytes for p in run.timeline) >= 11 * MiB

@@ -45,6 +45,7 @@ RUN_PATH = {
     "memlens.errors",
     "memlens.layout",
     "memlens.tracing",
+    "memlens.tracing.child",
     "memlens.tracing.follow",
     "memlens.tracing.runner",
     "memlens.tracing.tracer",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
+from memlens.model import Run
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
 
 pytest.importorskip(
@@ -26,7 +27,7 @@ print(len(text), len(blobs))
 """
 
 
-def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[runfile.Run, dict[str, object]]:  # type: ignore[name-defined]
+def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[Run, dict[str, object]]:
     # No checkpoints: one written during the run shifts the sampling sequence (documented in
     # how-it-works.md), and on a loaded machine this program can outlast the default 5 s.
     proc = memlens(
@@ -35,7 +36,7 @@ def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[runfile.Run, dict[s
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / f"{name}.json").read_text())
-    return runfile.read(tmp_path / f"{name}.mlrun"), doc
+    return reader.read(tmp_path / f"{name}.mlrun"), doc
 
 
 def test_same_seed_same_figures(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_a_sampled_programs_environment_is_its_own(tmp_path: Path, seed: tuple[s
         assert (hash_seed, passed) == ("None", "None")
         if sys.platform == "linux":
             assert int(personality, 16) & 0x0040000  # ADDR_NO_RANDOMIZE
-        runs.append((runfile.read(tmp_path / f"{name}.mlrun").info.seed, hashed))
+        runs.append((reader.read(tmp_path / f"{name}.mlrun").info.seed, hashed))
     if seed:
         assert runs[0] == runs[1] == (11, runs[0][1])
 

@@ -23,8 +23,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from tests import runs
 
-from memlens import runfile
+from memlens.layout import RUN_SUFFIX
 from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo
+from memlens.runfile import writer
 from memlens.store import Store
 
 MiB = 1024 * 1024
@@ -196,7 +197,7 @@ def other_run(path: Path) -> Run:
 
 def write_run(root: Path, run: Run, stem: str, *, latest: bool = True) -> Path:
     store = Store(root)
-    path = runfile.write(run, store.runs_dir / f"{stem}{runfile.SUFFIX}")
+    path = writer.write(run, store.runs_dir / f"{stem}{RUN_SUFFIX}")
     if latest:
         store.set_pointer("latest", path)
     return path

@@ -14,8 +14,8 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
 
-from memlens import runfile
 from memlens.model import Run
+from memlens.runfile import reader
 from memlens.store import Store
 
 pytestmark = [
@@ -48,7 +48,7 @@ class Profiled:
         assert proc.returncode == 0, proc.stderr
         latest = Store(self.folder).latest()
         assert latest is not None
-        self.run: Run = runfile.read(latest)
+        self.run: Run = reader.read(latest)
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.pytest_plugin.session import project, pytest_session, summary
 
-from memlens import runfile
 from memlens.annotate import failure_text, label_for_test
 from memlens.model import TestStats
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes
 
@@ -62,7 +62,7 @@ class Session:
         assert summary(proc) == "2 failed, 4 passed", proc.stdout
         latest = Store(self.root).latest()
         assert latest is not None
-        self.tests = {t.nodeid.split("::", 1)[1]: t for t in runfile.read(latest).info.tests}
+        self.tests = {t.nodeid.split("::", 1)[1]: t for t in reader.read(latest).info.tests}
         self.uri = (self.root / "test_memory.py").as_uri()
 
 

@@ -18,9 +18,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
 
-from memlens import runfile
 from memlens.annotate import line_label
 from memlens.model import replace
+from memlens.runfile import reader, writer
 from memlens.store import Store
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -49,7 +49,7 @@ class Copied:
         assert proc.returncode == 0, proc.stderr
         self.copy = root / "elsewhere" / "copy-of-proj"
         shutil.copytree(self.original, self.copy)
-        run = runfile.read(Store(self.copy).latest())  # type: ignore[arg-type]
+        run = reader.read(Store(self.copy).latest())  # type: ignore[arg-type]
         assert run.info.workspace_root == str(self.original.resolve())
         self.run = run
         # A second copy whose run does not know its root (an older run, a checkpoint): its
@@ -58,7 +58,7 @@ class Copied:
         shutil.copytree(self.original, self.legacy)
         latest = Store(self.legacy).latest()
         assert latest is not None
-        runfile.write(replace(run, info=replace(run.info, workspace_root="")), latest)
+        writer.write(replace(run, info=replace(run.info, workspace_root="")), latest)
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from memlens import runfile
 from memlens.model import LineStats, replace
+from memlens.runfile import writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import memlens
 from tests.runs import MIB, sample_run
@@ -126,7 +126,7 @@ def two_runs(root: Path) -> tuple[Path, Path]:
     store = Store(root)
     a = store.runs_dir / "20261122-100000-1.mlrun"
     b = store.runs_dir / "20261122-110000-2.mlrun"
-    runfile.write(sample_run(), a)
+    writer.write(sample_run(), a)
     text = "# new header\n" + str(sample_run().files["/work/app.py"].text)
     run_b = sample_run(text=text)
     sf = run_b.files["/work/app.py"]
@@ -135,7 +135,7 @@ def two_runs(root: Path) -> tuple[Path, Path]:
         7: sf.lines[6],
         1: LineStats(peak_bytes=MIB),
     }
-    runfile.write(replace(run_b, files={sf.path: replace(sf, lines=lines)}), b)
+    writer.write(replace(run_b, files={sf.path: replace(sf, lines=lines)}), b)
     store.set_pointer("latest", b)
     store.set_pointer("baseline", a)
     return a, b
@@ -336,7 +336,7 @@ async def test_unreadable_runs_are_one_line_tool_errors_as_in_the_cli(tmp_path: 
     (tmp_path / "empty.mlrun").write_bytes(b"")
     (tmp_path / "folder.mlrun").mkdir()
     newer = tmp_path / "newer.mlrun"
-    runfile.write(sample_run(), newer)
+    writer.write(sample_run(), newer)
     import sqlite3
 
     with sqlite3.connect(newer) as db:
@@ -364,7 +364,7 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
     profiled_keeper(tmp_path)
     outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     outside.mkdir()
-    runfile.write(sample_run(), outside / "other.mlrun")
+    writer.write(sample_run(), outside / "other.mlrun")
     (tmp_path / "link.mlrun").symlink_to(outside / "other.mlrun")
     root = tmp_path.resolve()
     async with connect(tmp_path) as client:

@@ -267,7 +267,7 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     import sys
     import time
 
-    from memlens import runfile
+    from memlens.runfile import reader
 
     out = tmp_path / "ckpt.mlrun"
     script = tmp_path / "victim.py"
@@ -287,7 +287,7 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     time.sleep(0.5)  # at least one checkpoint after the allocations
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run = runfile.read(out)
+    run = reader.read(out)
     assert run.info.complete is False
     assert run.info.exit_code is None
     line3 = run.files[str(script.resolve())].lines[3]

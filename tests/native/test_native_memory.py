@@ -181,9 +181,9 @@ def test_memlens_run_no_native_option(tmp_path: Path) -> None:
         out = tmp_path / f"run{len(flag)}.mlrun"
         proc = memlens("run", "--no-report", "-o", str(out), *flag, str(script))
         assert proc.returncode == 0, proc.stderr
-        from memlens import runfile
+        from memlens.runfile import reader
 
-        run = runfile.read(out)
+        run = reader.read(out)
         kept = line(run, str(script), "malloc")
         if expect_native:
             assert kept.native_live_bytes >= 10 * MB

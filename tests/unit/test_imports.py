@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens import runfile
 from memlens.errors import MemlensError
 from memlens.imports.pymemtrace_import import import_log
 from memlens.imports.tracemalloc_import import PICKLE_WARNING, import_snapshot
+from memlens.runfile import reader, writer
 
 HERE = str(Path(__file__).resolve())
 
@@ -74,8 +74,8 @@ def test_tracemalloc_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     # Pseudo files are kept as they are, never made into paths of the current directory.
     assert not any("<" in p and p.startswith("/") for p in run.files)
     # The imported run is a normal run file.
-    runfile.write(run, tmp_path / "i.mlrun")
-    assert runfile.read(tmp_path / "i.mlrun") == run
+    writer.write(run, tmp_path / "i.mlrun")
+    assert reader.read(tmp_path / "i.mlrun") == run
     assert keep
 
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memlens import runfile
 from memlens.errors import RunFileError
 from memlens.model import (
     CallNode,
@@ -26,6 +25,7 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
+from memlens.runfile import reader, writer
 from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -152,9 +152,9 @@ def runs(draw: st.DrawFn) -> Run:
 @given(run=runs())
 def test_round_trip(tmp_path: Path, run: Run) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(run, path)
-    assert runfile.read(path) == run
-    assert runfile.read_info(path) == run.info
+    writer.write(run, path)
+    assert reader.read(path) == run
+    assert reader.read_info(path) == run.info
 
 
 #: SHA-256 of the committed golden file: it is never rewritten.
@@ -164,7 +164,7 @@ GOLDEN_SHA256 = "40dd7c2b4d090cdb18d745342d4f11f304bc83360d66ef61c10580cb1de1c89
 def test_golden_v1_file() -> None:
     # Written once by tests/data/formats/make_v1.py with format version 1. Never regenerate.
     assert hashlib.sha256(GOLDEN.read_bytes()).hexdigest() == GOLDEN_SHA256
-    run = runfile.read(GOLDEN)
+    run = reader.read(GOLDEN)
     assert run == sample_run()
     # The same, spelled out, so that a change to tests/runs.py cannot hide a reader change.
     assert run.info == RunInfo(
@@ -203,7 +203,7 @@ def test_golden_v1_file() -> None:
         CallNode(1, 0, "/work/app.py", 4, "load", 40 * MIB, 1200, 30 * MIB, 40 * MIB),
     )
     assert run.timeline == (TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB))
-    assert runfile.read_info(GOLDEN) == run.info
+    assert reader.read_info(GOLDEN) == run.info
 
 
 GOLDEN_V2 = GOLDEN.parent / "v2.mlrun"
@@ -215,7 +215,7 @@ def test_golden_v2_file() -> None:
     from tests.data.formats.make_v2 import golden_v2_run
 
     assert hashlib.sha256(GOLDEN_V2.read_bytes()).hexdigest() == GOLDEN_V2_SHA256
-    run = runfile.read(GOLDEN_V2)
+    run = reader.read(GOLDEN_V2)
     assert run == golden_v2_run()
     # Spelled out where version 2 differs from version 1: native figures, the columnar tree.
     db = run.files["/work/db.py"].lines[4]
@@ -225,28 +225,28 @@ def test_golden_v2_file() -> None:
         (1, 0, "/work/app.py", 4, "main", 1024),
         (2, 1, "/work/db.py", 4, "load", 24 * MIB),
     ]
-    assert runfile.read_info(GOLDEN_V2) == run.info
+    assert reader.read_info(GOLDEN_V2) == run.info
 
 
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
-    runfile.write(sample_run(exit_code=3), path)
-    assert runfile.read(path).info.exit_code == 3
+    writer.write(sample_run(), path)
+    writer.write(sample_run(exit_code=3), path)
+    assert reader.read(path).info.exit_code == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mlrun"]
 
 
 def test_incomplete_runs_read_back_as_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(complete=False, exit_code=None), path)
-    got = runfile.read(path)
+    writer.write(sample_run(complete=False, exit_code=None), path)
+    got = reader.read(path)
     assert got.info.complete is False
     assert got.info.exit_code is None
 
 
 def _bad(path: Path, reason: str) -> None:
     with pytest.raises(RunFileError) as err:
-        runfile.read(path)
+        reader.read(path)
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(f"cannot read {path}: ")
@@ -280,14 +280,14 @@ def _edit(path: Path, sql: str, *params: object) -> None:
 
 def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
     _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
     reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
-        runfile.read_info(path)
+        reader.read_info(path)
 
 
 @pytest.mark.parametrize(
@@ -347,7 +347,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
 )
 def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     _edit(path, sql)
     _bad(path, reason)
 
@@ -355,7 +355,7 @@ def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
 @pytest.mark.parametrize(("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5)])
 def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
     header[key] = value
@@ -368,7 +368,7 @@ def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> Non
 def _read_or_error(path: Path) -> str:
     """Either the file reads, or it fails with a RunFileError: its message ('' on success)."""
     try:
-        runfile.read(path)
+        reader.read(path)
     except RunFileError as exc:
         return str(exc)
     return ""
@@ -388,7 +388,7 @@ def test_truncated_files(tmp_path: Path) -> None:
             assert message.endswith(": truncated file"), message
         # The header reader fails the same way: listings never show a cut file as a run.
         with pytest.raises(RunFileError):
-            runfile.read_info(path)
+            reader.read_info(path)
 
 
 def test_trailing_data_is_refused(tmp_path: Path) -> None:
@@ -435,7 +435,7 @@ def test_damaged_call_tree(tmp_path: Path, column: str, value: int, reason: str)
     # The first node's value in one column of the call tree, replaced (before the digest is
     # checked: the structural checks name the damage).
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     (data,) = con.execute(
         "SELECT data FROM tree WHERE column = ? AND part = 0", (column,)
@@ -459,7 +459,7 @@ def test_version_1_trees_are_put_in_order_and_loops_refused(tmp_path: Path) -> N
     )
     _edit(path, "UPDATE nodes SET id = 5 WHERE id = 11")
     _edit(path, "UPDATE nodes SET parent = 10 WHERE id = 5")
-    tree = runfile.read(path).call_tree
+    tree = reader.read(path).call_tree
     assert [(n.id, n.parent, n.line) for n in tree] == [(0, -1, 6), (1, 0, 4)]
     _edit(path, "UPDATE nodes SET parent = 5 WHERE id = 10")
     _bad(path, "corrupt file (the call tree has a loop)")
@@ -467,12 +467,12 @@ def test_version_1_trees_are_put_in_order_and_loops_refused(tmp_path: Path) -> N
 
 def test_read_info_reads_the_header_and_checks_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
-    assert runfile.read_info(path) == sample_run().info
+    writer.write(sample_run(), path)
+    assert reader.read_info(path) == sample_run().info
     _edit(path, "DROP TABLE tree")
     # A listing does not read the rows, but it does not call a file fine that read() refuses.
     with pytest.raises(RunFileError, match=r"corrupt file \(no tree table\)$"):
-        runfile.read_info(path)
+        reader.read_info(path)
     _bad(path, "no tree table")
 
 
@@ -480,15 +480,15 @@ def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
     run = sample_run()
     sf = run.files["/work/app.py"]
     with pytest.raises(ValueError, match="differs from its path"):
-        runfile.write(replace(run, files={"/elsewhere.py": sf}), tmp_path / "x.mlrun")
+        writer.write(replace(run, files={"/elsewhere.py": sf}), tmp_path / "x.mlrun")
     with pytest.raises(ValueError, match="names a file not in the run"):
-        runfile.write(replace(run, files={}), tmp_path / "y.mlrun")
+        writer.write(replace(run, files={}), tmp_path / "y.mlrun")
     assert list(tmp_path.iterdir()) == []  # no temporary left behind
 
 
 def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     assert path.read_bytes()[:16] == b"SQLite format 3\x00"
     con = sqlite3.connect(path)
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
@@ -533,7 +533,7 @@ def test_replace_keeps_equality_semantics() -> None:
 
 def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     _edit(path, "UPDATE meta SET value = ? WHERE key = 'run'", "[" * 200_000 + "]" * 200_000)
     _bad(path, "corrupt file (nesting too deep)")
 
@@ -541,7 +541,7 @@ def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:
 def test_written_file_mode_follows_the_umask(tmp_path: Path) -> None:
     old = os.umask(0o027)
     try:
-        path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+        path = writer.write(sample_run(), tmp_path / "r.mlrun")
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o640
@@ -551,16 +551,16 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     before = path.read_bytes()
 
     def disk_full(run: Run, filename: str, seal: object = None) -> None:
         Path(filename).write_bytes(b"SQLite format 3\x00partial")
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(runfile, "_write_db", disk_full)
+    monkeypatch.setattr(writer, "_write_db", disk_full)
     with pytest.raises(OSError, match="database or disk is full"):
-        runfile.write(sample_run(exit_code=5), path)
+        writer.write(sample_run(exit_code=5), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
 

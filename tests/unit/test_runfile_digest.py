@@ -2,7 +2,7 @@
 
 SQLite notices damage to its pages, but a flipped bit inside a stored figure leaves a valid
 database that reads back a wrong number. Files carry a SHA-256 over their rows, checked by
-:func:`memlens.runfile.read`; files written before it existed (the golden v1 file) still
+:func:`memlens.reader.read`; files written before it existed (the golden v1 file) still
 read.
 """
 
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memlens import runfile
 from memlens.errors import RunFileError
 from memlens.model import FIGURES
+from memlens.runfile import reader, writer
 from tests.runs import sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -80,16 +80,16 @@ def _sql(path: Path, statement: str) -> None:
 
 
 def test_written_digest_is_the_documented_one(tmp_path: Path) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     digest = _meta(path)["content_sha256"]
     assert len(digest) == 64
     assert digest == _spec_digest(path)
-    assert runfile.read(path) == sample_run()
+    assert reader.read(path) == sample_run()
 
 
 def test_golden_file_without_digest_still_reads() -> None:
     assert "content_sha256" not in _meta(GOLDEN)
-    runfile.read(GOLDEN)  # exact contents are pinned in test_runfile.py
+    reader.read(GOLDEN)  # exact contents are pinned in test_runfile.py
 
 
 @pytest.mark.parametrize(
@@ -106,10 +106,10 @@ def test_golden_file_without_digest_still_reads() -> None:
     ],
 )
 def test_changed_values_are_refused_in_one_line(tmp_path: Path, statement: str) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     _sql(path, statement)
     with pytest.raises(RunFileError) as info:
-        runfile.read(path)
+        reader.read(path)
     assert str(info.value) == (
         f"cannot read {path}: corrupt file (content does not match its checksum)"
     )
@@ -118,26 +118,26 @@ def test_changed_values_are_refused_in_one_line(tmp_path: Path, statement: str) 
 def test_header_only_reads_skip_the_digest(tmp_path: Path) -> None:
     # Listings stay fast: read_info reads the header alone, so value damage in the tables
     # shows only when the run is opened.
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     _sql(path, "UPDATE timeline SET rss_bytes = 0")
-    assert runfile.read_info(path) == sample_run().info
+    assert reader.read_info(path) == sample_run().info
     with pytest.raises(RunFileError):
-        runfile.read(path)
+        reader.read(path)
 
 
 def test_version_2_files_need_their_digest(tmp_path: Path) -> None:
     # Version 1 files written before the digest existed read without one (the golden file);
     # every version-2 writer writes it, so its absence is damage.
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     _sql(path, "DELETE FROM meta WHERE key = 'content_sha256'")
     with pytest.raises(RunFileError, match=r"corrupt file \(no content checksum\)$"):
-        runfile.read(path)
+        reader.read(path)
 
 
 @pytest.fixture(scope="module")
 def fresh_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     path = tmp_path_factory.mktemp("digest") / "r.mlrun"
-    runfile.write(sample_run(), path)
+    writer.write(sample_run(), path)
     return path.read_bytes()
 
 
@@ -157,7 +157,7 @@ def test_a_damaged_file_never_reads_back_different_figures(
     path = tmp_path / "damaged.mlrun"
     path.write_bytes(bytes(blob))
     try:
-        run = runfile.read(path)
+        run = reader.read(path)
     except RunFileError as exc:
         message = str(exc)
     else:
@@ -180,6 +180,6 @@ def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
         files={sf.path: replace(sf, lines=lines)},
         timeline=tuple(TimelinePoint(i / 7, i, 2 * i) for i in range(8193)),
     )
-    path = runfile.write(run, tmp_path / "big.mlrun")
+    path = writer.write(run, tmp_path / "big.mlrun")
     assert _meta(path)["content_sha256"] == _spec_digest(path)
-    assert runfile.read(path) == run
+    assert reader.read(path) == run

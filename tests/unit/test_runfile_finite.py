@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
 from memlens.errors import RunFileError
 from memlens.export import to_json_dict
+from memlens.runfile import reader, writer
 from tests.runs import sample_run
 
 
@@ -50,16 +50,16 @@ def _damage(path: Path, statement: str) -> None:
     ],
 )
 def test_non_finite_numbers_are_refused(tmp_path: Path, statement: str, reason: str) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     _damage(path, statement)
     with pytest.raises(RunFileError) as info:
-        runfile.read(path)
+        reader.read(path)
     assert str(info.value) == f"cannot read {path}: {reason}"
 
 
 def test_export_of_what_was_read_is_strict_json(tmp_path: Path) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
-    text = json.dumps(to_json_dict(runfile.read(path)), allow_nan=False)
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    text = json.dumps(to_json_dict(reader.read(path)), allow_nan=False)
     assert json.loads(text)["run"]["duration_s"] == 1.5
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from memlens import runfile
 from memlens.annotate import failure_text, label_for_test
 from memlens.errors import RunFileError
 from memlens.export import to_json_dict
 from memlens.model import TestFailure, TestStats, replace
+from memlens.runfile import header, reader, writer
 from tests.runs import MIB, sample_run
 
 LEAKY = TestStats(
@@ -51,9 +51,9 @@ def _session_run() -> Any:
 
 def test_round_trip_and_header(tmp_path: Path) -> None:
     run = _session_run()
-    path = runfile.write(run, tmp_path / "r.mlrun")
-    assert runfile.read(path) == run
-    assert runfile.read_info(path).tests == (LEAKY, GROWN, PLAIN)
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert reader.read(path) == run
+    assert reader.read_info(path).tests == (LEAKY, GROWN, PLAIN)
     header = json.loads(_header(path))
     assert list(header["tests"]) == [LEAKY.nodeid, GROWN.nodeid, PLAIN.nodeid]
     assert header["tests"][LEAKY.nodeid] == {
@@ -82,9 +82,9 @@ def test_round_trip_and_header(tmp_path: Path) -> None:
 
 
 def test_runs_that_are_not_test_sessions_keep_their_header(tmp_path: Path) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     assert "tests" not in json.loads(_header(path))
-    assert runfile.read_info(path).tests == ()
+    assert reader.read_info(path).tests == ()
 
 
 def test_export_has_the_tests_in_its_run() -> None:
@@ -125,7 +125,7 @@ def _header(path: Path) -> str:
 
 def _with_tests(tmp_path: Path, tests: object) -> Path:
     """A run file whose header holds ``tests`` as given (JSON), digest left as written."""
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     header = json.loads(_header(path))
     header["tests"] = tests
     con = sqlite3.connect(path)
@@ -137,7 +137,7 @@ def _with_tests(tmp_path: Path, tests: object) -> Path:
 
 def _entry(**changes: object) -> dict[str, object]:
     """The leaky test's entry as the writer makes it, with some values changed."""
-    entry = runfile.tests_json((LEAKY,))[LEAKY.nodeid]
+    entry = header.tests_json((LEAKY,))[LEAKY.nodeid]
     entry.update(changes)
     return entry
 
@@ -185,9 +185,9 @@ def _failure(**changes: object) -> dict[str, object]:
 )
 def test_bad_tests_are_one_line_errors(tmp_path: Path, tests: object, reason: str) -> None:
     path = _with_tests(tmp_path, tests)
-    for reader in (runfile.read_info, runfile.read):
+    for read in (reader.read_info, reader.read):
         with pytest.raises(RunFileError) as err:
-            reader(path)
+            read(path)
         message = str(err.value)
         assert message.startswith(f"cannot read {path}: bad run header")
         assert reason in message
@@ -198,21 +198,21 @@ def test_bad_tests_are_one_line_errors(tmp_path: Path, tests: object, reason: st
 def test_node_ids_are_shown_safely_in_errors(tmp_path: Path) -> None:
     path = _with_tests(tmp_path, {"evil\x1b[2J\n": _entry(peak_bytes=-1)})
     with pytest.raises(RunFileError) as err:
-        runfile.read_info(path)
+        reader.read_info(path)
     assert "evil\\x1b[2J\\x0a: peak_bytes is not an integer" in str(err.value)
 
 
 def test_too_many_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entry = _entry()
     path = _with_tests(tmp_path, {f"t{i}": entry for i in range(3)})
-    monkeypatch.setattr(runfile, "MAX_TESTS", 2)
+    monkeypatch.setattr(header, "MAX_TESTS", 2)
     with pytest.raises(RunFileError, match="bad run header: tests: more than 2 tests"):
-        runfile.read_info(path)
-    monkeypatch.setattr(runfile, "MAX_TESTS", 3)
-    assert [t.nodeid for t in runfile.read_info(path).tests] == ["t0", "t1", "t2"]
+        reader.read_info(path)
+    monkeypatch.setattr(header, "MAX_TESTS", 3)
+    assert [t.nodeid for t in reader.read_info(path).tests] == ["t0", "t1", "t2"]
 
 
 def test_unknown_keys_of_a_test_are_ignored(tmp_path: Path) -> None:
     """A newer writer may add keys to a test's entry; readers ignore them (format versioning)."""
     path = _with_tests(tmp_path, {LEAKY.nodeid: _entry(rss_bytes=5, note="x")})
-    assert runfile.read_info(path).tests == (LEAKY,)
+    assert reader.read_info(path).tests == (LEAKY,)

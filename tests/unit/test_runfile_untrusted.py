@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from memlens import runfile
 from memlens.errors import RunFileError
 from memlens.model import FunctionStats, LineStats, replace
+from memlens.runfile import reader, schema, writer
 from tests.hostile import default_bomb, trigger_run, view_bomb
 from tests.runs import sample_run
 
 
 def _refused(path: Path, reason: str, *, info_too: bool = True) -> None:
-    readers = (runfile.read, runfile.read_info) if info_too else (runfile.read,)
-    for reader in readers:
+    readers = (reader.read, reader.read_info) if info_too else (reader.read,)
+    for read in readers:
         began = time.monotonic()
         with pytest.raises(RunFileError) as err:
-            reader(path)
+            read(path)
         assert time.monotonic() - began < 10
         message = str(err.value)
         assert message.startswith(f"cannot read {path}: ")
@@ -31,7 +31,7 @@ def _refused(path: Path, reason: str, *, info_too: bool = True) -> None:
 
 
 def _altered(tmp_path: Path, *sql: str) -> Path:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     con = sqlite3.connect(path)
     for statement in sql:
         con.execute(statement)
@@ -99,18 +99,18 @@ def test_meta_itself_must_be_the_writers(tmp_path: Path) -> None:
 
 
 def test_row_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     nodes = len(sample_run().call_tree)
-    monkeypatch.setitem(runfile.MAX_ROWS, "nodes", nodes - 1)
+    monkeypatch.setitem(schema.MAX_ROWS, "nodes", nodes - 1)
     _refused(
         path,
         f"too large to read (the call tree holds more than {nodes - 1} nodes)",
         info_too=False,
     )
-    runfile.read_info(path)  # a listing reads no node
-    monkeypatch.setitem(runfile.MAX_ROWS, "nodes", nodes)
-    assert runfile.read(path) == sample_run()  # the limit itself is allowed
-    monkeypatch.setitem(runfile.MAX_ROWS, "timeline", 0)
+    reader.read_info(path)  # a listing reads no node
+    monkeypatch.setitem(schema.MAX_ROWS, "nodes", nodes)
+    assert reader.read(path) == sample_run()  # the limit itself is allowed
+    monkeypatch.setitem(schema.MAX_ROWS, "timeline", 0)
     _refused(path, "too large to read (timeline holds more than 0 rows)", info_too=False)
 
 
@@ -127,7 +127,7 @@ def test_meta_limits(tmp_path: Path) -> None:
     _refused(long, "corrupt file (meta holds a value that is too long)")
     long.unlink()
     # The run header (it holds a test session's per-test figures): at most 32 MiB.
-    assert runfile.MAX_HEADER_CHARS == 32 * 1024 * 1024
+    assert schema.MAX_HEADER_CHARS == 32 * 1024 * 1024
     long = _altered(
         tmp_path, "UPDATE meta SET value = value || printf('%.*c', 33554432, ' ') WHERE key = 'run'"
     )
@@ -136,26 +136,26 @@ def test_meta_limits(tmp_path: Path) -> None:
     spaced = _altered(
         tmp_path, "UPDATE meta SET value = value || printf('%.*c', 2097152, ' ') WHERE key = 'run'"
     )
-    assert runfile.read_info(spaced) == sample_run().info  # 2 MiB: allowed
+    assert reader.read_info(spaced) == sample_run().info  # 2 MiB: allowed
 
 
 def test_name_and_text_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = sample_run()
     sf = run.files["/work/app.py"]
     long_name = replace(sf, functions=(FunctionStats("f" * 5000, 1, 2, 1, 1, 1, 1),))
-    path = runfile.write(replace(run, files={sf.path: long_name}), tmp_path / "n.mlrun")
+    path = writer.write(replace(run, files={sf.path: long_name}), tmp_path / "n.mlrun")
     _refused(
         path, "corrupt file (functions holds a value of the wrong type or size)", info_too=False
     )
-    path = runfile.write(run, tmp_path / "t.mlrun")
-    monkeypatch.setattr(runfile, "MAX_VALUE_BYTES", 10)  # explicit check (Python < 3.11)
+    path = writer.write(run, tmp_path / "t.mlrun")
+    monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 10)  # explicit check (Python < 3.11)
     _refused(path, "corrupt file (files holds a text that is too long)", info_too=False)
 
 
 @pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Python 3.11+")
 def test_sqlite_length_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
-    monkeypatch.setitem(runfile._SQLITE_LIMITS, "SQLITE_LIMIT_LENGTH", 20)
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    monkeypatch.setitem(reader.SQLITE_LIMITS, "SQLITE_LIMIT_LENGTH", 20)
     _refused(path, "string or blob too big", info_too=False)
 
 
@@ -163,23 +163,23 @@ def test_time_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = sample_run()
     sf = run.files["/work/app.py"]
     lines = {i: LineStats(alloc_bytes=i) for i in range(1, 20_000)}
-    path = runfile.write(
+    path = writer.write(
         replace(run, files={sf.path: replace(sf, lines=lines)}), tmp_path / "r.mlrun"
     )
-    monkeypatch.setattr(runfile, "READ_BUDGET_S", 0.0)
-    monkeypatch.setattr(runfile, "READ_BUDGET_S_PER_MIB", 0.0)
+    monkeypatch.setattr(reader, "READ_BUDGET_S", 0.0)
+    monkeypatch.setattr(reader, "READ_BUDGET_S_PER_MIB", 0.0)
     _refused(path, "took too long to read (more than 0 s)", info_too=False)
 
 
 def test_connection_is_configured_for_untrusted_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = runfile.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
     seen: dict[str, object] = {}
     statements: list[str] = []
-    connect = runfile._connect_untrusted
+    connect = reader.connect_untrusted
 
-    def spy(name: str, budget: runfile._Budget) -> sqlite3.Connection:
+    def spy(name: str, budget: reader.Budget) -> sqlite3.Connection:
         con = connect(name, budget)
         for pragma in ("trusted_schema", "cell_size_check", "mmap_size", "query_only"):
             seen[pragma] = con.execute(f"PRAGMA {pragma}").fetchone()
@@ -189,15 +189,15 @@ def test_connection_is_configured_for_untrusted_input(
         con.set_trace_callback(statements.append)
         return con
 
-    monkeypatch.setattr(runfile, "_connect_untrusted", spy)
-    assert runfile.read(path) == sample_run()
+    monkeypatch.setattr(reader, "connect_untrusted", spy)
+    assert reader.read(path) == sample_run()
     assert seen["trusted_schema"] == (0,)
     assert seen["cell_size_check"] == (1,)
     assert seen["mmap_size"] == (0,)
     assert seen["query_only"] == (1,)
     if "attached" in seen:
         assert seen["attached"] == 0
-        assert seen["length"] == runfile.MAX_VALUE_BYTES
+        assert seen["length"] == schema.MAX_VALUE_BYTES
     # SQLite's advice: check the structure before reading (meta first, then every table).
     checks = [s for s in statements if s.startswith("PRAGMA quick_check")]
     assert checks == ["PRAGMA quick_check(meta)", "PRAGMA quick_check(1)"]
@@ -206,7 +206,7 @@ def test_connection_is_configured_for_untrusted_input(
     )
     # A listing checks meta's pages only.
     statements.clear()
-    runfile.read_info(path)
+    reader.read_info(path)
     assert [s for s in statements if s.startswith("PRAGMA quick_check")] == [
         "PRAGMA quick_check(meta)"
     ]

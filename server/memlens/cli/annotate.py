@@ -20,11 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import runfile
     from memlens.report import find_file, listing
+    from memlens.runfile import reader
     from memlens.store import Store
 
-    result = runfile.read(Store(args.dir).resolve(args.run))
+    result = reader.read(Store(args.dir).resolve(args.run))
     file = find_file(result, args.file)
     rows = listing(result, file, args.by, whole=True)
     width = len(str(max((r.line for r in rows), default=1)))

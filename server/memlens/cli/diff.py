@@ -33,16 +33,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import runfile
     from memlens.cli.options import top_rows
     from memlens.diff import diff_runs
     from memlens.model import NAMED_FIGURES
+    from memlens.runfile import reader
     from memlens.store import Store
 
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
-    d = diff_runs(runfile.read(path_a), runfile.read(path_b))
+    d = diff_runs(reader.read(path_a), reader.read(path_b))
     figure = NAMED_FIGURES[args.by]
     line_attr, fn_attr = figure.line, figure.node
     if args.json:

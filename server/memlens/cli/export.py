@@ -18,11 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from memlens import runfile
     from memlens.export import to_json_dict
+    from memlens.runfile import reader
     from memlens.store import Store
 
-    result = runfile.read(Store(args.dir).resolve(args.run))
+    result = reader.read(Store(args.dir).resolve(args.run))
     json.dump(to_json_dict(result), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

@@ -38,15 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import runfile
     from memlens.errors import MemlensError
     from memlens.flow import compare_graphs, to_dot
+    from memlens.runfile import reader
     from memlens.store import Store
 
     store = Store(args.dir)
     specs = args.compare or [args.run]
     paths = [store.resolve(s) for s in specs]
-    graphs, lines = compare_graphs([runfile.read(p) for p in paths], args.by)
+    graphs, lines = compare_graphs([reader.read(p) for p in paths], args.by)
     text = to_dot(
         graphs,
         names=[p.stem for p in paths],

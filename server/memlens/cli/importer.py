@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from memlens import runfile
     from memlens.model import replace
+    from memlens.runfile import writer
     from memlens.store import Store
 
     if args.tool == "tracemalloc":
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     result = replace(result, info=replace(result.info, workspace_root=str(store.root)))
     out = Path(args.output) if args.output else store.new_run_path()
     try:
-        runfile.write(result, out)
+        writer.write(result, out)
     except ValueError as exc:  # a figure the file format cannot hold
         raise MemlensError(str(exc)) from None
     except OSError as exc:

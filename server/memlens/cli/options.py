@@ -44,13 +44,13 @@ TOP_OPTION: Option = (
 #: ``--by``'s choices: :data:`memlens.model.SELF_FIGURES`, written out because ``memlens run``
 #: reads this module before the program starts and imports no model there
 #: (tests/cli/test_main.py checks that the two agree).
-FIGURES = ("peak", "alloc", "live")
+BY_CHOICES = ("peak", "alloc", "live")
 
 #: ``--by peak|alloc|live``: which figure ranks, labels or weighs what a command shows.
 BY_OPTION: Option = (
     ("--by",),
     {
-        "choices": FIGURES,
+        "choices": BY_CHOICES,
         "default": "peak",
         "help": "the figure: peak (held at the program's peak), alloc (allocated in all) or "
         "live (still held at exit) (default: %(default)s)",

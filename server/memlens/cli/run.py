@@ -343,9 +343,9 @@ def run(args: Namespace) -> int:
             pointed[0] = True
             _point_latest_at(out_path)
 
-    from memlens.tracing import follow
+    from memlens.tracing import child, follow
 
-    follow.leave()  # a `memlens run` started by a followed program profiles its own program
+    child.leave()  # a `memlens run` started by a followed program profiles its own program
     # What the program's process is traced with, and the children it starts too.
     options: dict[str, Any] = {
         "mode": "sampling" if interval else "exact",
@@ -520,14 +520,14 @@ def _save_and_report(
     args: Namespace,
     ending: runner.Ending,
 ) -> None:
-    from memlens import runfile
     from memlens.model import Run
+    from memlens.runfile import writer
     from memlens.tracing.runner import flush_streams
 
     assert isinstance(result, Run)
     try:
         # Over the last checkpoint, making room for the final run on a full disk.
-        runfile.write_final(result, out_path, seal=ending.seal)
+        writer.write_final(result, out_path, seal=ending.seal)
     except OSError as exc:
         _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return

@@ -34,14 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import runfile
     from memlens.report import find_file, render
+    from memlens.runfile import reader
     from memlens.store import Store
 
     path = Store(args.dir).resolve(args.run)
-    result = runfile.read(path)
+    result = reader.read(path)
     if args.process is not None:
-        result = runfile.read(process_run(str(path), result.info, args.process))
+        result = reader.read(process_run(str(path), result.info, args.process))
     if args.timeline:
         from memlens.timeline import show
 

@@ -233,16 +233,16 @@ class MemlensSession:
             self._load_baseline()
 
     def _load_baseline(self) -> None:
-        from memlens import runfile
         from memlens.errors import MemlensError, RunFileError
         from memlens.layout import display_path
+        from memlens.runfile import reader
         from memlens.store import Store
 
         spec = self.config.getoption("memlens_baseline")
         store = Store(self.config.getoption("memlens_dir"), on_problem=lambda path, why: None)
         try:
             path = store.resolve(spec, default="baseline")
-            info = runfile.read_info(path)
+            info = reader.read_info(path)
         except (MemlensError, RunFileError) as exc:
             if spec is not None:  # asked for by name: it must be there
                 raise pytest.UsageError(f"memlens: --memlens-baseline: {exc}") from None
@@ -434,8 +434,8 @@ class MemlensSession:
     # -- the end: the run, the summary -----------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from memlens import runfile
         from memlens.model import replace
+        from memlens.runfile import writer
 
         path = _run_path
         from memlens.errors import MemlensError
@@ -462,7 +462,7 @@ class MemlensSession:
             tests=tuple(self.tests),
         )
         try:
-            runfile.write_final(replace(run, info=info), path)
+            writer.write_final(replace(run, info=info), path)
         except (OSError, ValueError) as exc:
             self.problem = f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
             return

@@ -296,12 +296,12 @@ def block_signals() -> None:
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
     """Write the run so far to ``path`` (incomplete); False when it could not be written.
     The caller's thread must be paused."""
-    from memlens import runfile
+    from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
     try:
-        runfile.write(run, path)
+        writer.write(run, path)
     except OSError as exc:
         print(f"memlens: cannot write checkpoint {path}: {exc}", file=sys.stderr)
         return False

@@ -1,32 +1,30 @@
 """``workspace/executeCommand`` handlers: run the current file, baseline, choose and list runs.
 
-``memlens.runFile`` spawns ``<sys.executable> -m memlens run FILE ARGS`` in the file's
-workspace folder (never inside the server), streams its output as ``$/progress`` reports and
-can be cancelled (``window/workDoneProgress/cancel`` or ``$/cancelRequest``): SIGINT first,
-then kill after a grace period. When it ends the folder is reloaded, which sends
-``memlens/runLoaded``. Shapes are documented in docs/lsp.md.
+``memlens.runFile`` runs the file under ``memlens run`` in a subprocess in its workspace folder
+(never inside the server; :class:`memlens.launch.ProfiledProgram`: its own run file, its own
+process group, a clean stop), streams its output as ``$/progress`` reports and can be
+cancelled (``window/workDoneProgress/cancel`` or ``$/cancelRequest``). When it ends the folder
+is reloaded, which sends ``memlens/runLoaded``. Shapes are documented in docs/lsp.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import os
-import signal
 import stat
-import sys
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
-from memlens import runfile
 from memlens import timeline as memlens_timeline
 from memlens.errors import MemlensError, RunFileError
+from memlens.launch import ProfiledProgram
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens_lsp import convert, protocol, views
 from memlens_lsp.background import in_thread
@@ -34,8 +32,6 @@ from memlens_lsp.features import runs
 from memlens_lsp.index import FolderState, canonical
 from memlens_lsp.state import MemlensServer
 
-#: Seconds between SIGINT and kill when a run is cancelled.
-CANCEL_GRACE_S = 5.0
 #: Seconds a command may spend finding and checking a run file.
 RESOLVE_TIMEOUT_S = 10.0
 
@@ -89,7 +85,7 @@ def _resolve(folder: FolderState, spec: object) -> Path:
     if not stat.S_ISREG(mode):
         raise JsonRpcInvalidParams(message=f"memlens: {spec} is not a run file")
     try:
-        runfile.read_info(path)
+        reader.read_info(path)
     except RunFileError as exc:
         raise JsonRpcInvalidParams(message=f"memlens: {exc}") from None
     return path
@@ -249,12 +245,24 @@ async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
             message=f"memlens: cannot run {path}: it is outside every workspace folder"
         )
     root = folder_state.root
-    store = Store(root)
-    before = set(store.run_files())
-    cmd = [sys.executable, "-m", "memlens", "run", path, *extra]
-
+    loop = asyncio.get_running_loop()
     token = f"memlens-run-{uuid.uuid4().hex[:12]}"
     progress = ls.features.work_done_progress
+    tail: list[str] = []
+
+    def on_line(text: str) -> None:  # on the program's output thread
+        loop.call_soon_threadsafe(show, text)
+
+    def show(text: str) -> None:
+        if not text.strip():
+            return
+        tail.append(text)
+        del tail[:-20]
+        ls.log_message(f"[memlens run] {text}", "log")
+        if progress:
+            ls.work_done_progress.report(token, convert.progress_report(text[:200]))
+
+    program = ProfiledProgram(root, path, extra, report=True, on_line=on_line)
     if progress:
         try:
             await ls.work_done_progress.create_async(token)
@@ -264,60 +272,42 @@ async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
     title = f"memlens run {os.path.basename(path)}"
     if progress:
         ls.work_done_progress.begin(token, convert.progress_begin(title, "starting"))
-    ls.log_message(f"memlens: running {' '.join(cmd)} in {root}")
-
-    proc = await asyncio.create_subprocess_exec(
-        *cmd,
-        cwd=str(root),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    ls.running[token] = proc
-    tail: list[str] = []
-
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while line := await proc.stdout.readline():
-            text = line.decode("utf-8", "replace").rstrip()
-            if not text:
-                continue
-            tail.append(text)
-            del tail[:-20]
-            ls.log_message(f"[memlens run] {text}", "log")
-            if progress:
-                ls.work_done_progress.report(token, convert.progress_report(text[:200]))
-
-    pump_task = asyncio.create_task(pump())
-    cancelled = False
+    ls.log_message(f"memlens: running {' '.join(program.command)} in {root}")
     try:
-        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(proc.wait())}
+        program.start()
+    except MemlensError as exc:
+        if progress:
+            ls.work_done_progress.end(token, convert.progress_end(str(exc)))
+        raise JsonRpcInternalError(message=f"memlens: {exc}") from None
+    ls.running[token] = program
+    cancelled = False
+    code: int | None = None
+    try:
+        ended: asyncio.Future[int | None] = asyncio.ensure_future(in_thread(program.wait))
+        waiters: set[asyncio.Future[Any]] = {ended}
         cancel_token = ls.work_done_progress.tokens.get(token)
         if cancel_token is not None:
             waiters.add(asyncio.wrap_future(cancel_token))
         _done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if proc.returncode is None:
-            cancelled = True
-            await _stop(proc)
-        for fut in pending:
+        for fut in pending - {ended}:
             fut.cancel()
+        if ended.done():
+            code = ended.result()
+        else:
+            cancelled = True
+            code = await in_thread(program.stop)
+        assert code is not None
     except asyncio.CancelledError:  # $/cancelRequest for the executeCommand request
-        await _stop(proc)
+        await in_thread(program.stop)
         raise
     finally:
         ls.running.pop(token, None)
-        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(pump_task, 5)
         ls.work_done_progress.tokens.pop(token, None)
         if progress:
             ls.work_done_progress.end(
-                token,
-                convert.progress_end("cancelled" if cancelled else f"exit code {proc.returncode}"),
+                token, convert.progress_end("cancelled" if cancelled else f"exit code {code}")
             )
-
-    code = proc.returncode if proc.returncode is not None else -1
-    after = [p for p in store.run_files() if p not in before]
-    new_run = str(after[-1]) if after else None
+    new_run = str(program.run_path) if program.run_path.is_file() else None
     if code != 0 and not cancelled:
         detail = tail[-1] if tail else "no output"
         ls.warn(
@@ -326,21 +316,6 @@ async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
         )
     await runs.reload(ls, [folder_state.uri])
     return {"exitCode": code, "run": new_run}
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """SIGINT (the run writes what it has), then kill after ``CANCEL_GRACE_S``."""
-    with contextlib.suppress(ProcessLookupError):
-        if sys.platform == "win32":  # pragma: no cover
-            proc.terminate()
-        else:
-            proc.send_signal(signal.SIGINT)
-    try:
-        await asyncio.wait_for(proc.wait(), CANCEL_GRACE_S)
-    except asyncio.TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
 
 
 Handler = Callable[..., Coroutine[Any, Any, Any]]

@@ -28,9 +28,9 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from memlens import runfile
 from memlens.errors import RunFileError
 from memlens.merge import split_by_process
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens_lsp import convert, protocol, settings, views
 from memlens_lsp.background import in_thread
@@ -75,7 +75,7 @@ def _load(
         except OSError:
             return None
     try:
-        run = runfile.read(path)
+        run = reader.read(path)
         # A run of several processes: each one's own figures on the lines they shared (hover).
         by_process = split_by_process(str(path), run) if split else None
         return RunData(path, run, (root,), root, by_process)
@@ -322,9 +322,8 @@ def shutdown(ls: MemlensServer, params: None) -> None:
     if ls.poll_task is not None:
         ls.poll_task.cancel()
         ls.poll_task = None
-    for proc in list(ls.running.values()):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+    for program in list(ls.running.values()):
+        program.kill()
 
 
 async def did_change_configuration(

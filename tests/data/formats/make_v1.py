@@ -12,8 +12,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from memlens import runfile  # noqa: E402
+from memlens.runfile import writer  # noqa: E402
 from runs import sample_run  # noqa: E402
 
 if __name__ == "__main__":
-    runfile.write(sample_run(), HERE / "v1.mlrun")
+    writer.write(sample_run(), HERE / "v1.mlrun")

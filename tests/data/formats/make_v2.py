@@ -13,7 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from memlens import runfile  # noqa: E402
+from memlens.runfile import writer  # noqa: E402
 from memlens.model import (  # noqa: E402
     CallNode,
     FunctionStats,
@@ -82,4 +82,4 @@ def golden_v2_run() -> Run:
 
 
 if __name__ == "__main__":
-    runfile.write(golden_v2_run(), HERE / "v2.mlrun")
+    writer.write(golden_v2_run(), HERE / "v2.mlrun")

@@ -17,7 +17,7 @@ sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _here]
 
 def _follow() -> None:
     try:
-        from memlens.tracing.follow import start_child
+        from memlens.tracing.child import start_child
     except Exception:  # noqa: BLE001 - another interpreter, or memlens is not installed there
         return
     start_child()
