@@ -21,6 +21,9 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from memlens.calltree import TreeBuilder
+from memlens.errors import RunFileError
+from memlens.layout import process_runs
 from memlens.model import (
     ERRORS,
     FIGURES,
@@ -36,6 +39,7 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
+from memlens.runfile import reader
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
@@ -85,10 +89,6 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
     process contributed, with each process's own figures, from the runs in its processes
     folder (the first ``limit`` processes listed; a process without a readable run of its own,
     or whose id names several runs, is left out). Empty for a run of one process."""
-    from memlens.errors import RunFileError
-    from memlens.layout import process_runs
-    from memlens.runfile import reader
-
     if len(run.info.processes) < 2:
         return {}
     found: dict[str, dict[int, list[tuple[ProcessInfo, LineStats]]]] = {}
@@ -157,8 +157,6 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
 def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
     """The call trees of several processes as one: nodes reached by the same call path (the
     same lines from the root) become one node, figures summed."""
-    from memlens.calltree import TreeBuilder
-
     builder = TreeBuilder()
     for tree in trees:
         # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes

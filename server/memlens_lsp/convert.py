@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.protocol import default_converter
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens_lsp.views import DiagnosticItem, HintItem, LensItem
@@ -56,8 +57,6 @@ def converter_factory() -> Any:
     sets (position, label, paddingLeft, data, tooltip) and defers anything else to the
     generic hook.
     """
-    from pygls.protocol import default_converter
-
     conv = default_converter()  # type: ignore[no-untyped-call]
     generic = conv.get_unstructure_hook(lsp.InlayHint)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memlens.cli import main
 from memlens.model import FunctionStats, replace
 from memlens.runfile import writer
 from tests.runs import MIB, sample_run
@@ -25,8 +26,6 @@ class _Terminal(io.StringIO):
 def test_bracketed_paths_print_verbatim_on_a_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    from memlens.cli import main
-
     old = sample_run(path=path)
     sf = old.files[path]
     new = replace(

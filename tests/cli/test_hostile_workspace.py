@@ -8,6 +8,7 @@ loops forever, a column DEFAULT that multiplies the file, a trigger): each ends 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from memlens.model import CallNode, FunctionStats, LineStats, SourceFile, replace
+from memlens.report import render
 from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.hostile import (
@@ -243,10 +245,6 @@ def test_no_escape_sequence_reaches_the_terminal(tmp_path: Path) -> None:
 
 
 def test_rich_report_prints_no_escape_from_a_run(tmp_path: Path) -> None:
-    import io
-
-    from memlens.report import render
-
     run = _escaping_run(str(tmp_path / "app.py"))
     assert isinstance(run, type(sample_run()))
     out = io.StringIO()  # not a terminal: rich adds no colour, so any ESC came from the run

@@ -7,8 +7,10 @@ Each case is compared with what plain Python does with the same program and sign
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memlens.layout import read_pointer
-from memlens.model import Run
+from memlens.model import LineStats, Run, replace
 from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import latest_run, memlens, start_memlens
@@ -159,7 +161,6 @@ def test_sighup_during_the_program_writes_the_run_then_dies_by_it(tmp_path: Path
 def test_hangup_of_the_terminal_the_report_goes_to(tmp_path: Path) -> None:
     # The terminal closes (its master end goes away) and SIGHUP follows: the run is written,
     # the report has nowhere to go (EIO), and the process still dies by SIGHUP.
-    import pty
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
@@ -390,8 +391,6 @@ ls -a .memlens/runs
 
 
 def _run_with_lines(n: int, **info: object) -> Run:
-    from memlens.model import LineStats, replace
-
     run = sample_run(**info)
     sf = run.files["/work/app.py"]
     lines = {i: LineStats(alloc_bytes=i, alloc_count=1, peak_bytes=i) for i in range(1, n + 1)}
@@ -400,10 +399,6 @@ def _run_with_lines(n: int, **info: object) -> Run:
 
 def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A simulated disk of fixed size (works everywhere): what fits, and what is left."""
-    import sqlite3
-
-    from memlens.model import replace
-
     checkpoint = _run_with_lines(5000, complete=False, exit_code=None)
     final = _run_with_lines(10000, exit_code=0)
     header_only = replace(final, files={}, call_tree=(), timeline=())
@@ -457,8 +452,6 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def _broken(run: Run, filename: str, seal: object = None) -> None:
-    import sqlite3
-
     raise sqlite3.OperationalError("disk I/O error")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,8 +183,6 @@ def test_json_file_keeps_the_programs_output_apart(tmp_path: Path) -> None:
 def test_json_file_is_checked_before_the_program_runs(
     tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    import shutil
-
     for name in ("allocs.py", "helper.py"):
         shutil.copy(SCRIPTS / name, tmp_path)
     before = (tmp_path / "allocs.py").read_text()
@@ -264,8 +264,6 @@ def _read_all(fd: int) -> bytes:
 def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
     tmp_path: Path,
 ) -> None:
-    import pty
-
     main, sub = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlens", "run", "--top", "1", str(SCRIPTS / "slow.py")],
@@ -291,8 +289,6 @@ def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
 
 def stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, str]:
     """`memlens ARGS` with stderr on a pseudo-terminal: exit code, stdout, what the terminal got."""
-    import pty
-
     main, sub = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlens", *args],

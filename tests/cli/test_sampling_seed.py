@@ -12,6 +12,7 @@ import pytest
 from memlens.model import Run
 from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
+from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
 pytest.importorskip(
     "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
@@ -133,7 +134,6 @@ def test_sampled_runs_show_the_start_line_not_the_live_status(
 ) -> None:
     # The live status line allocates at moments of its own, which would move the samples (a
     # run with a drawn seed can be repeated too).
-    from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
     args = ["run", "--no-report", "--sample", "64KiB", *seed, str(SCRIPTS / "slow.py")]
     code, out, err = stderr_on_a_terminal(args, tmp_path)

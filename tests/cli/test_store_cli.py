@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memlens.cli import main
 from memlens.model import LineStats, replace
 from memlens.runfile import reader, writer
 from memlens.store import Store
@@ -347,10 +350,6 @@ def test_killed_program_leaves_a_readable_incomplete_run(tmp_path: Path) -> None
 def test_diff_on_a_terminal_is_a_rich_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
-
-    from memlens.cli import main
-
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -372,8 +371,6 @@ def test_diff_on_a_terminal_is_a_rich_table(
 
 
 def test_prune_removes_stale_temporaries_only(tmp_path: Path) -> None:
-    import os
-
     store = Store(tmp_path)
     run = store.runs_dir / f"{A_ID}.mlrun"
     writer.write(sample_run(), run)

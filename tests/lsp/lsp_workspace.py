@@ -13,6 +13,7 @@ capabilities of VS Code (UTF-16 positions) and Neovim (which negotiates UTF-8).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from dataclasses import dataclass, field
@@ -314,6 +315,4 @@ async def start_session(
 
 
 async def _sleep(s: float) -> None:
-    import asyncio
-
     await asyncio.sleep(s)

@@ -7,9 +7,12 @@ same mistake. One test speaks streamable HTTP (`--http`).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -337,7 +341,6 @@ async def test_unreadable_runs_are_one_line_tool_errors_as_in_the_cli(tmp_path: 
     (tmp_path / "folder.mlrun").mkdir()
     newer = tmp_path / "newer.mlrun"
     writer.write(sample_run(), newer)
-    import sqlite3
 
     with sqlite3.connect(newer) as db:
         db.execute("UPDATE meta SET value = '99' WHERE key = 'version'")
@@ -534,9 +537,6 @@ def http_server(root: Path) -> Iterator[str]:
 
 def _post_status(url: str, host: str) -> int:
     """The status of a bare JSON-RPC POST to ``url`` sent with the Host header ``host``."""
-    import http.client
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
     try:
@@ -567,8 +567,6 @@ async def test_streamable_http(tmp_path: Path) -> None:
 
 
 def test_http_port_in_use_is_one_line(tmp_path: Path) -> None:
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

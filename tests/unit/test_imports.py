@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import tracemalloc
 from pathlib import Path
@@ -311,8 +312,6 @@ def test_tracemalloc_sizes_out_of_range_are_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs")
 def test_importers_refuse_a_fifo_without_blocking(tmp_path: Path) -> None:
-    import os
-
     fifo = tmp_path / "pipe.log"
     os.mkfifo(fifo)
     for importer in (import_log, import_snapshot):

@@ -26,6 +26,7 @@ from memlens.model import (
     replace,
 )
 from memlens.runfile import reader, writer
+from tests.data.formats.make_v2 import golden_v2_run
 from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -212,7 +213,6 @@ GOLDEN_V2_SHA256 = "a3c2a8f5a6fb7afb1888d21643d62b14a35fd2cd46b473cd82e10ab0f734
 
 def test_golden_v2_file() -> None:
     # Written once by tests/data/formats/make_v2.py with format version 2. Never regenerate.
-    from tests.data.formats.make_v2 import golden_v2_run
 
     assert hashlib.sha256(GOLDEN_V2.read_bytes()).hexdigest() == GOLDEN_V2_SHA256
     run = reader.read(GOLDEN_V2)

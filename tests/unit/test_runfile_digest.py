@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
-from memlens.model import FIGURES
+from memlens.model import FIGURES, LineStats, TimelinePoint, replace
 from memlens.runfile import reader, writer
 from tests.runs import sample_run
 
@@ -170,7 +170,6 @@ def test_a_damaged_file_never_reads_back_different_figures(
 def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
     # Reader and writer hash rows in chunks of 4096; the bytes must be those of the whole
     # table's JSON, as the spec says, however many chunks there are.
-    from memlens.model import LineStats, TimelinePoint, replace
 
     base = sample_run()
     sf = base.files["/work/app.py"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens.errors import RunFileError
+from memlens.errors import MemlensError, RunFileError
 from memlens.export import to_json_dict
+from memlens.imports.pymemtrace_import import import_log
 from memlens.runfile import reader, writer
 from tests.runs import sample_run
 
@@ -64,9 +65,6 @@ def test_export_of_what_was_read_is_strict_json(tmp_path: Path) -> None:
 
 
 def test_pymemtrace_log_with_an_infinite_clock_is_refused(tmp_path: Path) -> None:
-    from memlens.errors import MemlensError
-    from memlens.imports.pymemtrace_import import import_log
-
     log = tmp_path / "trace.log"
     log.write_text(
         "SOF\n"

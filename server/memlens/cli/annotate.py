@@ -6,6 +6,9 @@ import argparse
 import sys
 
 from memlens.cli.options import add_by, add_dir, add_run_spec
+from memlens.report import find_file, listing
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "print a source file with each line's figures beside it"
 
@@ -20,10 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens.report import find_file, listing
-    from memlens.runfile import reader
-    from memlens.store import Store
-
     result = reader.read(Store(args.dir).resolve(args.run))
     file = find_file(result, args.file)
     rows = listing(result, file, args.by, whole=True)

@@ -6,6 +6,9 @@ import argparse
 import sys
 
 from memlens.cli.options import add_dir, add_run_spec
+from memlens.layout import printable
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "set, show or clear the baseline run (`baseline set RUN`)"
 
@@ -21,10 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens.layout import printable
-    from memlens.runfile import reader
-    from memlens.store import Store
-
     store = Store(args.dir)
     if args.action == "set":
         path = store.resolve(args.run)

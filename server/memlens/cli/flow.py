@@ -6,6 +6,10 @@ import argparse
 import sys
 
 from memlens.cli.options import add_by, add_dir, add_run_spec
+from memlens.errors import MemlensError
+from memlens.flow import compare_graphs, to_dot
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "write the call tree as a Graphviz flow graph (--compare for several runs)"
 
@@ -38,11 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens.errors import MemlensError
-    from memlens.flow import compare_graphs, to_dot
-    from memlens.runfile import reader
-    from memlens.store import Store
-
     store = Store(args.dir)
     specs = args.compare or [args.run]
     paths = [store.resolve(s) for s in specs]

@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise MemlensError("--port must be between 0 and 65535")
     try:
-        # The MCP SDK is an optional extra: loaded only when `memlens mcp` starts.
-        from memlens_mcp import server
+        # The MCP SDK is an optional extra (memlens[mcp]): loaded when `memlens mcp` starts.
+        from memlens_mcp import server  # noqa: PLC0415 - the optional SDK, only here
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
             raise

@@ -31,17 +31,39 @@ import os
 import sys
 
 import pytest
+from _pytest.runner import runtestprotocol
 
 from memlens import _tracer
-from memlens.layout import point_latest_at
-from memlens.model import TEST_LINE_FIGURE, TEST_LINES_TITLE, TEST_MARKER_LIMITS
+from memlens.annotate import failure_text
+from memlens.errors import MemlensError, RunFileError
+from memlens.layout import (
+    RUNS_DIR,
+    STORE_DIR,
+    display_path,
+    new_run_path,
+    point_latest_at,
+    printable,
+)
+from memlens.model import (
+    TEST_FIGURES,
+    TEST_LINE_FIGURE,
+    TEST_LINES_TITLE,
+    TEST_MARKER_LIMITS,
+    TestFailure,
+    TestStats,
+    replace,
+)
+from memlens.runfile import reader, writer
+from memlens.store import Store
+from memlens.tracing import tracer
+from memlens.units import fmt_bytes, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Generator
     from typing import Any
 
-    from memlens.model import Run, TestFailure, TestStats
+    from memlens.model import Run
 
 #: Figures compared with the baseline run (allocation volume is churn, not memory held).
 COMPARED = ("peak_bytes", "leaked_bytes")
@@ -60,16 +82,11 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
     """Start the tracer for this session (once), writing checkpoints to the run's file."""
     global _run_path, _run_command
     command = _command(config)
-    from memlens.errors import MemlensError
-    from memlens.layout import RUNS_DIR, STORE_DIR, new_run_path
-    from memlens.tracing import tracer
 
     if _run_path is not None and tracer.is_tracing():
         return
     interval = None
     if options.memlens_sample is not None:
-        from memlens.units import parse_size
-
         try:
             interval = parse_size(options.memlens_sample)
         except ValueError as exc:
@@ -107,7 +124,6 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
 def stop_tracing() -> Run | None:
     """Stop the tracer if this plugin started it; the run, or None."""
     global _run_path
-    from memlens.tracing import tracer
 
     if _run_path is None or not tracer.is_tracing():
         _run_path = None
@@ -233,11 +249,6 @@ class MemlensSession:
             self._load_baseline()
 
     def _load_baseline(self) -> None:
-        from memlens.errors import MemlensError, RunFileError
-        from memlens.layout import display_path
-        from memlens.runfile import reader
-        from memlens.store import Store
-
         spec = self.config.getoption("memlens_baseline")
         store = Store(self.config.getoption("memlens_dir"), on_problem=lambda path, why: None)
         try:
@@ -364,7 +375,6 @@ class MemlensSession:
             return None  # pytest's own protocol runs it
         # pytest's protocol without its logging (as pytest-rerunfailures does): the reports
         # are logged once the window has closed and the test has been judged.
-        from _pytest.runner import runtestprotocol
 
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
@@ -381,8 +391,6 @@ class MemlensSession:
         return True
 
     def _judge(self, nodeid: str, figures: dict[str, int]) -> tuple[TestFailure, ...]:
-        from memlens.model import TestFailure
-
         failures = [
             TestFailure(figure, figures[figure], limit, "limit")
             for figure, limit in self.limits.get(nodeid, {}).items()
@@ -434,11 +442,7 @@ class MemlensSession:
     # -- the end: the run, the summary -----------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from memlens.model import replace
-        from memlens.runfile import writer
-
         path = _run_path
-        from memlens.errors import MemlensError
 
         try:
             run = stop_tracing()
@@ -470,8 +474,6 @@ class MemlensSession:
         self.run_path = path
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from memlens.layout import display_path
-
         write = terminalreporter.write_line
         terminalreporter.write_sep("=", "memlens")
         for line in _heaviest(self.tests, self.config.getoption("memlens_top")):
@@ -493,7 +495,6 @@ class MemlensSession:
         compared = [t for t in self.tests if t.nodeid in self.baseline]
         grown = [t for t in compared if any(f.kind == "increase" for f in t.failures)]
         percent, floor = self.increase or (0.0, 0)
-        from memlens.units import fmt_bytes
 
         return (
             f"{_plural(len(compared), 'test')} compared with {self.baseline_name} "
@@ -520,7 +521,6 @@ def _increase_options(config: pytest.Config) -> tuple[float, int] | None:
             f"memlens: --memlens-fail-on-increase: {text!r} is not a percentage (write "
             "--memlens-fail-on-increase=PERCENT, with the =)"
         )
-    from memlens.units import parse_size
 
     try:
         floor = parse_size(config.getoption("memlens_min_increase"), zero=True)
@@ -531,7 +531,6 @@ def _increase_options(config: pytest.Config) -> tuple[float, int] | None:
 
 def _marker_limits(nodeid: str, marker: pytest.Mark) -> dict[str, int]:
     """The limits of a ``memlens`` marker in bytes; a UsageError naming the test if bad."""
-    from memlens.units import parse_size
 
     def bad(why: str) -> pytest.UsageError:
         return pytest.UsageError(f"memlens: {nodeid}: @pytest.mark.memlens: {why}")
@@ -593,8 +592,6 @@ def _outcome(reports: list[pytest.TestReport], interrupted: bool = False) -> str
 
 
 def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> TestStats:
-    from memlens.model import TEST_FIGURES, TestStats
-
     figures = window.close()
     file, line, function = _location(item)
     return TestStats(
@@ -614,8 +611,6 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
 
 def _failure_message(window: _Window) -> str:
     """Why the test failed: each figure against its limit, then the lines responsible."""
-    from memlens.annotate import failure_text
-
     out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
     wanted = []
     for f in window.failures:
@@ -630,10 +625,6 @@ def _failure_message(window: _Window) -> str:
 def _responsible_lines(start: Any, figures: list[str]) -> dict[str, list[str]]:
     """Per line figure, the lines whose figure grew most since the ``start`` snapshot, as
     rows ``  10.0 MiB  tests/test_x.py:12  code``."""
-    from memlens.layout import display_path, printable
-    from memlens.tracing import tracer
-    from memlens.units import fmt_bytes
-
     session = tracer._session
     if start is None or session is None:
         return {}
@@ -664,9 +655,6 @@ def _responsible_lines(start: Any, figures: list[str]) -> dict[str, list[str]]:
 
 def _heaviest(tests: list[TestStats], top: int) -> list[str]:
     """The terminal summary's table of the tests with the highest peaks."""
-    from memlens.layout import printable
-    from memlens.units import fmt_bytes
-
     ranked = sorted(tests, key=lambda t: (-t.peak_bytes, t.nodeid))[: max(0, top)]
     if not ranked:
         return []
