@@ -53,7 +53,8 @@ def memlens_lines(stderr: str) -> list[str]:
 
 
 def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> None:
-    """The issue's "Done when": the figures of every process, output and exit code unchanged."""
+    """Spawn and fork pools and a child leaving by os._exit: every process's figures are in the
+    run, and the program's output and exit code are those of plain Python."""
     script = SCRIPTS / "pools.py"
     reference = plain(script, cwd=tmp_path)
     proc, run, out = run_o(tmp_path, "pools.py")

@@ -1,4 +1,4 @@
-"""Hostile workspaces (issue 13): nothing a folder carries can hang, exhaust or inject.
+"""Hostile workspaces: nothing a folder carries can hang, exhaust or inject.
 
 Every command that reads the store meets hostile pointer files (a FIFO, a link to /dev/zero or
 to the reader's own stdin, bytes that are not UTF-8...) and hostile run files (a view that

@@ -1,4 +1,4 @@
-"""The end of a run (issues 13 and 17): signals, SIGKILL and a full disk while the final run is
+"""The end of a run: signals, SIGKILL and a full disk while the final run is
 written, checkpoints as `latest`, and programs that never start.
 
 Each case is compared with what plain Python does with the same program and signal.

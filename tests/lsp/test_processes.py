@@ -1,4 +1,4 @@
-"""Hover splits a line's figures by process when several processes contributed (issue 15),
+"""Hover splits a line's figures by process when several processes contributed,
 over plain LSP with a real run of a program that forks two children."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Test results in the editor (issue 18), over plain LSP with a real ``pytest --memlens`` run:
+"""Test results in the editor, over plain LSP with a real ``pytest --memlens`` run:
 a code lens on each test function with its figures, an error on each test over its limit."""
 
 from __future__ import annotations

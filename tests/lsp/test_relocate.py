@@ -1,4 +1,4 @@
-"""Runs from anywhere (issue 16, items 1 and 2), over plain LSP with a real run.
+"""Runs made in another folder show in the folder that is opened, over plain LSP with a real run.
 
 A program is profiled with ``memlens run`` in one folder; the folder is then copied elsewhere
 and only the copy is opened: its lines get their hints at the exact end-of-line positions. The

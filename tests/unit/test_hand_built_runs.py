@@ -1,5 +1,5 @@
 """Every run a test builds by hand is made by tests/runs.py (``new_run``, ``info``,
-``source``), so a change to how runs are made is made there once (issue 20)."""
+``source``), so a change to how runs are made is made there once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The bounded line matcher (memlens.mapping.line_map) and the server's message framing and
-rate limits: pure parts of issue 13's items 6 and 10."""
+"""The line matcher (memlens.mapping.line_map) within a work budget proportional to its input,
+and the server's message framing (bounded bodies, bad headers survived) and rate-limited
+warnings, without a server."""
 
 from __future__ import annotations
 
