@@ -255,7 +255,7 @@ def guard_forks() -> None:
     (it clears pending signals there): a SIGTERM sent that early (a multiprocessing pool
     ending a worker that has not started yet) would be lost, and the child, which plain
     Python would have ended, would live on. Blocked, the signal waits in the child until its
-    start-up is done (memlens.tracing.follow has then installed its handlers), then it is delivered.
+    start-up is done (memlens.tracing.child has then installed its handlers), then it is delivered.
     """
     global _forks_guarded
     if _forks_guarded or not hasattr(os, "register_at_fork"):
@@ -388,7 +388,7 @@ def _exit_forked_child(code: int, interrupted: bool) -> None:
 
     It ends as Python would -- threads joined, atexit handlers, streams flushed -- but skips
     the C-level exit handlers: the tracer's state copied from the traced parent must not be
-    torn down in the child. A followed child (memlens.tracing.follow) writes its own run on the way
+    torn down in the child. A followed child (memlens.tracing.child) writes its own run on the way
     out (an atexit handler, or in os._exit); otherwise it was never traced and writes none.
     """
     _join_threads()

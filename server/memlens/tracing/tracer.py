@@ -343,7 +343,7 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    # At import: these run before any other memlens handler in the child (memlens.tracing.follow's
+    # At import: these run before any other memlens handler in the child (memlens.tracing.child's
     # starts the child's own run, checkpoints included).
     os.register_at_fork(
         before=_before_fork,

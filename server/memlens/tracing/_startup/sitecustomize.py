@@ -1,4 +1,4 @@
-"""memlens's start-up hook for the Python processes a followed run starts (memlens.tracing.follow).
+"""memlens's start-up hook for the Python processes a followed run starts (memlens.tracing.child).
 
 ``memlens run`` puts this folder first on ``PYTHONPATH``, so a new interpreter imports this
 module while it starts (``site``). It traces the process when ``MEMLENS_FOLLOW`` says so, and
