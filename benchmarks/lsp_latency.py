@@ -25,11 +25,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from memlens import fileformat
+from memlens.layout import RUN_SUFFIX
 from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo, SourceFile
+from memlens.runfile import writer
 from memlens.store import Store
-from memlens_server.features.runs import load_folder
-from memlens_server.index import FolderState
+from memlens_lsp.features.runs import load_folder
+from memlens_lsp.index import FolderState
 
 
 def make_source(n: int) -> str:
@@ -191,15 +192,15 @@ async def main(n_lines: int, load_lines: int, repeats: int) -> int:
         src = root / "big.py"
         src.write_text(make_source(n_lines), encoding="utf-8")
         store = Store(root)
-        run_path = fileformat.write(
-            make_run(src, n_lines), store.runs_dir / f"20261122-000000-1{fileformat.SUFFIX}"
+        run_path = writer.write(
+            make_run(src, n_lines), store.runs_dir / f"20261122-000000-1{RUN_SUFFIX}"
         )
         store.set_pointer("latest", run_path)
 
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "memlens_server",
+            "memlens_lsp",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -267,9 +268,9 @@ async def main(n_lines: int, load_lines: int, repeats: int) -> int:
         big_src = root / "huge.py"
         big_src.write_text(make_source(load_lines), encoding="utf-8")
         t0 = time.perf_counter()
-        big_path = fileformat.write(
+        big_path = writer.write(
             make_run(big_src, load_lines, seed=2),
-            store.runs_dir / f"20261122-000001-1{fileformat.SUFFIX}",
+            store.runs_dir / f"20261122-000001-1{RUN_SUFFIX}",
         )
         write_s = time.perf_counter() - t0
         loads = []

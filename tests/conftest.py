@@ -50,7 +50,7 @@ for _signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
 
 
 def _hooks_installed() -> bool:
-    from memlens import _tracer
+    from memlens import _tracer  # noqa: PLC0415 - only tests that trace load the native module
 
     return bool(_tracer.hooks_installed())
 

@@ -10,7 +10,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from memlens import fileformat
+from memlens.runfile import writer
 from tests.runs import sample_run
 
 #: A recorded name carrying terminal escapes (a window title, a colour, a cursor move, a
@@ -20,7 +20,7 @@ ESCAPES = "\x1b]0;pwned\x07\x1b[31mred\x1b[2J\u202e\x9b1m"
 
 def view_bomb(path: Path) -> Path:
     """A run whose ``meta`` is a view over an endless recursive CTE: reading it never ends."""
-    fileformat.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     con.executescript(
         """
@@ -40,7 +40,7 @@ def default_bomb(path: Path, *, rows: int = 2000, default_bytes: int = 5 << 20) 
     With the defaults, a 5 MB file turns into ~10 GiB of rows for a reader that selects the
     column.
     """
-    fileformat.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     con.execute("ALTER TABLE files DROP COLUMN text")
     con.executemany(
@@ -56,7 +56,7 @@ def default_bomb(path: Path, *, rows: int = 2000, default_bytes: int = 5 << 20) 
 
 def trigger_run(path: Path) -> Path:
     """A run with a trigger and an index on an expression added: not the writer's schema."""
-    fileformat.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     con.executescript(
         """

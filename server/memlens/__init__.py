@@ -25,11 +25,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from memlens.model import Run
-    from memlens.tracer import Profile
+    from memlens.tracing.tracer import Profile
 
 __all__ = ["__version__", "profile", "start", "stop"]
 
-# The defaults below are memlens.tracer.start's (tests/native/test_api.py keeps them equal); they
+# The defaults below are memlens.tracing.tracer.start's (tests/native/test_api.py keeps them equal); they
 # are written out so that help(memlens.profile) shows them without loading the native tracer.
 
 
@@ -57,10 +57,10 @@ def profile(
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
     stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
-    libraries allocate through the C allocator. See :func:`memlens.tracer.start`.
+    libraries allocate through the C allocator. See :func:`memlens.tracing.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
-    from memlens.tracer import Profile
+    from memlens.tracing.tracer import Profile
 
     return Profile(**options)
 
@@ -81,7 +81,7 @@ def start(
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
-    from memlens import tracer
+    from memlens.tracing import tracer
 
     tracer.start(**options)
 
@@ -94,6 +94,6 @@ def stop(
     ``command``, ``exit_code`` and ``complete`` are recorded in the run's header (default: this
     process's ``sys.argv``, 0, True).
     """
-    from memlens import tracer
+    from memlens.tracing import tracer
 
     return tracer.stop(command=command, exit_code=exit_code, complete=complete)

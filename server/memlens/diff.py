@@ -19,10 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from memlens.mapping import line_map
-from memlens.model import FIGURES, FunctionStats, LineStats, Run, RunInfo, SourceFile
-
-#: The figures a function diff compares (FunctionStats fields, all inclusive).
-FUNCTION_FIGURES: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
+from memlens.model import (
+    FIGURES,
+    FUNCTION_FIGURES,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+)
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -335,7 +340,6 @@ def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> d
 
 
 __all__ = [
-    "FUNCTION_FIGURES",
     "Change",
     "FileDiff",
     "FunctionDiff",

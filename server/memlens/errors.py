@@ -32,3 +32,9 @@ def os_error_reason(exc: OSError) -> str:
     if isinstance(exc, PermissionError):
         return "permission denied"
     return exc.strerror or str(exc)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line, at most 200 characters."""
+    text = " ".join(str(exc).split())
+    return text[:200] + ("…" if len(text) > 200 else "")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlens.fileformat import MAGIC, tests_json
 from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
+from memlens.runfile.header import tests_json
+from memlens.runfile.schema import MAGIC
 
 #: The version of the export's shape (keys are only ever added within a version).
 EXPORT_VERSION = 1

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from memlens.diff import match_lines
 from memlens.layout import printable
 from memlens.model import NAMED_FIGURES, SELF_FIGURES, Run
 from memlens.units import fmt_bytes
@@ -75,8 +76,6 @@ def compare_graphs(
     value maps each site to the line to show, ``"14"`` or ``"14 (moved from 12)"`` (its line
     in the newest run that has it, and in the first).
     """
-    from memlens.diff import match_lines
-
     graphs = [flow_graph(run, by) for run in runs]
     rename: list[dict[Site, Site]] = [{} for _ in runs]  # per run: its line -> shared site
     shown: dict[Site, str] = {}

@@ -278,6 +278,17 @@ def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
     replace_file(os.path.join(runs_dir, name), fill)
 
 
+def point_latest_at(run_path: str) -> str | None:
+    """Make the store's ``latest`` name ``run_path`` (a run file of that store), as a run being
+    made does when its first checkpoint and its final run are written; the reason, in one
+    line, when it cannot (the run itself is kept)."""
+    try:
+        write_pointer(os.path.dirname(run_path), "latest", run_path)
+    except OSError as exc:
+        return f"cannot update latest: {exc.strerror or exc}"
+    return None
+
+
 def read_pointer(runs_dir: str, name: str) -> tuple[str | None, str | None]:
     """What the pointer file ``name`` in ``runs_dir`` names: ``(run path, None)``, or
     ``(None, None)`` when it is unset (missing or empty), or ``(None, problem)`` when it cannot

@@ -21,10 +21,13 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from memlens.calltree import TreeBuilder
+from memlens.errors import RunFileError
+from memlens.layout import process_runs
 from memlens.model import (
-    CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
+    FUNCTION_FIGURES,
     NATIVE,
     SUMS,
     CallTree,
@@ -36,6 +39,7 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
+from memlens.runfile import reader
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
@@ -47,10 +51,6 @@ MAX_TIMELINE_POINTS = 4096
 MAX_LISTED_PROCESSES = 2048
 #: Longest command kept per listed process, in characters (all arguments together).
 MAX_COMMAND_CHARS = 1024
-
-#: The call-tree columns that hold figures (summed when nodes merge).
-_NODE_FIGURES = CALL_TREE_COLUMNS[5:]
-_FUNCTION_FIGURES = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
 
 
 def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
@@ -89,10 +89,6 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
     process contributed, with each process's own figures, from the runs in its processes
     folder (the first ``limit`` processes listed; a process without a readable run of its own,
     or whose id names several runs, is left out). Empty for a run of one process."""
-    from memlens import fileformat
-    from memlens.errors import RunFileError
-    from memlens.layout import process_runs
-
     if len(run.info.processes) < 2:
         return {}
     found: dict[str, dict[int, list[tuple[ProcessInfo, LineStats]]]] = {}
@@ -101,7 +97,7 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
         if len(paths) != 1:
             continue
         try:
-            own = fileformat.read(paths[0])
+            own = reader.read(paths[0])
         except RunFileError:
             continue
         for path, sf in own.files.items():
@@ -150,7 +146,7 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
             fn
             if mine_fn is None
             else replace(
-                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in _FUNCTION_FIGURES}
+                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in FUNCTION_FIGURES}
             )
         )
     # The recorded source is the first process's: the same file, read at its end.
@@ -161,14 +157,12 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
 def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
     """The call trees of several processes as one: nodes reached by the same call path (the
     same lines from the root) become one node, figures summed."""
-    from memlens.calltree import TreeBuilder
-
     builder = TreeBuilder()
     for tree in trees:
         # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes
         # have no live count: 0 in its place among the sums.
         zeros = [0] * len(tree)
-        sums = [getattr(tree, name) if name in _NODE_FIGURES else zeros for name in SUMS]
+        sums = [getattr(tree, name) if name in FUNCTION_FIGURES else zeros for name in SUMS]
         new_id: list[int] = []
         for i, parent in enumerate(tree.parent):
             node = builder.node(

@@ -1,7 +1,7 @@
 """Machine-readable views of runs: the run list, the heaviest lines, one file's lines with
 their call paths, functions with self and inclusive figures. Pure, stdlib only.
 
-``memlens runs --json`` and the MCP server (:mod:`memlens.mcp_server`) answer from here.
+``memlens runs --json`` and the MCP server (:mod:`memlens_mcp.server`) answer from here.
 Figures are bytes and counts under the names of the JSON export
 (:func:`memlens.export.line_figures`, docs/file-format.md), never percentages or labels.
 """
@@ -19,7 +19,7 @@ from memlens.calltree import CallTreeIndex
 from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
 from memlens.export import run_header
-from memlens.model import NAMED_FIGURES, FunctionStats, Run, SourceFile
+from memlens.model import FUNCTION_FIGURES, NAMED_FIGURES, FunctionStats, Run, SourceFile
 from memlens.report import top_lines as ranked_lines
 from memlens.store import Store
 
@@ -151,10 +151,6 @@ def line_figures(
     return out
 
 
-#: Self figures of a function, summed over its call-tree nodes.
-_SELF = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
-
-
 def function_figures(
     run: Run, by: str = "peak", limit: int | None = 20, include_library: bool = False
 ) -> list[dict[str, Any]]:
@@ -179,6 +175,6 @@ def function_figures(
             n for n in nodes.get((path, fn.qualname), ()) if fn.first_line <= n.line <= fn.last_line
         ]
         entry: dict[str, Any] = {"path": path, **function_export(fn)}
-        entry.update((f, sum(getattr(n, f) for n in own)) for f in _SELF)
+        entry.update((f, sum(getattr(n, f) for n in own)) for f in FUNCTION_FIGURES)
         out.append(entry)
     return out

@@ -12,6 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
@@ -283,10 +287,6 @@ def _render_plain(
 def _render_rich(
     run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     console = Console(file=out)
     console.print(Text("memlens", style="bold") + Text(f": {summary_line(run)}"))
     if not any(rows for _, rows in tables):

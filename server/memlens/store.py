@@ -20,7 +20,10 @@ never follows a link out of itself (see :func:`memlens.layout.read_pointer`).
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,8 +41,10 @@ from memlens.layout import (
     new_run_path,
     processes_folder,
     read_pointer,
+    replace_file,
     write_pointer,
 )
+from memlens.runfile import reader
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -105,9 +110,6 @@ class Store:
         """
         if self.holds(run_path):
             return run_path
-        import shutil
-
-        from memlens.layout import replace_file
 
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         target = self.runs_dir / (run_path.stem + RUN_SUFFIX)
@@ -120,8 +122,6 @@ class Store:
 
     def holds(self, path: Path) -> bool:
         """Whether ``path`` is a regular run file directly in this store (links resolved)."""
-        import stat
-
         if path.suffix != RUN_SUFFIX or not in_store(str(self.runs_dir), str(path)):
             return False
         try:
@@ -175,15 +175,13 @@ class Store:
 
     def entries(self) -> list[RunEntry]:
         """Every run with its header; unreadable files are listed with their error."""
-        from memlens import fileformat
-
         out: list[RunEntry] = []
         for path in self.run_files():
             if not in_store(str(self.runs_dir), str(path)):
                 out.append(RunEntry(path.stem, path, None, "a link to a file outside the store"))
                 continue
             try:
-                out.append(RunEntry(path.stem, path, fileformat.read_info(path)))
+                out.append(RunEntry(path.stem, path, reader.read_info(path)))
             except RunFileError as exc:
                 out.append(RunEntry(path.stem, path, None, exc.reason))
         return out
@@ -246,8 +244,6 @@ class Store:
 
     def _remove_stale_temporaries(self, older_than_s: float = 3600.0) -> None:
         """Delete temporaries of writers that were killed mid-write (``.<name>.<random>.tmp``)."""
-        import time
-
         if not self.runs_dir.is_dir():
             return
         cutoff = time.time() - older_than_s

@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from memlens.errors import MemlensError
 from memlens.model import Run, TimelinePoint
 from memlens.units import fmt_bytes
 
@@ -218,8 +219,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def show(run: Run, args: argparse.Namespace) -> int:
     """``memlens show --timeline [--svg FILE] [--html FILE]``."""
-    from memlens.errors import MemlensError
-
     for path, text in ((args.svg, svg(run)), (args.html, html_page(run))):
         if path:
             try:

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from memlens import fileformat
 from memlens.model import Run
+from memlens.runfile import reader
 from memlens.store import Store
 
 
@@ -69,7 +69,7 @@ def latest_run(cwd: Path) -> Run:
     """The run that ``latest`` names in the store of ``cwd``."""
     path = Store(cwd).latest()
     assert path is not None
-    return fileformat.read(path)
+    return reader.read(path)
 
 
 def latest_name(cwd: Path) -> str:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.cli import main
 from memlens.model import FunctionStats, replace
+from memlens.runfile import writer
 from tests.runs import MIB, sample_run
 
 
@@ -25,8 +26,6 @@ class _Terminal(io.StringIO):
 def test_bracketed_paths_print_verbatim_on_a_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    from memlens.cli import main
-
     old = sample_run(path=path)
     sf = old.files[path]
     new = replace(
@@ -39,8 +38,8 @@ def test_bracketed_paths_print_verbatim_on_a_terminal(
             )
         },
     )
-    a = fileformat.write(old, tmp_path / "a.mlrun")
-    b = fileformat.write(new, tmp_path / "b.mlrun")
+    a = writer.write(old, tmp_path / "a.mlrun")
+    b = writer.write(new, tmp_path / "b.mlrun")
     screen = _Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
     monkeypatch.setenv("COLUMNS", "160")

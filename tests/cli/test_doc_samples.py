@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import sample_outputs  # noqa: E402
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 SAMPLES = [
     sample

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
 from memlens.layout import processes_folder
 from memlens.model import Run
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens, plain
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 if not hasattr(os, "fork"):
     pytest.skip("child processes are followed on POSIX systems", allow_module_level=True)
 
@@ -39,7 +41,7 @@ def run_o(
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert out.exists(), proc.stderr
-    return proc, fileformat.read(out), out
+    return proc, reader.read(out), out
 
 
 def alloc(run: Run, script: str, line: int) -> int:
@@ -51,7 +53,8 @@ def memlens_lines(stderr: str) -> list[str]:
 
 
 def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> None:
-    """The issue's "Done when": the figures of every process, output and exit code unchanged."""
+    """Spawn and fork pools and a child leaving by os._exit: every process's figures are in the
+    run, and the program's output and exit code are those of plain Python."""
     script = SCRIPTS / "pools.py"
     reference = plain(script, cwd=tmp_path)
     proc, run, out = run_o(tmp_path, "pools.py")
@@ -81,14 +84,14 @@ def test_spawn_pool_fork_pool_and_os_exit_child_are_merged(tmp_path: Path) -> No
     folder = Path(processes_folder(str(out)))
     for p in processes:
         if p.complete:  # its final run is in the processes folder
-            assert fileformat.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
+            assert reader.read(folder / f"{p.pid}.mlrun").info.processes == (p,)
     assert root.complete
     # Listed in the order they ended (those without a final run last): the bare child is the
     # last process that ended, after both pools.
     ended = [p for p in processes[1:] if p.complete]
     assert list(processes[1:]) == ended + [p for p in processes[1:] if not p.complete]
     assert ended[-1] in forked
-    bare = fileformat.read(folder / f"{ended[-1].pid}.mlrun")
+    bare = reader.read(folder / f"{ended[-1].pid}.mlrun")
     assert bare.info.exit_code == 3
     assert bare.info.processes == (ended[-1],)
     assert 3 * MiB <= bare.files[str(script)].lines[20].alloc_bytes < 3.1 * MiB
@@ -149,7 +152,7 @@ def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
         == reference.stdout
         == ("user sitecustomize: mine\nmemlens on sys.path: False\nallocated 4194304\n")
     )
-    run = fileformat.read(out)
+    run = reader.read(out)
     assert 4 * MiB <= alloc(run, "sub_child.py", 4) < 4.1 * MiB
     child = run.info.processes[1]
     assert child.command == ("python", str(SCRIPTS / "sub_child.py"))
@@ -235,7 +238,7 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     assert 3 * MiB <= line.live_bytes < 3.1 * MiB  # held when the signal came
     # memlens's own work when the signal came (writing the run) is not charged to the line
     # the child was on (time.sleep): the child's own run holds line 10 and next to nothing.
-    own = fileformat.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
+    own = reader.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
     others = [st.alloc_bytes for n, st in own.files[str(script)].lines.items() if n != 10]
     assert sum(others) < 64 * 1024
 
@@ -271,7 +274,7 @@ def test_show_process_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_child_stuck_in_a_c_call_still_dies_by_sigterm(tmp_path: Path) -> None:
     """The child cannot take memlens's handler (its main thread is in a C call that checks no
-    signal): after follow.KICK_LIMIT_S it dies by the signal's default action, as plain Python
+    signal): after child.KICK_LIMIT_S it dies by the signal's default action, as plain Python
     would have at once; what its last checkpoint held is counted."""
     run, _ = _child_ended_by_a_signal(tmp_path, "stuck.py", "child -15\n")
     root, child = run.info.processes

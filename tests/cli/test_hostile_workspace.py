@@ -1,4 +1,4 @@
-"""Hostile workspaces (issue 13): nothing a folder carries can hang, exhaust or inject.
+"""Hostile workspaces: nothing a folder carries can hang, exhaust or inject.
 
 Every command that reads the store meets hostile pointer files (a FIFO, a link to /dev/zero or
 to the reader's own stdin, bytes that are not UTF-8...) and hostile run files (a view that
@@ -8,6 +8,7 @@ loops forever, a column DEFAULT that multiplies the file, a trigger): each ends 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
 from memlens.model import CallNode, FunctionStats, LineStats, SourceFile, replace
+from memlens.report import render
+from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.hostile import (
     ESCAPES,
@@ -81,7 +83,7 @@ def _assert_one_line_error(cwd: Path, args: tuple[str, ...], reason: str) -> Non
 @pytest.mark.parametrize("kind", POINTER_KINDS)
 def test_hostile_pointers_alone_give_one_line_errors(tmp_path: Path, kind: str) -> None:
     runs = Store(tmp_path).runs_dir
-    elsewhere = fileformat.write(sample_run(), tmp_path / "elsewhere.mlrun")
+    elsewhere = writer.write(sample_run(), tmp_path / "elsewhere.mlrun")
     for name in ("latest", "baseline"):
         hostile_pointer(runs, name, kind, elsewhere)
     reason = {
@@ -105,8 +107,8 @@ def test_hostile_pointers_alone_give_one_line_errors(tmp_path: Path, kind: str) 
 @pytest.mark.parametrize("kind", POINTER_KINDS)
 def test_a_hostile_pointer_is_ignored_with_one_message(tmp_path: Path, kind: str) -> None:
     store = Store(tmp_path)
-    good = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
-    elsewhere = fileformat.write(sample_run(exit_code=3), tmp_path / "elsewhere.mlrun")
+    good = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    elsewhere = writer.write(sample_run(exit_code=3), tmp_path / "elsewhere.mlrun")
     hostile_pointer(store.runs_dir, "latest", kind, elsewhere)
     code, out, err, took = _memlens(tmp_path, "show")
     assert took < BOUND_S
@@ -163,7 +165,7 @@ def test_bomb_runs_give_one_line_errors(tmp_path: Path) -> None:
 def test_links_out_of_the_store_are_not_runs(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.runs_dir.mkdir(parents=True)
-    outside = fileformat.write(sample_run(), tmp_path / "outside.mlrun")
+    outside = writer.write(sample_run(), tmp_path / "outside.mlrun")
     (store.runs_dir / "20261122-100000-1.mlrun").symlink_to(outside)
     (store.runs_dir / "20261122-100000-2.mlrun").symlink_to("/dev/zero")
     os.mkfifo(store.runs_dir / "20261122-100000-3.mlrun")
@@ -212,8 +214,8 @@ def test_no_escape_sequence_reaches_the_terminal(tmp_path: Path) -> None:
     path = str(tmp_path / f"dir{ESCAPES}" / "app.py")
     run = _escaping_run(path)
     assert isinstance(run, type(sample_run()))
-    a = fileformat.write(run, store.runs_dir / f"20261122-100000-1{ESCAPES}.mlrun")
-    b = fileformat.write(
+    a = writer.write(run, store.runs_dir / f"20261122-100000-1{ESCAPES}.mlrun")
+    b = writer.write(
         replace(run, files={path: replace(run.files[path], sha256="cd" * 32)}),
         store.runs_dir / "20261122-110000-1.mlrun",
     )
@@ -243,10 +245,6 @@ def test_no_escape_sequence_reaches_the_terminal(tmp_path: Path) -> None:
 
 
 def test_rich_report_prints_no_escape_from_a_run(tmp_path: Path) -> None:
-    import io
-
-    from memlens.report import render
-
     run = _escaping_run(str(tmp_path / "app.py"))
     assert isinstance(run, type(sample_run()))
     out = io.StringIO()  # not a terminal: rich adds no colour, so any ESC came from the run
@@ -260,8 +258,8 @@ def test_source_file_records_are_untouched_by_display(tmp_path: Path) -> None:
     path = str(tmp_path / "app.py")
     run = _escaping_run(path)
     assert isinstance(run, type(sample_run()))
-    written = fileformat.write(run, tmp_path / "r.mlrun")
-    back = fileformat.read(written)
+    written = writer.write(run, tmp_path / "r.mlrun")
+    back = reader.read(written)
     assert back == run
     sf: SourceFile = back.files[path]
     assert ESCAPES in (sf.text or "")

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from memlens._version import __version__
-from memlens.cli import COMMANDS
+from memlens.cli import COMMANDS, build_parser
+from memlens.cli.options import BY_CHOICES
+from memlens.model import SELF_FIGURES
 from tests.cli.memlens_cmd import memlens as _memlens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +30,6 @@ def test_help_lists_commands() -> None:
 
 
 def _options(command: str) -> list[argparse.Action]:
-    from memlens.cli import build_parser
-
     parser = build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return [a for a in sub.choices[command]._actions if not isinstance(a, argparse._HelpAction)]
@@ -63,16 +63,10 @@ OWN_MEANING = {
 
 
 def test_options_shared_by_commands_are_defined_once() -> None:
-    """An option several commands take (the store root, run selection, --by, -o, --top, the
-    server's --tcp/--host) comes from one definition: the same flags, help and choices."""
-    from memlens.cli import FIGURES
-    from memlens.model import SELF_FIGURES
-    from memlens_server.__main__ import build_parser as server_parser
-
-    assert FIGURES == SELF_FIGURES
+    """An option several commands take (the store root, run selection, --by, -o, --top) comes
+    from one definition: the same flags, help and choices."""
+    assert BY_CHOICES == SELF_FIGURES
     commands = [(c, _options(c)) for c in COMMANDS]
-    server = [a for a in server_parser()._actions if not isinstance(a, argparse._HelpAction)]
-    commands.append(("python -m memlens_server", server))
     seen: dict[str, tuple[str, argparse.Action]] = {}
     shared = set()
     for command, actions in commands:
@@ -92,7 +86,7 @@ def test_options_shared_by_commands_are_defined_once() -> None:
             assert action.help == other.help, where
             assert action.choices == other.choices, where
             assert action.metavar == other.metavar, where
-    assert {"--dir", "<run>", "--by", "--output", "--top", "--tcp", "--host"} <= shared
+    assert {"--dir", "<run>", "--by", "--output", "--top"} <= shared
 
 
 def test_run_help_shows_each_default() -> None:

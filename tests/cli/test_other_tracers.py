@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 PROGRAM = """\
 import tracemalloc
@@ -36,7 +38,7 @@ def test_a_program_that_starts_tracemalloc(tmp_path: Path, mode: tuple[str, ...]
     proc = memlens("run", "--no-report", *mode, "-o", "r.mlrun", "app.py", cwd=tmp_path, timeout=90)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "rows 20000 traced True\n"
-    lines = fileformat.read(tmp_path / "r.mlrun").files[str(tmp_path / "app.py")].lines
+    lines = reader.read(tmp_path / "r.mlrun").files[str(tmp_path / "app.py")].lines
     assert lines[5].alloc_bytes > 0  # inside encode(), named though tracemalloc was on
 
 
@@ -48,5 +50,5 @@ def test_pythontracemalloc_set(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "rows 20000 traced True\n"
-    lines = fileformat.read(tmp_path / "r.mlrun").files[str(tmp_path / "app.py")].lines
+    lines = reader.read(tmp_path / "r.mlrun").files[str(tmp_path / "app.py")].lines
     assert lines[5].alloc_bytes > 0

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.runfile import reader
 from memlens.store import Store
 from tests.cli.memlens_cmd import memlens
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
 LEAKS = "live at exit (what the program still held when it ended):"
@@ -68,7 +70,7 @@ def test_top_0_lists_every_line(tmp_path: Path, command: str) -> None:
     # Every line that allocated: the two buffers first, then the print, the def, the return
     # (and, on 3.10, the call line: that Python allocates a frame object per call).
     listed = [row[1].rsplit(":", 1)[1] for row in rows]
-    run = fileformat.read(Store(tmp_path).latest() or "")
+    run = reader.read(Store(tmp_path).latest() or "")
     allocated = {str(n) for n, st in run.files[str(script)].lines.items() if st.alloc_bytes}
     assert listed[:3] == ["2", "7", "8"]
     assert sorted(listed) == sorted(allocated)

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens, plain
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "data" / "scripts" / "objects_malloc_child.py"
 MB = 1_000_000
@@ -28,7 +30,7 @@ def test_objects_malloc_and_a_spawned_child_each_on_their_line(tmp_path: Path) -
     assert proc.stdout == "kept 10000 blocks 10 child 0\n"
     assert proc.returncode == 3
     assert "not traced" not in proc.stderr, proc.stderr  # native memory was traced
-    lines = fileformat.read(out).files[str(SCRIPT)].lines
+    lines = reader.read(out).files[str(SCRIPT)].lines
     objects, native, child = lines[14], lines[15], lines[7]
     assert 10 * MB <= objects.live_bytes < 11.5 * MB  # (+ object headers: 6-11% by version)
     assert 10 * MB <= native.native_live_bytes < 10.1 * MB

@@ -1,4 +1,4 @@
-"""The end of a run (issues 13 and 17): signals, SIGKILL and a full disk while the final run is
+"""The end of a run: signals, SIGKILL and a full disk while the final run is
 written, checkpoints as `latest`, and programs that never start.
 
 Each case is compared with what plain Python does with the same program and signal.
@@ -7,8 +7,10 @@ Each case is compared with what plain Python does with the same program and sign
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
 from memlens.layout import read_pointer
-from memlens.model import Run
+from memlens.model import LineStats, Run, replace
+from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import latest_run, memlens, start_memlens
 from tests.runs import sample_run
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
@@ -37,19 +41,19 @@ print("program done", flush=True)
 #: the rows are written ("rows": before the run is sealed) or right after (during the rename).
 DRIVER = """\
 import os, signal, sys, time
-import memlens.fileformat as ff
+from memlens.runfile import reader, writer
 
 when, name = sys.argv[1], sys.argv[2]
 signum = getattr(signal, name)
 if when == "rows":
-    write_db = ff._write_db
+    write_db = writer._write_db
 
     def slow(*args, **kwargs):
         os.kill(os.getpid(), signum)
         time.sleep(0.2)  # the signal is handled (held) while the rows are still being written
         return write_db(*args, **kwargs)
 
-    ff._write_db = slow
+    writer._write_db = slow
 else:
     real_replace = os.replace
     fired = []
@@ -61,7 +65,7 @@ else:
             time.sleep(0.2)
         return real_replace(src, dst)
 
-    ff.os.replace = late
+    writer.os.replace = late
 
 from memlens.cli import main
 
@@ -157,7 +161,6 @@ def test_sighup_during_the_program_writes_the_run_then_dies_by_it(tmp_path: Path
 def test_hangup_of_the_terminal_the_report_goes_to(tmp_path: Path) -> None:
     # The terminal closes (its master end goes away) and SIGHUP follows: the run is written,
     # the report has nowhere to go (EIO), and the process still dies by SIGHUP.
-    import pty
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
@@ -189,7 +192,7 @@ def test_a_program_that_does_not_compile_writes_no_run(
     shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
     (tmp_path / "badmod.py").write_text("def broken(:\n    pass\n")
     store = Store(tmp_path)
-    before = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    before = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", before)
     reference = subprocess.run(
         [sys.executable, *target], cwd=tmp_path, capture_output=True, text=True, check=False
@@ -229,7 +232,7 @@ while True:
 
 def test_sigkill_after_4_s_leaves_latest_naming_the_incomplete_run(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    older = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    older = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", older)
     (tmp_path / "long.py").write_text(LONG)
     proc = start_memlens("run", "--checkpoint-interval", "1", "long.py", cwd=tmp_path)
@@ -283,7 +286,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
     (tmp_path / "tree.py").write_text(TREE)
     store = Store(tmp_path)
     runs = store.runs_dir
-    older = fileformat.write(sample_run(), runs / "20261122-090000-1.mlrun")
+    older = writer.write(sample_run(), runs / "20261122-090000-1.mlrun")
     store.set_pointer("latest", older)
     out = runs / "20261122-100000-1.mlrun"  # named by hand, in the store: latest follows it
     proc = start_memlens(
@@ -312,7 +315,7 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
         pytest.skip("the final write ended before the kill landed (a very fast machine)")
     assert proc.returncode == -signal.SIGKILL
     assert Store(tmp_path).latest() == out
-    run = fileformat.read(out)
+    run = reader.read(out)
     assert run.info.complete is False  # the checkpoint
     shown = memlens("show", cwd=tmp_path)
     assert shown.returncode == 0
@@ -331,8 +334,8 @@ def _can_mount_tmpfs() -> bool:
 
 
 READ_LATEST = (
-    "from memlens import fileformat; from memlens.store import Store; "
-    "i = fileformat.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
+    "from memlens.runfile import reader; from memlens.store import Store; "
+    "i = reader.read(Store().latest()).info; print('complete', i.complete, i.exit_code)"
 )
 
 
@@ -388,8 +391,6 @@ ls -a .memlens/runs
 
 
 def _run_with_lines(n: int, **info: object) -> Run:
-    from memlens.model import LineStats, replace
-
     run = sample_run(**info)
     sf = run.files["/work/app.py"]
     lines = {i: LineStats(alloc_bytes=i, alloc_count=1, peak_bytes=i) for i in range(1, n + 1)}
@@ -398,19 +399,15 @@ def _run_with_lines(n: int, **info: object) -> Run:
 
 def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A simulated disk of fixed size (works everywhere): what fits, and what is left."""
-    import sqlite3
-
-    from memlens.model import replace
-
     checkpoint = _run_with_lines(5000, complete=False, exit_code=None)
     final = _run_with_lines(10000, exit_code=0)
     header_only = replace(final, files={}, call_tree=(), timeline=())
     sizes = {}
     for name, run in (("checkpoint", checkpoint), ("final", final), ("header", header_only)):
-        sizes[name] = fileformat.write(run, tmp_path / f"{name}.mlrun").stat().st_size
+        sizes[name] = writer.write(run, tmp_path / f"{name}.mlrun").stat().st_size
         (tmp_path / f"{name}.mlrun").unlink()
     out = tmp_path / "r.mlrun"
-    real = fileformat._write_db
+    real = writer._write_db
     seen: list[list[str]] = []
 
     def disk(capacity: int) -> object:
@@ -424,39 +421,37 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
         return write_db
 
     # Room for the final run and a header, not for the final run beside the checkpoint.
-    fileformat.write(checkpoint, out)
+    writer.write(checkpoint, out)
     capacity = sizes["final"] + sizes["header"] + 4096
     assert sizes["checkpoint"] + sizes["final"] > capacity
-    monkeypatch.setattr(fileformat, "_write_db", disk(capacity))
-    fileformat.write_final(final, out)
-    assert fileformat.read(out) == final
+    monkeypatch.setattr(writer, "_write_db", disk(capacity))
+    writer.write_final(final, out)
+    assert reader.read(out) == final
     assert len(seen) == 3  # the final run (no room), the header, the final run again
     assert all(names == ["r.mlrun"] for names in seen)  # a run at the target all along
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # No room for the final run at all: the header stays (incomplete), and the error says so.
-    monkeypatch.setattr(fileformat, "_write_db", real)
-    fileformat.write(checkpoint, out)
-    monkeypatch.setattr(fileformat, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
+    monkeypatch.setattr(writer, "_write_db", real)
+    writer.write(checkpoint, out)
+    monkeypatch.setattr(writer, "_write_db", disk(sizes["checkpoint"] + sizes["header"]))
     with pytest.raises(OSError, match="only the run's header was kept") as err:
-        fileformat.write_final(final, out)
+        writer.write_final(final, out)
     assert err.value.errno is not None
-    kept = fileformat.read(out)
+    kept = reader.read(out)
     assert kept.info.complete is False
     assert kept.files == {}
     assert kept.info.peak_traced_bytes == final.info.peak_traced_bytes
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # Other write errors are not a full disk: the checkpoint stays as it was.
-    monkeypatch.setattr(fileformat, "_write_db", real)
-    fileformat.write(checkpoint, out)
-    monkeypatch.setattr(fileformat, "_write_db", _broken)
+    monkeypatch.setattr(writer, "_write_db", real)
+    writer.write(checkpoint, out)
+    monkeypatch.setattr(writer, "_write_db", _broken)
     with pytest.raises(OSError, match="disk I/O error"):
-        fileformat.write_final(final, out)
-    assert fileformat.read(out) == checkpoint
+        writer.write_final(final, out)
+    assert reader.read(out) == checkpoint
 
 
 def _broken(run: Run, filename: str, seal: object = None) -> None:
-    import sqlite3
-
     raise sqlite3.OperationalError("disk I/O error")
 
 
@@ -473,7 +468,7 @@ def test_checkpoint_points_latest_at_itself(tmp_path: Path) -> None:
         named, problem = read_pointer(str(runs), "latest")
         assert problem is None
         assert named is not None
-        assert fileformat.read_info(named).complete is False
+        assert reader.read_info(named).complete is False
         assert os.path.basename(named) == Store(tmp_path).run_files()[0].name
     finally:
         proc.terminate()

@@ -6,6 +6,7 @@ subprocess, compared with plain Python.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,8 +97,6 @@ def test_exit_codes_and_tracebacks(tmp_path: Path, how: str, code: int, stderr_h
 
 
 def test_module_mode(tmp_path: Path) -> None:
-    import shutil
-
     shutil.copytree(SCRIPTS / "pkgmod", tmp_path / "pkgmod")
     proc = memlens("run", "--no-report", "-m", "pkgmod.tool", "p", "--q", cwd=tmp_path)
     assert proc.returncode == 5
@@ -147,7 +146,9 @@ def test_python_dash_m_memlens_equals_console_script(tmp_path: Path) -> None:
     assert proc.stdout.startswith("memlens ")
 
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 
 MiB = 1024 * 1024
@@ -230,8 +231,6 @@ def test_everything_after_the_script_belongs_to_the_program(
 
 @pytest.mark.parametrize("flag", ["--json=-", "--top=10"])
 def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -> None:
-    import os
-
     r, w = os.pipe()
     os.close(r)  # nobody reads the report: writing it fails with EPIPE
     proc = subprocess.run(
@@ -259,8 +258,6 @@ def test_closed_stdout_keeps_the_programs_exit_code(tmp_path: Path, flag: str) -
     ],
 )
 def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, ...]) -> None:
-    import shutil
-
     shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
     shutil.copytree(SCRIPTS / "pkgmod", tmp_path / "pkgmod")
     reference = subprocess.run(

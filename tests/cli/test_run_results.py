@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import latest_name, latest_run, memlens, plain
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
@@ -32,7 +34,7 @@ def test_output_option_and_sampling_mode(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    run = fileformat.read(out)
+    run = reader.read(out)
     assert run.info.mode == "sampling"
     assert run.info.sample_interval_bytes == 64 * 1024
     assert not (tmp_path / ".memlens").exists()
@@ -105,7 +107,9 @@ def test_memlens_set_up_is_not_traced_so_small_programs_get_their_peak(tmp_path:
     assert line1.peak_bytes <= run.info.peak_traced_bytes < line1.peak_bytes + 64 * 1024
 
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 
 MiB = 1024 * 1024
@@ -179,8 +183,6 @@ def test_json_file_keeps_the_programs_output_apart(tmp_path: Path) -> None:
 def test_json_file_is_checked_before_the_program_runs(
     tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    import shutil
-
     for name in ("allocs.py", "helper.py"):
         shutil.copy(SCRIPTS / name, tmp_path)
     before = (tmp_path / "allocs.py").read_text()
@@ -262,8 +264,6 @@ def _read_all(fd: int) -> bytes:
 def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
     tmp_path: Path,
 ) -> None:
-    import pty
-
     main, sub = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlens", "run", "--top", "1", str(SCRIPTS / "slow.py")],
@@ -289,8 +289,6 @@ def test_terminal_shared_with_the_program_gets_one_line_and_a_rich_report(
 
 def stderr_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, str]:
     """`memlens ARGS` with stderr on a pseudo-terminal: exit code, stdout, what the terminal got."""
-    import pty
-
     main, sub = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlens", *args],
@@ -349,7 +347,7 @@ def test_timeline_interval_sets_the_sampling_period(tmp_path: Path) -> None:
             str(SCRIPTS / "slow.py"), cwd=tmp_path,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        run = fileformat.read(out)
+        run = reader.read(out)
         counts[ms] = len(run.timeline)
         # The program held 12 MiB at the end; the timeline saw it grow.
         assert max(p.traced_bytes for p in run.timeline) >= 11 * MiB

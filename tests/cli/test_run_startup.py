@@ -30,7 +30,7 @@ HEAVY = (
     "secrets",
     "rich",
     "mcp",
-    "memlens.mcp_server",
+    "memlens_mcp",
 )
 
 #: What `memlens run` loads before the program starts: its run path, nothing else.
@@ -40,12 +40,15 @@ RUN_PATH = {
     "memlens._tracer",
     "memlens._version",
     "memlens.cli",
+    "memlens.cli.options",
     "memlens.cli.run",
     "memlens.errors",
-    "memlens.follow",
     "memlens.layout",
-    "memlens.runner",
-    "memlens.tracer",
+    "memlens.tracing",
+    "memlens.tracing.child",
+    "memlens.tracing.follow",
+    "memlens.tracing.runner",
+    "memlens.tracing.tracer",
 }
 #: ... and with --sample, the size parser.
 SAMPLING = {"memlens.units"}

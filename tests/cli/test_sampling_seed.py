@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.model import Run
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
+from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
-pytest.importorskip("memlens.tracer", reason="needs the native tracer (memlens.tracer)")
+pytest.importorskip(
+    "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
+)
 
 PROGRAM = """\
 import json
@@ -24,7 +28,7 @@ print(len(text), len(blobs))
 """
 
 
-def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[fileformat.Run, dict[str, object]]:  # type: ignore[name-defined]
+def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[Run, dict[str, object]]:
     # No checkpoints: one written during the run shifts the sampling sequence (documented in
     # how-it-works.md), and on a loaded machine this program can outlast the default 5 s.
     proc = memlens(
@@ -33,7 +37,7 @@ def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[fileformat.Run, dic
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / f"{name}.json").read_text())
-    return fileformat.read(tmp_path / f"{name}.mlrun"), doc
+    return reader.read(tmp_path / f"{name}.mlrun"), doc
 
 
 def test_same_seed_same_figures(tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_a_sampled_programs_environment_is_its_own(tmp_path: Path, seed: tuple[s
         assert (hash_seed, passed) == ("None", "None")
         if sys.platform == "linux":
             assert int(personality, 16) & 0x0040000  # ADDR_NO_RANDOMIZE
-        runs.append((fileformat.read(tmp_path / f"{name}.mlrun").info.seed, hashed))
+        runs.append((reader.read(tmp_path / f"{name}.mlrun").info.seed, hashed))
     if seed:
         assert runs[0] == runs[1] == (11, runs[0][1])
 
@@ -130,7 +134,6 @@ def test_sampled_runs_show_the_start_line_not_the_live_status(
 ) -> None:
     # The live status line allocates at moments of its own, which would move the samples (a
     # run with a drawn seed can be repeated too).
-    from tests.cli.test_run_results import SCRIPTS, stderr_on_a_terminal
 
     args = ["run", "--no-report", "--sample", "64KiB", *seed, str(SCRIPTS / "slow.py")]
     code, out, err = stderr_on_a_terminal(args, tmp_path)

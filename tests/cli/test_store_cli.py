@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.cli import main
 from memlens.model import LineStats, replace
+from memlens.runfile import reader, writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import memlens
 from tests.runs import MIB, sample_run
@@ -26,7 +29,7 @@ def _store_with_two_runs(tmp: Path) -> tuple[Path, Path]:
     store = Store(tmp)
     a = store.runs_dir / f"{A_ID}.mlrun"
     b = store.runs_dir / f"{B_ID}.mlrun"
-    fileformat.write(sample_run(), a)
+    writer.write(sample_run(), a)
     moved = "# new header\n" + sample_run().files["/work/app.py"].text  # type: ignore[operator]
     run_b = sample_run(text=moved, complete=False, exit_code=None, duration_s=2.25)
     sf = run_b.files["/work/app.py"]
@@ -36,7 +39,7 @@ def _store_with_two_runs(tmp: Path) -> tuple[Path, Path]:
         1: LineStats(peak_bytes=MIB),
     }
     run_b = replace(run_b, files={"/work/app.py": replace(sf, sha256="cd" * 32, lines=lines)})
-    fileformat.write(run_b, b)
+    writer.write(run_b, b)
     store.set_pointer("latest", b)
     return a, b
 
@@ -96,11 +99,11 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
     store = Store(tmp_path)
     paths = [store.runs_dir / f"20261122-1{i}0000-{i}.mlrun" for i in range(4)]
     for p in paths:
-        fileformat.write(sample_run(), p)
+        writer.write(sample_run(), p)
         # The runs of its processes (memlens run followed children) go with it.
         folder = p.with_suffix(".processes")
         folder.mkdir()
-        fileformat.write(sample_run(), folder / "4242.mlrun")
+        writer.write(sample_run(), folder / "4242.mlrun")
     assert memlens("runs", "prune", "--keep", "2", cwd=tmp_path).returncode == 0
     assert store.run_files() == paths[2:]
     assert [p.with_suffix(".processes").is_dir() for p in paths] == [False, False, True, True]
@@ -225,7 +228,7 @@ def test_import_tracemalloc_into_the_store(tmp_path: Path) -> None:
     out = memlens("import", "tracemalloc", "s.pickle", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "only import snapshots you trust" in out.stderr
-    run = fileformat.read(Store(tmp_path).latest())  # type: ignore[arg-type]
+    run = reader.read(Store(tmp_path).latest())  # type: ignore[arg-type]
     assert run.info.source == "tracemalloc"
     assert run.info.mode == "imported"
     line = run.files[str(Path(__file__).resolve())].lines[_work.__code__.co_firstlineno + 1]
@@ -239,7 +242,7 @@ def test_import_tracemalloc_into_the_store(tmp_path: Path) -> None:
     # -o writes elsewhere and leaves latest alone.
     other = memlens("import", "tracemalloc", "s.pickle", "-o", "x.mlrun", cwd=tmp_path)
     assert other.returncode == 0, other.stderr
-    assert fileformat.read(tmp_path / "x.mlrun").info.source == "tracemalloc"
+    assert reader.read(tmp_path / "x.mlrun").info.source == "tracemalloc"
     assert len(Store(tmp_path).run_files()) == 1
     assert keep
 
@@ -306,7 +309,7 @@ def test_unreadable_run_in_the_store_is_listed_not_fatal(tmp_path: Path) -> None
 KILLED = """
 import os, signal, sys, time
 import memlens
-from memlens import tracer
+from memlens.tracing import tracer
 
 tracer.start(checkpoint=sys.argv[1], checkpoint_interval_s=0.1, command=["killed.py"])
 keep = [bytearray(1 << 20) for _ in range(3)]
@@ -331,7 +334,7 @@ def test_killed_program_leaves_a_readable_incomplete_run(tmp_path: Path) -> None
         check=False,
     )
     assert proc.returncode == -9, proc.stderr
-    run = fileformat.read(out)
+    run = reader.read(out)
     assert run.info.complete is False
     assert run.info.exit_code is None
     assert run.info.command == ("killed.py",)
@@ -347,10 +350,6 @@ def test_killed_program_leaves_a_readable_incomplete_run(tmp_path: Path) -> None
 def test_diff_on_a_terminal_is_a_rich_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
-
-    from memlens.cli import main
-
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -372,11 +371,9 @@ def test_diff_on_a_terminal_is_a_rich_table(
 
 
 def test_prune_removes_stale_temporaries_only(tmp_path: Path) -> None:
-    import os
-
     store = Store(tmp_path)
     run = store.runs_dir / f"{A_ID}.mlrun"
-    fileformat.write(sample_run(), run)
+    writer.write(sample_run(), run)
     stale = store.runs_dir / f".{A_ID}.mlrun.0123456789ab.tmp"
     fresh = store.runs_dir / f".{B_ID}.mlrun.ba9876543210.tmp"
     stale.write_bytes(b"half")

@@ -99,3 +99,15 @@ def test_installed_wheel_loads_only_the_run_path(installed: Path, tmp_path: Path
     extra = set((tmp_path / "under.txt").read_text().split()) - before
     assert extra >= RUN_PATH
     assert extra - RUN_PATH <= FUTURE, sorted(extra - RUN_PATH)
+
+
+def test_installed_wheel_holds_every_package(installed: Path, tmp_path: Path) -> None:
+    """The core with its subpackages, the language server and the MCP server (whose SDK the
+    tests' environment has): each imports from the wheel."""
+    code = (
+        "import memlens.cli.lsp, memlens.runfile.reader, memlens.tracing.child, "
+        "memlens_lsp.server, memlens_mcp.server, memlens_mcp.tools\n"
+        "print(memlens_lsp.server.__file__, memlens_mcp.server.__file__)"
+    )
+    where = _sh(installed / "python", "-c", code, cwd=tmp_path).split()
+    assert all(w.startswith(str(installed.parent)) for w in where), where

@@ -7,12 +7,13 @@ The workspaces are built once per session in a temporary directory:
 - ``empty/``: a script and no runs at all;
 - ``broken/``: a run store whose only run file is garbage.
 
-Clients are started against the real server process (``python -m memlens_server``) with the
+Clients are started against the real server process (``python -m memlens lsp``) with the
 capabilities of VS Code (UTF-16 positions) and Neovim (which negotiates UTF-8).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,8 +24,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from tests import runs
 
-from memlens import fileformat
+from memlens.layout import RUN_SUFFIX
 from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo
+from memlens.runfile import writer
 from memlens.store import Store
 
 MiB = 1024 * 1024
@@ -196,7 +198,7 @@ def other_run(path: Path) -> Run:
 
 def write_run(root: Path, run: Run, stem: str, *, latest: bool = True) -> Path:
     store = Store(root)
-    path = fileformat.write(run, store.runs_dir / f"{stem}{fileformat.SUFFIX}")
+    path = writer.write(run, store.runs_dir / f"{stem}{RUN_SUFFIX}")
     if latest:
         store.set_pointer("latest", path)
     return path
@@ -240,7 +242,7 @@ def build_workspace(root: Path) -> Workspace:
 # -- clients ---------------------------------------------------------------------------------
 SERVER_ENV = {**os.environ, "MEMLENS_LSP_POLL_INTERVAL": "0.2"}
 SERVER = ClientServerConfig(
-    server_command=[sys.executable, "-m", "memlens_server"], server_env=SERVER_ENV
+    server_command=[sys.executable, "-m", "memlens", "lsp"], server_env=SERVER_ENV
 )
 
 
@@ -313,6 +315,4 @@ async def start_session(
 
 
 async def _sleep(s: float) -> None:
-    import asyncio
-
     await asyncio.sleep(s)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SERVER_CMD = [sys.executable, "-m", "memlens_server"]
+SERVER_CMD = [sys.executable, "-m", "memlens", "lsp"]
 
 
 def frame(body: bytes | str, header: bytes | None = None) -> bytes:

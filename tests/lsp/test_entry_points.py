@@ -1,10 +1,12 @@
-"""`memlens lsp` and `python -m memlens_server` start the same server and answer initialize."""
+"""The `memlens` console script and `python -m memlens` start the language server with `lsp`, and
+it answers initialize."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,8 +37,11 @@ def _initialize(cmd: list[str]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "cmd",
-    [[sys.executable, "-m", "memlens", "lsp"], [sys.executable, "-m", "memlens_server"]],
-    ids=["memlens-lsp", "module"],
+    [
+        [str(Path(sys.executable).with_name("memlens")), "lsp"],
+        [sys.executable, "-m", "memlens", "lsp"],
+    ],
+    ids=["console-script", "module"],
 )
 def test_entry_point_answers_initialize(cmd: list[str]) -> None:
     result = _initialize(cmd)

@@ -1,4 +1,4 @@
-"""Hostile workspaces and bad input (issue 13): nothing a run file, a client or a workspace
+"""Hostile workspaces and bad input: nothing a run file, a client or a workspace
 sends can inject into a hover, silence the server, hang it, or grow its memory.
 
 These tests drive the real server process with :class:`raw_client.RawClient`, which writes
@@ -56,7 +56,7 @@ def client() -> Iterator[RawClient]:
     assert c.close() == 0
 
 
-# -- item 4: Markdown from a run is escaped -------------------------------------------------------
+# -- Markdown from a run is escaped ---------------------------------------------------------------
 EVIL_NAMES = [
     "[click](https://evil.example/a)",
     "![pixel](https://evil.example/p.png)",
@@ -126,7 +126,7 @@ def test_hover_renders_no_link_image_or_html_from_a_run(
     assert "[id](https:evil.example)<b>" in rendered
 
 
-# -- item 6: re-mapping is bounded and off the event loop ----------------------------------------
+# -- re-mapping is bounded and off the event loop ------------------------------------------------
 def test_hover_answers_promptly_on_20k_repeated_lines_and_hostile_sources(
     tmp_path: Path, client: RawClient
 ) -> None:
@@ -184,7 +184,7 @@ def test_hover_answers_promptly_on_20k_repeated_lines_and_hostile_sources(
     assert time.monotonic() - started < 120  # a hang guard, not a speed claim
 
 
-# -- item 10: every request answered ---------------------------------------------------------------
+# -- every request answered ------------------------------------------------------------------------
 def test_bad_content_length_does_not_silence_the_server(tmp_path: Path, client: RawClient) -> None:
     client.initialize([tmp_path.as_uri()])
     shutdown = '{"jsonrpc":"2.0","id":1,"method":"shutdown"}'

@@ -1,4 +1,4 @@
-"""A healthy folder beside hostile ones (issue 13): the server serves the healthy one, says once
+"""A healthy folder beside hostile ones: the server serves the healthy one, says once
 what it ignores in each hostile one, and exits on shutdown.
 
 Hostile folders carry a `latest` that is a FIFO, a link to /dev/zero or to the server's own

@@ -1,4 +1,4 @@
-"""Hover splits a line's figures by process when several processes contributed (issue 15),
+"""Hover splits a line's figures by process when several processes contributed,
 over plain LSP with a real run of a program that forks two children."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
 
-from memlens import fileformat
 from memlens.model import Run
+from memlens.runfile import reader
 from memlens.store import Store
 
 pytestmark = [
@@ -48,7 +48,7 @@ class Profiled:
         assert proc.returncode == 0, proc.stderr
         latest = Store(self.folder).latest()
         assert latest is not None
-        self.run: Run = fileformat.read(latest)
+        self.run: Run = reader.read(latest)
 
 
 @pytest.fixture(scope="module")

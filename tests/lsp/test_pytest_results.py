@@ -1,4 +1,4 @@
-"""Test results in the editor (issue 18), over plain LSP with a real ``pytest --memlens`` run:
+"""Test results in the editor, over plain LSP with a real ``pytest --memlens`` run:
 a code lens on each test function with its figures, an error on each test over its limit."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.pytest_plugin.session import project, pytest_session, summary
 
-from memlens import fileformat
 from memlens.annotate import failure_text, label_for_test
 from memlens.model import TestStats
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes
 
@@ -62,7 +62,7 @@ class Session:
         assert summary(proc) == "2 failed, 4 passed", proc.stdout
         latest = Store(self.root).latest()
         assert latest is not None
-        self.tests = {t.nodeid.split("::", 1)[1]: t for t in fileformat.read(latest).info.tests}
+        self.tests = {t.nodeid.split("::", 1)[1]: t for t in reader.read(latest).info.tests}
         self.uri = (self.root / "test_memory.py").as_uri()
 
 

@@ -1,4 +1,4 @@
-"""Runs from anywhere (issue 16, items 1 and 2), over plain LSP with a real run.
+"""Runs made in another folder show in the folder that is opened, over plain LSP with a real run.
 
 A program is profiled with ``memlens run`` in one folder; the folder is then copied elsewhere
 and only the copy is opened: its lines get their hints at the exact end-of-line positions. The
@@ -18,9 +18,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
 
-from memlens import fileformat
 from memlens.annotate import line_label
 from memlens.model import replace
+from memlens.runfile import reader, writer
 from memlens.store import Store
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -49,7 +49,7 @@ class Copied:
         assert proc.returncode == 0, proc.stderr
         self.copy = root / "elsewhere" / "copy-of-proj"
         shutil.copytree(self.original, self.copy)
-        run = fileformat.read(Store(self.copy).latest())  # type: ignore[arg-type]
+        run = reader.read(Store(self.copy).latest())  # type: ignore[arg-type]
         assert run.info.workspace_root == str(self.original.resolve())
         self.run = run
         # A second copy whose run does not know its root (an older run, a checkpoint): its
@@ -58,7 +58,7 @@ class Copied:
         shutil.copytree(self.original, self.legacy)
         latest = Store(self.legacy).latest()
         assert latest is not None
-        fileformat.write(replace(run, info=replace(run.info, workspace_root="")), latest)
+        writer.write(replace(run, info=replace(run.info, workspace_root="")), latest)
 
 
 @pytest.fixture(scope="module")

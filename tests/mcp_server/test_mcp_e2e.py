@@ -7,9 +7,12 @@ same mistake. One test speaks streamable HTTP (`--http`).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -24,8 +28,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from memlens import fileformat
 from memlens.model import LineStats, replace
+from memlens.runfile import writer
 from memlens.store import Store
 from tests.cli.memlens_cmd import memlens
 from tests.runs import MIB, sample_run
@@ -126,7 +130,7 @@ def two_runs(root: Path) -> tuple[Path, Path]:
     store = Store(root)
     a = store.runs_dir / "20261122-100000-1.mlrun"
     b = store.runs_dir / "20261122-110000-2.mlrun"
-    fileformat.write(sample_run(), a)
+    writer.write(sample_run(), a)
     text = "# new header\n" + str(sample_run().files["/work/app.py"].text)
     run_b = sample_run(text=text)
     sf = run_b.files["/work/app.py"]
@@ -135,7 +139,7 @@ def two_runs(root: Path) -> tuple[Path, Path]:
         7: sf.lines[6],
         1: LineStats(peak_bytes=MIB),
     }
-    fileformat.write(replace(run_b, files={sf.path: replace(sf, lines=lines)}), b)
+    writer.write(replace(run_b, files={sf.path: replace(sf, lines=lines)}), b)
     store.set_pointer("latest", b)
     store.set_pointer("baseline", a)
     return a, b
@@ -336,8 +340,7 @@ async def test_unreadable_runs_are_one_line_tool_errors_as_in_the_cli(tmp_path: 
     (tmp_path / "empty.mlrun").write_bytes(b"")
     (tmp_path / "folder.mlrun").mkdir()
     newer = tmp_path / "newer.mlrun"
-    fileformat.write(sample_run(), newer)
-    import sqlite3
+    writer.write(sample_run(), newer)
 
     with sqlite3.connect(newer) as db:
         db.execute("UPDATE meta SET value = '99' WHERE key = 'version'")
@@ -364,7 +367,7 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
     profiled_keeper(tmp_path)
     outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     outside.mkdir()
-    fileformat.write(sample_run(), outside / "other.mlrun")
+    writer.write(sample_run(), outside / "other.mlrun")
     (tmp_path / "link.mlrun").symlink_to(outside / "other.mlrun")
     root = tmp_path.resolve()
     async with connect(tmp_path) as client:
@@ -534,9 +537,6 @@ def http_server(root: Path) -> Iterator[str]:
 
 def _post_status(url: str, host: str) -> int:
     """The status of a bare JSON-RPC POST to ``url`` sent with the Host header ``host``."""
-    import http.client
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
     try:
@@ -567,8 +567,6 @@ async def test_streamable_http(tmp_path: Path) -> None:
 
 
 def test_http_port_in_use_is_one_line(tmp_path: Path) -> None:
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

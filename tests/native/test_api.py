@@ -7,8 +7,8 @@ import inspect
 import pytest
 
 import memlens
-from memlens import tracer
 from memlens.errors import MemlensError
+from memlens.tracing import tracer
 
 #: tracer.start's parameters that memlens run alone uses (its launcher, the command it ran,
 #: pointing the store's `latest` at each checkpoint).

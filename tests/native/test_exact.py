@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -11,10 +16,12 @@ from typing import Any
 import pytest
 
 import memlens
-from memlens import _tracer, tracer
+from memlens import _tracer
 from memlens.calltree import once_per_path
 from memlens.errors import MemlensError
 from memlens.model import LineStats, Run
+from memlens.runfile import reader
+from memlens.tracing import tracer
 
 from . import programs
 from .conftest import line, tagged
@@ -183,7 +190,6 @@ def test_matches_tracemalloc_per_line_live_bytes() -> None:
 
 def test_include_filter_charges_the_innermost_included_frame() -> None:
     # json's own lines are not included: their allocations land on our calling line.
-    import json
 
     def work() -> str:
         return json.dumps(list(range(200_000)))  # @json
@@ -261,13 +267,6 @@ def test_forked_child_is_not_traced_and_parent_is_unaffected() -> None:
 
 
 def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from memlens import fileformat
-
     out = tmp_path / "ckpt.mlrun"
     script = tmp_path / "victim.py"
     script.write_text(
@@ -286,7 +285,7 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
     time.sleep(0.5)  # at least one checkpoint after the allocations
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run = fileformat.read(out)
+    run = reader.read(out)
     assert run.info.complete is False
     assert run.info.exit_code is None
     line3 = run.files[str(script.resolve())].lines[3]
@@ -294,9 +293,6 @@ def test_checkpoints_leave_a_readable_incomplete_run_when_killed(tmp_path: Path)
 
 
 def test_forked_child_exits_normally_while_parent_traces(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     script = tmp_path / "forker.py"
     script.write_text(
         "import os, sys, time, memlens\n"
@@ -334,8 +330,6 @@ def test_sources_with_a_declared_encoding_are_recorded_as_text(tmp_path: Path) -
 def test_checkpoints_that_cost_much_are_spaced_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
     calls: list[float] = []
 
     def slow_checkpoint(*_args: object) -> None:

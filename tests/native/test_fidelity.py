@@ -4,7 +4,11 @@ keeping stack reads short (frame-exit monitoring on 3.12+) giving the same figur
 
 from __future__ import annotations
 
+import argparse
+import asyncio.base_events
+import email.message
 import gc
+import json.decoder
 import os
 import subprocess
 import sys
@@ -124,10 +128,6 @@ def test_numpy_arrays_made_in_threads_are_traced(tmp_path: Path) -> None:
 def test_line_tables_resolve_as_co_lines_does() -> None:
     # Dead code objects are resolved from copies of their line tables: the decoder must agree
     # with the interpreter's own co_lines() for every instruction of many real code objects.
-    import argparse
-    import asyncio.base_events
-    import email.message
-    import json.decoder
 
     def all_codes(code: Any) -> Any:
         yield code

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memlens import _tracer
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
 
 from .conftest import line, load, profile
@@ -181,9 +182,8 @@ def test_memlens_run_no_native_option(tmp_path: Path) -> None:
         out = tmp_path / f"run{len(flag)}.mlrun"
         proc = memlens("run", "--no-report", "-o", str(out), *flag, str(script))
         assert proc.returncode == 0, proc.stderr
-        from memlens import fileformat
 
-        run = fileformat.read(out)
+        run = reader.read(out)
         kept = line(run, str(script), "malloc")
         if expect_native:
             assert kept.native_live_bytes >= 10 * MB

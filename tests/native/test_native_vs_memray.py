@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
+from memlens.runfile import reader
 from tests.cli.memlens_cmd import memlens
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "native_libraries.py"
@@ -43,7 +43,7 @@ def test_peak_matches_memray(tmp_path: Path) -> None:
         check=True,
     )
     memray_peak = json.loads(stats.read_text())["metadata"]["peak_memory"]
-    run = fileformat.read(run_file)
+    run = reader.read(run_file)
     ratio = run.info.peak_traced_bytes / memray_peak
     assert 0.95 <= ratio <= 1.05, (run.info.peak_traced_bytes, memray_peak)
     # And the native part is where the libraries allocate: libxml2's nodes, BLAS buffers.

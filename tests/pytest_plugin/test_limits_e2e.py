@@ -1,5 +1,5 @@
 """``pytest --memlens`` as a user runs it: per-test figures, limits that fail tests, the run in
-the store (issue 18's "Done when")."""
+the store."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from tests.conftest import INTERPRETER_DEPENDENT
 
@@ -23,7 +24,7 @@ def test_build_tools_are_pyprojects_build_requirements() -> None:
 
 
 def test_the_matrix_collects_every_interpreter_dependent_test() -> None:
-    collected = re.search(r"-m interpreter ((?:tests/\w+ ?)+)", DEV)
+    collected = re.search(r"-m interpreter[\s\\]*((?:tests/\w+ ?)+)", DEV)
     assert collected is not None
     folders = [f.removeprefix("tests/") + "/" for f in collected.group(1).split()]
     for path in INTERPRETER_DEPENDENT:
@@ -45,5 +46,5 @@ def test_the_matrix_is_the_one_docs_install_md_lists() -> None:
     ]
     install = (ROOT / "docs" / "install.md").read_text()
     for name in names:
-        kind, version = name.split("-")
+        version = name.split("-")[1]
         assert version in install, name

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from memlens.diff import MATCHED_BY_TEXT, diff_runs, match_lines, matching
 from memlens.mapping import in_order, line_map
 from memlens.model import LineStats, Run, SourceFile, replace
-from memlens_server.index import FolderState, RunData, canonical
-from memlens_server.staleness import map_lines
+from memlens_lsp.index import FolderState, RunData, canonical
+from memlens_lsp.staleness import map_lines
 from tests.runs import MIB, sample_run, source
 
 P = "/work/app.py"

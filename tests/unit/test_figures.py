@@ -12,8 +12,10 @@ from memlens import report
 from memlens.annotate import figure_value, line_label, relative_error
 from memlens.flow import flow_graph
 from memlens.model import (
+    CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
+    FUNCTION_FIGURES,
     NAMED_FIGURES,
     SELF_FIGURES,
     CallNode,
@@ -57,7 +59,7 @@ def test_the_figure_mappings_are_written_once() -> None:
     names = set(NAMED_FIGURES)
     attributes = set(FIGURES) | set(ERRORS)
     for path in sorted(SERVER.rglob("*.py")):
-        if path.name == "model.py":
+        if path.relative_to(SERVER).as_posix() == "memlens/model/figures.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Dict):
@@ -66,6 +68,23 @@ def test_the_figure_mappings_are_written_once() -> None:
             values = {v.value for v in node.values if isinstance(v, ast.Constant)}
             overlap = (keys & names and values & attributes) or (keys & attributes and values)
             assert not overlap, f"{path.relative_to(SERVER)}:{node.lineno} repeats the table"
+
+
+def test_the_function_figures_are_written_once() -> None:
+    """The figures of a function and of a call-tree node are one tuple: no module but the model
+    writes it out again (diff, merge, query and the run file read it)."""
+    assert set(FUNCTION_FIGURES) <= set(FunctionStats.__slots__) & set(CallNode.__slots__)
+    assert CALL_TREE_COLUMNS[5:] == FUNCTION_FIGURES
+    for path in sorted(SERVER.rglob("*.py")):
+        if path.relative_to(SERVER).as_posix() == "memlens/model/figures.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Call)):
+                items = node.args if isinstance(node, ast.Call) else node.elts
+                words = tuple(v.value for v in items if isinstance(v, ast.Constant))
+                for i in range(len(words) - len(FUNCTION_FIGURES) + 1):
+                    found = words[i : i + len(FUNCTION_FIGURES)]
+                    assert found != FUNCTION_FIGURES, f"{path.relative_to(SERVER)}:{node.lineno}"
 
 
 @pytest.mark.parametrize("name", list(NAMED_FIGURES))

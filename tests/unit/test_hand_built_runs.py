@@ -1,5 +1,5 @@
 """Every run a test builds by hand is made by tests/runs.py (``new_run``, ``info``,
-``source``), so a change to how runs are made is made there once (issue 20)."""
+``source``), so a change to how runs are made is made there once."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ TESTS = Path(__file__).resolve().parents[1]
 #: wrote the golden files (frozen with them).
 MAKERS = {"runs.py", "data/formats/make_v1.py", "data/formats/make_v2.py"}
 #: The golden file's info is spelled out on purpose (a helper change cannot hide a reader one).
-SPELLED_OUT = {("unit/test_fileformat.py", "RunInfo")}
+SPELLED_OUT = {("unit/test_runfile.py", "RunInfo")}
 
 
 def test_runs_are_built_by_hand_only_in_tests_runs() -> None:

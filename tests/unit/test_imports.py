@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import tracemalloc
 from pathlib import Path
@@ -10,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens import fileformat
 from memlens.errors import MemlensError
 from memlens.imports.pymemtrace_import import import_log
 from memlens.imports.tracemalloc_import import PICKLE_WARNING, import_snapshot
+from memlens.runfile import reader, writer
 
 HERE = str(Path(__file__).resolve())
 
@@ -74,8 +75,8 @@ def test_tracemalloc_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     # Pseudo files are kept as they are, never made into paths of the current directory.
     assert not any("<" in p and p.startswith("/") for p in run.files)
     # The imported run is a normal run file.
-    fileformat.write(run, tmp_path / "i.mlrun")
-    assert fileformat.read(tmp_path / "i.mlrun") == run
+    writer.write(run, tmp_path / "i.mlrun")
+    assert reader.read(tmp_path / "i.mlrun") == run
     assert keep
 
 
@@ -311,8 +312,6 @@ def test_tracemalloc_sizes_out_of_range_are_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs")
 def test_importers_refuse_a_fifo_without_blocking(tmp_path: Path) -> None:
-    import os
-
     fifo = tmp_path / "pipe.log"
     os.mkfifo(fifo)
     for importer in (import_log, import_snapshot):

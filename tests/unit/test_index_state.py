@@ -13,14 +13,14 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.workspace import Workspace
 
-from memlens import fileformat
+from memlens.runfile import writer
 from memlens.store import Store
-from memlens_server.features import commands, runs
-from memlens_server.index import Memo
-from memlens_server.state import MemlensServer
+from memlens_lsp.features import commands, runs
+from memlens_lsp.index import Memo
+from memlens_lsp.state import MemlensServer
 from tests.runs import sample_run
 
-SERVER = Path(__file__).resolve().parents[2] / "server" / "memlens_server"
+SERVER = Path(__file__).resolve().parents[2] / "server" / "memlens_lsp"
 
 
 def test_the_index_is_replaced_in_one_place() -> None:
@@ -78,8 +78,8 @@ async def test_a_chosen_run_is_not_lost_to_a_reload_in_progress(
     """memlens.chooseRun while a reload of the folder is reading the store: the reload ends
     first, then the choice is applied (never overwritten by the reload's older state)."""
     store = Store(tmp_path)
-    older = fileformat.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
-    newer = fileformat.write(sample_run(), store.runs_dir / "20261122-110000-1.mlrun")
+    older = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
+    newer = writer.write(sample_run(), store.runs_dir / "20261122-110000-1.mlrun")
     store.set_pointer("latest", newer)
     ls = _server(tmp_path)
     monkeypatch.setattr(runs, "notify_loaded", lambda *a: None)  # no client connected

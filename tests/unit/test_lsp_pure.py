@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 from pygls.workspace.position_codec import PositionCodec
+from pytest_lsp import client_capabilities
 
+from memlens.cli import build_parser
 from memlens.model import CallNode, FunctionStats, LineStats, RunInfo, SourceFile, replace
-from memlens_server import convert, views
-from memlens_server.index import FolderState, Index, RunData, canonical
-from memlens_server.settings import Settings, parse
-from memlens_server.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
-from memlens_server.state import ClientFeatures
+from memlens_lsp import convert, views
+from memlens_lsp.index import FolderState, Index, RunData, canonical
+from memlens_lsp.settings import Settings, parse
+from memlens_lsp.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
+from memlens_lsp.state import ClientFeatures
 from tests import runs
 from tests.runs import new_run, source
 
@@ -508,8 +510,6 @@ def test_hint_sits_at_end_of_line_in_the_negotiated_encoding(
 
 
 def test_client_features_of_the_two_profiles() -> None:
-    from pytest_lsp import client_capabilities
-
     assert ClientFeatures.from_capabilities(
         client_capabilities("visual-studio-code")
     ) == ClientFeatures(
@@ -529,8 +529,6 @@ def test_client_features_of_the_two_profiles() -> None:
 
 
 def test_memlens_lsp_command_is_registered() -> None:
-    from memlens.cli import build_parser
-
     args = build_parser().parse_args(["lsp", "--tcp", "2087"])
     assert (args.command, args.tcp, args.host) == ("lsp", 2087, "127.0.0.1")
 

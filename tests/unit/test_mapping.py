@@ -1,5 +1,6 @@
-"""The bounded line matcher (memlens.mapping.line_map) and the server's message framing and
-rate limits: pure parts of issue 13's items 6 and 10."""
+"""The line matcher (memlens.mapping.line_map) within a work budget proportional to its input,
+and the server's message framing (bounded bodies, bad headers survived) and rate-limited
+warnings, without a server."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from hypothesis import strategies as st
 
 from memlens import mapping
 from memlens.mapping import in_order, line_map
-from memlens_server import markdown as md
-from memlens_server.state import Notices
-from memlens_server.transport import MAX_BODY, _Frames
+from memlens_lsp import markdown as md
+from memlens_lsp.state import Notices
+from memlens_lsp.transport import MAX_BODY, _Frames
 
 REPEATED = ["x = [0] * 1000"] * 20_000
 

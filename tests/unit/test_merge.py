@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from memlens import fileformat
 from memlens.errors import RunFileError
 from memlens.merge import MAX_COMMAND_CHARS, merge
 from memlens.model import CallNode, LineStats, ProcessInfo, Run, TimelinePoint, replace
+from memlens.runfile import reader, writer
 from tests.runs import MIB, sample_run
 
 ROOT = ProcessInfo(100, 1, ("python", "app.py"), True, 48 * MIB)
@@ -121,9 +121,9 @@ def test_long_commands_are_cut_in_the_header() -> None:
 def test_processes_round_trip_and_are_absent_from_a_one_process_header(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     run = merge([sample_run(), sample_run(pid=101)], [ROOT, replace(CHILD, complete=False)])
-    fileformat.write(run, path)
-    assert fileformat.read(path).info.processes == (ROOT, replace(CHILD, complete=False))
-    fileformat.write(sample_run(), path)
+    writer.write(run, path)
+    assert reader.read(path).info.processes == (ROOT, replace(CHILD, complete=False))
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
     con.close()
@@ -148,7 +148,7 @@ def test_processes_round_trip_and_are_absent_from_a_one_process_header(tmp_path:
 )
 def test_a_bad_process_list_is_one_line(tmp_path: Path, processes: object) -> None:
     path = tmp_path / "r.mlrun"
-    fileformat.write(sample_run(), path)
+    writer.write(sample_run(), path)
     con = sqlite3.connect(path)
     header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
     header["processes"] = processes
@@ -156,7 +156,7 @@ def test_a_bad_process_list_is_one_line(tmp_path: Path, processes: object) -> No
     con.commit()
     con.close()
     with pytest.raises(RunFileError) as err:
-        fileformat.read(path)
+        reader.read(path)
     assert "\n" not in str(err.value)
     assert "bad run header: processes" in str(err.value)
 

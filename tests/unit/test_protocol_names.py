@@ -1,5 +1,5 @@
 """The server's custom LSP method and command names, on the three sides that spell them: the
-server (memlens_server/protocol.py), the VS Code client (vscode-extension/src/common/protocol.ts,
+server (memlens_lsp/protocol.py), the VS Code client (vscode-extension/src/common/protocol.ts,
 which the rest of the client uses) and docs/lsp.md."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memlens_server import protocol
-from memlens_server.features import commands
+from memlens_lsp import protocol
+from memlens_lsp.features import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 TS_SRC = ROOT / "vscode-extension" / "src"

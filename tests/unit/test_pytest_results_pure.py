@@ -1,11 +1,11 @@
-"""Where the editor puts a test's error (memlens_server.features.pytest_results), and the
+"""Where the editor puts a test's error (memlens_lsp.features.pytest_results), and the
 label of a parametrized test function."""
 
 from __future__ import annotations
 
 from memlens.annotate import label_for_tests
 from memlens.model import TestStats
-from memlens_server.features.pytest_results import _name_span
+from memlens_lsp.features.pytest_results import _name_span
 
 LINES = [
     "@pytest.mark.memlens(peak='5 MiB')",  # 0

@@ -9,8 +9,10 @@ import pytest
 from memlens import query
 from memlens.calltree import CallTreeIndex
 from memlens.errors import MemlensError
-from memlens.mcp_server import TOOLS, check_arguments
 from memlens.model import CallNode, FunctionStats, LineStats, Run
+from memlens_mcp.arguments import check_arguments
+from memlens_mcp.schemas import TOOLS
+from memlens_mcp.tools import CALLS
 from tests.runs import MIB, new_run, source
 
 
@@ -175,3 +177,7 @@ def test_bad_arguments_are_named_in_one_line(
     with pytest.raises(MemlensError) as exc:
         check_arguments(_schema(tool), arguments)
     assert str(exc.value) == message
+
+
+def test_every_mcp_tool_has_one_answering_function() -> None:
+    assert [t.name for t in TOOLS] == list(CALLS)

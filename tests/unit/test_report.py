@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 
 import pytest
+import rich.console
 
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
-from memlens.model import LineStats, Run
+from memlens.model import LineStats, Run, replace
 from memlens.report import display_path, find_file, listing, render, top_lines
 from tests.runs import new_run, source
 
@@ -152,7 +153,6 @@ def test_rich_report_has_the_same_rows() -> None:
 
 def test_rich_report_does_not_read_code_as_markup() -> None:
     pytest.importorskip("rich")
-    import rich.console
 
     out = io.StringIO()
     original = rich.console.Console.__init__
@@ -242,8 +242,6 @@ def test_top_none_lists_every_line() -> None:
 
 
 def test_imported_runs_say_what_was_not_recorded() -> None:
-    from memlens.model import replace
-
     run = make_run()
     imported = replace(
         run, info=replace(run.info, mode="imported", source="tracemalloc", duration_s=0.0)

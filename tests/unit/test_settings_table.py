@@ -1,4 +1,4 @@
-"""The settings table (memlens_server.settings.TABLE) against everything else that lists the
+"""The settings table (memlens_lsp.settings.TABLE) against everything else that lists the
 settings: the Settings fields, the extension's package.json and settings.ts, and the docs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from memlens_server.settings import TABLE, Setting, Settings, parse
+from memlens_lsp.settings import TABLE, Setting, Settings, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = json.loads((ROOT / "vscode-extension" / "package.json").read_text(encoding="utf-8"))

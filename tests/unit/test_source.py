@@ -91,7 +91,7 @@ def test_importers_read_sources_like_the_tracer(tmp_path: Path) -> None:
 
 def test_sources_are_decoded_and_digested_in_one_module() -> None:
     """No other module of memlens or its server detects a source's encoding or digests text
-    (fileformat digests run files, not sources)."""
+    (runfile digests run files, not sources)."""
     found = []
     for path in sorted(SERVER.rglob("*.py")):
         rel = path.relative_to(SERVER).as_posix()
@@ -110,6 +110,6 @@ def test_sources_are_decoded_and_digested_in_one_module() -> None:
                 if isinstance(node, (ast.Import, ast.ImportFrom))
                 else []
             )
-            if "hashlib" in names and rel != "memlens/fileformat.py":
+            if "hashlib" in names and rel != "memlens/runfile/digest.py":
                 found.append(f"{rel}: imports hashlib")
     assert found == []

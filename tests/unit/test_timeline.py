@@ -1,4 +1,4 @@
-"""Memory over time (issue 16, item 10): terminal, SVG and HTML drawings of a run's timeline."""
+"""Memory over time: terminal, SVG and HTML drawings of a run's timeline."""
 
 from __future__ import annotations
 

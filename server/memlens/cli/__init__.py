@@ -25,24 +25,22 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any, Protocol
+    from typing import Protocol
 
-    #: An option as flags and argparse keywords.
-    Option = tuple[tuple[str, ...], dict[str, Any]]
-
-#: Sub-command name -> module under memlens.cli. The one place commands are registered.
+#: Sub-command name -> its module. The one place commands are registered (each is imported
+#: only when it runs, or for --help).
 COMMANDS: dict[str, str] = {
-    "run": "run",
-    "show": "show",
-    "annotate": "annotate",
-    "flow": "flow",
-    "runs": "runs",
-    "baseline": "baseline",
-    "export": "export",
-    "diff": "diff",
-    "import": "importer",
-    "lsp": "lsp",
-    "mcp": "mcp",
+    "run": "memlens.cli.run",
+    "show": "memlens.cli.show",
+    "annotate": "memlens.cli.annotate",
+    "flow": "memlens.cli.flow",
+    "runs": "memlens.cli.runs",
+    "baseline": "memlens.cli.baseline",
+    "export": "memlens.cli.export",
+    "diff": "memlens.cli.diff",
+    "import": "memlens.cli.importer",
+    "lsp": "memlens.cli.lsp",
+    "mcp": "memlens.cli.mcp",
 }
 
 
@@ -60,7 +58,7 @@ def _load(module: str) -> Command:
     # A command module satisfies the Command protocol structurally.
     import importlib
 
-    return importlib.import_module(f"memlens.cli.{module}")
+    return importlib.import_module(module)
 
 
 def _help_width() -> int:
@@ -108,89 +106,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         command.add_arguments(p)
         p.set_defaults(_command=command)
     return parser
-
-
-# -- arguments shared by several commands: each defined once, here ---------------------------
-# As flags and argparse keywords, so that ``memlens run``'s option table (memlens.cli.run,
-# read before the profiled program starts, without argparse) can hold them too.
-#: ``--dir DIR``: the store root of every command that reads or writes runs.
-DIR_OPTION: Option = (
-    ("--dir",),
-    {"default": ".", "help": "store root: runs are in DIR/.memlens/runs (default: .)"},
-)
-
-#: ``-o FILE``: where a command that makes a run writes it.
-OUTPUT_OPTION: Option = (
-    ("-o", "--output"),
-    {"metavar": "FILE", "help": "write the run file here (default: in the store, see --dir)"},
-)
-
-#: The ``--top N`` option of the reports (``run``, ``show``): 0 lists every line.
-TOP_OPTION: Option = (
-    ("--top",),
-    {
-        "type": int,
-        "default": 10,
-        "metavar": "N",
-        "help": "lines in each table; 0: all (default: 10)",
-    },
-)
-
-#: ``--by``'s choices: :data:`memlens.model.SELF_FIGURES`, written out because ``memlens run``
-#: reads this module before the program starts and imports no model there
-#: (tests/cli/test_main.py checks that the two agree).
-FIGURES = ("peak", "alloc", "live")
-
-#: ``--by peak|alloc|live``: which figure ranks, labels or weighs what a command shows.
-BY_OPTION: Option = (
-    ("--by",),
-    {
-        "choices": FIGURES,
-        "default": "peak",
-        "help": "the figure: peak (held at the program's peak), alloc (allocated in all) or "
-        "live (still held at exit) (default: %(default)s)",
-    },
-)
-
-
-def add_option(parser: argparse.ArgumentParser, option: Option, **changes: Any) -> None:
-    """Add a shared option; ``changes`` override its keywords (a command's own default)."""
-    flags, keywords = option
-    parser.add_argument(*flags, **{**keywords, **changes})
-
-
-def add_run_spec(
-    parser: argparse.ArgumentParser, name: str = "run", default: str = "latest", what: str = ""
-) -> None:
-    """The positional RUN of the commands that read a saved run (``what``: which run, when a
-    command takes two)."""
-    parser.add_argument(
-        name,
-        nargs="?",
-        default=default,
-        metavar=name.upper(),
-        help=f"{what}a run file, a run id (or a unique prefix of one), latest or baseline "
-        "(default: %(default)s)",
-    )
-
-
-def add_dir(parser: argparse.ArgumentParser) -> None:
-    add_option(parser, DIR_OPTION)
-
-
-def add_by(parser: argparse.ArgumentParser, default: str = "peak") -> None:
-    add_option(parser, BY_OPTION, default=default)
-
-
-def add_top(parser: argparse.ArgumentParser) -> None:
-    add_option(parser, TOP_OPTION)
-
-
-def top_rows(top: int) -> int | None:
-    """The number of rows ``--top N`` asks for: None (every row) for 0."""
-    if top < 0:
-        raise MemlensError("--top must not be negative")
-    return top or None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

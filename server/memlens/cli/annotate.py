@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_by, add_dir, add_run_spec
+from memlens.cli.options import add_by, add_dir, add_run_spec
+from memlens.report import find_file, listing
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "print a source file with each line's figures beside it"
 
@@ -20,11 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.report import find_file, listing
-    from memlens.store import Store
-
-    result = fileformat.read(Store(args.dir).resolve(args.run))
+    result = reader.read(Store(args.dir).resolve(args.run))
     file = find_file(result, args.file)
     rows = listing(result, file, args.by, whole=True)
     width = len(str(max((r.line for r in rows), default=1)))

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_dir, add_run_spec
+from memlens.cli.options import add_dir, add_run_spec
+from memlens.layout import printable
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "set, show or clear the baseline run (`baseline set RUN`)"
 
@@ -21,14 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.layout import printable
-    from memlens.store import Store
-
     store = Store(args.dir)
     if args.action == "set":
         path = store.resolve(args.run)
-        fileformat.read_info(path)  # refuse an unreadable run with a clear message
+        reader.read_info(path)  # refuse an unreadable run with a clear message
         adopted = store.adopt(path)  # a run from elsewhere is copied into the store
         store.set_pointer("baseline", adopted)
         print(f"memlens: baseline set to {printable(adopted.stem)}", file=sys.stderr)
@@ -37,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print("memlens: baseline cleared", file=sys.stderr)
     else:
         path = store.resolve("baseline")
-        info = fileformat.read_info(path)
+        info = reader.read_info(path)
         started = info.started[:19].replace("T", " ")
         print(printable(f"{path.stem}  {started}  {' '.join(info.command)}"))
         print(printable(str(path)))

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from memlens.cli import add_by, add_dir, add_run_spec
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
+from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
+from memlens.layout import display_path, printable
+from memlens.model import NAMED_FIGURES
+from memlens.runfile import reader
+from memlens.store import Store
+from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
 if TYPE_CHECKING:
     from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
@@ -33,35 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.cli import top_rows
-    from memlens.diff import diff_runs
-    from memlens.model import NAMED_FIGURES
-    from memlens.store import Store
-
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
     path_a, path_b = store.resolve(args.a), store.resolve(args.b)
-    d = diff_runs(fileformat.read(path_a), fileformat.read(path_b))
+    d = diff_runs(reader.read(path_a), reader.read(path_b))
     figure = NAMED_FIGURES[args.by]
     line_attr, fn_attr = figure.line, figure.node
     if args.json:
-        import json
-
-        from memlens.diff import to_json_dict
-
         doc = to_json_dict(d, by=line_attr, top=top)
         doc["a"], doc["b"] = str(path_a), str(path_b)
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    from memlens.diff import ranked_functions, ranked_lines
 
     lines = ranked_lines(d, line_attr)
     functions = ranked_functions(d, fn_attr)
     if args.top is None:
         top = _DEFAULT_TOP
-    from memlens.layout import printable
 
     title = printable(f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}")
     changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
@@ -75,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _where(ld: LineDiff) -> str:
-    from memlens.layout import display_path
-
     # The words of the JSON's "status": moved, new, gone (same-line says nothing).
     where = f"{display_path(ld.file)}:{ld.line}"
     if ld.status == "moved":
@@ -90,16 +87,12 @@ def _where(ld: LineDiff) -> str:
 
 def _relative(c: Change, is_new: bool) -> str:
     """The relative change; from no figure at all: "new" for new code, else "from 0"."""
-    from memlens.units import fmt_percent
-
     if c.ratio is None and not is_new:
         return "from 0"
     return fmt_percent(c.ratio)
 
 
 def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
-    from memlens.units import fmt_bytes, fmt_delta_bytes
-
     c = ld.figure(attr)
     return (
         _where(ld),
@@ -111,9 +104,6 @@ def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
 
 
 def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
-    from memlens.layout import display_path, printable
-    from memlens.units import fmt_bytes, fmt_delta_bytes
-
     c = fd.figure(attr)
     return (
         f"{display_path(fd.file)}::{printable(fd.qualname)}",
@@ -125,8 +115,6 @@ def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
 
 
 def _notes(d: RunDiff) -> list[str]:
-    from memlens.layout import display_path
-
     return [
         f"memlens: {display_path(p)}: no recorded source on one side; lines matched by number"
         for p in d.unmatched_sources
@@ -134,8 +122,6 @@ def _notes(d: RunDiff) -> list[str]:
 
 
 def _total_line(d: RunDiff) -> str | None:
-    from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
-
     totals = d.totals()
     if "peak_traced_bytes" not in totals:
         return None
@@ -193,10 +179,6 @@ def _print_rich(
     attr: str,
     fn_attr: str,
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     # Paths and qualified names are data, not markup: "/tmp/a[/b]/x.py" must print as is.
     console = Console(markup=False)
     console.print(title, highlight=False)

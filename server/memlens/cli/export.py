@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from memlens.cli import add_dir, add_run_spec
+from memlens.cli.options import add_dir, add_run_spec
+from memlens.export import to_json_dict
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "print a run as JSON (RUN: path, run id, latest or baseline)"
 
@@ -16,13 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from memlens import fileformat
-    from memlens.export import to_json_dict
-    from memlens.store import Store
-
-    result = fileformat.read(Store(args.dir).resolve(args.run))
+    result = reader.read(Store(args.dir).resolve(args.run))
     json.dump(to_json_dict(result), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlens.cli import add_by, add_dir, add_run_spec
+from memlens.cli.options import add_by, add_dir, add_run_spec
+from memlens.errors import MemlensError
+from memlens.flow import compare_graphs, to_dot
+from memlens.runfile import reader
+from memlens.store import Store
 
 HELP = "write the call tree as a Graphviz flow graph (--compare for several runs)"
 
@@ -38,15 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.errors import MemlensError
-    from memlens.flow import compare_graphs, to_dot
-    from memlens.store import Store
-
     store = Store(args.dir)
     specs = args.compare or [args.run]
     paths = [store.resolve(s) for s in specs]
-    graphs, lines = compare_graphs([fileformat.read(p) for p in paths], args.by)
+    graphs, lines = compare_graphs([reader.read(p) for p in paths], args.by)
     text = to_dot(
         graphs,
         names=[p.stem for p in paths],

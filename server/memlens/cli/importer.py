@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from memlens.cli import OUTPUT_OPTION, add_dir, add_option
+from memlens.cli.options import OUTPUT_OPTION, add_dir, add_option
+from memlens.errors import MemlensError
+from memlens.imports.pymemtrace_import import import_log
+from memlens.imports.tracemalloc_import import import_snapshot
+from memlens.model import replace
+from memlens.runfile import writer
+from memlens.store import Store
 
 HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
 
@@ -27,27 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from memlens import fileformat
-    from memlens.model import replace
-    from memlens.store import Store
-
     if args.tool == "tracemalloc":
-        from memlens.imports.tracemalloc_import import import_snapshot
-
         result = import_snapshot(args.file, args.source_dir or ())
     else:
-        from memlens.imports.pymemtrace_import import import_log
-
         result = import_log(args.file, args.source_dir)
-    from memlens.errors import MemlensError
 
     store = Store(args.dir)
     result = replace(result, info=replace(result.info, workspace_root=str(store.root)))
     out = Path(args.output) if args.output else store.new_run_path()
     try:
-        fileformat.write(result, out)
+        writer.write(result, out)
     except ValueError as exc:  # a figure the file format cannot hold
         raise MemlensError(str(exc)) from None
     except OSError as exc:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from memlens_lsp.server import serve
+
 HELP = "start the language server (LSP over stdio) for editors"
 
 
@@ -15,9 +17,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import importlib
-
-    # Imported by name: the core package never imports the server statically.
-    server_main = importlib.import_module("memlens_server.__main__")
-    code: int = server_main.start(args.tcp, args.host)
-    return code
+    return serve(args.tcp, args.host)

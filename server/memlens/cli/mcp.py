@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from memlens.cli import add_dir
+from memlens.cli.options import add_dir
+from memlens.errors import MemlensError
 
 HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
 
@@ -25,12 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens.errors import MemlensError
-
     if not 0 <= args.port <= 65535:
         raise MemlensError("--port must be between 0 and 65535")
     try:
-        from memlens import mcp_server
+        # The MCP SDK is an optional extra (memlens[mcp]): loaded when `memlens mcp` starts.
+        from memlens_mcp import server  # noqa: PLC0415 - the optional SDK, only here
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
             raise
@@ -38,5 +38,5 @@ def run(args: argparse.Namespace) -> int:
             "the MCP server needs the MCP Python SDK, which is not installed: "
             "pip install 'memlens[mcp]'"
         ) from None
-    mcp_server.serve(args.dir, allow_run=args.allow_run, http=args.http, port=args.port)
+    server.serve(args.dir, allow_run=args.allow_run, http=args.http, port=args.port)
     return 0

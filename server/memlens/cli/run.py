@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from memlens.cli import TOP_OPTION, top_rows
+from memlens.cli.options import TOP_OPTION, top_rows
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from argparse import Namespace
     from typing import Any
 
-    from memlens import runner
     from memlens.model import Run
-    from memlens.runner import Target
+    from memlens.tracing import runner
+    from memlens.tracing.runner import Target
 else:
 
     class Namespace:
@@ -261,8 +261,8 @@ def _looks_like_option(token: str) -> bool:
 
 
 def run(args: Namespace) -> int:
-    from memlens import runner, tracer
     from memlens.errors import MemlensError
+    from memlens.tracing import runner, tracer
 
     if args.target is None:
         raise MemlensError(NOTHING_TO_RUN)
@@ -343,9 +343,9 @@ def run(args: Namespace) -> int:
             pointed[0] = True
             _point_latest_at(out_path)
 
-    from memlens import follow
+    from memlens.tracing import child, follow
 
-    follow.leave()  # a `memlens run` started by a followed program profiles its own program
+    child.leave()  # a `memlens run` started by a followed program profiles its own program
     # What the program's process is traced with, and the children it starts too.
     options: dict[str, Any] = {
         "mode": "sampling" if interval else "exact",
@@ -474,9 +474,9 @@ def _seeded_command(seed: int, args: Namespace) -> list[str] | None:
 
 
 def _with_children(result: Run, out_path: str, wait_s: float) -> Run:
-    """The program's run merged with the runs of the processes it started (memlens.follow);
+    """The program's run merged with the runs of the processes it started (memlens.tracing.follow);
     the program's own run, with one message, when they cannot be merged."""
-    from memlens import follow
+    from memlens.tracing import follow
 
     try:
         return follow.collect(result, out_path, wait_s)
@@ -525,14 +525,14 @@ def _save_and_report(
     args: Namespace,
     ending: runner.Ending,
 ) -> None:
-    from memlens import fileformat
     from memlens.model import Run
-    from memlens.runner import flush_streams
+    from memlens.runfile import writer
+    from memlens.tracing.runner import flush_streams
 
     assert isinstance(result, Run)
     try:
         # Over the last checkpoint, making room for the final run on a full disk.
-        fileformat.write_final(result, out_path, seal=ending.seal)
+        writer.write_final(result, out_path, seal=ending.seal)
     except OSError as exc:
         _say(f"memlens: cannot write {out_path}: {exc.strerror or exc}")
         return
@@ -592,13 +592,11 @@ def _write_json(run: object, path: str) -> None:
 
 
 def _point_latest_at(run_path: str) -> None:
-    """Make the store's ``latest`` name ``run_path`` (a run file in that store)."""
-    from memlens.layout import write_pointer
+    from memlens.layout import point_latest_at
 
-    try:
-        write_pointer(os.path.dirname(run_path), "latest", run_path)
-    except OSError as exc:
-        _say(f"memlens: cannot update latest: {exc.strerror or exc}")
+    problem = point_latest_at(run_path)
+    if problem is not None:
+        _say(f"memlens: {problem}")
 
 
 def _closed(stream: object) -> bool:
@@ -655,7 +653,8 @@ class _Progress:
     def _loop(self) -> None:
         import time
 
-        from memlens import _tracer, tracer
+        from memlens import _tracer
+        from memlens.tracing import tracer
         from memlens.units import fmt_bytes
 
         _tracer.set_thread_paused(True)

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from memlens.cli import add_dir
+from memlens.cli.options import add_dir
+from memlens.errors import MemlensError
+from memlens.layout import printable
+from memlens.query import run_entries
+from memlens.report import duration_text
+from memlens.store import Store
+from memlens.units import fmt_bytes
 
 HELP = "list saved runs (id, time, peak, duration, command); `runs prune --keep N`"
 
@@ -29,9 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens.errors import MemlensError
-    from memlens.store import Store
-
     store = Store(args.dir)
     if args.action == "prune":
         if args.keep is None:
@@ -42,10 +46,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if args.json:
-        import json
-
-        from memlens.query import run_entries
-
         json.dump(run_entries(store), sys.stdout, indent=2)
         print()
         return 0
@@ -54,9 +54,6 @@ def run(args: argparse.Namespace) -> int:
     if not entries:
         print(f"memlens: no runs in {store.runs_dir}", file=sys.stderr)
         return 0
-    from memlens.layout import printable
-    from memlens.report import duration_text
-    from memlens.units import fmt_bytes
 
     rows = [("id", "started", "peak", "duration", "complete", "command", "")]
     for e in entries:

@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from memlens.cli import add_by, add_dir, add_run_spec, add_top, top_rows
+from memlens.cli.options import add_by, add_dir, add_run_spec, add_top, top_rows
+from memlens.errors import MemlensError
+from memlens.layout import display_path, process_runs, processes_folder
+from memlens.report import find_file, render
+from memlens.runfile import reader
+from memlens.store import Store
+from memlens.timeline import add_arguments as add_timeline_arguments
+from memlens.timeline import show
 
 if TYPE_CHECKING:
     from memlens.model import RunInfo
@@ -28,23 +35,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_top(parser)
     add_by(parser)
     add_dir(parser)
-    from memlens.timeline import add_arguments as add_timeline_arguments
 
     add_timeline_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from memlens import fileformat
-    from memlens.report import find_file, render
-    from memlens.store import Store
-
     path = Store(args.dir).resolve(args.run)
-    result = fileformat.read(path)
+    result = reader.read(path)
     if args.process is not None:
-        result = fileformat.read(process_run(str(path), result.info, args.process))
+        result = reader.read(process_run(str(path), result.info, args.process))
     if args.timeline:
-        from memlens.timeline import show
-
         return show(result, args)
     file = find_file(result, args.file) if args.file else None
     render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file)
@@ -54,9 +54,6 @@ def run(args: argparse.Namespace) -> int:
 def process_run(run_path: str, info: RunInfo, pid: int) -> str:
     """The run file of process ``pid`` of the run ``run_path`` (its processes folder), or a
     one-line MemlensError."""
-    from memlens.errors import MemlensError
-    from memlens.layout import display_path, process_runs, processes_folder
-
     pids = [p.pid for p in info.processes]
     if pid not in pids:
         listed = ", ".join(str(p) for p in pids[:20]) + (", ..." if len(pids) > 20 else "")

@@ -10,8 +10,3 @@ naming the tool; what each figure means for imported runs is in docs/file-format
 """
 
 from __future__ import annotations
-
-IMPORTERS: dict[str, str] = {
-    "tracemalloc": "memlens.imports.tracemalloc_import",
-    "pymemtrace": "memlens.imports.pymemtrace_import",
-}

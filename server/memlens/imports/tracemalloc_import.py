@@ -14,7 +14,9 @@ Snapshot files are pickle: loading one runs code from the file. Only import file
 from __future__ import annotations
 
 import os
+import pickle
 import sys
+import tracemalloc
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -35,9 +37,6 @@ def import_snapshot(path: str, search_dirs: Sequence[str] = ()) -> Run:
     Relative file names in the snapshot are looked up in ``search_dirs`` (default: the current
     directory). Raises :class:`MemlensError` (one line) when the file is not a snapshot.
     """
-    import pickle
-    import tracemalloc
-
     print(PICKLE_WARNING, file=sys.stderr)
     try:
         os.close(open_regular(path))  # not a FIFO or device: loading it would block

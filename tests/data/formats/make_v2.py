@@ -1,7 +1,7 @@
 """Writes tests/data/formats/v2.mlrun: run ONCE when format version 2 was current.
 
 The file is committed and must be readable by every later memlens forever
-(tests/unit/test_fileformat.py::test_golden_v2_file, which spells out what it holds). Do not
+(tests/unit/test_runfile.py::test_golden_v2_file, which spells out what it holds). Do not
 regenerate it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from memlens import fileformat  # noqa: E402
+from memlens.runfile import writer  # noqa: E402
 from memlens.model import (  # noqa: E402
     CallNode,
     FunctionStats,
@@ -82,4 +82,4 @@ def golden_v2_run() -> Run:
 
 
 if __name__ == "__main__":
-    fileformat.write(golden_v2_run(), HERE / "v2.mlrun")
+    writer.write(golden_v2_run(), HERE / "v2.mlrun")

@@ -1,5 +1,5 @@
 // The memlens server's custom LSP method and command names, as the server defines them
-// (server/memlens_server/protocol.py) and docs/lsp.md documents them. The rest of the client
+// (server/memlens_lsp/protocol.py) and docs/lsp.md documents them. The rest of the client
 // uses these constants, never the strings: tests/unit/test_protocol_names.py checks the three.
 
 /** Notification server -> client: which run and baseline a workspace folder shows. */

@@ -11,7 +11,7 @@ import { overlay, StateStore } from './uistate';
 /** Checks, without blocking the extension host, that `python` exists and has memlens + its server. */
 export function probeInterpreter(python: string): Promise<ProbeResult> {
   return new Promise((resolve) => {
-    execFile(python, ['-c', 'import memlens, memlens_server'], { timeout: 30000 }, (err) => {
+    execFile(python, ['-c', 'import memlens, memlens_lsp'], { timeout: 30000 }, (err) => {
       if (!err) {
         resolve('ok');
       } else if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'EACCES') {

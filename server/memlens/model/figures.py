@@ -1,0 +1,138 @@
+"""The figures of a run: their names (per line, native, errors, the sums run builders keep) and
+the one table of the figures users name (:data:`NAMED_FIGURES`)."""
+
+from __future__ import annotations
+
+from memlens.model.value import Value, _set
+
+#: Names of the per-line figures, in the order the run file and the export use.
+FIGURES: tuple[str, ...] = (
+    "alloc_bytes",
+    "alloc_count",
+    "live_bytes",
+    "live_count",
+    "peak_bytes",
+    "incl_alloc_bytes",
+    "incl_live_bytes",
+    "incl_peak_bytes",
+)
+
+#: The part of a line's self alloc, live and peak bytes that C libraries allocated themselves
+#: (malloc & co., anonymous mmap; see docs/how-it-works.md): already included in the figures.
+NATIVE: tuple[str, ...] = ("native_alloc_bytes", "native_live_bytes", "native_peak_bytes")
+
+#: Names of the error estimates (one standard error, in bytes) kept beside the figures.
+#: They are 0 in exact mode.
+ERRORS: tuple[str, ...] = ("alloc_err", "live_err", "peak_err")
+
+#: The layout of the figure sums that run builders (the tracer, the importers) accumulate per
+#: line, function or call-tree node, self or inclusive; the ``from_sums`` constructors read it.
+SUMS: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "live_count", "peak_bytes")
+
+#: The figures of a :class:`memlens.model.FunctionStats` (inclusive: what the function and its
+#: callees allocated and held), in the order the run file and the export use.
+FUNCTION_FIGURES: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
+
+
+class Figure(Value):
+    """A figure users name (``--by``, ``memlens.inlayHints.figure``, the MCP tools' ``by``)
+    and where each part of memlens finds it.
+
+    ``line`` is its :class:`LineStats` attribute; ``incl`` the LineStats attribute of its
+    inclusive counterpart (what a call site holds through its callees; ``line`` itself for an
+    inclusive figure); ``err`` the LineStats attribute of its standard error ("" when it has
+    none: inclusive figures); ``node`` the :class:`FunctionStats` and :class:`CallNode`
+    attribute (inclusive on functions, self on call-tree nodes, whose subtree sums are the
+    inclusive figure); ``title`` names it in tables and hovers, ``words`` follow its size in a
+    label (``48.2 MiB at peak``), ``short`` in a compact label (``48.2 MiB peak``).
+    """
+
+    __slots__ = ("err", "incl", "line", "name", "node", "short", "title", "words")
+    name: str
+    line: str
+    incl: str
+    err: str
+    node: str
+    title: str
+    words: str
+    short: str
+
+    def __init__(
+        self,
+        name: str,
+        line: str,
+        incl: str,
+        err: str,
+        node: str,
+        title: str,
+        words: str,
+        short: str,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "line", line)
+        _set(self, "incl", incl)
+        _set(self, "err", err)
+        _set(self, "node", node)
+        _set(self, "title", title)
+        _set(self, "words", words)
+        _set(self, "short", short)
+
+    @property
+    def inclusive(self) -> bool:
+        return self.line == self.incl
+
+
+#: The one table of named figures (user-facing name -> :class:`Figure`), self figures first.
+#: Labels use plain words: a newcomer reads them without the docs (no glyphs that could read
+#: as "increased").
+NAMED_FIGURES: dict[str, Figure] = {
+    f.name: f
+    for f in (
+        Figure("peak", "peak_bytes", "incl_peak_bytes", "peak_err", "peak_bytes",
+               "peak", "at peak", "peak"),
+        Figure("alloc", "alloc_bytes", "incl_alloc_bytes", "alloc_err", "alloc_bytes",
+               "allocated", "allocated", "alloc"),
+        Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
+               "live at exit", "live at exit", "live"),
+        Figure("incl_peak", "incl_peak_bytes", "incl_peak_bytes", "", "peak_bytes",
+               "peak incl. calls", "at peak incl. calls", "peak+calls"),
+        Figure("incl_alloc", "incl_alloc_bytes", "incl_alloc_bytes", "", "alloc_bytes",
+               "allocated incl. calls", "allocated incl. calls", "alloc+calls"),
+        Figure("incl_live", "incl_live_bytes", "incl_live_bytes", "", "live_bytes",
+               "live at exit incl. calls", "live at exit incl. calls", "live+calls"),
+    )
+}  # fmt: skip
+
+#: The self figures (the CLI's and the MCP tools' ``--by``/``by`` choices), in table order.
+SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not f.inclusive)
+
+
+def calls_figure(name: str) -> str:
+    """The figure a call site shows for figure ``name``, what it holds through its callees:
+    the inclusive counterpart (an inclusive figure is its own)."""
+    incl = NAMED_FIGURES[name].incl
+    return next(n for n, f in NAMED_FIGURES.items() if f.line == incl)
+
+
+#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
+TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+#: How each per-test figure is named in labels and messages.
+TEST_FIGURE_WORDS: dict[str, str] = {
+    "peak_bytes": "peak",
+    "alloc_bytes": "allocated",
+    "leaked_bytes": "leaked",
+}
+#: The figures a ``memlens`` marker limits: its keyword -> test figure.
+TEST_MARKER_LIMITS: dict[str, str] = {"peak": "peak_bytes", "leaks": "leaked_bytes"}
+#: Which line figure names the lines responsible for a test figure: what is still live for a
+#: leak; what was allocated during the test for a peak.
+TEST_LINE_FIGURE: dict[str, str] = {
+    "leaked_bytes": "live_bytes",
+    "peak_bytes": "alloc_bytes",
+    "alloc_bytes": "alloc_bytes",
+}
+#: The title of those lines in a failure message, by line figure.
+TEST_LINES_TITLE: dict[str, str] = {
+    "live_bytes": "lines still holding memory the test allocated",
+    "alloc_bytes": "lines that allocated most during the test",
+}

@@ -1,0 +1,264 @@
+"""The run header (meta ``run``): the run's :class:`memlens.model.RunInfo` as JSON, written by
+:mod:`memlens.runfile.writer` and checked, value by value, by :mod:`memlens.runfile.reader`
+(every key typed, every number and text bounded, per-test figures and processes included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from memlens.errors import RunFileError
+from memlens.layout import printable
+from memlens.model import TEST_FIGURES, ProcessInfo, RunInfo, TestFailure, TestStats
+from memlens.runfile.schema import MAX_NAME_CHARS
+
+TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+RUN_KEYS = set(RunInfo.__slots__)
+REQUIRED_RUN_KEYS = {
+    "command",
+    "python",
+    "platform",
+    "started",
+    "ended",
+    "duration_s",
+    "pid",
+    "exit_code",
+    "mode",
+    "sample_interval_bytes",
+    "peak_traced_bytes",
+    "peak_rss_bytes",
+    "complete",
+}
+
+
+HEADER_TYPES: dict[str, tuple[type, ...]] = {
+    "command": (list,),
+    "python": (str,),
+    "platform": (str,),
+    "started": (str,),
+    "ended": (str,),
+    "duration_s": (int, float),
+    "pid": (int,),
+    "exit_code": (int, type(None)),
+    "mode": (str,),
+    "sample_interval_bytes": (int, type(None)),
+    "peak_traced_bytes": (int,),
+    "peak_rss_bytes": (int,),
+    "complete": (bool,),
+    "cwd": (str,),
+    "memlens_version": (str,),
+    "max_depth": (int,),
+    "source": (str,),
+    "seed": (int, type(None)),
+    "workspace_root": (str,),
+    "tests": (dict,),
+    "processes": (list,),
+}
+
+#: The keys of each entry of the header's ``processes`` list, with their JSON types.
+PROCESS_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int,),
+    "parent_pid": (int,),
+    "command": (list,),
+    "complete": (bool,),
+    "peak_traced_bytes": (int,),
+}
+
+
+def is_a(value: object, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False  # JSON true/false are not numbers here
+    return isinstance(value, types)
+
+
+def header_json(info: RunInfo) -> str:
+    """The header of a run file holding a run with ``info``."""
+    fields = info.as_dict()
+    fields["command"] = list(fields["command"])
+    if fields["tests"]:
+        fields["tests"] = tests_json(fields["tests"])
+    else:
+        del fields["tests"]  # headers of runs that are not test sessions stay as they were
+    if fields["processes"]:
+        fields["processes"] = [
+            {**p.as_dict(), "command": list(p.command)} for p in fields["processes"]
+        ]
+    else:
+        del fields["processes"]  # a run of one process: the header is as before
+    return json.dumps(fields)
+
+
+def parse_header(header: object, name: str) -> RunInfo:
+    """The run header of the file ``name`` (meta ``run``, untrusted) as a RunInfo; a
+    RunFileError naming what is wrong with it."""
+    if not isinstance(header, str):
+        raise RunFileError(name, "no run header")
+    try:
+        raw = json.loads(header)
+    except ValueError:
+        raise RunFileError(name, "bad run header (not JSON)") from None
+    if not isinstance(raw, dict):
+        raise RunFileError(name, "bad run header")
+    missing = REQUIRED_RUN_KEYS - raw.keys()
+    if missing:
+        raise RunFileError(name, f"run header lacks {', '.join(sorted(missing))}")
+    raw = {k: v for k, v in raw.items() if k in RUN_KEYS}
+    for key, value in raw.items():
+        expected = HEADER_TYPES.get(key)
+        if expected is not None and not is_a(value, expected):
+            raise RunFileError(name, f"bad run header: {key} is {type(value).__name__}")
+    if not all(isinstance(c, str) for c in raw["command"]):
+        raise RunFileError(name, "bad run header: command")
+    raw["command"] = tuple(raw["command"])
+    if "processes" in raw:
+        raw["processes"] = processes(name, raw["processes"])
+    raw["duration_s"] = float(raw["duration_s"])
+    if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
+        raise RunFileError(name, "bad run header: duration_s is not a finite number")
+    if "tests" in raw:
+        raw["tests"] = read_tests(raw["tests"], name)
+    return RunInfo(**raw)
+
+
+# -- per-test figures (the header's ``tests``: pytest --memlens) --------------------------------
+
+#: Most tests a run header may hold, and most failures one test may list.
+MAX_TESTS = 100_000
+MAX_TEST_FAILURES = 16
+#: Largest byte figure or limit of a test (figures are 64-bit in the run file's tables too).
+_MAX_TEST_BYTES = 2**63 - 1
+_MAX_LINE = 2**31 - 1
+_MAX_WORD_CHARS = 64  # an outcome, a figure name, a failure kind
+
+
+def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
+    """The header's (and the export's) ``tests`` object: node id -> figures and where the test is."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in tests:
+        entry: dict[str, Any] = {
+            "outcome": t.outcome,
+            "peak_bytes": t.peak_bytes,
+            "alloc_bytes": t.alloc_bytes,
+            "leaked_bytes": t.leaked_bytes,
+            "duration_s": t.duration_s,
+            "file": t.file,
+            "line": t.line,
+            "function": t.function,
+            "limits": dict(t.limits),
+            "failures": [
+                {"figure": f.figure, "value": f.value, "limit": f.limit, "kind": f.kind}
+                | ({} if f.baseline is None else {"baseline": f.baseline})
+                for f in t.failures
+            ],
+        }
+        out[t.nodeid] = entry
+    return out
+
+
+def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
+    """The header's ``tests`` (untrusted): every value typed and bounded, else RunFileError."""
+
+    def bad(what: str) -> RunFileError:
+        return RunFileError(name, f"bad run header: tests: {what}")
+
+    def text(entry: dict[str, object], key: str, limit: int, where: str) -> str:
+        found = entry.get(key)
+        if not isinstance(found, str) or len(found) > limit:
+            raise bad(f"{where}: {key} is not a string of at most {limit} characters")
+        return found
+
+    def number(entry: dict[str, object], key: str, low: int, high: int, where: str) -> int:
+        found = entry.get(key)
+        if not is_a(found, (int,)) or not low <= found <= high:  # type: ignore[operator]
+            raise bad(f"{where}: {key} is not an integer from {low} to {high}")
+        assert isinstance(found, int)
+        return found
+
+    assert isinstance(value, dict)  # checked with the header's types
+    if len(value) > MAX_TESTS:
+        raise bad(f"more than {MAX_TESTS:,} tests")
+    out = []
+    for nodeid, entry in value.items():
+        if len(nodeid) > MAX_NAME_CHARS:
+            raise bad(f"a node id longer than {MAX_NAME_CHARS} characters")
+        where = clip(nodeid)
+        if not isinstance(entry, dict):
+            raise bad(f"{where} is not an object")
+        duration = entry.get("duration_s")
+        if not is_a(duration, (int, float)) or not 0 <= duration < math.inf:  # type: ignore[operator]
+            raise bad(f"{where}: duration_s is not a finite number of seconds")
+        assert isinstance(duration, (int, float))
+        limits = entry.get("limits")
+        if not isinstance(limits, dict) or len(limits) > len(TEST_FIGURES):
+            raise bad(f"{where}: limits is not an object of test figures")
+        for figure in limits:
+            if figure not in TEST_FIGURES:
+                raise bad(f"{where}: limits names {clip(figure)}, not a test figure")
+            number(limits, figure, 0, _MAX_TEST_BYTES, f"{where}: limits")
+        failures = entry.get("failures")
+        if not isinstance(failures, list) or len(failures) > MAX_TEST_FAILURES:
+            raise bad(f"{where}: failures is not a list of at most {MAX_TEST_FAILURES}")
+        read_failures = []
+        for failure in failures:
+            if not isinstance(failure, dict):
+                raise bad(f"{where}: a failure is not an object")
+            figure = text(failure, "figure", _MAX_WORD_CHARS, f"{where}: failure")
+            if figure not in TEST_FIGURES:
+                raise bad(f"{where}: a failure names {clip(figure)}, not a test figure")
+            baseline = failure.get("baseline")
+            read_failures.append(
+                TestFailure(
+                    figure,
+                    number(failure, "value", -_MAX_TEST_BYTES, _MAX_TEST_BYTES, where),
+                    number(failure, "limit", 0, _MAX_TEST_BYTES, where),
+                    text(failure, "kind", _MAX_WORD_CHARS, f"{where}: failure"),
+                    None
+                    if baseline is None
+                    else number(failure, "baseline", 0, _MAX_TEST_BYTES, where),
+                )
+            )
+        out.append(
+            TestStats(
+                nodeid,
+                text(entry, "outcome", _MAX_WORD_CHARS, where),
+                peak_bytes=number(entry, "peak_bytes", 0, _MAX_TEST_BYTES, where),
+                alloc_bytes=number(entry, "alloc_bytes", 0, _MAX_TEST_BYTES, where),
+                leaked_bytes=number(entry, "leaked_bytes", 0, _MAX_TEST_BYTES, where),
+                duration_s=float(duration),
+                file=text(entry, "file", MAX_NAME_CHARS, where),
+                line=number(entry, "line", 0, _MAX_LINE, where),
+                function=text(entry, "function", MAX_NAME_CHARS, where),
+                limits=tuple(limits.items()),
+                failures=tuple(read_failures),
+            )
+        )
+    return tuple(out)
+
+
+def processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
+    """The header's ``processes``: each entry an object with the keys of
+    :data:`PROCESS_TYPES`, of their exact types (unknown keys are ignored)."""
+    out: list[ProcessInfo] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not PROCESS_TYPES.keys() <= entry.keys():
+            raise RunFileError(name, "bad run header: processes")
+        values = {k: entry[k] for k in PROCESS_TYPES}
+        if not all(is_a(values[k], t) for k, t in PROCESS_TYPES.items()):
+            raise RunFileError(name, "bad run header: processes")
+        if not all(isinstance(c, str) for c in values["command"]):
+            raise RunFileError(name, "bad run header: processes")
+        if not (0 <= values["pid"] < 2**63 and 0 <= values["parent_pid"] < 2**63):
+            raise RunFileError(name, "bad run header: processes (a process id out of range)")
+        values["command"] = tuple(values["command"])
+        out.append(ProcessInfo(**values))
+    return tuple(out)
+
+
+def clip(text: str) -> str:
+    """A name from the file, as an error message shows it (short, printable)."""
+    return printable(text[:60])

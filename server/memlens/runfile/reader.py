@@ -1,0 +1,549 @@
+"""Reading run files, hardened for untrusted files: the one reader (the CLI, the servers, the
+export, diffs and merges all go through :func:`read` and :func:`read_info`).
+
+Readers reject anything that is not a complete memlens run of a version they understand with
+:class:`memlens.errors.RunFileError` (one clear line): missing, not a regular file, not SQLite,
+cut short or extended (the SQLite header's page count is the cheap integrity check), foreign,
+newer, or with missing tables, columns or ill-typed values; :func:`read` also checks the
+content digest (meta ``content_sha256``, when present), so a damaged file reads back exactly as
+written or not at all. For any input, :func:`read` returns a Run or raises RunFileError,
+nothing else (fuzzed). Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from array import array
+from urllib.parse import quote
+
+from memlens.errors import RunFileError, one_line, os_error_reason
+from memlens.layout import open_regular
+from memlens.model import (
+    FIGURES,
+    CallNode,
+    CallTree,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+from memlens.runfile.digest import DIGEST_KEY, Digest
+from memlens.runfile.header import clip, parse_header
+from memlens.runfile.schema import (
+    BLOB,
+    FORMAT_VERSION,
+    FORMATS,
+    INT,
+    MAGIC,
+    MAX_HEADER_CHARS,
+    MAX_META_VALUE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_ROWS,
+    MAX_VALUE_BYTES,
+    REAL,
+    TREE_COLUMNS,
+    Table,
+    expected_schema,
+    squash,
+    tables_of,
+)
+
+TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Any, TypeVar
+
+    _T = TypeVar("_T")
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def read(path: str | os.PathLike[str]) -> Run:
+    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
+    return _with_db(path, _read_db, whole=True)
+
+
+def read_info(path: str | os.PathLike[str]) -> RunInfo:
+    """Read only a run file's header (fast: for listings). Same errors as :func:`read`."""
+    return _with_db(path, _read_info, whole=False)
+
+
+#: Time a read may take: a base plus this much per MiB of file (reading runs at several MiB/s).
+READ_BUDGET_S = 30.0
+READ_BUDGET_S_PER_MIB = 1.0
+#: SQLite's own limits on this connection (where Python has ``setlimit``, 3.11+), lowered as
+#: SQLite advises for untrusted input to what the reader's fixed queries need.
+SQLITE_LIMITS = {
+    "SQLITE_LIMIT_LENGTH": MAX_VALUE_BYTES,
+    "SQLITE_LIMIT_SQL_LENGTH": 100_000,
+    "SQLITE_LIMIT_COLUMN": 100,
+    "SQLITE_LIMIT_EXPR_DEPTH": 100,
+    "SQLITE_LIMIT_COMPOUND_SELECT": 3,
+    "SQLITE_LIMIT_VDBE_OP": 25_000,
+    "SQLITE_LIMIT_FUNCTION_ARG": 8,
+    "SQLITE_LIMIT_ATTACHED": 0,
+    "SQLITE_LIMIT_LIKE_PATTERN_LENGTH": 50,
+    "SQLITE_LIMIT_VARIABLE_NUMBER": 10,
+    "SQLITE_LIMIT_TRIGGER_DEPTH": 1,
+    "SQLITE_LIMIT_WORKER_THREADS": 0,
+}
+
+
+class Budget:
+    """The progress handler: stops SQLite once the read has taken longer than allowed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._clock = time.monotonic
+        self._deadline = time.monotonic() + seconds
+        self.exceeded = False
+
+    def __call__(self) -> int:
+        if self._clock() > self._deadline:
+            self.exceeded = True
+            return 1  # SQLite interrupts the statement
+        return 0
+
+
+def _with_db(
+    path: str | os.PathLike[str],
+    reader: Callable[[sqlite3.Connection, str, int], _T],
+    *,
+    whole: bool,
+) -> _T:
+    name = os.fspath(path)
+    try:
+        # Opened without blocking and checked on the descriptor itself: a FIFO, a device
+        # (/dev/zero), a link to one (/proc/self/fd/0) or a directory is refused at once.
+        fd = open_regular(name)
+        try:
+            header = os.read(fd, 100)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise RunFileError(name, os_error_reason(exc)) from None
+    except ValueError as exc:  # e.g. a NUL byte in the name
+        raise RunFileError(name, f"bad file name ({exc})") from None
+    if header[: len(_SQLITE_HEADER)] != _SQLITE_HEADER:
+        raise RunFileError(name, "not a memlens run file")
+    if len(header) < 100:
+        raise RunFileError(name, "truncated file")
+    expected = _expected_size(header)
+    if expected is None:
+        raise RunFileError(name, "corrupt file (bad SQLite header)")
+    if size < expected:
+        raise RunFileError(name, "truncated file")
+    if size > expected:
+        raise RunFileError(name, "corrupt file (trailing data)")
+    budget = Budget(READ_BUDGET_S + READ_BUDGET_S_PER_MIB * size / (1 << 20))
+    try:
+        con = connect_untrusted(name, budget)
+    except sqlite3.Error as exc:
+        raise RunFileError(name, f"not a readable database ({one_line(exc)})") from None
+    try:
+        version = _check_schema(con, name, whole)
+        return reader(con, name, version)
+    except RunFileError:
+        raise
+    except sqlite3.Error as exc:
+        if budget.exceeded:
+            raise RunFileError(
+                name, f"took too long to read (more than {budget.seconds:.0f} s)"
+            ) from None
+        raise RunFileError(name, f"corrupt or truncated file ({one_line(exc)})") from None
+    except RecursionError:
+        raise RunFileError(name, "corrupt file (nesting too deep)") from None
+    except MemoryError:
+        raise RunFileError(name, "too large to read (out of memory)") from None
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        raise RunFileError(name, f"corrupt file ({type(exc).__name__}: {one_line(exc)})") from None
+    finally:
+        con.close()
+
+
+def connect_untrusted(name: str, budget: Budget) -> sqlite3.Connection:
+    """A read-only connection to an untrusted file, configured before it reads the schema."""
+    # immutable: no locks, no journal, no -wal/-shm files looked for or created.
+    con = sqlite3.connect(f"file:{_uri_path(name)}?mode=ro&immutable=1", uri=True)
+    try:
+        setlimit = getattr(con, "setlimit", None)  # Python 3.11+
+        if setlimit is not None:
+            for limit, value in SQLITE_LIMITS.items():
+                setlimit(getattr(sqlite3, limit), value)
+        setconfig = getattr(con, "setconfig", None)  # Python 3.12+: views and triggers off
+        if setconfig is not None:
+            for option, on in (
+                ("SQLITE_DBCONFIG_DEFENSIVE", True),
+                ("SQLITE_DBCONFIG_TRUSTED_SCHEMA", False),
+                ("SQLITE_DBCONFIG_ENABLE_VIEW", False),
+                ("SQLITE_DBCONFIG_ENABLE_TRIGGER", False),
+            ):
+                if hasattr(sqlite3, option):
+                    setconfig(getattr(sqlite3, option), on)
+        con.set_progress_handler(budget, 10_000)
+        # No function or virtual table the schema might name runs; pages are checked as read;
+        # no memory-mapped I/O (SQLite's advice for untrusted files); never a write.
+        for pragma in ("trusted_schema=OFF", "cell_size_check=ON", "mmap_size=0", "query_only=ON"):
+            con.execute(f"PRAGMA {pragma}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _expected_size(header: bytes) -> int | None:
+    """File size the SQLite header promises (page size x page count), None if unknown."""
+    if len(header) < 100:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    change_counter = header[24:28]
+    valid_for = header[92:96]
+    # The in-header page count is only valid when "version-valid-for" matches the change
+    # counter; our writer always leaves it valid.
+    if page_size < 512 or page_count == 0 or change_counter != valid_for:
+        return None
+    return page_size * page_count
+
+
+def _uri_path(name: str) -> str:
+    return quote(os.path.abspath(name))
+
+
+def _meta(con: sqlite3.Connection, name: str) -> dict[str, object]:
+    """The ``meta`` table as a dict (at most MAX_ROWS["meta"] rows of bounded size)."""
+    limit = MAX_ROWS["meta"]
+    rows = con.execute(
+        "SELECT key, value FROM meta WHERE length(CAST(key AS BLOB)) <= ? "
+        "AND length(CAST(value AS BLOB)) <= (CASE key WHEN 'run' THEN ? ELSE ? END) LIMIT ?",
+        (MAX_NAME_CHARS, MAX_HEADER_CHARS, MAX_META_VALUE_CHARS, limit + 1),
+    ).fetchall()
+    if len(rows) > limit:
+        raise RunFileError(name, f"corrupt file (meta holds more than {limit} rows)")
+    (total,) = con.execute("SELECT count(*) FROM meta").fetchone()
+    if total != len(rows):
+        raise RunFileError(name, "corrupt file (meta holds a value that is too long)")
+    return {k: v for k, v in rows if isinstance(k, str)}
+
+
+def _format_version(con: sqlite3.Connection, name: str) -> int:
+    """The format version, after checking the magic; newer than ours asks for an upgrade."""
+    meta = _meta(con, name)
+    if meta.get("format") != MAGIC:
+        raise RunFileError(name, "not a memlens run file")
+    version_text = meta.get("version")
+    if not isinstance(version_text, str) or len(version_text) > 20:
+        raise RunFileError(name, "bad format version")
+    version_text = version_text.strip()
+    if not (version_text.isascii() and version_text.isdigit()):
+        raise RunFileError(name, "bad format version")
+    version = int(version_text)
+    if version > FORMAT_VERSION:
+        raise RunFileError(
+            name,
+            f"format version {version} is newer than this memlens understands "
+            f"({FORMAT_VERSION}); upgrade memlens",
+        )
+    if version < 1:
+        raise RunFileError(name, f"bad format version {version}")
+    return version
+
+
+def _read_info(con: sqlite3.Connection, name: str, version: int = FORMAT_VERSION) -> RunInfo:
+    """The run header, read from ``meta`` and checked (the same in every version)."""
+    return parse_header(_meta(con, name).get("run"), name)
+
+
+def _check_types(con: sqlite3.Connection, name: str, table: Table) -> None:
+    """One query per table: does any row hold a value of the wrong type (or too long)?"""
+    tests = []
+    for column, kind, nullable in table.columns:
+        if kind == INT:
+            tests.append(f"typeof({column}) != 'integer'")
+        elif kind == REAL:
+            tests.append(f"typeof({column}) NOT IN ('real', 'integer')")
+        elif kind == BLOB:
+            tests.append(f"typeof({column}) != 'blob'")
+        elif nullable:  # a long text: the recorded source (its size is checked as it is read)
+            tests.append(f"typeof({column}) NOT IN ('text', 'null')")
+        else:
+            tests.append(f"typeof({column}) != 'text' OR length({column}) > {MAX_NAME_CHARS}")
+    bad = con.execute(f"SELECT 1 FROM {table.name} WHERE {' OR '.join(tests)} LIMIT 1").fetchone()
+    if bad is not None:
+        raise RunFileError(
+            name, f"corrupt file ({table.name} holds a value of the wrong type or size)"
+        )
+    reals = [c for c, kind, _ in table.columns if kind == REAL]
+    if reals:
+        # SQLite stores NaN as NULL (refused above) but keeps infinities (9e999 is +Inf).
+        infinite = " OR ".join(f"{c} IN (9e999, -9e999)" for c in reals)
+        if con.execute(f"SELECT 1 FROM {table.name} WHERE {infinite} LIMIT 1").fetchone():
+            raise RunFileError(
+                name, f"corrupt file ({table.name} holds a number that is not finite)"
+            )
+
+
+_EXPECTED_SCHEMA: dict[int, dict[str, tuple[str, str, str | None]]] = {}
+
+
+def _check_schema(con: sqlite3.Connection, name: str, whole: bool) -> int:
+    """The schema must be exactly the writer's of the file's version: same tables, columns,
+    types and constraints. Returns the version.
+
+    No view, trigger, extra index, DEFAULT or generated column can slip in, so nothing the
+    file's author wrote runs or expands while the rows are read (a view can loop forever; a
+    column DEFAULT can turn a 5 MB file into gigabytes of rows). ``meta`` (the same in every
+    version) is checked first and alone: the format version is read from it before the rest of
+    the schema, so a newer file gets the "upgrade" message even when its tables differ.
+    """
+    largest = max(len(expected_schema(v)) for v in FORMATS)
+    limit = largest + 1
+    rows = con.execute(
+        f"SELECT type, name, tbl_name, sql FROM sqlite_master LIMIT {limit}"
+    ).fetchall()
+    found = {str(r[1]): (str(r[0]), str(r[2]), squash(r[3])) for r in rows}
+    meta = found.get("meta")
+    if meta is None:
+        raise RunFileError(name, "not a memlens run file (no meta table)")
+    if meta != expected_schema(FORMAT_VERSION)["meta"]:
+        raise RunFileError(
+            name, f"corrupt file (unexpected schema: {_shown_object('meta', meta, FORMAT_VERSION)})"
+        )
+    # Only meta's own pages are checked before the header is read (SQLite's advice: check a
+    # file's structure before reading it); :func:`_read_db` checks every table.
+    _quick_check(con, name, "meta")
+    version = _format_version(con, name)
+    expected = expected_schema(version)
+    for obj, shape in found.items():
+        if expected.get(obj) != shape:
+            raise RunFileError(
+                name, f"corrupt file (unexpected schema: {_shown_object(obj, shape, version)})"
+            )
+    if len(rows) >= limit:  # pragma: no cover - the object past the expected ones differs
+        raise RunFileError(name, "corrupt file (unexpected schema: too many objects)")
+    for obj, shape in expected.items():
+        if obj not in found:
+            raise RunFileError(name, f"corrupt file (no {shape[1]} table)")
+    if whole:
+        _quick_check(con, name, None)
+    return version
+
+
+def _shown_object(obj: str, shape: tuple[str, str, str | None], version: int) -> str:
+    """How an object that differs from the writer's schema is named in the error."""
+    kind = shape[0]
+    expected = expected_schema(version).get(obj)
+    if expected is None:
+        return f"{clip(kind)} {clip(obj)}"  # "trigger t", "index i", "table extra"
+    if kind != expected[0]:
+        return f"{clip(obj)} is a {clip(kind)}"  # "meta is a view"
+    return f"{kind} {obj} is not as format version {version} defines it"
+
+
+def _quick_check(con: sqlite3.Connection, name: str, table: str | None) -> None:
+    """``PRAGMA quick_check``: SQLite's structural check of the file (or of one table)."""
+    query = f"PRAGMA quick_check({table})" if table else "PRAGMA quick_check(1)"
+    result = con.execute(query).fetchone()
+    if result is None or result[0] != "ok":
+        detail = one_line(Exception(result[0] if result else "no answer"))
+        raise RunFileError(name, f"corrupt file ({detail})")
+
+
+def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
+    info = _read_info(con, name, version)
+    tables = tables_of(version)
+    for table in tables.values():
+        if table.name != "meta":
+            _check_types(con, name, table)
+
+    # The rows read are also fed to the content digest (same columns and order as the
+    # writer's), so checking it costs no second pass over the tables.
+    digest = RowDigest(con, name, version)
+    paths: list[str] = []
+    ids: dict[int, int] = {}  # file id -> position
+    files: dict[str, dict[str, Any]] = {}
+    for fid, fpath, sha, text in digest.rows(tables["files"]):
+        if len(fpath) > MAX_NAME_CHARS or len(sha) > MAX_NAME_CHARS:
+            raise RunFileError(name, "corrupt file (files holds a name that is too long)")
+        if text is not None and len(text) > MAX_VALUE_BYTES:
+            raise RunFileError(name, "corrupt file (files holds a text that is too long)")
+        if fpath in files:
+            raise RunFileError(name, "corrupt file (files names a file twice)")
+        ids[fid] = len(paths)
+        paths.append(fpath)
+        files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
+    by_id = [files[p] for p in paths]
+
+    def entry(fid: int, table: str) -> dict[str, Any]:
+        pos = ids.get(fid)
+        if pos is None:
+            raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
+        return by_id[pos]
+
+    # Rows become objects directly (types were checked per table in SQL): a 100k-line run
+    # loads several times faster than with per-value checks in Python.
+    current_id, current_lines = None, None
+    v1 = version == 1
+    for row in digest.rows(tables["lines"]):
+        if row[0] != current_id:
+            current_id, current_lines = row[0], entry(row[0], "lines")["lines"]
+        assert current_lines is not None
+        if v1:  # no native figures then
+            row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
+        current_lines[row[1]] = LineStats(*row[2:])
+    for row in digest.rows(tables["functions"]):
+        entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
+    if v1:
+
+        def path_of(fid: int) -> str:
+            pos = ids.get(fid)
+            if pos is None:
+                raise RunFileError(name, f"corrupt file (nodes names unknown file id {fid!r})")
+            return paths[pos]
+
+        nodes = [CallNode(r[0], r[1], path_of(r[2]), *r[3:]) for r in digest.rows(tables["nodes"])]
+        try:
+            tree = CallTree.from_nodes(nodes)
+        except ValueError as exc:
+            raise RunFileError(name, f"corrupt file ({exc})") from None
+    else:
+        tree = _read_tree(name, digest, tables, paths)
+    timeline = tuple(
+        TimelinePoint(float(t), tb, rss) for t, tb, rss in digest.rows(tables["timeline"])
+    )
+    if not v1:
+        for _ in digest.rows(tables["meta"]):
+            pass
+    digest.check(name)  # last: the row checks above name damage more precisely
+    return Run(
+        info=info,
+        files={
+            p: SourceFile(
+                path=p,
+                sha256=d["sha256"],
+                text=d["text"],
+                lines=d["lines"],
+                functions=tuple(d["functions"]),
+            )
+            for p, d in files.items()
+        },
+        call_tree=tree,
+        timeline=timeline,
+    )
+
+
+def _read_tree(
+    name: str, digest: RowDigest, tables: Mapping[str, Table], paths: list[str]
+) -> CallTree:
+    """Version 2's call tree from its column parts, checked: every column present with the
+    same number of nodes, parents before children, files and names that exist."""
+    codes = dict(TREE_COLUMNS)
+    parts: dict[str, list[bytes]] = {}
+    for column, part, data in digest.rows(tables["tree"]):
+        code = codes.get(column)
+        if code is None or part != len(parts.setdefault(column, [])):
+            raise RunFileError(name, "corrupt file (tree holds an unknown or misplaced part)")
+        parts[column].append(data)
+    names = [n for _, n in digest.rows(tables["tree_names"])]
+    if len(parts) != len(codes) and parts:
+        raise RunFileError(name, "corrupt file (tree lacks a column)")
+    columns: dict[str, Any] = {}
+    for column, code in TREE_COLUMNS:
+        values = array(code)
+        for data in parts.get(column, ()):
+            if len(data) % values.itemsize:
+                raise RunFileError(name, f"corrupt file (tree column {column} is cut short)")
+            values.frombytes(data)
+            if len(values) > MAX_ROWS["nodes"]:
+                raise RunFileError(
+                    name,
+                    f"too large to read (the call tree holds more than {MAX_ROWS['nodes']:,} nodes)",
+                )
+        if sys.byteorder == "big":
+            values.byteswap()
+        columns[column] = values
+    n = len(columns["parent"])
+    if any(len(c) != n for c in columns.values()):
+        raise RunFileError(name, "corrupt file (tree columns differ in length)")
+    if n:
+        if any(not -1 <= p < i for i, p in enumerate(columns["parent"])):
+            raise RunFileError(name, "corrupt file (a tree node comes before its parent)")
+        if min(columns["file"]) < 0 or max(columns["file"]) >= len(paths):
+            raise RunFileError(name, "corrupt file (tree names an unknown file)")
+        if min(columns["function"]) < 0 or max(columns["function"]) >= len(names):
+            raise RunFileError(name, "corrupt file (tree names an unknown function)")
+    columns["id"] = range(n)
+    return CallTree(paths, names, columns)
+
+
+class RowDigest:
+    """The content digest, fed with the rows the reader fetches anyway (no second pass).
+
+    ``expected`` is the recorded digest, or None for version-1 files written before it existed
+    (still valid); then nothing is hashed. Every table is read through :meth:`rows`, in the
+    version's order.
+    """
+
+    def __init__(self, con: sqlite3.Connection, name: str, version: int) -> None:
+        self._con = con
+        self._name = name
+        self._order = [t.name for t in FORMATS[version]]
+        row = con.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
+        self.expected: object = None if row is None else row[0]
+        if self.expected is None and version > 1:
+            raise RunFileError(name, "corrupt file (no content checksum)")
+        self._d = Digest()
+        self._next = 0
+        self._broken = False
+        if self._order[0] == "meta":  # version 1: meta first (its rows were read already)
+            if self.expected is None:
+                self._next = 1
+            else:
+                for _ in self.rows(tables_of(version)["meta"]):
+                    pass
+
+    def rows(self, table: Table) -> Iterator[Any]:
+        """The table's rows in digest order. At most ``MAX_ROWS[table]`` rows: one more is an
+        error, before it is turned into anything."""
+        query = table.select()
+        if table.name == "meta":
+            query = query.replace(" ORDER BY", f" WHERE key != '{DIGEST_KEY}' ORDER BY")
+        cursor = self._con.execute(query)
+        limit = MAX_ROWS[table.name]
+        if self._next >= len(self._order) or self._order[self._next] != table.name:
+            raise AssertionError(f"read {table.name} out of order")  # pragma: no cover - a bug
+        self._next += 1
+        if self.expected is not None:
+            self._d.start(table.name)
+        count = 0
+        while chunk := cursor.fetchmany(Digest.CHUNK):
+            count += len(chunk)
+            if count > limit:
+                raise RunFileError(
+                    self._name,
+                    f"too large to read ({table.name} holds more than {limit:,} rows)",
+                )
+            if self.expected is not None:
+                try:
+                    self._d.chunk(chunk)
+                except TypeError:  # a BLOB where text belongs: the row checks will name it
+                    self._broken = True
+            yield from chunk
+        if self.expected is not None:
+            self._d.end()
+
+    def check(self, name: str) -> None:
+        """Raise RunFileError when the rows read do not match the recorded digest."""
+        if self.expected is None:
+            return
+        if self._next != len(self._order):  # pragma: no cover - a reader bug
+            raise AssertionError("digest not fed every table")
+        if self._broken or self._d.hexdigest() != self.expected:
+            raise RunFileError(name, "corrupt file (content does not match its checksum)")

@@ -1,0 +1,226 @@
+"""Writing run files: atomically (a temporary name, flushed, then renamed into place), so a
+reader never sees half a file; the final run of a program even on a full disk
+(:func:`write_final`). Standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import sys
+from array import array
+
+from memlens.errors import one_line
+from memlens.layout import replace_file
+from memlens.model import ERRORS, FIGURES, FUNCTION_FIGURES, NATIVE, replace
+from memlens.runfile.digest import DIGEST_KEY, Digest
+from memlens.runfile.header import header_json
+from memlens.runfile.schema import (
+    FORMAT_VERSION,
+    MAGIC,
+    TREE_COLUMNS,
+    TREE_PART,
+    Table,
+    create,
+    tables_of,
+)
+
+# Neither typing nor pathlib is imported at run time: `memlens run` writes a run at the end of
+# every profiled program, and their imports would be a good part of that cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any, TypeVar
+
+    from memlens.model import CallTree, Run, RunInfo
+
+    _P = TypeVar("_P", str, "os.PathLike[str]")
+
+
+def write(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = None) -> _P:
+    """Write ``run`` to ``path`` atomically (temporary name, then rename). Returns ``path``.
+
+    The data is flushed to disk before the rename, so after a crash (even of the machine) the
+    target is either the old file or the complete new one. I/O problems (including SQLite's,
+    such as a full disk) raise :class:`OSError`; an inconsistent ``run`` (or a figure that does
+    not fit in 64 bits) raises ValueError.
+
+    ``seal``, when given, is called with the run's header once every row is written, just
+    before the header and the content digest are: what it returns is the header recorded. (The
+    runner uses it to record a signal that arrived while the rows were being written.)
+    """
+    target = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+
+    def fill(tmp_name: str) -> None:
+        try:
+            _write_db(run, tmp_name, seal)
+        except sqlite3.Error as exc:  # e.g. disk full: report it as the I/O error it is
+            raise OSError(_errno_of(exc), one_line(exc), target) from exc
+        except OverflowError as exc:  # an int beyond SQLite's 64 bits
+            raise ValueError(f"cannot write {target}: a number is too large ({exc})") from None
+
+    replace_file(target, fill)
+    return path
+
+
+def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None = None) -> _P:
+    """Write a program's final run to ``path``, where its last checkpoint may be.
+
+    As :func:`write`; but when the disk is too full for the final file beside the checkpoint
+    it replaces, the checkpoint first gives way to the run's header alone (a few KiB, marked
+    incomplete) and the final run is then written over that. ``path`` holds a readable run at
+    every moment: the checkpoint, the header, the final run. If even the final run does not fit
+    then, the header stays and the error says so.
+    """
+    try:
+        return write(run, path, seal=seal)
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM or not os.path.isfile(path):
+            raise
+    header_only = replace(
+        run, files={}, call_tree=(), timeline=(), info=replace(run.info, complete=False)
+    )
+    write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
+    try:
+        return write(run, path, seal=seal)
+    except OSError as exc:
+        raise OSError(
+            exc.errno or errno.ENOSPC,
+            f"{exc.strerror or exc}; only the run's header was kept (marked incomplete)",
+            os.fspath(path),
+        ) from exc
+
+
+def _no_room_errnos() -> frozenset[int]:
+    return frozenset(
+        getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, name)
+    )
+
+
+#: errno values that mean "no room for this file" (full disk, quota, file size limit).
+_NO_ROOM = _no_room_errnos()
+
+
+def _errno_of(exc: sqlite3.Error) -> int:
+    """The errno an SQLite write error stands for: ENOSPC when SQLite says the disk is full."""
+    # SQLITE_FULL is 13; sqlite_errorcode exists from Python 3.11 on, the message always.
+    if getattr(exc, "sqlite_errorcode", None) == 13 or "disk is full" in str(exc):
+        return errno.ENOSPC
+    return errno.EIO
+
+
+def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None = None) -> None:
+    """Writes the current format; the content digest is computed from the rows as they go in,
+    table by table in digest order (rows are inserted in that order)."""
+    con = sqlite3.connect(filename, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        con.execute("BEGIN")
+        create(con, FORMAT_VERSION)
+        tables = tables_of(FORMAT_VERSION)
+        digest = Digest()
+        file_ids: dict[str, int] = {}
+        files: list[tuple[Any, ...]] = []
+        lines: list[tuple[Any, ...]] = []
+        functions: list[tuple[Any, ...]] = []
+        for i, (key, sf) in enumerate(run.files.items(), start=1):
+            if key != sf.path:
+                raise ValueError(f"run.files key {key!r} differs from its path {sf.path!r}")
+            file_ids[key] = i
+            files.append((i, sf.path, sf.sha256, sf.text))
+            lines.extend(
+                (
+                    i,
+                    line,
+                    *(int(getattr(st, f)) for f in _LINE_INTS),
+                    *(float(getattr(st, e)) for e in ERRORS),
+                )
+                for line, st in sorted(sf.lines.items())
+            )
+            functions.extend(
+                (
+                    i,
+                    fn.qualname,
+                    fn.first_line,
+                    fn.last_line,
+                    *(getattr(fn, f) for f in FUNCTION_FIGURES),
+                )
+                for fn in sf.functions
+            )
+        _insert(con, digest, tables["files"], files)
+        _insert(con, digest, tables["lines"], lines)
+        _insert(con, digest, tables["functions"], functions)
+        parts, names = _tree_rows(run.call_tree, file_ids)
+        _insert(con, digest, tables["tree"], parts)
+        _insert(con, digest, tables["tree_names"], list(enumerate(names)))
+        _insert(
+            con,
+            digest,
+            tables["timeline"],
+            [(float(p.t), p.traced_bytes, p.rss_bytes) for p in run.timeline],
+        )
+        info = seal(run.info) if seal is not None else run.info
+        meta = [("format", MAGIC), ("run", header_json(info)), ("version", str(FORMAT_VERSION))]
+        _insert(con, digest, tables["meta"], meta)
+        con.execute("INSERT INTO meta VALUES (?, ?)", (DIGEST_KEY, digest.hexdigest()))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+#: Integer columns of a line row in version 2, after file_id and line.
+_LINE_INTS = (*FIGURES, *NATIVE)
+
+
+def _insert(
+    con: sqlite3.Connection, digest: Digest, table: Table, rows: list[tuple[Any, ...]]
+) -> None:
+    con.executemany(table.insert(), rows)
+    digest.table(table.name, rows)
+
+
+def _tree_rows(
+    tree: CallTree, file_ids: Mapping[str, int]
+) -> tuple[list[tuple[Any, ...]], tuple[str, ...]]:
+    """The call tree's column parts (rows of the ``tree`` table) and its function names."""
+    missing = [tree.files[i] for i in set(tree.file) if tree.files[i] not in file_ids]
+    if missing:
+        raise ValueError(f"the call tree names a file not in the run: {missing[0]}")
+    n = len(tree)
+    ids = tree.id
+    if not (isinstance(ids, range) and ids == range(n)) and list(ids) != list(range(n)):
+        raise ValueError("the call tree's node ids are not its positions (see model.CallTree)")
+    if any(not -1 <= p < i for i, p in enumerate(tree.parent)):
+        raise ValueError("a call-tree node comes before its parent")
+    # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
+    index = [file_ids.get(f, 0) - 1 for f in tree.files]
+    file_column: Iterable[int] = tree.file
+    if index != list(range(len(index))):
+        file_column = (index[f] for f in tree.file)
+    values: dict[str, Iterable[int]] = {
+        "parent": tree.parent,
+        "file": file_column,
+        "line": tree.line,
+        "function": tree.function,
+        "alloc_bytes": tree.alloc_bytes,
+        "alloc_count": tree.alloc_count,
+        "live_bytes": tree.live_bytes,
+        "peak_bytes": tree.peak_bytes,
+    }
+    rows: list[tuple[Any, ...]] = []
+    for name, code in sorted(TREE_COLUMNS):
+        column = values[name]
+        data = (
+            column if isinstance(column, array) and column.typecode == code else array(code, column)
+        )
+        if len(data) != n:
+            raise ValueError(f"call-tree column {name} has {len(data)} values, not {n}")
+        if sys.byteorder == "big":
+            data = array(code, data)
+            data.byteswap()
+        for part, start in enumerate(range(0, max(n, 1), TREE_PART)):
+            rows.append((name, part, data[start : start + TREE_PART].tobytes()))
+    return rows, tree.functions

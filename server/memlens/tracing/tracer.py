@@ -1,0 +1,661 @@
+"""The tracer façade: start/stop the native tracer and turn its snapshot into a :class:`Run`.
+
+The native module records a call tree whose nodes are (parent, code object, instruction
+offset) with self figures. Here, once per run, we:
+
+1. resolve each distinct (code, offset) to (file, line, function) with the code object's line
+   table (never per allocation);
+2. apply the include/exclude filters: a frame whose file does not pass is transparent, and an
+   allocation is charged to the innermost frame that passes (so by default an allocation inside
+   the standard library is charged to the library's line, and with ``--include 'myproj/*'`` to
+   the project line that called it). memlens's own files never pass;
+3. collapse the tree onto lines (filtered node = (filtered parent, file, line)) and compute
+   inclusive figures per line and per function, counting each stack once per line even under
+   recursion;
+4. record each file's source text and hash, so figures can be re-mapped after edits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+
+from memlens.errors import MemlensError
+
+
+def _no_tracer(exc: ImportError) -> str:
+    """The one line that says why this Python cannot run the native tracer, and what would."""
+    import sysconfig
+
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return (
+            f"cannot trace a free-threaded Python ({version}t) yet: run the program with the "
+            f"regular build (python{version}); memlens show, diff and the editor work here"
+        )
+    return f"the native tracer is missing or broken ({exc}): reinstall memlens (docs/install.md)"
+
+
+try:
+    from memlens import _tracer
+except ImportError as _exc:
+    raise MemlensError(_no_tracer(_exc)) from None
+
+TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any
+
+    from memlens.model import Run, SourceFile
+
+# Only what start() needs is imported at module level: `memlens run` imports this module
+# before the profiled program starts, so every import here is start-up overhead. The rest
+# (model, hashing, line tables) is imported by _build_run() after tracing stopped.
+
+#: Default mean sampling interval (bytes) for sampling mode; see docs/how-it-works.md.
+DEFAULT_SAMPLE_INTERVAL = 128 * 1024
+
+#: memlens's own files (this package's parent): never charged.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+_RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "runpy.py")
+
+
+class _Session:
+    __slots__ = (
+        "argv",
+        "exclude",
+        "hidden",
+        "include",
+        "libraries",
+        "mode",
+        "pid",
+        "sample_interval",
+        "seed",
+        "started",
+        "workspace_root",
+    )
+
+    def __init__(
+        self,
+        mode: str,
+        sample_interval: int | None,
+        include: tuple[str, ...],
+        exclude: tuple[str, ...],
+        libraries: bool,
+        hidden: tuple[str, ...],
+        seed: int | None = None,
+        workspace_root: str = "",
+    ) -> None:
+        self.mode = mode
+        self.workspace_root = workspace_root
+        self.seed = seed
+        self.libraries = libraries
+        self.hidden = hidden
+        self.sample_interval = sample_interval
+        self.include = include
+        self.exclude = exclude
+        self.pid = os.getpid()
+        self.started = time.time()  # seconds since the epoch (UTC)
+        self.argv = list(sys.argv)
+
+
+_session: _Session | None = None
+
+
+def is_tracing() -> bool:
+    """True while this process is being traced."""
+    return _session is not None and bool(_tracer.is_active())
+
+
+def start(
+    mode: str = "exact",
+    sample_interval: int | None = None,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    timeline_interval_ms: float = 10.0,
+    seed: int | None = None,
+    libraries: bool = False,
+    hidden: Iterable[str] = (),
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_interval_s: float = 5.0,
+    command: Sequence[str] | None = None,
+    watch_exits: bool = True,
+    native: bool = True,
+    on_checkpoint: Callable[[], None] | None = None,
+    workspace_root: str = "",
+) -> None:
+    """Install the allocator hooks and start recording every thread of this process.
+
+    ``mode`` is ``"exact"`` (every allocation) or ``"sampling"`` (each byte sampled with
+    probability 1/``sample_interval``; default :data:`DEFAULT_SAMPLE_INTERVAL`). A sampling
+    run with the same ``seed`` (1 to :data:`MAX_SEED`) repeats its samples; without one, a
+    seed is drawn; either is recorded as the run's ``seed``. ``include`` /
+    ``exclude`` are glob patterns matched against absolute file names (as PEP 454's filters).
+    Frames of the standard library and installed packages are transparent (their allocations
+    are charged to the calling line of your code) unless ``libraries`` is true.
+
+    With ``checkpoint``, a background thread writes the run so far to that path every
+    ``checkpoint_interval_s`` seconds (less often when writing one takes more than 2% of the
+    time between them; atomically, marked incomplete), so that a program that
+    is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
+    allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
+    checkpoint written. ``hidden`` names files (e.g. a launcher script) that are never charged,
+    like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
+    (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
+    ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
+    Python 3.12+ (for comparisons; figures are the same either way).
+    """
+    global _session
+    if mode not in ("exact", "sampling"):
+        raise MemlensError(f"unknown mode {mode!r} (use 'exact' or 'sampling')")
+    interval = 0
+    if mode == "sampling":
+        interval = int(sample_interval or DEFAULT_SAMPLE_INTERVAL)
+        if interval <= 0:
+            raise MemlensError("the sampling interval must be a positive number of bytes")
+        seed = sampling_seed(seed)
+    else:
+        seed = None  # exact mode draws nothing
+    if _session is not None and _session.pid != os.getpid():
+        # A child forked while its parent traced starts a run of its own: its copy of the
+        # parent's session is dropped (the native tracer drops the parent's figures).
+        _session = None
+        _unwatch_numpy()
+    if _session is not None:
+        raise MemlensError("memlens is already tracing this process")
+    session = _Session(
+        mode=mode,
+        sample_interval=interval or None,
+        include=tuple(include),
+        exclude=tuple(exclude),
+        libraries=libraries,
+        hidden=tuple(os.path.realpath(h) for h in hidden),
+        seed=seed,
+        workspace_root=workspace_root,
+    )
+    try:
+        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
+    except RuntimeError as exc:
+        raise MemlensError(str(exc)) from None
+    _session = session
+    _watch_numpy()
+    if checkpoint is not None:
+        _start_checkpoints(
+            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
+        )
+
+
+#: Seeds are 1 to 2**64 - 1 (the native tracer reads 0 as "seed from the clock").
+MAX_SEED = 2**64 - 1
+
+
+def sampling_seed(seed: int | None) -> int:
+    """The seed a sampling run uses: ``seed``, or one drawn now (recorded in the run, so the
+    run can be repeated)."""
+    if seed is None:
+        return int.from_bytes(os.urandom(4), "little") or 1
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed <= MAX_SEED:
+        raise MemlensError(f"the seed must be an integer from 1 to {MAX_SEED}")
+    return seed
+
+
+def stop(
+    command: Sequence[str] | None = None,
+    exit_code: int | None = 0,
+    complete: bool = True,
+) -> Run:
+    """Stop recording and return the run. Raises MemlensError when not tracing.
+
+    In a child process forked while tracing, the child was never traced (unless it started a
+    run of its own): this raises too.
+    """
+    global _session
+    session = _session
+    if session is None:
+        raise MemlensError("memlens is not tracing")
+    _session = None
+    _stop_checkpoints()
+    _tracer.stop()
+    _unwatch_numpy()
+    if session.pid != os.getpid() or _tracer.is_forked_child():
+        raise MemlensError("this process was forked from a traced parent and was not traced")
+    snap = _tracer.snapshot()
+    _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
+    return _build_run(snap, session, command, exit_code, complete)
+
+
+def abandon() -> None:
+    """Stop recording and drop what was recorded, without making a run (no-op when not
+    tracing)."""
+    global _session
+    if _session is None:
+        return
+    _session = None
+    _stop_checkpoints()
+    _tracer.stop()
+    _unwatch_numpy()
+    _tracer.reset()
+
+
+# Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
+#: (stop lock, done lock, writing lock) of the running checkpoint thread, or None.
+_checkpointer: Any = None
+#: The wait after a checkpoint is at least this many times the CPU time writing it took.
+_CHECKPOINT_COST_FACTOR = 50
+
+
+def _start_checkpoints(
+    session: _Session,
+    path: str,
+    interval: float,
+    command: Sequence[str] | None,
+    on_checkpoint: Callable[[], None] | None = None,
+) -> None:
+    # _thread rather than threading: no extra import in the profiled program at start-up.
+    import _thread
+
+    global _checkpointer
+    stop_lock = _thread.allocate_lock()
+    stop_lock.acquire()  # released by _stop_checkpoints()
+    # Held while a checkpoint is written: a fork waits for it, so that no child starts with
+    # SQLite's (or the allocator's) locks held by a thread that does not exist in the child.
+    writing = _thread.allocate_lock()
+    done_lock = _thread.allocate_lock()
+    done_lock.acquire()  # released by the thread when it ends
+    ready_lock = _thread.allocate_lock()
+    ready_lock.acquire()  # released by the thread once it waits
+
+    def loop() -> None:
+        _tracer.set_thread_paused(True)
+        _tracer.name_thread("memlens-checkpt")
+        block_signals()
+        wait = interval
+        ready_lock.release()
+        try:
+            while not stop_lock.acquire(timeout=wait):
+                if not _tracer.is_active():
+                    return
+                began = time.thread_time()
+                with writing:
+                    written = write_checkpoint(session, path, command)
+                if written and on_checkpoint is not None:
+                    on_checkpoint()
+                # A big run takes a while to build and write, mostly holding the GIL: space
+                # checkpoints so that they cost at most ~2% of the program's time.
+                cost = time.thread_time() - began
+                wait = max(interval, _CHECKPOINT_COST_FACTOR * cost)
+        finally:
+            done_lock.release()
+
+    _checkpointer = (stop_lock, done_lock, writing)
+    _thread.start_new_thread(loop, ())
+    # The thread's start-up allocations count against sampling's shared countdown: done while
+    # this thread waits, they always fall at the same point, so a seeded run repeats exactly.
+    ready_lock.acquire()
+
+
+def block_signals() -> None:
+    """The calling thread (one of memlens's own) never takes the program's signals: a signal
+    sent to the process goes to a thread that does not block it, and Python runs handlers in
+    the main thread only when that thread looks, which one waiting in a C call (a lock, a
+    read) would not do: a SIGTERM that plain Python dies of would go unnoticed."""
+    if TYPE_CHECKING:
+        import signal
+    else:
+        import _signal as signal  # the C core: `import signal` loads enum & co.
+
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+
+
+def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
+    """Write the run so far to ``path`` (incomplete); False when it could not be written.
+    The caller's thread must be paused."""
+    from memlens.runfile import writer
+
+    snap = _tracer.snapshot()
+    run = _build_run(snap, session, command, None, False)
+    try:
+        writer.write(run, path)
+    except OSError as exc:
+        print(f"memlens: cannot write checkpoint {path}: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _stop_checkpoints() -> None:
+    global _checkpointer
+    if _checkpointer is not None:
+        stop_lock, done_lock, _writing = _checkpointer
+        _checkpointer = None
+        stop_lock.release()
+        done_lock.acquire()  # the thread has finished any checkpoint it was writing
+
+
+#: The writing lock held across a fork (os.register_at_fork handlers, in the forking thread).
+_held_for_fork: Any = None
+
+
+def _before_fork() -> None:
+    global _held_for_fork
+    if _checkpointer is not None:
+        _held_for_fork = _checkpointer[2]
+        _held_for_fork.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    global _held_for_fork
+    if _held_for_fork is not None:
+        _held_for_fork.release()
+        _held_for_fork = None
+
+
+def _after_fork_in_child() -> None:
+    # The checkpoint thread does not exist in the child: forget it (its locks are copies).
+    global _checkpointer, _held_for_fork
+    _checkpointer = None
+    _held_for_fork = None
+
+
+if hasattr(os, "register_at_fork"):
+    # At import: these run before any other memlens handler in the child (memlens.tracing.child's
+    # starts the child's own run, checkpoints included).
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
+
+
+# numpy allocates array data through its own handler, not PEP 445: the native module can
+# chain a handler of ours onto numpy's (NEP 49). numpy is usually imported by the program
+# after tracing started, so a meta-path finder attaches right after numpy's core loads.
+_NUMPY_CORE = ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath")
+
+
+def _attach_numpy(module: types.ModuleType) -> None:
+    api = getattr(module, "_ARRAY_API", None)
+    if api is None:
+        return
+    try:
+        _tracer.numpy_attach(api)
+    except RuntimeError as exc:
+        print(f"memlens: numpy array data is not traced: {exc}", file=sys.stderr)
+
+
+class _AttachingLoader:
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        _attach_numpy(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _NumpyWatcher:
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in _NUMPY_CORE:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _AttachingLoader(spec.loader)
+                return spec
+        return None
+
+
+_numpy_watcher = _NumpyWatcher()
+
+
+def _watch_numpy() -> None:
+    for name in _NUMPY_CORE:
+        module = sys.modules.get(name)
+        if module is not None:
+            _attach_numpy(module)
+            return
+    sys.meta_path.insert(0, _numpy_watcher)
+
+
+def _unwatch_numpy() -> None:
+    if _numpy_watcher in sys.meta_path:
+        sys.meta_path.remove(_numpy_watcher)
+
+
+def _stop_at_exit() -> None:
+    if _session is not None and _session.pid == os.getpid():
+        _tracer.stop()
+        _tracer.reset()
+
+
+atexit.register(_stop_at_exit)
+
+
+class Profile:
+    """``with memlens.profile() as p: ...`` traces the block; ``p.run`` is the result."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self.run: Run | None = None
+
+    def __enter__(self) -> Profile:  # noqa: PYI034 - typing.Self needs Python 3.11
+        start(**self._options)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.run = stop(exit_code=None, complete=exc_type is None)
+
+
+# ---------------------------------------------------------------------------------------
+# Snapshot -> Run
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of the standard library and installed packages.
+
+    Not from sysconfig: on 3.12 it imports threading, and run building may happen in the
+    checkpoint thread, where importing threading first would make that thread the program's
+    "main thread" (threading.main_thread()) and hang the interpreter's exit.
+    """
+    import site
+
+    dirs = {os.path.dirname(os.__file__)}  # the standard library (lib-dynload is below it)
+    dirs.update(getattr(site, "getsitepackages", list)())
+    user = getattr(site, "getusersitepackages", lambda: "")()
+    dirs.add(user if isinstance(user, str) else "")
+    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
+
+
+class _Filter:
+    """Which frames figures are charged to.
+
+    Frames that do not pass are transparent: their allocations are charged to the innermost
+    calling frame that passes. memlens's own files never pass. Unless ``libraries`` is set,
+    the standard library and installed packages do not pass either, so an allocation inside
+    numpy or json is charged to the user's line that called it (an explicit ``include``
+    pattern that matches a library file overrides this).
+    """
+
+    def __init__(
+        self,
+        include: Sequence[str],
+        exclude: Sequence[str],
+        libraries: bool,
+        hidden: Sequence[str] = (),
+    ) -> None:
+        self.hidden = frozenset(hidden)
+        self._real: dict[str, str] = {}
+        self._passes: dict[str, bool] = {}
+        self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
+        self.exclude = [os.path.abspath(p) if os.sep in p else p for p in exclude]
+        self.library_dirs = () if libraries else _library_dirs()
+
+    def realpath(self, filename: str) -> str:
+        real = self._real.get(filename)
+        if real is None:
+            real = os.path.realpath(filename) if filename else ""
+            self._real[filename] = real
+        return real
+
+    def passes(self, filename: str) -> bool:
+        known = self._passes.get(filename)
+        if known is None:
+            known = self._passes[filename] = self._decide(filename)
+        return known
+
+    def _decide(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False  # frozen modules, exec'd strings: no source to show
+        real = self.realpath(filename)
+        if real.startswith(_PACKAGE_DIR + os.sep) or real == _RUNPY or real in self.hidden:
+            return False  # memlens itself and its launchers are never attributed
+        if self.include:
+            if not any(_match(real, p) for p in self.include):
+                return False
+        elif real.startswith(self.library_dirs):
+            return False
+        return not any(_match(real, p) for p in self.exclude)
+
+
+def _match(path: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
+
+
+def _build_run(
+    snap: Any,
+    session: _Session,
+    command: Sequence[str] | None,
+    exit_code: int | None,
+    complete: bool,
+) -> Run:
+    """The run of a native snapshot: the filters decide, per code object, which file it is
+    charged to; the native side collapses the call tree onto lines and sums the figures
+    (time and memory linear in the tree's nodes); here only per-line, per-function and
+    per-file objects are made. The call tree stays in typed columns."""
+    from array import array
+    from datetime import datetime, timedelta, timezone
+
+    from memlens._version import __version__
+    from memlens.layout import platform_name, python_version
+    from memlens.model import (
+        CALL_TREE_COLUMNS,
+        SUMS,
+        CallTree,
+        FunctionStats,
+        LineStats,
+        Run,
+        RunInfo,
+        SourceFile,
+        TimelinePoint,
+    )
+    from memlens.source import read_source
+
+    flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
+    codes = snap.codes
+    charged = [flt.realpath(c[0]) if flt.passes(c[0]) else None for c in codes]
+    # File ids in path order, the order of run.files: the call tree's file column is then
+    # written as it is (no pass over its nodes).
+    files = {path: fid for fid, path in enumerate(sorted({p for p in charged if p is not None}))}
+    functions: dict[tuple[int, str, int, int], int] = {}  # (file id, qualname, first, last)
+    file_of = array("i")
+    function_of = array("i")
+    for (_filename, qualname, first, last), path in zip(codes, charged, strict=True):
+        if path is None:
+            file_of.append(-1)
+            function_of.append(-1)
+            continue
+        fid = files[path]
+        file_of.append(fid)
+        function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
+    built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
+    paths = list(files)
+
+    sites, incl, native = built["sites"], built["sites_incl"], built["sites_native"]
+    self_sums = [sites[k] for k in SUMS]
+    incl_sums = [incl[k] for k in SUMS]
+    native_sums = [native[k] for k in SUMS]
+    variances = [sites[k] for k in ("alloc_var", "live_var", "peak_var") if k in sites]
+    per_file_lines: dict[int, dict[int, LineStats]] = {}
+    for i, (fid, line) in enumerate(zip(sites["file"], sites["line"], strict=True)):
+        var = [v[i] for v in variances] if variances else (0.0, 0.0, 0.0)
+        stats = LineStats.from_sums(
+            [c[i] for c in self_sums],
+            [c[i] for c in incl_sums],
+            var,
+            [c[i] for c in native_sums],
+        )
+        if not stats.is_empty():
+            per_file_lines.setdefault(fid, {})[line] = stats
+    fn_sums = [built["functions"][k] for k in SUMS]
+    per_file_funcs: dict[int, list[FunctionStats]] = {}
+    for (fid, qualname, first, last), fn in sorted(functions.items()):
+        sums = [c[fn] for c in fn_sums]
+        if any(sums):
+            per_file_funcs.setdefault(fid, []).append(
+                FunctionStats.from_sums(qualname, first, last, sums)
+            )
+    tree = built["tree"]
+    run_files: dict[str, SourceFile] = {}
+    for fid in range(len(paths)):  # (every charged file has nodes: it was on a stack)
+        path = paths[fid]
+        sha, text = read_source(path) or ("", None)
+        run_files[path] = SourceFile(
+            path=path,
+            sha256=sha,
+            text=text,
+            lines=dict(sorted(per_file_lines.get(fid, {}).items())),
+            functions=tuple(per_file_funcs.get(fid, ())),
+        )
+    names = [q for (_fid, q, _first, _last) in functions]
+    call_tree = CallTree(
+        paths,
+        names,
+        {"id": range(len(tree["parent"])), **{k: tree[k] for k in CALL_TREE_COLUMNS[1:]}},
+    )
+
+    snap_info = snap.info
+    duration = float(snap_info["duration_s"])
+    started = datetime.fromtimestamp(session.started, timezone.utc)
+    info = RunInfo(
+        command=tuple(command if command is not None else session.argv),
+        python=python_version(),
+        platform=platform_name(),
+        started=started.isoformat(),
+        ended=(started + timedelta(seconds=duration)).isoformat(),
+        duration_s=duration,
+        pid=session.pid,
+        exit_code=exit_code,
+        mode=session.mode,
+        sample_interval_bytes=session.sample_interval,
+        peak_traced_bytes=int(snap_info["peak_traced_bytes"]),
+        peak_rss_bytes=int(snap_info["peak_rss_bytes"]),
+        complete=complete,
+        cwd=os.getcwd(),
+        memlens_version=__version__,
+        workspace_root=session.workspace_root,
+        max_depth=0,
+        seed=session.seed,
+    )
+    timeline = tuple(
+        TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
+    )
+    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)

@@ -1,0 +1,90 @@
+"""Leak warnings: lines that still hold a lot at exit (push diagnostics, source ``memlens``).
+
+Published when a document opens or changes and after every reload or settings change. The
+threshold is ``memlens.leakWarning.minBytes``. Publishing waits for the document's line
+re-mapping, which runs off the event loop; per document only the newest publication runs
+(an edit cancels the one for the version before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from lsprotocol import types as lsp
+
+from memlens_lsp import convert, views
+from memlens_lsp.features import pytest_results
+from memlens_lsp.state import MemlensServer, Method
+
+
+async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list[lsp.Diagnostic]]:
+    ctx = await ls.context(uri)
+    if ctx is None:
+        doc = ls.document(uri)
+        return (doc.version if doc is not None else None), []
+    items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
+    items += pytest_results.diagnostic_items(ctx.view, ctx.mapping, ctx.lines)
+    if ls.settings.compare_with_baseline and ctx.folder.baseline is not None:
+        items += views.gone_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
+    return ctx.version, ls.each(
+        "diagnostic", items, lambda item: convert.diagnostic(item, ctx.codec, ctx.lines)
+    )
+
+
+async def _publish(ls: MemlensServer, uri: str) -> None:
+    try:
+        version, diags = await diagnostics_for(ls, uri)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - failures isolated: log, publish nothing
+        ls.log_message(f"memlens: diagnostics for {uri} failed: {exc}", "error")
+        doc = ls.document(uri)
+        version, diags = (doc.version if doc is not None else None), []
+    if uri in ls.workspace.text_documents:
+        ls.text_document_publish_diagnostics(convert.publish(uri, version, diags))
+
+
+def publish(ls: MemlensServer, uri: str) -> None:
+    """Publish the diagnostics of ``uri`` soon (replacing a publication still pending)."""
+    old = ls.publishing.pop(uri, None)
+    if old is not None:
+        old.cancel()
+    task = asyncio.ensure_future(_publish(ls, uri))
+    ls.publishing[uri] = task
+
+    def done(t: asyncio.Task[None]) -> None:
+        if ls.publishing.get(uri) is t:
+            del ls.publishing[uri]
+
+    task.add_done_callback(done)
+
+
+def publish_all(ls: MemlensServer) -> None:
+    for uri in list(ls.workspace.text_documents):
+        publish(ls, uri)
+
+
+def did_open(ls: MemlensServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    publish(ls, params.text_document.uri)
+
+
+def did_change(ls: MemlensServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    publish(ls, params.text_document.uri)
+
+
+def did_close(ls: MemlensServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    task = ls.publishing.pop(uri, None)
+    if task is not None:
+        task.cancel()
+    ls.mappings.forget(uri)
+    ls.hint_cache.pop(uri, None)
+    ls.text_document_publish_diagnostics(convert.publish(uri, None, []))
+
+
+#: Documents -> diagnostics (push).
+METHODS: tuple[Method, ...] = (
+    (lsp.TEXT_DOCUMENT_DID_OPEN, did_open, None),
+    (lsp.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
+    (lsp.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
+)

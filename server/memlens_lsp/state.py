@@ -1,0 +1,250 @@
+"""The language server's state, and the helpers every feature uses. No feature logic here.
+
+:class:`MemlensServer` holds everything the features share (the loaded runs, settings, client
+capabilities, caches, running programs) on one instance (no module globals). Features
+(:mod:`memlens_lsp.features`) depend on this module only; :mod:`memlens_lsp.server`
+wires them to LSP methods, and :mod:`memlens_lsp.transport` runs the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+from pygls.workspace.position_codec import PositionCodec
+
+from memlens._version import __version__
+from memlens.launch import ProfiledProgram
+from memlens.source import text_digest
+from memlens_lsp import convert, transport
+from memlens_lsp.index import FileView, FolderState, Index, canonical
+from memlens_lsp.settings import Settings
+from memlens_lsp.staleness import LineMapping, MappingCache, Superseded
+
+log = logging.getLogger("memlens_lsp")
+
+#: An LSP method a feature handles: (method, handler(ls, params), registration options or
+#: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
+#: registers them.
+Method = tuple[str, Callable[..., Any], Any]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+
+
+class Notices:
+    """Rate limits for what the server tells the user, so that a problem that keeps coming
+    back (a run file rewritten in place several times a second, a bad setting) is shown once
+    in a while, not once per occurrence."""
+
+    #: The same problem is shown again (window/showMessage) at most this often.
+    SHOW_EVERY_S = 600.0
+    #: ... and logged (window/logMessage) at most this often.
+    LOG_EVERY_S = 60.0
+    #: Whatever the problems, at most this many messages are shown per minute.
+    MAX_SHOWN_PER_MINUTE = 3
+    #: Keys remembered (oldest forgotten first).
+    MAX_KEYS = 1024
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._shown: dict[str, float] = {}
+        self._logged: dict[str, float] = {}
+        self._recent: deque[float] = deque()
+
+    def _due(self, table: dict[str, float], key: str, every: float) -> bool:
+        now = self.clock()
+        last = table.get(key)
+        if last is not None and now - last < every:
+            return False
+        table.pop(key, None)
+        table[key] = now
+        while len(table) > self.MAX_KEYS:
+            del table[next(iter(table))]
+        return True
+
+    def may_log(self, key: str) -> bool:
+        return self._due(self._logged, key, self.LOG_EVERY_S)
+
+    def may_show(self, key: str) -> bool:
+        now = self.clock()
+        while self._recent and now - self._recent[0] >= 60.0:
+            self._recent.popleft()
+        if len(self._recent) >= self.MAX_SHOWN_PER_MINUTE:
+            return False
+        if not self._due(self._shown, key, self.SHOW_EVERY_S):
+            return False
+        self._recent.append(now)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFeatures:
+    """The client capabilities the server acts on, parsed once at initialize."""
+
+    inlay_hint_refresh: bool = False
+    code_lens_refresh: bool = False
+    watched_files_dynamic: bool = False
+    configuration: bool = False
+    work_done_progress: bool = False
+
+    @classmethod
+    def from_capabilities(cls, caps: lsp.ClientCapabilities) -> ClientFeatures:
+        ws = caps.workspace
+        window = caps.window
+        return cls(
+            inlay_hint_refresh=bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support),
+            code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
+            watched_files_dynamic=bool(
+                ws
+                and ws.did_change_watched_files
+                and ws.did_change_watched_files.dynamic_registration
+            ),
+            configuration=bool(ws and ws.configuration),
+            work_done_progress=bool(window and window.work_done_progress),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DocContext:
+    """Everything a request needs about one open document that has figures."""
+
+    uri: str
+    path: str  #: the document's canonical path
+    version: int | None
+    folder: FolderState
+    view: FileView
+    lines: list[str]
+    mapping: LineMapping
+    codec: PositionCodec
+
+
+class MemlensServer(LanguageServer):
+    """pygls server with memlens state (no module globals)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "memlens",
+            __version__,
+            protocol_cls=transport.MemlensProtocol,
+            converter_factory=convert.converter_factory,
+        )
+        self.index = Index()
+        self.settings = Settings()
+        self.features = ClientFeatures()
+        self.mappings = MappingCache()
+        #: uri -> (key, {0-based line: hint}) of converted inlay hints (features.inlay_hints).
+        self.hint_cache: dict[str, Any] = {}
+        #: token -> (uri, run id) for inlayHint/resolve (hints carry [token, line] as data).
+        self.hint_tokens: dict[int, tuple[str, str]] = {}
+        self.hint_token_seq = 0
+        self.notices = Notices()
+        #: folder uri -> store signature seen by the last reload.
+        self.signatures: dict[str, tuple[Any, ...]] = {}
+        self.poll_interval = 1.0
+        self.poll_task: asyncio.Task[None] | None = None
+        self.reload_lock: asyncio.Lock | None = None
+        #: Folder uris whose runs are being read on a thread right now.
+        self.loading: set[str] = set()
+        self.running: dict[str, ProfiledProgram] = {}
+        self.background: set[asyncio.Task[None]] = set()
+        #: uri -> the task publishing its diagnostics (a newer one replaces it).
+        self.publishing: dict[str, asyncio.Task[None]] = {}
+
+    # -- helpers used by features ------------------------------------------------------------
+    def document(self, uri: str) -> TextDocument | None:
+        if uri not in self.workspace.text_documents:
+            return None
+        return self.workspace.get_text_document(uri)
+
+    async def context(self, uri: str) -> DocContext | None:
+        """The document, its figures and line mapping; None when nothing to show.
+
+        The re-mapping runs off the event loop; when the document or the loaded runs change
+        meanwhile, the request is served from the newer state (a few tries, then None)."""
+        path = to_fs_path(uri)
+        if path is None:
+            return None
+        key = canonical(path)
+        for _ in range(3):
+            doc = self.document(uri)
+            if doc is None:
+                return None
+            found = self.index.lookup(key, functools.partial(text_digest, doc.source))
+            if found is None:
+                return None
+            folder, view = found
+            version, codec = doc.version, doc.position_codec
+            try:
+                lines, mapping = await self.mappings.get(uri, version, view, doc.source)
+            except Superseded:
+                continue
+            return DocContext(uri, key, version, folder, view, lines, mapping, codec)
+        return None
+
+    def log_message(self, text: str, level: str = "info") -> None:
+        py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
+        log.log(py_level.get(level, logging.DEBUG), "%s", text)
+        with contextlib.suppress(Exception):  # no connection yet
+            self.window_log_message(convert.log(text, level))
+
+    def warn(self, key: str, text: str, *, error: bool = False) -> None:
+        """Show ``text`` as a window message when ``key`` comes up, and log it; both rate
+        limited per key (:class:`Notices`)."""
+        if self.notices.may_log(key):
+            self.log_message(text, "error" if error else "warning")
+        if self.notices.may_show(key):
+            with contextlib.suppress(Exception):  # no connection yet
+                self.window_show_message(convert.message(text, error=error))
+
+    def each(self, what: str, items: Iterable[_I], make: Callable[[_I], _O]) -> list[_O]:
+        """``make(item)`` for each item; an item that fails is left out (and logged), so one
+        bad record of a run never empties a whole response."""
+        out: list[_O] = []
+        for item in items:
+            try:
+                out.append(make(item))
+            except Exception as exc:  # noqa: BLE001 - isolated per item
+                if self.notices.may_log(f"bad-item:{what}"):
+                    self.log_message(f"memlens: left out a {what} ({exc!r})", "warning")
+        return out
+
+
+def guarded(fn: _F) -> _F:
+    """Run a request handler; on an exception log it and answer null (failures isolated)."""
+
+    if asyncio.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(ls: MemlensServer, *args: Any) -> Any:
+            try:
+                return await fn(ls, *args)
+            except Exception:
+                log.exception("memlens: %s failed", fn.__qualname__)
+                ls.log_message(f"memlens: {fn.__qualname__} failed (see the server log)", "error")
+                return None
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(ls: MemlensServer, *args: Any) -> Any:
+        try:
+            return fn(ls, *args)
+        except Exception:
+            log.exception("memlens: %s failed", fn.__qualname__)
+            ls.log_message(f"memlens: {fn.__qualname__} failed (see the server log)", "error")
+            return None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,575 @@
+"""Run files: round trip, the golden v1 file, and every way a file can be bad."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memlens.errors import RunFileError
+from memlens.model import (
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TestFailure,
+    TestStats,
+    TimelinePoint,
+    replace,
+)
+from memlens.runfile import reader, writer
+from tests.data.formats.make_v2 import golden_v2_run
+from tests.runs import MIB, info, new_run, sample_run
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
+
+sizes = st.integers(min_value=0, max_value=2**62)
+line_stats = st.builds(
+    LineStats,
+    alloc_bytes=sizes,
+    alloc_count=sizes,
+    live_bytes=sizes,
+    live_count=sizes,
+    peak_bytes=sizes,
+    incl_alloc_bytes=sizes,
+    incl_live_bytes=sizes,
+    incl_peak_bytes=sizes,
+    alloc_err=st.floats(min_value=0, max_value=1e12),
+    live_err=st.floats(min_value=0, max_value=1e12),
+    peak_err=st.floats(min_value=0, max_value=1e12),
+)
+texts = st.text(max_size=200)
+figure_names = st.sampled_from(["peak_bytes", "alloc_bytes", "leaked_bytes"])
+test_stats = st.builds(
+    TestStats,
+    texts,
+    st.sampled_from(["passed", "failed", "error", "skipped", "xfailed", "xpassed"]),
+    sizes,
+    sizes,
+    sizes,
+    st.floats(0, 1e6),
+    texts,
+    st.integers(0, 2**31 - 1),
+    texts,
+    st.dictionaries(figure_names, sizes).map(lambda d: tuple(d.items())),
+    st.lists(
+        st.builds(
+            TestFailure,
+            figure_names,
+            sizes,
+            sizes,
+            st.sampled_from(["limit", "increase"]),
+            st.none() | sizes,
+        ),
+        max_size=3,
+    ).map(tuple),
+)
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> Run:
+    paths = draw(
+        st.lists(st.text(min_size=1, max_size=30).map(lambda s: "/" + s), max_size=4, unique=True)
+    )
+    files = {
+        p: SourceFile(
+            path=p,
+            sha256=draw(st.text("0123456789abcdef", min_size=64, max_size=64)),
+            text=draw(st.none() | texts),
+            lines=draw(st.dictionaries(st.integers(1, 100_000), line_stats, max_size=8)),
+            functions=tuple(
+                draw(
+                    st.lists(
+                        st.builds(
+                            FunctionStats,
+                            texts,
+                            st.integers(1, 10),
+                            st.integers(1, 99),
+                            sizes,
+                            sizes,
+                            sizes,
+                            sizes,
+                        ),
+                        max_size=3,
+                    )
+                )
+            ),
+        )
+        for p in paths
+    }
+    nodes: list[CallNode] = []
+    if paths:
+        for i in range(draw(st.integers(0, 6))):
+            parent = draw(st.integers(-1, i - 1))
+            nodes.append(
+                CallNode(
+                    i,
+                    parent,
+                    draw(st.sampled_from(paths)),
+                    draw(st.integers(1, 500)),
+                    draw(texts),
+                    *draw(st.tuples(sizes, sizes, sizes, sizes)),
+                )
+            )
+    timeline = tuple(
+        draw(st.lists(st.builds(TimelinePoint, st.floats(0, 1e6), sizes, sizes), max_size=5))
+    )
+    run_info = info(
+        command=tuple(draw(st.lists(texts, max_size=4))),
+        exit_code=draw(st.none() | st.integers(-255, 255)),
+        complete=draw(st.booleans()),
+        mode=draw(st.sampled_from(["exact", "sampling", "imported"])),
+        peak_traced_bytes=draw(sizes),
+        peak_rss_bytes=draw(sizes),
+        python=draw(texts),
+        platform=draw(texts),
+        started=draw(texts),
+        ended=draw(texts),
+        duration_s=draw(st.floats(0, 1e9)),
+        pid=draw(st.integers(0, 2**31)),
+        sample_interval_bytes=draw(st.none() | st.integers(1, 2**40)),
+        cwd=draw(texts),
+        memlens_version=draw(texts),
+        max_depth=draw(st.integers(0, 10_000)),
+        source=draw(st.sampled_from(["memlens", "tracemalloc", "pymemtrace"])),
+        seed=draw(st.none() | st.integers(1, 2**64 - 1)),
+        # One entry per node id, in the order they ran.
+        tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
+    )
+    return new_run(files, nodes, timeline, run_info=run_info)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(run=runs())
+def test_round_trip(tmp_path: Path, run: Run) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(run, path)
+    assert reader.read(path) == run
+    assert reader.read_info(path) == run.info
+
+
+#: SHA-256 of the committed golden file: it is never rewritten.
+GOLDEN_SHA256 = "40dd7c2b4d090cdb18d745342d4f11f304bc83360d66ef61c10580cb1de1c891"
+
+
+def test_golden_v1_file() -> None:
+    # Written once by tests/data/formats/make_v1.py with format version 1. Never regenerate.
+    assert hashlib.sha256(GOLDEN.read_bytes()).hexdigest() == GOLDEN_SHA256
+    run = reader.read(GOLDEN)
+    assert run == sample_run()
+    # The same, spelled out, so that a change to tests/runs.py cannot hide a reader change.
+    assert run.info == RunInfo(
+        command=("python", "app.py"),
+        python="3.11.7",
+        platform="Linux-test",
+        started="2026-11-22T10:00:00+00:00",
+        ended="2026-11-22T10:00:01.500000+00:00",
+        duration_s=1.5,
+        pid=4242,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=48 * MIB,
+        peak_rss_bytes=80 * MIB,
+        complete=True,
+        cwd="/work",
+        memlens_version="0.1.0",
+        max_depth=128,
+        source="memlens",
+    )
+    assert run.info.seed is None  # written before runs recorded their sampling seed
+    assert list(run.files) == ["/work/app.py"]
+    sf = run.files["/work/app.py"]
+    assert sf.sha256 == "ab" * 32
+    assert sf.text == "import x\n\ndef load():\n    return [0] * 10\n\ndata = load()\n"
+    assert sf.lines[4] == LineStats(
+        40 * MIB, 1200, 30 * MIB, 10, 40 * MIB, 40 * MIB, 30 * MIB, 40 * MIB
+    )
+    assert sf.lines[6] == LineStats(
+        1024, 3, 1024, 3, 1024, 40 * MIB + 1024, 30 * MIB + 1024, 40 * MIB + 1024
+    )
+    assert sf.functions == (FunctionStats("load", 3, 4, 40 * MIB, 1200, 30 * MIB, 40 * MIB),)
+    assert run.call_tree == (
+        CallNode(0, -1, "/work/app.py", 6, "<module>", 1024, 3, 1024, 1024),
+        CallNode(1, 0, "/work/app.py", 4, "load", 40 * MIB, 1200, 30 * MIB, 40 * MIB),
+    )
+    assert run.timeline == (TimelinePoint(0.0, 0, 10 * MIB), TimelinePoint(1.5, 48 * MIB, 80 * MIB))
+    assert reader.read_info(GOLDEN) == run.info
+
+
+GOLDEN_V2 = GOLDEN.parent / "v2.mlrun"
+GOLDEN_V2_SHA256 = "a3c2a8f5a6fb7afb1888d21643d62b14a35fd2cd46b473cd82e10ab0f734881d"
+
+
+def test_golden_v2_file() -> None:
+    # Written once by tests/data/formats/make_v2.py with format version 2. Never regenerate.
+
+    assert hashlib.sha256(GOLDEN_V2.read_bytes()).hexdigest() == GOLDEN_V2_SHA256
+    run = reader.read(GOLDEN_V2)
+    assert run == golden_v2_run()
+    # Spelled out where version 2 differs from version 1: native figures, the columnar tree.
+    db = run.files["/work/db.py"].lines[4]
+    assert (db.native_alloc_bytes, db.native_live_bytes, db.native_peak_bytes) == (16 * MIB,) * 3
+    assert [(n.id, n.parent, n.file, n.line, n.function, n.alloc_bytes) for n in run.call_tree] == [
+        (0, -1, "/work/app.py", 7, "<module>", 0),
+        (1, 0, "/work/app.py", 4, "main", 1024),
+        (2, 1, "/work/db.py", 4, "load", 24 * MIB),
+    ]
+    assert reader.read_info(GOLDEN_V2) == run.info
+
+
+def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    writer.write(sample_run(exit_code=3), path)
+    assert reader.read(path).info.exit_code == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mlrun"]
+
+
+def test_incomplete_runs_read_back_as_incomplete(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(complete=False, exit_code=None), path)
+    got = reader.read(path)
+    assert got.info.complete is False
+    assert got.info.exit_code is None
+
+
+def _bad(path: Path, reason: str) -> None:
+    with pytest.raises(RunFileError) as err:
+        reader.read(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot read {path}: ")
+    assert reason in message
+
+
+def test_missing_empty_text_and_directory(tmp_path: Path) -> None:
+    _bad(tmp_path / "nope.mlrun", "no such file")
+    (tmp_path / "empty.mlrun").write_bytes(b"")
+    _bad(tmp_path / "empty.mlrun", "not a memlens run file")
+    (tmp_path / "t.mlrun").write_text("hello")
+    _bad(tmp_path / "t.mlrun", "not a memlens run file")
+    _bad(tmp_path, "is a directory")
+
+
+def test_foreign_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.commit()
+    con.close()
+    _bad(path, "not a memlens run file")
+
+
+def _edit(path: Path, sql: str, *params: object) -> None:
+    con = sqlite3.connect(path)
+    con.execute(sql, params)
+    con.commit()
+    con.close()
+
+
+def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    # A newer writer may also change tables: the version is checked before anything else.
+    _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
+    _edit(path, "DROP TABLE lines")
+    reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
+    _bad(path, reason)
+    with pytest.raises(RunFileError, match=r"upgrade memlens$"):
+        reader.read_info(path)
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("UPDATE meta SET value = 'other' WHERE key = 'format'", "not a memlens run file"),
+        ("UPDATE meta SET value = '{' WHERE key = 'run'", "bad run header (not JSON)"),
+        ("UPDATE meta SET value = '[]' WHERE key = 'run'", "bad run header"),
+        ("UPDATE meta SET value = '{\"python\": \"3\"}' WHERE key = 'run'", "run header lacks"),
+        ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
+        ("UPDATE lines SET file_id = 77", "corrupt file (lines names unknown file id 77)"),
+        (
+            "UPDATE files SET text = x'00ff'",
+            "corrupt file (files holds a value of the wrong type or size)",
+        ),
+        ("DROP TABLE meta", "not a memlens run file (no meta table)"),
+        ("DELETE FROM meta WHERE key = 'run'", "no run header"),
+        ("DELETE FROM meta WHERE key = 'version'", "bad format version"),
+        ("UPDATE meta SET value = 'one' WHERE key = 'version'", "bad format version"),
+        ("UPDATE meta SET value = '0' WHERE key = 'version'", "bad format version 0"),
+        ("UPDATE meta SET value = '[[[[' || '1' || ']]]]' WHERE key = 'run'", "bad run header"),
+        ("DROP TABLE files", "corrupt file (no files table)"),
+        ("DROP TABLE lines", "corrupt file (no lines table)"),
+        ("DROP TABLE functions", "corrupt file (no functions table)"),
+        ("DROP TABLE tree", "corrupt file (no tree table)"),
+        ("DROP TABLE tree_names", "corrupt file (no tree_names table)"),
+        ("DROP TABLE timeline", "corrupt file (no timeline table)"),
+        (
+            "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
+            "corrupt file (unexpected schema: table timeline is not as format version 2 defines it)",
+        ),
+        (
+            "UPDATE tree SET data = x'00' WHERE column = 'parent'",
+            "corrupt file (tree column parent is cut short)",
+        ),
+        ("DELETE FROM tree WHERE column = 'line'", "corrupt file (tree lacks a column)"),
+        (
+            "UPDATE tree SET part = 1 WHERE column = 'line'",
+            "corrupt file (tree holds an unknown or misplaced part)",
+        ),
+        ("DELETE FROM tree_names", "corrupt file (tree names an unknown function)"),
+        ("UPDATE tree SET data = 'text' WHERE column = 'line'", "corrupt file (tree holds a value"),
+        ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
+        (
+            "UPDATE functions SET qualname = x'00'",
+            "corrupt file (functions holds a value of the wrong type or size)",
+        ),
+        (
+            "UPDATE lines SET peak_err = 'x'",
+            "corrupt file (lines holds a value of the wrong type or size)",
+        ),
+        (
+            "UPDATE timeline SET rss_bytes = 1.5",
+            "corrupt file (timeline holds a value of the wrong type or size)",
+        ),
+    ],
+)
+def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+@pytest.mark.parametrize(("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5)])
+def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    header[key] = value
+    con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
+    con.commit()
+    con.close()
+    _bad(path, f"bad run header: {key} is {type(value).__name__}")
+
+
+def _read_or_error(path: Path) -> str:
+    """Either the file reads, or it fails with a RunFileError: its message ('' on success)."""
+    try:
+        reader.read(path)
+    except RunFileError as exc:
+        return str(exc)
+    return ""
+
+
+def test_truncated_files(tmp_path: Path) -> None:
+    data = GOLDEN.read_bytes()
+    cuts = {1, 15, 16, 17, 99, 100, 101, len(data) - 1}
+    cuts |= set(range(256, len(data), 256))  # every page boundary and half page
+    for cut in sorted(cuts):
+        path = tmp_path / f"cut{cut}.mlrun"
+        path.write_bytes(data[:cut])
+        message = _read_or_error(path)
+        assert message.startswith(f"cannot read {path}: "), cut
+        assert "\n" not in message
+        if cut >= 100:
+            assert message.endswith(": truncated file"), message
+        # The header reader fails the same way: listings never show a cut file as a run.
+        with pytest.raises(RunFileError):
+            reader.read_info(path)
+
+
+def test_trailing_data_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "long.mlrun"
+    path.write_bytes(GOLDEN.read_bytes() + b"\0" * 4096)
+    _bad(path, "corrupt file (trailing data)")
+
+
+def test_every_flipped_byte_reads_or_fails_in_one_line(tmp_path: Path) -> None:
+    data = GOLDEN.read_bytes()
+    path = tmp_path / "flip.mlrun"
+    failures = 0
+    for offset in range(0, len(data), 61):
+        blob = bytearray(data)
+        blob[offset] ^= 0x5A
+        path.write_bytes(bytes(blob))
+        message = _read_or_error(path)
+        assert "\n" not in message
+        if message:
+            assert message.startswith(f"cannot read {path}: ")
+            failures += 1
+    assert failures > 0  # damage is noticed (flips in unused space may pass unnoticed)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "pipe.mlrun"
+    os.mkfifo(fifo)
+    _bad(fifo, "not a regular file")
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("file", 255, "corrupt file (tree names an unknown file)"),
+        ("file", -1, "corrupt file (tree names an unknown file)"),
+        ("function", 99, "corrupt file (tree names an unknown function)"),
+        ("parent", 5, "corrupt file (a tree node comes before its parent)"),
+        ("parent", -2, "corrupt file (a tree node comes before its parent)"),
+    ],
+)
+def test_damaged_call_tree(tmp_path: Path, column: str, value: int, reason: str) -> None:
+    # The first node's value in one column of the call tree, replaced (before the digest is
+    # checked: the structural checks name the damage).
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    con = sqlite3.connect(path)
+    (data,) = con.execute(
+        "SELECT data FROM tree WHERE column = ? AND part = 0", (column,)
+    ).fetchone()
+    data = value.to_bytes(4, "little", signed=True) + data[4:]
+    con.execute("UPDATE tree SET data = ? WHERE column = ? AND part = 0", (data, column))
+    con.commit()
+    con.close()
+    _bad(path, reason)
+
+
+def test_version_1_trees_are_put_in_order_and_loops_refused(tmp_path: Path) -> None:
+    # Version 1 stored node ids freely: a tree listed child first reads back in order, ids
+    # renumbered; nodes that are each other's parents are no tree.
+    path = tmp_path / "v1.mlrun"
+    path.write_bytes(GOLDEN.read_bytes())
+    _edit(path, "DELETE FROM meta WHERE key = 'content_sha256'")
+    _edit(
+        path,
+        "UPDATE nodes SET id = id + 10, parent = CASE parent WHEN -1 THEN -1 ELSE parent + 10 END",
+    )
+    _edit(path, "UPDATE nodes SET id = 5 WHERE id = 11")
+    _edit(path, "UPDATE nodes SET parent = 10 WHERE id = 5")
+    tree = reader.read(path).call_tree
+    assert [(n.id, n.parent, n.line) for n in tree] == [(0, -1, 6), (1, 0, 4)]
+    _edit(path, "UPDATE nodes SET parent = 5 WHERE id = 10")
+    _bad(path, "corrupt file (the call tree has a loop)")
+
+
+def test_read_info_reads_the_header_and_checks_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    assert reader.read_info(path) == sample_run().info
+    _edit(path, "DROP TABLE tree")
+    # A listing does not read the rows, but it does not call a file fine that read() refuses.
+    with pytest.raises(RunFileError, match=r"corrupt file \(no tree table\)$"):
+        reader.read_info(path)
+    _bad(path, "no tree table")
+
+
+def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
+    run = sample_run()
+    sf = run.files["/work/app.py"]
+    with pytest.raises(ValueError, match="differs from its path"):
+        writer.write(replace(run, files={"/elsewhere.py": sf}), tmp_path / "x.mlrun")
+    with pytest.raises(ValueError, match="names a file not in the run"):
+        writer.write(replace(run, files={}), tmp_path / "y.mlrun")
+    assert list(tmp_path.iterdir()) == []  # no temporary left behind
+
+
+def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    con = sqlite3.connect(path)
+    rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    con.close()
+    assert rows["format"] == "memlens-run"
+    assert rows["version"] == "2"
+    assert json.loads(rows["run"])["command"] == ["python", "app.py"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(cut=st.integers(0, 40_000), data=st.binary(max_size=64))
+def test_fuzz_truncated_and_extended_golden_file(
+    tmp_path_factory: pytest.TempPathFactory, cut: int, data: bytes
+) -> None:
+    golden = GOLDEN.read_bytes()
+    path = tmp_path_factory.mktemp("cut") / "c.mlrun"
+    path.write_bytes(golden[: cut % len(golden)] + data)
+    message = _read_or_error(path)
+    assert message.startswith(f"cannot read {path}: ")
+    assert "\n" not in message
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(max_size=2048), offset=st.integers(0, 40_000), flip=st.integers(1, 255))
+def test_fuzz_reader_never_raises_anything_else(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, offset: int, flip: int
+) -> None:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    # Arbitrary bytes, arbitrary bytes behind a SQLite header, and a flipped byte in a real file.
+    golden = bytearray(GOLDEN.read_bytes())
+    golden[offset % len(golden)] ^= flip
+    for i, blob in enumerate((data, b"SQLite format 3\x00" + data, bytes(golden))):
+        path = tmp / f"f{i}.mlrun"
+        path.write_bytes(blob)
+        assert "\n" not in _read_or_error(path)
+
+
+def test_replace_keeps_equality_semantics() -> None:
+    run = sample_run()
+    assert replace(run, timeline=()) != run
+
+
+def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    _edit(path, "UPDATE meta SET value = ? WHERE key = 'run'", "[" * 200_000 + "]" * 200_000)
+    _bad(path, "corrupt file (nesting too deep)")
+
+
+def test_written_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    before = path.read_bytes()
+
+    def disk_full(run: Run, filename: str, seal: object = None) -> None:
+        Path(filename).write_bytes(b"SQLite format 3\x00partial")
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(writer, "_write_db", disk_full)
+    with pytest.raises(OSError, match="database or disk is full"):
+        writer.write(sample_run(exit_code=5), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
+
+
+def test_damaged_sqlite_header(tmp_path: Path) -> None:
+    data = bytearray(GOLDEN.read_bytes())
+    data[92:96] = b"\xff\xff\xff\xff"  # "version-valid-for" no longer matches: size unknown
+    path = tmp_path / "h.mlrun"
+    path.write_bytes(bytes(data))
+    _bad(path, "corrupt file (bad SQLite header)")
+    path.write_bytes(GOLDEN.read_bytes()[:60])
+    _bad(path, "truncated file")

@@ -1,0 +1,184 @@
+"""The content digest (meta ``content_sha256``): damage to values, not only to structure.
+
+SQLite notices damage to its pages, but a flipped bit inside a stored figure leaves a valid
+database that reads back a wrong number. Files carry a SHA-256 over their rows, checked by
+:func:`memlens.reader.read`; files written before it existed (the golden v1 file) still
+read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memlens.errors import RunFileError
+from memlens.model import FIGURES, LineStats, TimelinePoint, replace
+from memlens.runfile import reader, writer
+from tests.runs import sample_run
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
+
+#: The digest as docs/file-format.md spells it (version 2), written independently of the
+#: reader's code: tables in this order, meta last; a BLOB as the hex SHA-256 of its bytes.
+_SPEC = (
+    ("files", "id, path, sha256, text", "id"),
+    (
+        "lines",
+        "file_id, line, "
+        + ", ".join(FIGURES)
+        + ", native_alloc_bytes, native_live_bytes, native_peak_bytes"
+        + ", alloc_err, live_err, peak_err",
+        "file_id, line",
+    ),
+    (
+        "functions",
+        (
+            "file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, live_bytes, peak_bytes"
+        ),
+        "rowid",
+    ),
+    ("tree", "column, part, data", "column, part"),
+    ("tree_names", "id, name", "id"),
+    ("timeline", "t, traced_bytes, rss_bytes", "rowid"),
+    ("meta", "key, value", "key"),
+)
+
+
+def _spec_digest(path: Path) -> str:
+    con = sqlite3.connect(path)
+    h = hashlib.sha256()
+    for table, columns, order in _SPEC:
+        where = " WHERE key != 'content_sha256'" if table == "meta" else ""
+        rows = [
+            [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r]
+            for r in con.execute(f"SELECT {columns} FROM {table}{where} ORDER BY {order}")
+        ]
+        h.update(f"{table}\n".encode())
+        h.update(json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    con.close()
+    return h.hexdigest()
+
+
+def _meta(path: Path) -> dict[str, str]:
+    con = sqlite3.connect(path)
+    rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    con.close()
+    return rows
+
+
+def _sql(path: Path, statement: str) -> None:
+    con = sqlite3.connect(path)
+    con.execute(statement)
+    con.commit()
+    con.close()
+
+
+def test_written_digest_is_the_documented_one(tmp_path: Path) -> None:
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    digest = _meta(path)["content_sha256"]
+    assert len(digest) == 64
+    assert digest == _spec_digest(path)
+    assert reader.read(path) == sample_run()
+
+
+def test_golden_file_without_digest_still_reads() -> None:
+    assert "content_sha256" not in _meta(GOLDEN)
+    reader.read(GOLDEN)  # exact contents are pinned in test_runfile.py
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE lines SET peak_bytes = peak_bytes + 1 WHERE line = (SELECT min(line) FROM lines)",
+        "UPDATE files SET text = text || ' '",
+        "UPDATE tree SET data = zeroblob(length(data)) WHERE column = 'alloc_bytes'",
+        "UPDATE tree_names SET name = 'renamed'",
+        "UPDATE timeline SET rss_bytes = 0",
+        "UPDATE functions SET qualname = 'renamed'",
+        "DELETE FROM timeline",
+        "UPDATE meta SET value = replace(value, '\"exit_code\": 0', '\"exit_code\": 1') WHERE key = 'run'",
+    ],
+)
+def test_changed_values_are_refused_in_one_line(tmp_path: Path, statement: str) -> None:
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    _sql(path, statement)
+    with pytest.raises(RunFileError) as info:
+        reader.read(path)
+    assert str(info.value) == (
+        f"cannot read {path}: corrupt file (content does not match its checksum)"
+    )
+
+
+def test_header_only_reads_skip_the_digest(tmp_path: Path) -> None:
+    # Listings stay fast: read_info reads the header alone, so value damage in the tables
+    # shows only when the run is opened.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    _sql(path, "UPDATE timeline SET rss_bytes = 0")
+    assert reader.read_info(path) == sample_run().info
+    with pytest.raises(RunFileError):
+        reader.read(path)
+
+
+def test_version_2_files_need_their_digest(tmp_path: Path) -> None:
+    # Version 1 files written before the digest existed read without one (the golden file);
+    # every version-2 writer writes it, so its absence is damage.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    _sql(path, "DELETE FROM meta WHERE key = 'content_sha256'")
+    with pytest.raises(RunFileError, match=r"corrupt file \(no content checksum\)$"):
+        reader.read(path)
+
+
+@pytest.fixture(scope="module")
+def fresh_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("digest") / "r.mlrun"
+    writer.write(sample_run(), path)
+    return path.read_bytes()
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_damaged_file_never_reads_back_different_figures(
+    tmp_path: Path, fresh_file: bytes, data: st.DataObject
+) -> None:
+    # Any damage (1 to 8 bytes replaced anywhere) is either refused in one line or harmless
+    # (unused space): the run read back is then exactly the one written.
+    blob = bytearray(fresh_file)
+    for _ in range(data.draw(st.integers(1, 8))):
+        offset = data.draw(st.integers(0, len(blob) - 1))
+        blob[offset] = data.draw(st.integers(0, 255))
+    path = tmp_path / "damaged.mlrun"
+    path.write_bytes(bytes(blob))
+    try:
+        run = reader.read(path)
+    except RunFileError as exc:
+        message = str(exc)
+    else:
+        assert run == sample_run()
+        return
+    assert "\n" not in message
+    assert message.startswith(f"cannot read {path}: ")
+
+
+def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
+    # Reader and writer hash rows in chunks of 4096; the bytes must be those of the whole
+    # table's JSON, as the spec says, however many chunks there are.
+
+    base = sample_run()
+    sf = base.files["/work/app.py"]
+    lines = {n: LineStats(alloc_bytes=n, peak_bytes=2 * n, alloc_err=n / 3) for n in range(1, 9001)}
+    run = replace(
+        base,
+        files={sf.path: replace(sf, lines=lines)},
+        timeline=tuple(TimelinePoint(i / 7, i, 2 * i) for i in range(8193)),
+    )
+    path = writer.write(run, tmp_path / "big.mlrun")
+    assert _meta(path)["content_sha256"] == _spec_digest(path)
+    assert reader.read(path) == run
