@@ -168,10 +168,10 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     return id;
 }
 
-Figures* nogil(uint32_t id) {
+NogilFigures* nogil(uint32_t id) {
     Chunk* c = g_chunks[id >> kChunkBits];
     if (!c->nogil) {
-        c->nogil = static_cast<Figures*>(std::calloc(kChunkSize, sizeof(Figures)));
+        c->nogil = static_cast<NogilFigures*>(std::calloc(kChunkSize, sizeof(NogilFigures)));
         if (!c->nogil) {
             return nullptr;
         }

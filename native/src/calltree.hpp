@@ -11,12 +11,14 @@
 // total reaches a new maximum; before a node's figures change, if they have not changed since
 // the latest maximum (their epoch is older), their live bytes are their live bytes at that
 // maximum, so they are saved. At snapshot, figures untouched since the maximum take their
-// current live bytes.
+// current live bytes. Moments (moments.hpp) work the same way: before a node's live bytes
+// change in a later moment than they last did, their value is logged for that moment.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "moments.hpp"
 #include "state.hpp"
 
 namespace memlens {
@@ -38,10 +40,18 @@ struct Node {
     uint32_t parent;
     uint32_t code;  // code id (codes.hpp), kNoCode for the root
     int32_t offset;
-    uint32_t reserved;
+    uint32_t moment;  // the raw moment fig.live_bytes last changed in (moments.hpp)
     Figures fig;  // GIL events (all events in sampling mode)
 };
 static_assert(sizeof(Node) == 64, "a node is one cache line");
+
+// The figures of a node's events made without the GIL, and the raw moment their live bytes
+// last changed in.
+struct NogilFigures {
+    Figures fig;
+    uint32_t moment;
+    uint32_t reserved;
+};
 
 // Variances of the sampling estimates (sampling mode only).
 struct Variances {
@@ -56,7 +66,7 @@ constexpr uint32_t kChunks = (kMaxNodes >> kChunkBits) + 1;
 
 struct Chunk {
     Node nodes[kChunkSize];
-    Figures* nogil;    // figures of events made without the GIL (allocated on first use)
+    NogilFigures* nogil;  // figures of events made without the GIL (allocated on first use)
     Variances* vars;   // sampling mode
 };
 
@@ -76,12 +86,12 @@ inline uint32_t size() { return g_size.load(std::memory_order_acquire); }
 uint32_t intern(uint32_t parent, uint32_t code, int32_t offset);
 
 // The no-GIL figures of a node (created on first use). Under g_table_lock.
-Figures* nogil(uint32_t id);
+NogilFigures* nogil(uint32_t id);
 // The variances of a node (sampling mode).
 inline Variances& vars(uint32_t id) { return g_chunks[id >> kChunkBits]->vars[id & (kChunkSize - 1)]; }
 // The no-GIL figures if any were created (snapshot).
-inline const Figures* nogil_if_any(uint32_t id) {
-    Figures* f = g_chunks[id >> kChunkBits]->nogil;
+inline const NogilFigures* nogil_if_any(uint32_t id) {
+    NogilFigures* f = g_chunks[id >> kChunkBits]->nogil;
     return f ? &f[id & (kChunkSize - 1)] : nullptr;
 }
 
@@ -128,6 +138,28 @@ inline void on_free(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
     f.live_bytes -= bytes;
     f.live_count -= count;
     __atomic_store_n(&total, total - bytes, __ATOMIC_RELAXED);
+}
+
+// The same, at node `id`: its GIL figures (all figures in sampling mode), with the node's
+// moment kept.
+inline void alloc_at(uint32_t id, int64_t bytes, int64_t count) {
+    Node& n = node(id);
+    moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
+    on_alloc(n.fig, g_total, bytes, count);
+}
+inline void free_at(uint32_t id, int64_t bytes, int64_t count) {
+    Node& n = node(id);
+    moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
+    on_free(n.fig, g_total, bytes, count);
+}
+// ... and its no-GIL figures `f` (under g_table_lock).
+inline void alloc_nogil(uint32_t id, NogilFigures& f, int64_t bytes, int64_t count) {
+    moments::touch(f.moment, id, f.fig.live_bytes, moments::g_log_nogil);
+    on_alloc(f.fig, g_total_nogil, bytes, count);
+}
+inline void free_nogil(uint32_t id, NogilFigures& f, int64_t bytes, int64_t count) {
+    moments::touch(f.moment, id, f.fig.live_bytes, moments::g_log_nogil);
+    on_free(f.fig, g_total_nogil, bytes, count);
 }
 
 }  // namespace calltree

@@ -67,11 +67,11 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
         }
         v.alloc += w.var;
         v.live += w.var;
-        calltree::on_alloc(f, g_total, w.bytes, w.count);
+        calltree::alloc_at(node, w.bytes, w.count);
     } else if (gil) {
-        calltree::on_alloc(calltree::node(node).fig, g_total, w.bytes, w.count);
-    } else if (Figures* f = calltree::nogil(node)) {
-        calltree::on_alloc(*f, g_total_nogil, w.bytes, w.count);
+        calltree::alloc_at(node, w.bytes, w.count);
+    } else if (NogilFigures* f = calltree::nogil(node)) {
+        calltree::alloc_nogil(node, *f, w.bytes, w.count);
     }
 }
 
@@ -83,18 +83,19 @@ inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
             v.peak = v.live;
         }
         v.live -= w.var;
-        calltree::on_free(f, g_total, w.bytes, w.count);
+        calltree::free_at(node, w.bytes, w.count);
     } else if (gil) {
-        calltree::on_free(calltree::node(node).fig, g_total, w.bytes, w.count);
-    } else if (Figures* f = calltree::nogil(node)) {
-        calltree::on_free(*f, g_total_nogil, w.bytes, w.count);
+        calltree::free_at(node, w.bytes, w.count);
+    } else if (NogilFigures* f = calltree::nogil(node)) {
+        calltree::free_nogil(node, *f, w.bytes, w.count);
     }
 }
 
 // A live block returns to its node without counting an allocation (a failed realloc).
 inline void count_restore(uint32_t node, const sampling::Weight& w, bool gil) {
     count_alloc(node, w, gil);
-    Figures* f = g_sampling || gil ? &calltree::node(node).fig : calltree::nogil(node);
+    NogilFigures* nf = g_sampling || gil ? nullptr : calltree::nogil(node);
+    Figures* f = g_sampling || gil ? &calltree::node(node).fig : nf ? &nf->fig : nullptr;
     if (f) {
         f->alloc_bytes -= w.bytes;
         f->alloc_count -= w.count;
@@ -147,7 +148,7 @@ void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
             Guard g(g_table_lock);
             table_put_locked(p, node, size, true);
         }
-        calltree::on_alloc(calltree::node(node).fig, g_total, int64_t(size), 1);
+        calltree::alloc_at(node, int64_t(size), 1);
         return;
     }
     sampling::Weight w = sampling::weight(size);
@@ -172,7 +173,7 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
         uint32_t node = 0;
         size_t size = 0;
         if (blocks::page_take(p, &node, &size)) {
-            calltree::on_free(calltree::node(node).fig, g_total, int64_t(size), 1);
+            calltree::free_at(node, int64_t(size), 1);
             return {true, true, node, size};
         }
     }
@@ -190,7 +191,7 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
         }
     }
     if (!g_sampling && gil) {
-        calltree::on_free(calltree::node(e.node).fig, g_total, int64_t(e.size), 1);
+        calltree::free_at(e.node, int64_t(e.size), 1);
     }
     return {true, false, e.node, e.size};
 }

@@ -116,9 +116,12 @@ NB_MODULE(_tracer, m) {
                 d["sample_interval"] = s.sample_interval;
                 d["nodes"] = s.nodes.size();
                 d["timeline"] = timeline;
+                d["peak_t"] = s.moments.peak_t >= 0 ? nb::object(nb::float_(s.moments.peak_t)) : nb::none();
+                d["moments_dropped"] = s.moments.dropped;
                 return d;
             },
-            "Totals, mode and the timeline.")
+            "Totals, mode, the timeline, when the peak happened (peak_t, seconds; None before "
+            "any allocation) and whether the moments were dropped (too many changes).")
         .def(
             "build",
             [](const memlens::SnapshotData& s, nb::bytes file_of_code, nb::bytes function_of_code,
@@ -144,17 +147,30 @@ NB_MODULE(_tracer, m) {
                 put_sums(site_incl, b.site_incl, nullptr);
                 put_sums(site_native, b.site_native, nullptr);
                 put_sums(fns, b.function_incl, nullptr);
+                nb::dict moments;
+                moments["t"] = typed(b.moment_t, "d");
+                moments["traced_bytes"] = typed(b.moment_traced, "q");
+                moments["site_moment"] = typed(b.msite_moment, "i");
+                moments["site"] = typed(b.msite_site, "i");
+                moments["site_live"] = typed(b.msite_live, "q");
+                moments["site_incl_live"] = typed(b.msite_incl, "q");
+                moments["function_moment"] = typed(b.mfunc_moment, "i");
+                moments["function"] = typed(b.mfunc_function, "i");
+                moments["function_live"] = typed(b.mfunc_live, "q");
                 nb::dict out;
                 out["tree"] = tree;
                 out["sites"] = sites;
                 out["sites_incl"] = site_incl;
                 out["sites_native"] = site_native;
                 out["functions"] = fns;
+                out["moments"] = moments;
                 return out;
             },
             nb::arg("file_of_code"), nb::arg("function_of_code"), nb::arg("functions"),
             "Collapses the tree onto lines: file_of_code and function_of_code are int32 arrays "
-            "(one entry per code id; file -1 = transparent). Returns typed columns.");
+            "(one entry per code id; file -1 = transparent). Returns typed columns; `moments`: "
+            "per kept moment its time and traced total, and per moment the sites and functions "
+            "whose live bytes changed since the moment before, with their new values.");
 
     m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0, nb::arg("seed") = 0,
           nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true, nb::arg("native") = true,

@@ -1,5 +1,7 @@
 #include "snapshot.hpp"
 
+#include <algorithm>
+
 #include "calltree.hpp"
 
 namespace memlens {
@@ -68,6 +70,138 @@ private:
     size_t count_ = 0;
 };
 
+
+// Each site's and function's live bytes at each kept moment. Per node and per log (GIL and
+// no-GIL figures, summed), an entry's value holds from the first kept moment after its raw
+// moment; a node's entries come in the order of their moments, the latest of a moment wins.
+// Their changes, collapsed onto the collapsed nodes, are then applied moment by moment: to the
+// node's site (self), and once to each distinct site and function on its path (inclusive, as
+// the run's own inclusive figures count each subtree once per line and function on its path).
+void build_moments(const SnapshotData& snap, const std::vector<int32_t>& fid_of,
+                   const std::vector<int32_t>& site_of, Built& out) {
+    const moments::Snapshot& ms = snap.moments;
+    const size_t kept = ms.bounds.size();
+    for (const moments::Bound& b : ms.bounds) {
+        out.moment_t.push_back(b.t);
+        out.moment_traced.push_back(b.traced);
+    }
+    if (kept == 0) {
+        return;
+    }
+    const size_t n = snap.nodes.size();
+    struct Change {
+        int32_t node;  // collapsed node
+        int64_t delta;
+    };
+    std::vector<std::vector<Change>> by_moment(kept);
+    {
+        std::vector<int64_t> prev(n), value(n);
+        std::vector<int32_t> at(n);
+        for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
+            std::fill(prev.begin(), prev.end(), 0);
+            std::fill(at.begin(), at.end(), -1);
+            auto flush = [&](uint32_t id) {
+                int64_t d = value[id] - prev[id];
+                prev[id] = value[id];
+                if (d != 0 && fid_of[id] >= 0) {
+                    by_moment[size_t(at[id])].push_back(Change{fid_of[id], d});
+                }
+            };
+            for (const moments::Entry& e : *log) {
+                if (e.node >= n) {
+                    continue;
+                }
+                int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
+                if (size_t(m) >= kept) {
+                    continue;
+                }
+                if (at[e.node] != m && at[e.node] >= 0) {
+                    flush(e.node);
+                }
+                at[e.node] = m;
+                value[e.node] = e.live;
+            }
+            for (uint32_t id = 0; id < n; ++id) {
+                if (at[id] >= 0) {
+                    flush(id);
+                }
+            }
+        }
+    }
+    const size_t m = out.parent.size(), sites = out.site_file.size(), fns = out.function_incl.size();
+    std::vector<int64_t> node_delta(m), self(sites), incl(sites), fval(fns);
+    std::vector<int64_t> shown_self(sites), shown_incl(sites), shown_f(fns);
+    std::vector<uint32_t> node_stamp(m), site_stamp(sites), site_walk(sites), f_stamp(fns), f_walk(fns);
+    std::vector<int32_t> changed_nodes, changed_sites, changed_fns;
+    uint32_t walk = 0;
+    for (size_t k = 0; k < kept; ++k) {
+        const uint32_t stamp = uint32_t(k + 1);
+        changed_nodes.clear();
+        changed_sites.clear();
+        changed_fns.clear();
+        for (const Change& c : by_moment[k]) {
+            if (node_stamp[size_t(c.node)] != stamp) {
+                node_stamp[size_t(c.node)] = stamp;
+                node_delta[size_t(c.node)] = 0;
+                changed_nodes.push_back(c.node);
+            }
+            node_delta[size_t(c.node)] += c.delta;
+        }
+        by_moment[k] = {};
+        for (int32_t c : changed_nodes) {
+            int64_t d = node_delta[size_t(c)];
+            if (d == 0) {
+                continue;
+            }
+            size_t own = size_t(site_of[size_t(c)]);
+            self[own] += d;
+            ++walk;
+            for (int32_t a = c; a >= 0; a = out.parent[size_t(a)]) {
+                size_t s = size_t(site_of[size_t(a)]);
+                if (site_walk[s] != walk) {
+                    site_walk[s] = walk;
+                    incl[s] += d;
+                    if (site_stamp[s] != stamp) {
+                        site_stamp[s] = stamp;
+                        changed_sites.push_back(int32_t(s));
+                    }
+                }
+                int32_t f = out.function[size_t(a)];
+                if (f >= 0 && size_t(f) < fns && f_walk[size_t(f)] != walk) {
+                    f_walk[size_t(f)] = walk;
+                    fval[size_t(f)] += d;
+                    if (f_stamp[size_t(f)] != stamp) {
+                        f_stamp[size_t(f)] = stamp;
+                        changed_fns.push_back(f);
+                    }
+                }
+            }
+        }
+        std::sort(changed_sites.begin(), changed_sites.end());
+        for (int32_t s : changed_sites) {
+            if (self[size_t(s)] == shown_self[size_t(s)] && incl[size_t(s)] == shown_incl[size_t(s)]) {
+                continue;
+            }
+            shown_self[size_t(s)] = self[size_t(s)];
+            shown_incl[size_t(s)] = incl[size_t(s)];
+            out.msite_moment.push_back(int32_t(k));
+            out.msite_site.push_back(s);
+            out.msite_live.push_back(self[size_t(s)]);
+            out.msite_incl.push_back(incl[size_t(s)]);
+        }
+        std::sort(changed_fns.begin(), changed_fns.end());
+        for (int32_t f : changed_fns) {
+            if (fval[size_t(f)] == shown_f[size_t(f)]) {
+                continue;
+            }
+            shown_f[size_t(f)] = fval[size_t(f)];
+            out.mfunc_moment.push_back(int32_t(k));
+            out.mfunc_function.push_back(f);
+            out.mfunc_live.push_back(fval[size_t(f)]);
+        }
+    }
+}
+
 }  // namespace
 
 void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
@@ -124,7 +258,6 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
-    fid_of = {};
 
     // Subtree sums: a collapsed node's parent always precedes it.
     std::vector<Sums> sub(out.self);
@@ -193,6 +326,7 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
+    build_moments(snap, fid_of, site_of, out);
 }
 
 }  // namespace memlens

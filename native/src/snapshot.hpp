@@ -6,15 +6,18 @@
 // innermost calling frame that is charged) and which function it is; build() computes the
 // collapsed tree (node = caller's node, file, line), self figures per line, and inclusive
 // figures per line and per function, counting each subtree once per line (and per function)
-// on its path even under recursion. Native blocks (the C allocator's, on a child node of their
+// on its path even under recursion; and each site's and function's live bytes at each moment,
+// collapsed the same way from the nodes' moment entries. Native blocks (the C allocator's, on a child node of their
 // line's node) count in their line's self figures and, apart, in its native figures. Time and
-// memory are linear in the number of nodes.
+// memory are linear in the number of nodes (for moments: in the entries, times the depth of
+// the collapsed nodes that changed).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "codes.hpp"
+#include "moments.hpp"
 
 namespace memlens {
 
@@ -69,6 +72,7 @@ struct SnapshotData {
     int mode = 0;
     uint64_t sample_interval = 0;
     std::vector<TimelinePoint> timeline;
+    moments::Snapshot moments;  // with each node's pending entry added
 };
 
 // The collapsed run, column by column.
@@ -83,6 +87,15 @@ struct Built {
     std::vector<SumVars> site_vars;  // sampling mode only
     // Per function id given by the caller: inclusive figures (zero when never reached).
     std::vector<Sums> function_incl;
+    // Moments (kept boundaries, in time order): when each began and the traced total then;
+    // per moment, the live bytes (self and inclusive) of each site that changed since the
+    // moment before, and the inclusive live bytes of each function that did.
+    std::vector<double> moment_t;
+    std::vector<int64_t> moment_traced;
+    std::vector<int32_t> msite_moment, msite_site;
+    std::vector<int64_t> msite_live, msite_incl;
+    std::vector<int32_t> mfunc_moment, mfunc_function;
+    std::vector<int64_t> mfunc_live;
 };
 
 // `file_of_code[c]` (-1: transparent) and `function_of_code[c]` for every code id of the

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 
+#include "moments.hpp"
 #include "state.hpp"
 #include "tracer.hpp"
 
@@ -30,27 +32,45 @@ std::mutex* g_mutex = new std::mutex;
 std::condition_variable* g_cv = new std::condition_variable;
 bool g_stop = false;
 
+// Moments begin this often at first (seconds); the spacing doubles each time the kept
+// boundaries are thinned (moments.hpp), so a run of T seconds has moments about T/256 apart.
+constexpr double kFirstMomentS = 0.001;
+
 void sampler_main(double interval_ms) {
     name_thread("memlens-timeline");
+    using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lk(*g_mutex);
-    size_t stride = 1, tick = 0;
+    const double interval = interval_ms / 1000.0;
+    double point_every = interval;  // doubles as the points are thinned
+    double moment_every = kFirstMomentS;
+    double next_point = 0, next_moment = kFirstMomentS;
     for (;;) {
         if (g_stop) {
             break;
         }
-        if (tick++ % stride == 0) {
+        double t = std::chrono::duration<double>(Clock::now() - g_start).count();
+        moments::note_peak(t);
+        if (t >= next_moment) {
+            if (moments::bump(t)) {
+                moment_every *= 2;
+            }
+            next_moment = std::max(next_moment + moment_every, t + moment_every / 2);
+        }
+        if (t >= next_point) {
             if (g_len == kCap) {
                 // Bounded however long the run: keep every other point, halve the rate.
                 for (size_t i = 0; i < kCap / 2; ++i) {
                     g_points[i] = g_points[2 * i];
                 }
                 g_len = kCap / 2;
-                stride *= 2;
+                point_every *= 2;
             }
-            double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
             g_points[g_len++] = TimelinePoint{t, traced_total(), read_rss()};
+            next_point = std::max(next_point + point_every, t + point_every / 2);
         }
-        g_cv->wait_for(lk, std::chrono::duration<double, std::milli>(interval_ms));
+        double wake = std::min(next_point, next_moment);
+        g_cv->wait_until(lk, g_start + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(wake)));
     }
 }
 
@@ -104,6 +124,7 @@ void stop(double t) {
     Py_END_ALLOW_THREADS
     delete g_thread;
     g_thread = nullptr;
+    moments::note_peak(t);
     if (g_points && g_len < kCap) {  // the state at stop, always
         g_points[g_len++] = TimelinePoint{t, traced_total(), read_rss()};
     }

@@ -1,5 +1,6 @@
 // Memory over time: a thread that reads the traced total and the resident set size every
-// interval. It touches no Python state and allocates only from libc.
+// interval, and begins each moment of the run (moments.hpp). It touches no Python state and
+// allocates only from libc.
 #pragma once
 
 #include <cstdint>

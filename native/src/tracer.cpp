@@ -18,6 +18,7 @@
 #include "codes.hpp"
 #include "compat.hpp"
 #include "hooks.hpp"
+#include "moments.hpp"
 #include "native.hpp"
 #include "sampling.hpp"
 #include "snapshot.hpp"
@@ -54,6 +55,7 @@ void atfork_child() {
         g_active.store(false);
         g_forked_child = true;
         timeline::forget_thread();
+        moments::after_fork_in_child();
     }
 }
 
@@ -73,6 +75,7 @@ void free_tables() {
     calltree::destroy();
     codes::reset();
     timeline::reset();
+    moments::reset();
 }
 
 // The timeline's thread never takes the program's signals. A signal sent to the process goes
@@ -234,6 +237,8 @@ void snapshot(SnapshotData& out) {
             out.vars.resize(n);
         }
         uint64_t epoch = g_epoch;
+        moments::Snapshot& ms = out.moments;
+        moments::snapshot(ms, n, g_active.load() ? elapsed() : g_duration);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
             SnapshotNode& o = out.nodes[id];
@@ -246,12 +251,19 @@ void snapshot(SnapshotData& out) {
             o.sums.live_bytes = nd.fig.live_bytes;
             o.sums.live_count = nd.fig.live_count;
             o.sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
-            if (const Figures* f = calltree::nogil_if_any(id)) {
+            if (!ms.dropped) {
+                moments::pending(ms.gil, ms.bounds, id, nd.moment, nd.fig.live_bytes);
+            }
+            if (const NogilFigures* nf = calltree::nogil_if_any(id)) {
+                const Figures* f = &nf->fig;
                 o.sums.alloc_bytes += f->alloc_bytes;
                 o.sums.alloc_count += f->alloc_count;
                 o.sums.live_bytes += f->live_bytes;
                 o.sums.live_count += f->live_count;
                 o.sums.peak_bytes += f->epoch != epoch ? f->live_bytes : f->peak_bytes;
+                if (!ms.dropped) {
+                    moments::pending(ms.nogil, ms.bounds, id, nf->moment, f->live_bytes);
+                }
             }
             if (g_sampling) {
                 const Variances& v = calltree::vars(id);

@@ -17,6 +17,7 @@ from memlens.model import (
     CallNode,
     FunctionStats,
     LineStats,
+    Moments,
     Run,
     RunInfo,
     SourceFile,
@@ -25,8 +26,9 @@ from memlens.model import (
     TimelinePoint,
     replace,
 )
-from memlens.runfile import reader, writer
+from memlens.runfile import reader, schema, writer
 from tests.data.formats.make_v2 import golden_v2_run
+from tests.data.formats.make_v3 import golden_v3_run
 from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -122,6 +124,59 @@ def runs(draw: st.DrawFn) -> Run:
     timeline = tuple(
         draw(st.lists(st.builds(TimelinePoint, st.floats(0, 1e6), sizes, sizes), max_size=5))
     )
+    moments = Moments()
+    count = draw(st.integers(0, 4)) if paths else 0
+    if count:
+        t = sorted(draw(st.lists(st.floats(0, 1e6), min_size=count, max_size=count)))
+        changes = sorted(
+            draw(
+                st.lists(
+                    st.tuples(
+                        st.integers(0, count - 1),
+                        st.integers(0, len(paths) - 1),
+                        st.integers(1, 500),
+                        sizes,
+                        sizes,
+                    ),
+                    max_size=6,
+                )
+            )
+        )
+        keys = [
+            (p, f.qualname, f.first_line, f.last_line) for p in paths for f in files[p].functions
+        ]
+        fn_changes = sorted(
+            draw(
+                st.lists(
+                    st.tuples(st.integers(0, count - 1), st.integers(0, len(keys) - 1), sizes),
+                    max_size=4,
+                )
+            )
+            if keys
+            else []
+        )
+        moments = Moments(
+            t,
+            draw(st.lists(sizes, min_size=count, max_size=count)),
+            paths,
+            dict(
+                zip(
+                    ("moment", "file", "line", "live_bytes", "incl_live_bytes"),
+                    zip(*changes, strict=True),
+                    strict=True,
+                )
+            )
+            if changes
+            else None,
+            keys,
+            dict(
+                zip(
+                    ("moment", "function", "live_bytes"), zip(*fn_changes, strict=True), strict=True
+                )
+            )
+            if fn_changes
+            else None,
+        )
     run_info = info(
         command=tuple(draw(st.lists(texts, max_size=4))),
         exit_code=draw(st.none() | st.integers(-255, 255)),
@@ -143,8 +198,9 @@ def runs(draw: st.DrawFn) -> Run:
         seed=draw(st.none() | st.integers(1, 2**64 - 1)),
         # One entry per node id, in the order they ran.
         tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
+        peak_at_s=draw(st.none() | st.floats(0, 1e6)),
     )
-    return new_run(files, nodes, timeline, run_info=run_info)
+    return replace(new_run(files, nodes, timeline, run_info=run_info), moments=moments)
 
 
 @settings(
@@ -228,6 +284,98 @@ def test_golden_v2_file() -> None:
     assert reader.read_info(GOLDEN_V2) == run.info
 
 
+GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
+GOLDEN_V3_SHA256 = "51bed2b8c32de638b597281b535294199da30d88038de53604d347aa59c23406"
+
+
+def test_golden_v3_file() -> None:
+    # Written once by tests/data/formats/make_v3.py with format version 3. Never regenerate.
+    assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
+    run = reader.read(GOLDEN_V3)
+    assert run == golden_v3_run()
+    # Spelled out where version 3 differs from version 2: when the peak was, the moments.
+    assert run.info.peak_at_s == 1.25
+    moments = run.moments
+    assert list(moments.t) == [0.5, 1.0, 1.5]
+    assert list(moments.traced_bytes) == [8 * MIB, 20 * MIB + 512, 20 * MIB + 512]
+    assert moments.values_at(0) == {
+        "/work/db.py": {4: (8 * MIB, 8 * MIB)},
+        "/work/app.py": {7: (0, 8 * MIB)},
+    }
+    assert moments.values_at(2) == {
+        "/work/db.py": {4: (20 * MIB, 20 * MIB)},
+        "/work/app.py": {4: (512, 20 * MIB + 512), 7: (0, 20 * MIB + 512)},
+    }
+    assert moments.function_values_at(0) == {
+        ("/work/app.py", "main", 3, 5): 8 * MIB,
+        ("/work/db.py", "load", 3, 4): 8 * MIB,
+    }
+    assert reader.read_info(GOLDEN_V3) == run.info
+    # Older files have no moments, and no peak time.
+    assert not reader.read(GOLDEN_V2).moments
+    assert reader.read(GOLDEN_V2).info.peak_at_s is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("DROP TABLE moments", "corrupt file (no moments table)"),
+        ("UPDATE moments SET t = 2.0 WHERE rowid = 1", "moments are not in time order"),
+        ("UPDATE moments SET t = 'x'", "moments holds a value of the wrong type"),
+        ("DELETE FROM moments WHERE rowid > 1", "a moment change names no moment"),
+        (
+            "DELETE FROM moment_lines WHERE column = 'line'",
+            "corrupt file (moment_lines lacks a column)",
+        ),
+        (
+            "UPDATE moment_lines SET data = x'0100' WHERE column = 'file'",
+            "moment_lines column file is cut short",
+        ),
+        (
+            (
+                "UPDATE moment_lines SET data = x'0000000000000000000000000000000009000000'"
+                " WHERE column = 'file'"
+            ),
+            "a moment change names an unknown file",
+        ),
+        (
+            (
+                "UPDATE moment_functions SET data = x'00000000010000000000000000000000'"
+                " WHERE column = 'moment'"
+            ),
+            "moment changes are not in moment order",
+        ),
+        (
+            (
+                "UPDATE moment_functions SET data = x'00000000000000000000000007000000'"
+                " WHERE column = 'function'"
+            ),
+            "a moment change names an unknown function",
+        ),
+        (
+            (
+                "UPDATE moment_functions SET data = x'000000000000000000000000'"
+                " WHERE column = 'function'"
+            ),
+            "moment_functions columns differ in length",
+        ),
+    ],
+)
+def test_corrupt_moments(tmp_path: Path, sql: str, reason: str) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(golden_v3_run(), path)
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+def test_moment_changes_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = writer.write(golden_v3_run(), tmp_path / "r.mlrun")
+    monkeypatch.setitem(schema.MAX_ROWS, "moment_values", 4)
+    _bad(path, "too large to read (the moments hold more than 4 changes)")
+    monkeypatch.setitem(schema.MAX_ROWS, "moment_values", 5)
+    assert reader.read(path) == golden_v3_run()
+
+
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
@@ -282,9 +430,9 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
-    _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
+    _edit(path, "UPDATE meta SET value = '4' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
-    reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
+    reason = "format version 4 is newer than this memlens understands (3); upgrade memlens"
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
         reader.read_info(path)
@@ -317,7 +465,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
         (
             "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
-            "corrupt file (unexpected schema: table timeline is not as format version 2 defines it)",
+            "corrupt file (unexpected schema: table timeline is not as format version 3 defines it)",
         ),
         (
             "UPDATE tree SET data = x'00' WHERE column = 'parent'",
@@ -494,7 +642,7 @@ def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
     con.close()
     assert rows["format"] == "memlens-run"
-    assert rows["version"] == "2"
+    assert rows["version"] == "3"
     assert json.loads(rows["run"])["command"] == ["python", "app.py"]
 
 

@@ -24,7 +24,7 @@ from tests.runs import sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
-#: The digest as docs/file-format.md spells it (version 2), written independently of the
+#: The digest as docs/file-format.md spells it (version 3), written independently of the
 #: reader's code: tables in this order, meta last; a BLOB as the hex SHA-256 of its bytes.
 _SPEC = (
     ("files", "id, path, sha256, text", "id"),
@@ -46,6 +46,9 @@ _SPEC = (
     ("tree", "column, part, data", "column, part"),
     ("tree_names", "id, name", "id"),
     ("timeline", "t, traced_bytes, rss_bytes", "rowid"),
+    ("moments", "t, traced_bytes", "rowid"),
+    ("moment_lines", "column, part, data", "column, part"),
+    ("moment_functions", "column, part, data", "column, part"),
     ("meta", "key, value", "key"),
 )
 

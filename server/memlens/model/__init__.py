@@ -33,6 +33,7 @@ from memlens.model.figures import (
     Figure,
     calls_figure,
 )
+from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
 
@@ -57,8 +58,10 @@ __all__ = [
     "CallNode",
     "CallTree",
     "Figure",
+    "FunctionKey",
     "FunctionStats",
     "LineStats",
+    "Moments",
     "ProcessInfo",
     "Run",
     "RunInfo",
@@ -70,6 +73,7 @@ __all__ = [
     "calls_figure",
     "replace",
     "subtree_sums",
+    "value_at",
 ]
 
 
@@ -372,6 +376,8 @@ class RunInfo(Value):
     unknown), so that its files can be found in a copy.
     ``processes`` lists the processes whose figures the run holds when memlens followed
     child processes (the run's own process first), and is empty for a run of one process.
+    ``peak_at_s`` says when the peak happened (seconds since the start, to within the tracer's
+    timeline resolution; None when unknown: imports, older runs).
     """
 
     __slots__ = (
@@ -384,6 +390,7 @@ class RunInfo(Value):
         "max_depth",
         "memlens_version",
         "mode",
+        "peak_at_s",
         "peak_rss_bytes",
         "peak_traced_bytes",
         "pid",
@@ -418,6 +425,7 @@ class RunInfo(Value):
     workspace_root: str
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
+    peak_at_s: float | None
 
     def __init__(
         self,
@@ -442,6 +450,7 @@ class RunInfo(Value):
         workspace_root: str = "",
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
+        peak_at_s: float | None = None,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -464,16 +473,19 @@ class RunInfo(Value):
         _set(self, "workspace_root", workspace_root)
         _set(self, "tests", tests)
         _set(self, "processes", processes)
+        _set(self, "peak_at_s", peak_at_s)
 
 
 class Run(Value):
-    """A whole profiling run."""
+    """A whole profiling run. ``moments`` holds each line's live bytes at moments of the run
+    (empty for runs made without them: imports, older run files)."""
 
-    __slots__ = ("call_tree", "files", "info", "timeline")
+    __slots__ = ("call_tree", "files", "info", "moments", "timeline")
     info: RunInfo
     files: Mapping[str, SourceFile]
     call_tree: CallTree
     timeline: tuple[TimelinePoint, ...]
+    moments: Moments
 
     def __init__(
         self,
@@ -481,8 +493,10 @@ class Run(Value):
         files: Mapping[str, SourceFile] | None = None,
         call_tree: Iterable[CallNode] = (),
         timeline: tuple[TimelinePoint, ...] = (),
+        moments: Moments | None = None,
     ) -> None:
         _set(self, "info", info)
         _set(self, "files", {} if files is None else files)
         _set(self, "call_tree", CallTree.from_nodes(call_tree))
         _set(self, "timeline", timeline)
+        _set(self, "moments", Moments() if moments is None else moments)

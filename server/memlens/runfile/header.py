@@ -58,6 +58,7 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "workspace_root": (str,),
     "tests": (dict,),
     "processes": (list,),
+    "peak_at_s": (int, float, type(None)),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -90,6 +91,8 @@ def header_json(info: RunInfo) -> str:
         ]
     else:
         del fields["processes"]  # a run of one process: the header is as before
+    if fields["peak_at_s"] is None:
+        del fields["peak_at_s"]  # unknown (imports): the header is as before
     return json.dumps(fields)
 
 
@@ -120,6 +123,10 @@ def parse_header(header: object, name: str) -> RunInfo:
     raw["duration_s"] = float(raw["duration_s"])
     if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
+    if raw.get("peak_at_s") is not None:
+        raw["peak_at_s"] = float(raw["peak_at_s"])
+        if not 0 <= raw["peak_at_s"] < math.inf:
+            raise RunFileError(name, "bad run header: peak_at_s is not a finite number >= 0")
     if "tests" in raw:
         raw["tests"] = read_tests(raw["tests"], name)
     return RunInfo(**raw)

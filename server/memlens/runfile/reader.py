@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import time
 from array import array
+from itertools import pairwise
 from urllib.parse import quote
 
 from memlens.errors import RunFileError, one_line, os_error_reason
@@ -27,6 +28,7 @@ from memlens.model import (
     CallTree,
     FunctionStats,
     LineStats,
+    Moments,
     Run,
     RunInfo,
     SourceFile,
@@ -45,6 +47,8 @@ from memlens.runfile.schema import (
     MAX_NAME_CHARS,
     MAX_ROWS,
     MAX_VALUE_BYTES,
+    MOMENT_FUNCTION_COLUMNS,
+    MOMENT_LINE_COLUMNS,
     REAL,
     TREE_COLUMNS,
     Table,
@@ -391,6 +395,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
     # loads several times faster than with per-value checks in Python.
     current_id, current_lines = None, None
     v1 = version == 1
+    function_keys: list[tuple[str, str, int, int]] = []
     for row in digest.rows(tables["lines"]):
         if row[0] != current_id:
             current_id, current_lines = row[0], entry(row[0], "lines")["lines"]
@@ -400,6 +405,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         current_lines[row[1]] = LineStats(*row[2:])
     for row in digest.rows(tables["functions"]):
         entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
+        function_keys.append((paths[ids[row[0]]], row[1], row[2], row[3]))
     if v1:
 
         def path_of(fid: int) -> str:
@@ -417,6 +423,9 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         tree = _read_tree(name, digest, tables, paths)
     timeline = tuple(
         TimelinePoint(float(t), tb, rss) for t, tb, rss in digest.rows(tables["timeline"])
+    )
+    moments = (
+        _read_moments(name, digest, tables, paths, function_keys) if version >= 3 else Moments()
     )
     if not v1:
         for _ in digest.rows(tables["meta"]):
@@ -436,7 +445,87 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         },
         call_tree=tree,
         timeline=timeline,
+        moments=moments,
     )
+
+
+def _read_parts(
+    name: str,
+    digest: RowDigest,
+    table: Table,
+    columns: tuple[tuple[str, str], ...],
+    limit: int,
+    what: str,
+) -> dict[str, Any]:
+    """A table of column parts (``tree``, ``moment_lines``...) as typed arrays, checked: only
+    known columns, parts in order, whole values, at most ``limit`` values per column (else
+    ``what``, formatted with the limit, says why), every column of one length (no column at
+    all when the table is empty)."""
+    codes = dict(columns)
+    parts: dict[str, list[bytes]] = {}
+    for column, part, data in digest.rows(table):
+        code = codes.get(column)
+        if code is None or part != len(parts.setdefault(column, [])):
+            raise RunFileError(
+                name, f"corrupt file ({table.name} holds an unknown or misplaced part)"
+            )
+        parts[column].append(data)
+    if len(parts) != len(codes) and parts:
+        raise RunFileError(name, f"corrupt file ({table.name} lacks a column)")
+    out: dict[str, Any] = {}
+    for column, code in columns:
+        values = array(code)
+        for data in parts.get(column, ()):
+            if len(data) % values.itemsize:
+                raise RunFileError(
+                    name, f"corrupt file ({table.name} column {column} is cut short)"
+                )
+            values.frombytes(data)
+            if len(values) > limit:
+                raise RunFileError(name, f"too large to read ({what.format(limit=limit)})")
+        if sys.byteorder == "big":
+            values.byteswap()
+        out[column] = values
+    if len({len(c) for c in out.values()}) > 1:
+        raise RunFileError(name, f"corrupt file ({table.name} columns differ in length)")
+    return out
+
+
+def _read_moments(
+    name: str,
+    digest: RowDigest,
+    tables: Mapping[str, Table],
+    paths: list[str],
+    function_keys: list[tuple[str, str, int, int]],
+) -> Moments:
+    """Version 3's moments, checked: times finite, in order; every change names an existing
+    moment, file and function, in moment order."""
+    t: list[float] = []
+    traced: list[int] = []
+    for when, total in digest.rows(tables["moments"]):
+        if t and when < t[-1]:
+            raise RunFileError(name, "corrupt file (moments are not in time order)")
+        t.append(float(when))
+        traced.append(total)
+    limit = MAX_ROWS["moment_values"]
+    what = "the moments hold more than {limit:,} changes"
+    lines = _read_parts(name, digest, tables["moment_lines"], MOMENT_LINE_COLUMNS, limit, what)
+    fns = _read_parts(
+        name, digest, tables["moment_functions"], MOMENT_FUNCTION_COLUMNS, limit, what
+    )
+    for cols, index, sizes in (
+        (lines, "file", len(paths)),
+        (fns, "function", len(function_keys)),
+    ):
+        moment = cols["moment"]
+        if moment and (min(moment) < 0 or max(moment) >= len(t)):
+            raise RunFileError(name, "corrupt file (a moment change names no moment)")
+        if any(b < a for a, b in pairwise(moment)):
+            raise RunFileError(name, "corrupt file (moment changes are not in moment order)")
+        column = cols[index]
+        if column and (min(column) < 0 or max(column) >= sizes):
+            raise RunFileError(name, f"corrupt file (a moment change names an unknown {index})")
+    return Moments(t, traced, paths, lines, function_keys, fns)
 
 
 def _read_tree(
@@ -444,34 +533,16 @@ def _read_tree(
 ) -> CallTree:
     """Version 2's call tree from its column parts, checked: every column present with the
     same number of nodes, parents before children, files and names that exist."""
-    codes = dict(TREE_COLUMNS)
-    parts: dict[str, list[bytes]] = {}
-    for column, part, data in digest.rows(tables["tree"]):
-        code = codes.get(column)
-        if code is None or part != len(parts.setdefault(column, [])):
-            raise RunFileError(name, "corrupt file (tree holds an unknown or misplaced part)")
-        parts[column].append(data)
+    columns = _read_parts(
+        name,
+        digest,
+        tables["tree"],
+        TREE_COLUMNS,
+        MAX_ROWS["nodes"],
+        "the call tree holds more than {limit:,} nodes",
+    )
     names = [n for _, n in digest.rows(tables["tree_names"])]
-    if len(parts) != len(codes) and parts:
-        raise RunFileError(name, "corrupt file (tree lacks a column)")
-    columns: dict[str, Any] = {}
-    for column, code in TREE_COLUMNS:
-        values = array(code)
-        for data in parts.get(column, ()):
-            if len(data) % values.itemsize:
-                raise RunFileError(name, f"corrupt file (tree column {column} is cut short)")
-            values.frombytes(data)
-            if len(values) > MAX_ROWS["nodes"]:
-                raise RunFileError(
-                    name,
-                    f"too large to read (the call tree holds more than {MAX_ROWS['nodes']:,} nodes)",
-                )
-        if sys.byteorder == "big":
-            values.byteswap()
-        columns[column] = values
     n = len(columns["parent"])
-    if any(len(c) != n for c in columns.values()):
-        raise RunFileError(name, "corrupt file (tree columns differ in length)")
     if n:
         if any(not -1 <= p < i for i, p in enumerate(columns["parent"])):
             raise RunFileError(name, "corrupt file (a tree node comes before its parent)")

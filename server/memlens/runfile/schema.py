@@ -4,7 +4,7 @@ version, and the most a reader accepts of each part. Standard library only.
 The layout is specified in ``docs/file-format.md``. In short: a ``meta`` table whose first
 keys are the magic ``format = memlens-run`` and ``version``; then the run header
 (provenance and totals) as JSON under ``meta.run`` (:mod:`memlens.runfile.header`); then
-``files``, ``lines``, ``functions``, the call tree and ``timeline``.
+``files``, ``lines``, ``functions``, the call tree, ``timeline`` and the moments.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from memlens.model import ERRORS, FIGURES, FUNCTION_FIGURES, NATIVE
 
 MAGIC = "memlens-run"
 #: The version this memlens writes. It reads every version from 1 on.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # -- the format, table by table ----------------------------------------------------------------
 # One description per format version: each table's columns (name, SQL type, may be NULL), its
@@ -185,7 +185,35 @@ V2: tuple[Table, ...] = (
 )
 # (files.path is unique: the v1 DDL said so in SQL; v2 checks it as files are read.)
 
-FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2}
+#: The moments' columns in version 3, stored like the call tree's (typed arrays in parts of at
+#: most TREE_PART values). ``moment_lines``: per moment (a row of ``moments``, 0-based), the
+#: lines whose live bytes changed since the moment before, with their new live bytes, self and
+#: inclusive; ``file`` indexes the files table in id order. ``moment_functions``: the same for
+#: functions (inclusive), ``function`` indexing the functions table in row order.
+MOMENT_LINE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("moment", "i"),
+    ("file", "i"),
+    ("line", "i"),
+    ("live_bytes", "q"),
+    ("incl_live_bytes", "q"),
+)
+MOMENT_FUNCTION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("moment", "i"),
+    ("function", "i"),
+    ("live_bytes", "q"),
+)
+_PARTS = (("column", TEXT, False), ("part", INT, False), ("data", BLOB, False))
+
+#: Version 3: version 2 and the moments (each line's live bytes at moments of the run).
+V3: tuple[Table, ...] = (
+    *V2[:-1],
+    Table("moments", (("t", REAL, False), *_ints("traced_bytes")), "rowid"),
+    Table("moment_lines", _PARTS, "column, part", key="column, part", without_rowid=True),
+    Table("moment_functions", _PARTS, "column, part", key="column, part", without_rowid=True),
+    V2[-1],
+)
+
+FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2, 3: V3}
 
 
 def tables_of(version: int) -> dict[str, Table]:
@@ -238,6 +266,10 @@ MAX_ROWS: dict[str, int] = {
     "tree": 1_000,
     "tree_names": 10_000_000,
     "timeline": 1_000_000,
+    "moments": 100_000,
+    "moment_lines": 1_000,  # parts
+    "moment_functions": 1_000,  # parts
+    "moment_values": 50_000_000,  # values per column of moment_lines or moment_functions
 }
 #: Longest text value, in bytes (a recorded source file), and longest name (a path, a
 #: qualified name, a meta key), in characters; the run header (meta ``run``) is a name too.

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import sys
 from array import array
+from itertools import pairwise
 
 from memlens.errors import one_line
 from memlens.layout import replace_file
@@ -19,6 +20,8 @@ from memlens.runfile.header import header_json
 from memlens.runfile.schema import (
     FORMAT_VERSION,
     MAGIC,
+    MOMENT_FUNCTION_COLUMNS,
+    MOMENT_LINE_COLUMNS,
     TREE_COLUMNS,
     TREE_PART,
     Table,
@@ -30,10 +33,10 @@ from memlens.runfile.schema import (
 # every profiled program, and their imports would be a good part of that cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any, TypeVar
 
-    from memlens.model import CallTree, Run, RunInfo
+    from memlens.model import CallTree, FunctionKey, Moments, Run, RunInfo
 
     _P = TypeVar("_P", str, "os.PathLike[str]")
 
@@ -80,7 +83,12 @@ def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None
         if exc.errno not in _NO_ROOM or not os.path.isfile(path):
             raise
     header_only = replace(
-        run, files={}, call_tree=(), timeline=(), info=replace(run.info, complete=False)
+        run,
+        files={},
+        call_tree=(),
+        timeline=(),
+        moments=None,
+        info=replace(run.info, complete=False),
     )
     write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
     try:
@@ -123,6 +131,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         tables = tables_of(FORMAT_VERSION)
         digest = Digest()
         file_ids: dict[str, int] = {}
+        function_ids: dict[FunctionKey, int] = {}
         files: list[tuple[Any, ...]] = []
         lines: list[tuple[Any, ...]] = []
         functions: list[tuple[Any, ...]] = []
@@ -140,16 +149,19 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                 )
                 for line, st in sorted(sf.lines.items())
             )
-            functions.extend(
-                (
-                    i,
-                    fn.qualname,
-                    fn.first_line,
-                    fn.last_line,
-                    *(getattr(fn, f) for f in FUNCTION_FIGURES),
+            for fn in sf.functions:
+                function_ids.setdefault(
+                    (sf.path, fn.qualname, fn.first_line, fn.last_line), len(functions)
                 )
-                for fn in sf.functions
-            )
+                functions.append(
+                    (
+                        i,
+                        fn.qualname,
+                        fn.first_line,
+                        fn.last_line,
+                        *(getattr(fn, f) for f in FUNCTION_FIGURES),
+                    )
+                )
         _insert(con, digest, tables["files"], files)
         _insert(con, digest, tables["lines"], lines)
         _insert(con, digest, tables["functions"], functions)
@@ -162,6 +174,10 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
             tables["timeline"],
             [(float(p.t), p.traced_bytes, p.rss_bytes) for p in run.timeline],
         )
+        moments, moment_lines, moment_functions = _moment_rows(run.moments, file_ids, function_ids)
+        _insert(con, digest, tables["moments"], moments)
+        _insert(con, digest, tables["moment_lines"], moment_lines)
+        _insert(con, digest, tables["moment_functions"], moment_functions)
         info = seal(run.info) if seal is not None else run.info
         meta = [("format", MAGIC), ("run", header_json(info)), ("version", str(FORMAT_VERSION))]
         _insert(con, digest, tables["meta"], meta)
@@ -200,7 +216,7 @@ def _tree_rows(
     file_column: Iterable[int] = tree.file
     if index != list(range(len(index))):
         file_column = (index[f] for f in tree.file)
-    values: dict[str, Iterable[int]] = {
+    values: dict[str, Sequence[int] | Iterable[int]] = {
         "parent": tree.parent,
         "file": file_column,
         "line": tree.line,
@@ -210,17 +226,62 @@ def _tree_rows(
         "live_bytes": tree.live_bytes,
         "peak_bytes": tree.peak_bytes,
     }
+    return _parts("call-tree", TREE_COLUMNS, values, n), tree.functions
+
+
+def _parts(
+    what: str,
+    columns: tuple[tuple[str, str], ...],
+    values: Mapping[str, Sequence[int] | Iterable[int]],
+    n: int,
+) -> list[tuple[Any, ...]]:
+    """Rows of a table of column parts (``tree``, ``moment_lines``...): each column a typed
+    array of ``n`` values, little-endian, cut in parts of at most TREE_PART values."""
     rows: list[tuple[Any, ...]] = []
-    for name, code in sorted(TREE_COLUMNS):
+    for name, code in sorted(columns):
         column = values[name]
         data = (
             column if isinstance(column, array) and column.typecode == code else array(code, column)
         )
         if len(data) != n:
-            raise ValueError(f"call-tree column {name} has {len(data)} values, not {n}")
+            raise ValueError(f"{what} column {name} has {len(data)} values, not {n}")
         if sys.byteorder == "big":
             data = array(code, data)
             data.byteswap()
         for part, start in enumerate(range(0, max(n, 1), TREE_PART)):
             rows.append((name, part, data[start : start + TREE_PART].tobytes()))
-    return rows, tree.functions
+    return rows
+
+
+def _moment_rows(
+    moments: Moments, file_ids: Mapping[str, int], function_ids: Mapping[FunctionKey, int]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows of ``moments``, ``moment_lines`` and ``moment_functions``: files as positions
+    in the files table, functions as rows of the functions table."""
+    rows = [(float(t), int(b)) for t, b in zip(moments.t, moments.traced_bytes, strict=True)]
+    if any(b < a for a, b in pairwise(moments.t)):
+        raise ValueError("the moments are not in time order")
+    missing = [moments.files[f] for f in set(moments.lines["file"])]
+    missing = [f for f in missing if f not in file_ids]
+    if missing:
+        raise ValueError(f"the moments name a file not in the run: {missing[0]}")
+    index = [file_ids.get(f, 0) - 1 for f in moments.files]
+    lines = moments.lines
+    n = len(lines["moment"])
+    file_column = lines["file"]
+    line_values = {**lines, "file": file_column}
+    if index != list(range(len(index))):
+        line_values["file"] = [index[f] for f in file_column]
+    fns = moments.functions
+    keys = moments.function_keys
+    unknown = [keys[f] for f in set(fns["function"]) if keys[f] not in function_ids]
+    if unknown:
+        raise ValueError(f"the moments name a function not in the run: {unknown[0][1]}")
+    fn_values = {**fns, "function": [function_ids[keys[f]] for f in fns["function"]]}
+    return (
+        rows,
+        _parts("moment", MOMENT_LINE_COLUMNS, line_values, n) if n else [],
+        _parts("moment", MOMENT_FUNCTION_COLUMNS, fn_values, len(fns["moment"]))
+        if len(fns["moment"])
+        else [],
+    )

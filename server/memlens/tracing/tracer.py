@@ -562,6 +562,7 @@ def _build_run(
         CallTree,
         FunctionStats,
         LineStats,
+        Moments,
         Run,
         RunInfo,
         SourceFile,
@@ -654,8 +655,35 @@ def _build_run(
         workspace_root=session.workspace_root,
         max_depth=0,
         seed=session.seed,
+        peak_at_s=snap_info["peak_t"],
     )
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
-    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
+    if snap_info["moments_dropped"]:
+        print(
+            "memlens: the run's moments were dropped (more than 64M changes between "
+            "checkpoints); its other figures are complete",
+            file=sys.stderr,
+        )
+    m = built["moments"]
+    site_file, site_line = sites["file"], sites["line"]
+    moments = Moments(
+        m["t"],
+        m["traced_bytes"],
+        paths,
+        {
+            "moment": m["site_moment"],
+            "file": array("i", [site_file[i] for i in m["site"]]),
+            "line": array("i", [site_line[i] for i in m["site"]]),
+            "live_bytes": m["site_live"],
+            "incl_live_bytes": m["site_incl_live"],
+        },
+        [(paths[fid], q, first, last) for (fid, q, first, last) in functions],
+        {
+            "moment": m["function_moment"],
+            "function": m["function"],
+            "live_bytes": m["function_live"],
+        },
+    )
+    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, moments=moments)

@@ -1,0 +1,173 @@
+#include "moments.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace memlens::moments {
+namespace {
+
+// The kept boundaries and the peak's time: written by the timeline thread, read by snapshots.
+SpinLock g_bounds_lock;
+Bound g_bounds[kMaxKept];
+size_t g_kept = 0;
+uint64_t g_last_epoch = 1;  // the epoch the timeline thread saw last
+double g_peak_t = -1;
+bool g_overflowed = false;  // written under the log's own serialisation, read at snapshot
+
+void free_log(Log& log) {
+    for (uint32_t i = 0; i < log.count; ++i) {
+        std::free(log.chunks[i]);
+        log.chunks[i] = nullptr;
+    }
+    log.count = 0;
+    log.cur = log.end = nullptr;
+}
+
+// Keeps, per node, one entry per group of raw moments between kept boundaries (the latest):
+// the others can never be a kept moment's value. A node's entries are in the log in the order
+// of their moments, so one pass with the position of each node's last kept entry does it.
+void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
+    size_t n = log.size();
+    if (n == 0) {
+        return;
+    }
+    // 1 + position of each node's last kept entry. From libc directly, as everything a
+    // snapshot frees under g_table_lock: a free through another library (libstdc++'s
+    // operator delete) would reach our hooks, which take that lock.
+    auto* last = static_cast<uint32_t*>(std::calloc(nodes, sizeof(uint32_t)));
+    if (last == nullptr) {
+        return;  // no compaction this time
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < n; ++i) {
+        Entry e = log.at(i);
+        if (e.node >= nodes) {
+            continue;  // cannot happen: entries name existing nodes
+        }
+        uint32_t& l = last[e.node];
+        if (l != 0 && moment_of(bounds, log.at(l - 1).moment) == moment_of(bounds, e.moment)) {
+            log.at(l - 1) = e;
+            continue;
+        }
+        log.at(w) = e;
+        l = uint32_t(++w);
+    }
+    std::free(last);
+    uint32_t keep = uint32_t((w + kChunkEntries - 1) / kChunkEntries);
+    for (uint32_t i = keep; i < log.count; ++i) {
+        std::free(log.chunks[i]);
+        log.chunks[i] = nullptr;
+    }
+    log.count = keep;
+    if (keep == 0) {
+        log.cur = log.end = nullptr;
+        return;
+    }
+    Chunk* tail = log.chunks[keep - 1];
+    log.cur = tail->e + (w - size_t(keep - 1) * kChunkEntries);
+    log.end = tail->e + kChunkEntries;
+}
+
+void copy(Log& log, const std::vector<Bound>& bounds, std::vector<Entry>& out) {
+    size_t n = log.size();
+    for (size_t i = 0; i < n; ++i) {
+        const Entry& e = log.at(i);
+        if (moment_of(bounds, e.moment) < bounds.size()) {
+            out.push_back(e);
+        }
+    }
+}
+
+}  // namespace
+
+void append_slow(Log& log, const Entry& e) {
+    Chunk* c = log.count < kMaxChunks ? static_cast<Chunk*>(std::malloc(sizeof(Chunk))) : nullptr;
+    if (c == nullptr) {
+        g_recording = false;
+        g_overflowed = true;
+        return;
+    }
+    log.chunks[log.count++] = c;
+    log.cur = c->e;
+    log.end = c->e + kChunkEntries;
+    *log.cur++ = e;
+}
+
+bool bump(double t) {
+    Guard g(g_bounds_lock);
+    uint32_t raw = __atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&g_moment, raw, __ATOMIC_RELAXED);
+    g_bounds[g_kept++] = Bound{raw, t, traced_total()};
+    if (g_kept < kMaxKept) {
+        return false;
+    }
+    // Every other boundary goes, the latest stays: evenly spaced still, and the next one
+    // comes twice as far from it.
+    for (size_t i = 0; i < kMaxKept / 2; ++i) {
+        g_bounds[i] = g_bounds[2 * i + 1];
+    }
+    g_kept = kMaxKept / 2;
+    return true;
+}
+
+void note_peak(double t) {
+    uint64_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_RELAXED);
+    Guard g(g_bounds_lock);
+    if (epoch != g_last_epoch) {
+        g_last_epoch = epoch;
+        g_peak_t = t;
+    }
+}
+
+size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw) {
+    auto it = std::upper_bound(bounds.begin(), bounds.end(), raw,
+                               [](uint32_t r, const Bound& b) { return r < b.raw; });
+    return size_t(it - bounds.begin());
+}
+
+void snapshot(Snapshot& out, uint32_t nodes, double now) {
+    // `out` is empty, and its vectors only grow within the capacity reserved here: nothing is
+    // freed while g_table_lock is held (see compact).
+    {
+        Guard g(g_bounds_lock);
+        uint64_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_RELAXED);
+        if (epoch != 1) {
+            out.peak_t = epoch != g_last_epoch ? now : g_peak_t;
+        }
+        out.bounds.assign(g_bounds, g_bounds + g_kept);
+    }
+    if (g_overflowed) {
+        out.dropped = true;
+        out.bounds.clear();
+        return;
+    }
+    compact(g_log, out.bounds, nodes);
+    compact(g_log_nogil, out.bounds, nodes);
+    out.gil.reserve(g_log.size() + nodes);  // the log, and one pending entry per node
+    out.nogil.reserve(g_log_nogil.size() + nodes);
+    copy(g_log, out.bounds, out.gil);
+    copy(g_log_nogil, out.bounds, out.nogil);
+}
+
+void pending(std::vector<Entry>& out, const std::vector<Bound>& bounds, uint32_t id, uint32_t seen,
+             int64_t live) {
+    if (moment_of(bounds, seen) < bounds.size()) {
+        out.push_back(Entry{id, seen, live});
+    }
+}
+
+void reset() {
+    free_log(g_log);
+    free_log(g_log_nogil);
+    __atomic_store_n(&g_moment, 0u, __ATOMIC_RELAXED);
+    g_recording = true;
+    g_overflowed = false;
+    Guard g(g_bounds_lock);
+    g_kept = 0;
+    g_last_epoch = 1;
+    g_peak_t = -1;
+}
+
+void after_fork_in_child() { g_bounds_lock.unlock(); }
+
+}  // namespace memlens::moments

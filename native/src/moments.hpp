@@ -1,0 +1,128 @@
+// Moments: each node's live bytes at moments of the run, O(1) per event.
+//
+// The timeline thread (timeline.cpp) bumps a raw moment counter at moment boundaries, and
+// records each boundary (raw number, time, traced total). Every node remembers the raw moment
+// its live bytes last changed in; the first event at a node in a later moment appends
+// (node, that moment, live bytes before this event) to a log: what the node held from the end
+// of that moment on, until this event. So the log holds, per moment, the live bytes of each
+// node that changed in it, and nothing for the nodes that did not: memory in proportion to
+// changes, no lock on GIL events (the log has the same writers as the figures it follows: see
+// state.hpp).
+//
+// Bounded: at most kMaxKept boundaries are kept; when full, every other one is dropped (merged
+// into its neighbour) and the thread bumps half as often, so moments stay evenly spaced over
+// the run, however long. Log entries that a dropped boundary makes redundant (two entries of a
+// node with no kept boundary between them) are removed when the log is compacted, at snapshot
+// time (the GIL and g_table_lock held: no writer runs). Appending never allocates: a full
+// Appending never calls a hooked allocator: a full chunk is followed by one from libc
+// directly (our own module's calls are never rerouted, native.cpp). Should the log reach
+// kMaxChunks (64M entries), or libc have no memory, the run's moments are dropped (the
+// snapshot says so): a moment is only worth showing when exact.
+//
+// The peak needs no moment of its own here: per-node live bytes at the peak are exact already
+// (calltree.hpp); the timeline thread only notes when the peak happened (within one wake-up).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "state.hpp"
+
+namespace memlens::moments {
+
+// One log entry: `node` held `live` bytes from the end of raw moment `moment` on.
+struct Entry {
+    uint32_t node;
+    uint32_t moment;
+    int64_t live;
+};
+static_assert(sizeof(Entry) == 16, "log entries are 16 bytes");
+
+// A kept moment boundary: raw moment `raw` began at `t` seconds, with `traced` bytes traced.
+struct Bound {
+    uint32_t raw;
+    double t;
+    int64_t traced;
+};
+
+constexpr uint32_t kChunkEntries = uint32_t{1} << 16;  // 1 MiB per chunk
+constexpr uint32_t kMaxChunks = 1024;                   // at most 64M entries (1 GiB)
+constexpr size_t kMaxKept = 512;                        // boundaries kept (thinned to half)
+
+struct Chunk {
+    Entry e[kChunkEntries];
+};
+
+// An append-only log in chunks that never move. Appends are serialised by the caller.
+struct Log {
+    Chunk* chunks[kMaxChunks];
+    uint32_t count;  // chunks in use
+    Entry* cur;      // the next free entry of the last chunk (nullptr before the first)
+    Entry* end;      // the end of the last chunk
+    size_t size() const {
+        return count == 0 ? 0 : size_t(count - 1) * kChunkEntries + size_t(cur - chunks[count - 1]->e);
+    }
+    Entry& at(size_t i) { return chunks[i / kChunkEntries]->e[i % kChunkEntries]; }
+};
+
+// The raw moment events fall in now. Written by the timeline thread; read by every hook.
+alignas(64) inline uint32_t g_moment = 0;
+// False once moments are dropped (the log is full).
+inline bool g_recording = true;
+// The log of the GIL figures (all events in sampling mode), and of the no-GIL figures.
+inline Log g_log{};
+inline Log g_log_nogil{};
+
+// A new chunk (libc), or moments dropped.
+void append_slow(Log& log, const Entry& e);
+inline void append(Log& log, const Entry& e) {
+    if (__builtin_expect(log.cur < log.end, 1)) {
+        *log.cur++ = e;
+        return;
+    }
+    append_slow(log, e);
+}
+
+// Called before the live bytes of node `id` change: `seen` is the raw moment they last
+// changed in (kept by the caller beside the figures), `live` their value now.
+inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
+    uint32_t now = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
+    if (__builtin_expect(seen != now, 0)) {
+        if (g_recording) {
+            append(log, Entry{id, seen, live});
+        }
+        seen = now;
+    }
+}
+
+// The timeline thread: a new moment begins at `t` (seconds since start). True when the kept
+// boundaries were thinned (the thread then bumps half as often).
+bool bump(double t);
+// The timeline thread, at each wake-up: the peak moved since the last call if the epoch did.
+void note_peak(double t);
+
+// What a snapshot takes: the kept boundaries, the log entries that matter to them (the logs
+// are compacted in place first), and when the peak happened. The caller then adds, per node,
+// the entry its current figures stand for (`pending`: within the capacity reserved, so that
+// nothing is freed while the lock is held). GIL and g_table_lock held; `out` empty.
+struct Snapshot {
+    std::vector<Bound> bounds;
+    std::vector<Entry> gil, nogil;
+    double peak_t = -1;    // when the latest peak happened (-1: no peak yet)
+    bool dropped = false;  // the log overflowed: no moments
+};
+void snapshot(Snapshot& out, uint32_t nodes, double now);
+// Adds the entry of a node's current figures (`seen`: the raw moment they last changed in)
+// when it matters to a kept moment.
+void pending(std::vector<Entry>& out, const std::vector<Bound>& bounds, uint32_t id, uint32_t seen,
+             int64_t live);
+// The first kept boundary after raw moment `raw` (bounds.size() when none): the kept moment
+// an entry first applies to.
+size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw);
+
+// Drops everything (start, reset); not while tracing.
+void reset();
+// In a forked child: the timeline thread may have held the boundaries' lock.
+void after_fork_in_child();
+
+}  // namespace memlens::moments

@@ -1,0 +1,155 @@
+"""Moments: each line's live bytes at moments of the run, checked against what the program held
+then, and against the run's own figures at the end."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlens.model import Run
+
+from . import programs
+from .conftest import profiled, tagged
+
+MIB = programs.MIB
+SRC = str(Path(programs.__file__).resolve())
+HERE = str(Path(__file__).resolve())
+
+
+def near(value: int, expected: int, slack: int = 64 * 1024) -> bool:
+    return abs(value - expected) <= slack
+
+
+def settled(fn: Any) -> Any:
+    """``fn``, then a pause long enough for moments to begin after its last change."""
+
+    def run() -> Any:
+        kept = fn()
+        time.sleep(0.05)
+        return kept
+
+    return run
+
+
+def phases() -> bytearray:
+    big = bytearray(30 * MIB)  # @phase_big
+    time.sleep(0.05)
+    del big
+    time.sleep(0.05)
+    small = bytearray(20 * MIB)  # @phase_small
+    time.sleep(0.05)
+    return small
+
+
+def growing() -> list[bytearray]:
+    kept = []
+    for _ in range(6):
+        kept.append(bytearray(MIB))  # @grow
+        time.sleep(0.01)
+    return kept
+
+
+def series(run: Run, path: str, line: int) -> list[int]:
+    changes = run.moments.line_changes().get(path, {}).get(line, ())
+    values = [0] * len(run.moments)
+    for k, live, _incl in changes:
+        for j in range(k, len(values)):
+            values[j] = live
+    return values
+
+
+def test_a_line_holds_at_each_moment_what_it_held_then() -> None:
+    run, kept = profiled(phases)
+    assert kept is not None
+    big, small = (
+        series(run, HERE, tagged(HERE, "phase_big")),
+        series(run, HERE, tagged(HERE, "phase_small")),
+    )
+    # 30 MiB for a while, then nothing; 20 MiB after that, to the end; never both.
+    held_big = [k for k, v in enumerate(big) if near(v, 30 * MIB)]
+    held_small = [k for k, v in enumerate(small) if near(v, 20 * MIB)]
+    assert held_big
+    assert held_small
+    assert max(held_big) < min(held_small)
+    assert all(v < 1024 for v in big[max(held_big) + 1 :])
+    assert all(v < 1024 for v in small[: min(held_small)])
+    assert held_small[-1] == len(run.moments) - 1
+    # The peak (30 MiB) was while the big buffer was held.
+    peak_at = run.info.peak_at_s
+    assert peak_at is not None
+    times = run.moments.t
+    began = times[held_big[0] - 1] if held_big[0] else 0.0
+    assert began <= peak_at <= times[max(held_big)]
+    # Moments are in time order, within the run, and say what was traced then.
+    assert all(a < b for a, b in itertools.pairwise(times))
+    assert times[0] > 0
+    assert times[-1] <= run.info.duration_s
+    assert all(run.moments.traced_bytes[k] >= 30 * MIB for k in held_big[1:])
+
+
+def test_a_growing_line_grows_moment_by_moment() -> None:
+    run, _ = profiled(settled(growing))
+    values = series(run, HERE, tagged(HERE, "grow"))
+    steps = sorted({round(v / MIB) for v in values})
+    assert steps[-1] == 6
+    assert len(steps) >= 4  # seen at several sizes along the way
+    assert all(b >= a for a, b in itertools.pairwise(values))
+
+
+@pytest.mark.parametrize(
+    "program",
+    [programs.outer, lambda: programs.recurse(3), programs.from_generator, programs.comprehension],
+    ids=["calls", "recursion", "generator", "comprehension"],
+)
+@pytest.mark.parametrize("mode", ["exact", "sampling"])
+def test_the_last_moment_is_the_end(program: Any, mode: str) -> None:
+    """After the program's last change, every line's live bytes (self and inclusive, each
+    stack once under recursion) and every function's are exactly the run's live figures: the
+    moments collapse the tree onto lines as the run's figures do."""
+    options = {"mode": mode, "sample_interval": 64 * 1024, "seed": 7} if mode == "sampling" else {}
+    run, _ = profiled(settled(program), **options)
+    assert len(run.moments) > 0
+    last = len(run.moments) - 1
+    at_last = run.moments.values_at(last).get(SRC, {})
+    expected = {
+        line: (st.live_bytes, st.incl_live_bytes)
+        for line, st in run.files[SRC].lines.items()
+        if st.live_bytes or st.incl_live_bytes
+    }
+    assert at_last == expected
+    functions = {k: v for k, v in run.moments.function_values_at(last).items() if k[0] == SRC}
+    assert functions == {
+        (SRC, f.qualname, f.first_line, f.last_line): f.live_bytes
+        for f in run.files[SRC].functions
+        if f.live_bytes
+    }
+
+
+def test_threads_have_moments() -> None:
+    out: list[bytearray] = []
+    run, _ = profiled(settled(lambda: programs.in_thread(out)))
+    values = series(run, SRC, tagged(SRC, "thread"))
+    assert near(values[-1], 3 * MIB)
+
+
+def test_moments_stay_bounded_and_evenly_spread() -> None:
+    """A run keeps a few hundred moments however long it is, spread over all of it."""
+
+    def long_enough() -> None:
+        end = time.monotonic() + 1.2
+        keep = []
+        while time.monotonic() < end:
+            keep.append(bytearray(1000))
+            time.sleep(0.0005)
+
+    run, _ = profiled(long_enough)
+    times = list(run.moments.t)
+    assert 256 <= len(times) <= 512
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # Merged evenly: the moments of the end are no denser than those of the start.
+    assert times[-1] > 0.9 * run.info.duration_s - 0.1
+    assert max(gaps) < 0.25
