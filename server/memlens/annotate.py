@@ -45,6 +45,7 @@ def line_label(
     compare: bool = False,
     calls: bool = False,
     compact: bool = False,
+    words: str | None = None,
 ) -> str:
     """A short label such as ``48.2 MiB at peak · 1.2k allocs``.
 
@@ -53,7 +54,9 @@ def line_label(
     against the baseline follows: ``48.2 MiB at peak, −12.0 MiB vs baseline (−20%)``, ``…, same
     as baseline``, ``…, new since baseline`` (no line in the baseline). Sampled figures carry
     their error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
-    ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``.
+    ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``. ``words`` replaces the
+    figure's words, for a moment's figures (:attr:`memlens.moment.Moment.words`): ``30.0 MiB
+    live at 0.25 s``, ``136.0 MiB live at 0.25 s in calls``.
     """
     shown = calls_figure(figure) if calls else figure
     value = figure_value(stats, shown)
@@ -62,7 +65,7 @@ def line_label(
     if compact:
         label = f"{size} in calls" if calls else f"{size} {NAMED_FIGURES[shown].short}"
     else:
-        label = f"{size} {NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
+        label = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
     if compare:
         change = _change(value, figure_value(baseline, shown) if baseline is not None else None)
         if compact:

@@ -20,6 +20,7 @@ from memlens.annotate import line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
 from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo
+from memlens.moment import Moment, run_at
 from memlens.units import fmt_bytes, fmt_count
 
 
@@ -111,7 +112,12 @@ def find_file(run: Run, name: str) -> str:
 
 
 def listing(
-    run: Run, file: str, by: str = "peak", context: int = 2, whole: bool = False
+    run: Run,
+    file: str,
+    by: str = "peak",
+    context: int = 2,
+    whole: bool = False,
+    words: str | None = None,
 ) -> list[ListingRow]:
     """The source of ``file`` with a label beside each line that has figures.
 
@@ -122,7 +128,7 @@ def listing(
     src = _source_lines(run, file)
     if not src:
         src = [""] * max(sf.lines, default=0)
-    labels = {ln: line_label(st, by) for ln, st in sf.lines.items() if _shown(st, by)}
+    labels = {ln: line_label(st, by, words=words) for ln, st in sf.lines.items() if _shown(st, by)}
     if whole:
         keep = set(range(1, len(src) + 1))
     else:
@@ -189,23 +195,30 @@ def processes_text(info: RunInfo) -> str:
 
 # -- rendering ---------------------------------------------------------------------------
 
-#: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks.
+#: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks. A
+#: moment's table (``--at``) has its own: the live bytes then and their share of the traced
+#: total then.
 _COLUMNS = ("#", "line", "{by}", "allocs", "share of peak", "live", "code")
-_RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live"))
+_AT_COLUMNS = ("#", "line", "{by}", "share of traced", "code")
+_RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live", "share of traced"))
 #: Heading of the second table (lines holding memory at exit that the first one misses).
 LEAKS_TITLE = "live at exit (what the program still held when it ended):"
 
 
-def _columns(by: str) -> tuple[str, ...]:
+def _columns(by: str, at: Moment | None = None) -> tuple[str, ...]:
+    if at is not None:
+        return _AT_COLUMNS
     return tuple(c for c in _COLUMNS if not (c == "live" and by == "live"))
 
 
-def _headers(by: str) -> list[str]:
+def _headers(by: str, at: Moment | None = None) -> list[str]:
     titles = {"{by}": NAMED_FIGURES[by].title, "live": NAMED_FIGURES["live"].title}
-    return [titles.get(c, c) for c in _columns(by)]
+    if at is not None:
+        titles["{by}"] = at.words
+    return [titles.get(c, c) for c in _columns(by, at)]
 
 
-def _cells(row: TopRow, by: str) -> tuple[str, ...]:
+def _cells(row: TopRow, by: str, at: Moment | None = None) -> tuple[str, ...]:
     values = {
         "#": str(row.rank),
         "line": f"{display_path(row.file)}:{row.line}",
@@ -213,9 +226,10 @@ def _cells(row: TopRow, by: str) -> tuple[str, ...]:
         "allocs": fmt_count(row.stats.alloc_count),
         "share of peak": f"{row.share_of_peak:.0%}",
         "live": fmt_bytes(row.stats.live_bytes),
+        "share of traced": f"{row.value / at.traced_bytes:.0%}" if at and at.traced_bytes else "",
         "code": row.source[:60],
     }
-    return tuple(values[c] for c in _columns(by))
+    return tuple(values[c] for c in _columns(by, at))
 
 
 def render(
@@ -227,12 +241,20 @@ def render(
     file: str | None = None,
     rich_output: bool | None = None,
     show_listing: bool = True,
+    at: Moment | None = None,
 ) -> None:
     """Print the report: summary, top lines, and the annotated hottest (or given) file.
 
     Unless the table is ranked by live memory, lines that still held memory at exit and
     are not in it follow in a second table (:func:`leak_lines`). ``top`` None: every line.
+    ``at``: the report of one moment instead (``memlens show --at``): each line's live bytes
+    then, and their share of what was traced then.
     """
+    if at is not None:
+        summary = f"{summary_line(run)}\nmemlens: at {at.describe()}"
+        run, by = run_at(run, at), "live"
+    else:
+        summary = summary_line(run)
     tables = [(by, top_lines(run, by, top))]
     if by != "live":
         leaks = leak_lines(run, tables[0][1], top)
@@ -241,29 +263,47 @@ def render(
     first = tables[0][1] or tables[-1][1]
     target = file or (first[0].file if first else None)
     use_rich = out.isatty() if rich_output is None else rich_output
+    view = _View(summary, at)
     if use_rich:
-        _render_rich(run, tables, target, by, out, show_listing)
+        _render_rich(run, tables, target, by, out, show_listing, view)
     else:
-        _render_plain(run, tables, target, by, out, show_listing)
+        _render_plain(run, tables, target, by, out, show_listing, view)
 
 
 Tables = Sequence[tuple[str, Sequence[TopRow]]]
 NOTHING = "no allocations were attributed to any line"
+NOTHING_AT = "no line held memory at this moment"
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What a report is of: its summary lines, and the moment (None: the whole run)."""
+
+    summary: str
+    at: Moment | None
+
+    @property
+    def nothing(self) -> str:
+        return NOTHING_AT if self.at is not None else NOTHING
+
+    @property
+    def words(self) -> str | None:
+        return self.at.words if self.at is not None else None
 
 
 def _render_plain(
-    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool
+    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool, view: _View
 ) -> None:
-    print(f"memlens: {summary_line(run)}", file=out)
+    print(f"memlens: {view.summary}", file=out)
     if not any(rows for _, rows in tables):
-        print(f"memlens: {NOTHING}", file=out)
+        print(f"memlens: {view.nothing}", file=out)
         return
     for i, (rank_by, rows) in enumerate(tables):
         print(file=out)
         if i:
             print(LEAKS_TITLE, file=out)
-        columns = _columns(rank_by)
-        table = [tuple(_headers(rank_by)), *(_cells(r, rank_by) for r in rows)]
+        columns = _columns(rank_by, view.at)
+        table = [tuple(_headers(rank_by, view.at)), *(_cells(r, rank_by, view.at) for r in rows)]
         widths = [max(len(r[i]) for r in table) for i in range(len(columns) - 1)]
         for r in table:
             cells = [
@@ -274,7 +314,7 @@ def _render_plain(
     if show and target is not None:
         print(file=out)
         print(f"{display_path(target)}:", file=out)
-        rows_l = listing(run, target, by)
+        rows_l = listing(run, target, by, words=view.words)
         width = len(str(max((r.line for r in rows_l), default=1)))
         for lr in rows_l:
             if lr.line == 0:
@@ -285,20 +325,20 @@ def _render_plain(
 
 
 def _render_rich(
-    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool
+    run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool, view: _View
 ) -> None:
     console = Console(file=out)
-    console.print(Text("memlens", style="bold") + Text(f": {summary_line(run)}"))
+    console.print(Text("memlens", style="bold") + Text(f": {view.summary}"))
     if not any(rows for _, rows in tables):
-        console.print(Text(NOTHING))
+        console.print(Text(view.nothing))
         return
     for i, (rank_by, rows) in enumerate(tables):
         if i:
             console.print(Text(f"\n{LEAKS_TITLE}", style="bold"))
-        columns = _columns(rank_by)
+        columns = _columns(rank_by, view.at)
         table = Table(show_edge=False, header_style="bold")
-        cells = [_cells(r, rank_by) for r in rows]
-        headers = _headers(rank_by)
+        cells = [_cells(r, rank_by, view.at) for r in rows]
+        headers = _headers(rank_by, view.at)
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
         # The figures never wrap; the code column gives way (or goes) when the terminal is
         # narrow.
@@ -320,7 +360,7 @@ def _render_rich(
         console.print(table)
     if show and target is not None:
         console.print(Text(f"\n{display_path(target)}:", style="bold"))
-        rows_l = listing(run, target, by)
+        rows_l = listing(run, target, by, words=view.words)
         width = len(str(max((r.line for r in rows_l), default=1)))
         for lr in rows_l:
             line = Text()

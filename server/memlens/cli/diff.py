@@ -13,16 +13,22 @@ from rich.text import Text
 
 from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
 from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
+from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
 from memlens.model import NAMED_FIGURES
+from memlens.moment import SYNTAX, resolve, run_at
 from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
 if TYPE_CHECKING:
     from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
+    from memlens.moment import Moment
 
-HELP = "compare two runs per line and function (default: baseline vs latest)"
+HELP = (
+    "compare two runs per line and function (default: baseline vs latest), or two moments of "
+    "one run (--from, --to)"
+)
 
 _DEFAULT_TOP = 20
 
@@ -40,19 +46,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="every line and function, as JSON")
     parser.add_argument("--plain", action="store_true", help="plain text even on a terminal")
+    parser.add_argument(
+        "--from",
+        dest="moment_from",
+        metavar="MOMENT",
+        help=f"what grew or shrank in one run (A, default latest) from this moment ({SYNTAX}) "
+        "to --to's",
+    )
+    parser.add_argument(
+        "--to", dest="moment_to", metavar="MOMENT", help="... to this moment (default: end)"
+    )
     add_dir(parser)
+    # The runs' defaults are filled in by run(): with --from/--to, A is the run, latest.
+    parser.set_defaults(a=None, b=None, by=None)
 
 
 def run(args: argparse.Namespace) -> int:
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
-    path_a, path_b = store.resolve(args.a), store.resolve(args.b)
-    d = diff_runs(reader.read(path_a), reader.read(path_b))
-    figure = NAMED_FIGURES[args.by]
+    moments = args.moment_from is not None or args.moment_to is not None
+    start: Moment | None = None
+    end: Moment | None = None
+    if moments:
+        if args.b is not None:
+            raise MemlensError("--from and --to compare two moments of one run: give one run")
+        if args.by not in (None, "live"):
+            raise MemlensError("--from and --to compare live bytes: --by live, or no --by")
+        path_a = path_b = store.resolve(args.a or "latest")
+        whole = reader.read(path_a)
+        start = resolve(whole, args.moment_from or "0%")
+        end = resolve(whole, args.moment_to or "end")
+        d = diff_runs(run_at(whole, start), run_at(whole, end))
+        by = "live"
+    else:
+        path_a, path_b = store.resolve(args.a or "baseline"), store.resolve(args.b or "latest")
+        d = diff_runs(reader.read(path_a), reader.read(path_b))
+        by = args.by or "peak"
+    figure = NAMED_FIGURES[by]
     line_attr, fn_attr = figure.line, figure.node
     if args.json:
         doc = to_json_dict(d, by=line_attr, top=top)
         doc["a"], doc["b"] = str(path_a), str(path_b)
+        if start is not None and end is not None:
+            doc["from"], doc["to"] = start.as_json(), end.as_json()
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
@@ -62,14 +98,20 @@ def run(args: argparse.Namespace) -> int:
     if args.top is None:
         top = _DEFAULT_TOP
 
-    title = printable(f"memlens: {args.by} per line, {path_a.stem} -> {path_b.stem}")
+    if start is not None and end is not None:
+        title = printable(
+            f"memlens: live per line in {path_a.stem}, {start.describe()} -> {end.describe()}"
+        )
+    else:
+        title = printable(f"memlens: {by} per line, {path_a.stem} -> {path_b.stem}")
     changed = [ld for ld in lines if ld.change(line_attr) != 0][:top]
     changed_fns = [fd for fd in functions if fd.change(fn_attr) != 0][:top]
     out: TextIO = sys.stdout
+    total = _total_line(d, start is not None)
     if out.isatty() and not args.plain:
-        _print_rich(d, title, changed, changed_fns, line_attr, fn_attr)
+        _print_rich(d, title, changed, changed_fns, line_attr, fn_attr, total)
     else:
-        _print_plain(d, title, changed, changed_fns, line_attr, fn_attr, out)
+        _print_plain(d, title, changed, changed_fns, line_attr, fn_attr, out, total)
     return 0
 
 
@@ -121,13 +163,14 @@ def _notes(d: RunDiff) -> list[str]:
     ]
 
 
-def _total_line(d: RunDiff) -> str | None:
+def _total_line(d: RunDiff, moments: bool = False) -> str | None:
+    """The change of the run's peak; between two moments, of what was traced then."""
     totals = d.totals()
     if "peak_traced_bytes" not in totals:
         return None
     c = totals["peak_traced_bytes"]
     return (
-        f"run peak: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
+        f"{'traced' if moments else 'run peak'}: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
         f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
     )
 
@@ -140,6 +183,7 @@ def _print_plain(
     attr: str,
     fn_attr: str,
     out: TextIO,
+    total: str | None,
 ) -> None:
     print(title, file=out)
     for note in _notes(d):
@@ -159,7 +203,6 @@ def _print_plain(
             ],
             out,
         )
-    total = _total_line(d)
     if total:
         print("\n" + total, file=out)
 
@@ -178,6 +221,7 @@ def _print_rich(
     functions: list[FunctionDiff],
     attr: str,
     fn_attr: str,
+    total: str | None,
 ) -> None:
     # Paths and qualified names are data, not markup: "/tmp/a[/b]/x.py" must print as is.
     console = Console(markup=False)
@@ -211,7 +255,6 @@ def _print_rich(
                 [fd.change(fn_attr) for fd in functions],
             )
         )
-    total = _total_line(d)
     if total:
         console.print()
         console.print(total, highlight=False)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from memlens.cli.options import add_by, add_dir, add_run_spec, add_top, top_rows
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
+from memlens.moment import SYNTAX, resolve
 from memlens.report import find_file, render
 from memlens.runfile import reader
 from memlens.store import Store
@@ -34,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_top(parser)
     add_by(parser)
+    parser.add_argument(
+        "--at",
+        metavar="MOMENT",
+        help=f"each line's live bytes at one moment of the run: {SYNTAX}",
+    )
     add_dir(parser)
 
     add_timeline_arguments(parser)
@@ -45,9 +51,12 @@ def run(args: argparse.Namespace) -> int:
     if args.process is not None:
         result = reader.read(process_run(str(path), result.info, args.process))
     if args.timeline:
+        if args.at is not None:
+            raise MemlensError("--at and --timeline are two views: give one of them")
         return show(result, args)
+    at = resolve(result, args.at) if args.at is not None else None
     file = find_file(result, args.file) if args.file else None
-    render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file)
+    render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file, at=at)
     return 0
 
 
