@@ -63,7 +63,7 @@ def line_label(
     rel = relative_error(stats, shown)
     size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
     if compact:
-        label = f"{size} in calls" if calls else f"{size} {NAMED_FIGURES[shown].short}"
+        label = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
     else:
         label = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
     if compare:

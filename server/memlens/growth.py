@@ -15,6 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memlens.model import Run
+from memlens.moment import seconds, series
+from memlens.units import fmt_bytes, fmt_count
+
 #: Grew during the run: a likely leak.
 GROWING = "growing"
 #: Reached its size early and kept it: allocated once and kept (information, not a leak).
@@ -68,3 +72,49 @@ def judge(points: Sequence[tuple[float, int]]) -> Verdict:
     level = max(v for _, v in life[: middle + 1])
     kind = GROWING if end - level > end * GROWTH_SHARE else KEPT
     return Verdict(kind, end, since, level, life[middle][0])
+
+
+def line_verdict(run: Run, path: str, line: int) -> Verdict:
+    """The verdict on line ``line`` of file ``path`` of ``run``, from the run's moments."""
+    points = series(run, path, line)
+    if not points:
+        sf = run.files.get(path)
+        st = sf.lines.get(line) if sf is not None else None
+        return Verdict(UNKNOWN, st.live_bytes if st is not None else 0)
+    return judge(points)
+
+
+def message(verdict: Verdict, live_count: int, allocated: int) -> str:
+    """What the editor says of a line live at exit (its diagnostic), in the verdict's words."""
+    objects = f" in {fmt_count(live_count)} objects" if live_count else ""
+    held = f"{fmt_bytes(verdict.end)} allocated here{objects}"
+    if verdict.kind == GROWING:
+        middle = seconds(verdict.middle or 0.0)
+        return (
+            f"{held} is still live at exit, and grew during the run: {fmt_bytes(verdict.level)} "
+            f"by {middle}, {fmt_bytes(verdict.end)} at exit (likely leak; "
+            f"{fmt_bytes(allocated)} allocated in total)"
+        )
+    if verdict.kind == KEPT:
+        return (
+            f"{held} is kept to the end: held since {seconds(verdict.since or 0.0)} and not grown "
+            "since (allocated once and kept, like a first-use buffer, a cache filled once or "
+            "state loaded lazily: not a leak)"
+        )
+    if verdict.kind == LATE:
+        return (
+            f"{held} is still live at exit; it was allocated in the last moments of the run, too "
+            "late to tell growth from memory kept on purpose"
+        )
+    return (
+        f"{held} is still live at exit (likely leak; {fmt_bytes(allocated)} allocated in total)"
+    )
+
+
+def short(verdict: Verdict) -> str:
+    """The verdict in a table's cell: ``grew +9.5 MiB``, ``kept since 0.10 s``, ``late``."""
+    if verdict.kind == GROWING:
+        return f"grew +{fmt_bytes(verdict.grew)}"
+    if verdict.kind == KEPT and verdict.since is not None:
+        return f"kept since {seconds(verdict.since)}"
+    return "late" if verdict.kind == LATE else ""

@@ -60,6 +60,27 @@ def top_at_peak(run: Run, limit: int = 5) -> list[AtPeak]:
     return rows[:limit]
 
 
+def sparkline(points: Sequence[tuple[float, int]], width: int = 24) -> str:
+    """A value over time in ``width`` block characters (``▁▂▅▇▇▅▂▁``): per column of time, the
+    most it held then (``points``: (t, value) in time order, each value holding until the next
+    point); empty without points. The hover's picture of a line's live bytes over the run."""
+    if not points:
+        return ""
+    end = points[-1][0] or 1.0
+    cols = [-1] * width
+    for i, (t, value) in enumerate(points):
+        until = points[i + 1][0] if i + 1 < len(points) else end
+        first = min(width - 1, max(0, int(t / end * width)))
+        last = min(width - 1, max(first, int(until / end * width - 1e-9)))
+        for c in range(first, last + 1):
+            cols[c] = max(cols[c], value)
+    for c in range(width):  # no point in a column: the value stayed what it was
+        if cols[c] < 0:
+            cols[c] = cols[c - 1] if c else 0
+    top = max(cols) or 1
+    return "".join(_BLOCKS[max(1, round(v / top * 8))] if v > 0 else _BLOCKS[1] for v in cols)
+
+
 def _clean(text: str, limit: int = 80) -> str:
     text = _CONTROL.sub("\ufffd", text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -143,6 +164,11 @@ def svg(run: Run, width: int = 760, height: int = 260, *, beside: bool = True) -
     assert peak is not None
     end = points[-1].t or 1.0
     top = max(max(p.traced_bytes for p in points), max(p.rss_bytes for p in points), 1)
+
+    # Where time runs in the drawing, for a client that lets users click a moment.
+    parts[0] = parts[0].replace(
+        "aria-label=", f'data-x0="{pad_l}" data-x1="{pad_l + plot_w}" data-t1="{end}" aria-label=', 1
+    )
 
     def xy(t: float, v: int) -> tuple[float, float]:
         return pad_l + t / end * plot_w, pad_t + plot_h - v / top * plot_h

@@ -26,8 +26,11 @@ from typing import Any, Generic, TypeVar
 
 from memlens.calltree import CallTreeIndex
 from memlens.diff import match_lines
+from memlens.errors import MemlensError
+from memlens.growth import Verdict, line_verdict
 from memlens.merge import ProcessLines
-from memlens.model import FunctionStats, LineStats, Run, SourceFile
+from memlens.model import FunctionKey, FunctionStats, LineStats, Run, SourceFile
+from memlens.moment import Moment, function_values, line_values, resolve
 
 _T = TypeVar("_T")
 
@@ -122,6 +125,21 @@ class FileView:
     @property
     def lines(self) -> Mapping[int, LineStats]:
         return self.source.lines
+
+    def lines_at(self, moment: Moment) -> Mapping[int, LineStats]:
+        """The file's lines at ``moment``: their ``live_bytes`` and ``incl_live_bytes`` then
+        (lines that held nothing left out)."""
+        return self.memo.value(
+            ("at", moment),
+            lambda: {
+                n: LineStats(live_bytes=own, incl_live_bytes=incl)
+                for n, (own, incl) in self.run.line_values(moment).get(self.key, {}).items()
+            },
+        )
+
+    def verdict(self, line: int) -> Verdict:
+        """The leak rule's verdict on ``line`` (:func:`memlens.growth.judge`)."""
+        return self.memo.value(("verdict", line), lambda: line_verdict(self.run.run, self.key, line))
 
     def warm(self) -> None:
         """Compute the derived tables now (called off the event loop)."""
@@ -263,6 +281,28 @@ class RunData:
     def tree(self) -> CallTreeIndex:
         """Call-tree lookups (nodes by line, inclusive figures, call paths)."""
         return CallTreeIndex(self.run.call_tree)
+
+    def moment(self, spec: str | None) -> Moment | None:
+        """The moment ``spec`` names in this run; None without a spec, or when this run cannot
+        show it (a time after its end, or a run without moments)."""
+        if not spec:
+            return None
+
+        def find() -> Moment | None:
+            try:
+                return resolve(self.run, spec)
+            except MemlensError:
+                return None
+
+        return self.memo.value(("moment", spec), find)
+
+    def line_values(self, moment: Moment) -> Mapping[str, Mapping[int, tuple[int, int]]]:
+        """Every line's live bytes at ``moment`` (:func:`memlens.moment.line_values`)."""
+        return self.memo.value(("values", moment), lambda: line_values(self.run, moment))
+
+    def function_values(self, moment: Moment) -> Mapping[FunctionKey, int]:
+        """Every function's live bytes at ``moment``."""
+        return self.memo.value(("functions", moment), lambda: function_values(self.run, moment))
 
 
 def _mtime(path: Path) -> int:

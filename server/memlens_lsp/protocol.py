@@ -20,6 +20,8 @@ LIST_RUNS = "memlens.listRuns"
 SUMMARY = "memlens.summary"
 TIMELINE = "memlens.timeline"
 LINE_CHANGES = "memlens.lineChanges"
+SET_MOMENT = "memlens.setMoment"
+JUMP_TO_PEAK = "memlens.jumpToPeak"
 
 COMMANDS = (
     RUN_FILE,
@@ -30,6 +32,8 @@ COMMANDS = (
     SUMMARY,
     TIMELINE,
     LINE_CHANGES,
+    SET_MOMENT,
+    JUMP_TO_PEAK,
 )
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
@@ -47,11 +51,20 @@ class RunSummary(TypedDict):
     mode: str
 
 
+class MomentInfo(TypedDict):
+    kind: str
+    name: str
+    spec: str
+    t: float | None
+    traced_bytes: int
+
+
 class RunLoadedParams(TypedDict):
     workspace: str
     run: RunSummary | None
     baseline: RunSummary | None
     problem: str | None
+    moment: MomentInfo | None
 
 
 class RunFileArgs(TypedDict, total=False):

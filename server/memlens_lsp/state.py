@@ -162,6 +162,9 @@ class MemlensServer(LanguageServer):
         self.background: set[asyncio.Task[None]] = set()
         #: uri -> the task publishing its diagnostics (a newer one replaces it).
         self.publishing: dict[str, asyncio.Task[None]] = {}
+        #: The moment hints, hovers and lenses show (a spec of memlens.moment, set with
+        #: memlens.setMoment), or None: the run's own figures.
+        self.moment: str | None = None
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:

@@ -16,8 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memlens import growth
 from memlens.annotate import figure_value, line_label
 from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
+from memlens.moment import Moment, seconds, series
+from memlens.timeline import sparkline
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_lsp import markdown as md
 from memlens_lsp.index import FileView, FolderState, RunData, canonical, is_def
@@ -51,8 +54,9 @@ class DiagnosticItem:
     start: int  #: code-point column of the first non-blank character
     end: int  #: code-point column of the end of the line
     message: str
-    #: "leak" (a warning), "gone" (information, comparison mode) or "test" (an error: a test
-    #: that failed on memory, features.pytest_results)
+    #: "leak" (a warning: grew during the run), "kept" (information: live at exit, allocated
+    #: once and kept), "gone" (information, comparison mode) or "test" (an error: a test that
+    #: failed on memory, features.pytest_results)
     code: str = "leak"
 
 
@@ -90,6 +94,30 @@ def hint_label(
     )
 
 
+def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> str | None:
+    """The hint of a line at ``moment`` (``stats``: its live bytes then, self and inclusive),
+    or None when below the thresholds. A call line shows what its callees held then."""
+    own, incl = stats.live_bytes, stats.incl_live_bytes
+    calls = (
+        settings.call_hints
+        and incl >= max(settings.min_bytes, settings.call_min_bytes)
+        and own * 10 < incl
+    )
+    value = incl if calls else own
+    if value <= 0 or value < settings.min_bytes:
+        return None
+    traced = moment.traced_bytes
+    if settings.min_share > 0 and traced > 0 and value / traced < settings.min_share:
+        return None
+    return line_label(
+        stats,
+        "live",
+        calls=calls,
+        compact=settings.hint_style == "compact",
+        words=moment.words,
+    )
+
+
 def hint_items(
     view: FileView,
     mapping: LineMapping,
@@ -98,16 +126,20 @@ def hint_items(
     end: int,
     *,
     has_baseline: bool,
+    moment: str | None = None,
 ) -> list[HintItem]:
-    """Hints for buffer lines ``start <= line < end`` (0-based), one per line with figures."""
+    """Hints for buffer lines ``start <= line < end`` (0-based), one per line with figures.
+    With ``moment`` (a moment spec the run can show: ``memlens.setMoment``), each line's live
+    bytes at that moment instead."""
     if not settings.inlay_hints_enabled:
         return []
-    compare = settings.compare_with_baseline and has_baseline
+    at = view.run.moment(moment)
+    compare = settings.compare_with_baseline and has_baseline and at is None
     peak_total = view.run.run.info.peak_traced_bytes
-    lines = view.lines
+    lines = view.lines if at is None else view.lines_at(at)
     base_lines = view.baseline_lines if compare else {}
     out: list[HintItem] = []
-    memo = view.label_memo((settings, compare))
+    memo = view.label_memo((settings, compare, at))
     if end - start > len(lines):
         # Fewer figures than lines in range: walk the figures instead.
         candidates = sorted(
@@ -122,6 +154,8 @@ def hint_items(
     for buffer_line, rec in candidates:
         if rec in memo:
             label = memo[rec]
+        elif at is not None:
+            label = memo[rec] = moment_hint_label(lines[rec], at, settings)
         else:
             label = memo[rec] = hint_label(
                 lines[rec], base_lines.get(rec), settings, peak_total, compare
@@ -297,22 +331,38 @@ def hover_markdown(
     stale: bool,
     has_baseline: bool,
     local_path: str | None = None,
+    moment: str | None = None,
 ) -> str | None:
     """A Markdown table with every figure of recorded ``line``, or None when it has none.
 
     It leads with the line's full label (what its hint says when the hints are compact; what
-    its callees hold for a call site). ``local_path`` is the open file when the run recorded
-    the file elsewhere (another checkout): the hover says so."""
+    its callees hold for a call site; with ``moment``, what it held then), and pictures its
+    live bytes over the run when the run has moments. ``local_path`` is the open file when the
+    run recorded the file elsewhere (another checkout): the hover says so."""
     stats = view.lines.get(line)
     if stats is None:
         return None
     info = view.run.run.info
-    lead = line_label(stats, settings.figure, calls=is_call_site(stats, settings))
+    at = view.run.moment(moment)
+    if at is not None:
+        held = view.lines_at(at).get(line, LineStats())
+        calls = held.live_bytes * 10 < held.incl_live_bytes and settings.call_hints
+        lead = line_label(held, "live", calls=calls, words=at.words)
+    else:
+        lead = line_label(stats, settings.figure, calls=is_call_site(stats, settings))
     rows = [
         (f.title, stats.figure(f.line), stats.figure(f.incl))
         for f in (NAMED_FIGURES[name] for name in SELF_FIGURES)
     ]
     out = [f"**memlens** · {lead}", ""]
+    if at is not None:
+        # (numbers and fixed words only: nothing from the run's text)
+        out.append(f"Shown: the moment {at.describe()}; the table is the whole run's.")
+        out.append("")
+    over = over_the_run(view, line)
+    if over:
+        out.append(over)
+        out.append("")
     native = (stats.native_peak_bytes, stats.native_alloc_bytes, stats.native_live_bytes)
     if any(native):
         # What C libraries allocated themselves (malloc & co., mmap): part of the self figures.
@@ -399,6 +449,18 @@ def hover_markdown(
     return "\n".join(out)
 
 
+def over_the_run(view: FileView, line: int) -> str | None:
+    """The line's live bytes over the run as a sparkline, with the most it held and when,
+    and what it held at exit; None for a run without moments."""
+    points = series(view.run.run, view.key, line)
+    if not points:
+        return None
+    most_t, most = max(points, key=lambda p: (p[1], -p[0]))
+    end = points[-1][1]
+    peak = f"most {fmt_bytes(most)} at {seconds(most_t)}" if most > 0 else "nothing held"
+    return f"Live over the run: `{sparkline(points)}` {peak}, {fmt_bytes(end)} at exit"
+
+
 # -- scopes --------------------------------------------------------------------------------
 _IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
 
@@ -431,14 +493,29 @@ def function_lenses(
     settings: Settings,
     *,
     has_baseline: bool,
+    moment: str | None = None,
 ) -> list[LensItem]:
     """One lens above each function or method whose peak or allocated figure reaches
     ``codeLens.minBytes``, at its (re-mapped) first line. Lambdas, comprehensions, generator
     expressions, class bodies and modules get none; nor do lines outside the buffer's
-    ``buffer_size`` lines, which only a broken run records."""
+    ``buffer_size`` lines, which only a broken run records. With ``moment``, each function's
+    live bytes (incl. calls) at that moment, when they reach ``codeLens.minBytes``."""
     out: list[LensItem] = []
     base_fns = view.baseline_functions if has_baseline else {}
     threshold = max(1, settings.lens_min_bytes)
+    at = view.run.moment(moment)
+    if at is not None:
+        held = view.run.function_values(at)
+        for fn in view.source.functions:
+            value = held.get((view.key, fn.qualname, fn.first_line, fn.last_line), 0)
+            if value < threshold or not is_function(view, fn):
+                continue
+            line = mapping.buffer_line(fn.first_line)
+            if line is not None and 1 <= line <= buffer_size:
+                title = f"memlens: {fmt_bytes(value)} {at.words}, incl. calls"
+                out.append(LensItem(line - 1, title))
+        out.sort(key=lambda item: item.line)
+        return out
     for fn in view.source.functions:
         if max(fn.peak_bytes, fn.alloc_bytes) < threshold or not is_function(view, fn):
             continue
@@ -473,7 +550,10 @@ def main_block_lenses(uri: str, lines: Sequence[str]) -> list[LensItem]:
 def leak_items(
     view: FileView, mapping: LineMapping, lines: Sequence[str], settings: Settings
 ) -> list[DiagnosticItem]:
-    """Warnings on lines that still hold at least ``leakWarning.minBytes`` at exit."""
+    """Lines that still hold at least ``leakWarning.minBytes`` at exit, judged by the leak
+    rule (:mod:`memlens.growth`): a warning where the line's live bytes grew during the run (a
+    likely leak), information where it was allocated once and kept. A run without moments
+    cannot tell: a warning, as memory live at exit."""
     threshold = max(1, settings.leak_min_bytes)
     out: list[DiagnosticItem] = []
     for rec, stats in view.lines.items():
@@ -484,12 +564,10 @@ def leak_items(
             continue
         text = lines[line - 1]
         start = len(text) - len(text.lstrip())
-        objects = f" in {fmt_count(stats.live_count)} objects" if stats.live_count else ""
-        message = (
-            f"{fmt_bytes(stats.live_bytes)} allocated here{objects} is still live at exit "
-            f"(likely leak; {fmt_bytes(stats.alloc_bytes)} allocated in total)"
-        )
-        out.append(DiagnosticItem(line - 1, start, len(text), message))
+        verdict = view.verdict(rec)
+        message = growth.message(verdict, stats.live_count, stats.alloc_bytes)
+        code = "leak" if verdict.kind in (growth.GROWING, growth.UNKNOWN) else "kept"
+        out.append(DiagnosticItem(line - 1, start, len(text), message, code))
     out.sort(key=lambda d: d.line)
     return out
 
@@ -510,6 +588,13 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
         "complete": info.complete,
         "mode": info.mode,
     }
+
+
+def moment_info(run: RunData | None, spec: str | None) -> dict[str, Any] | None:
+    """The ``MomentInfo`` shape of docs/lsp.md: the moment ``spec`` names in ``run``, or None
+    (no spec, no run, or a moment this run cannot show)."""
+    at = run.moment(spec) if run is not None else None
+    return None if at is None else at.as_json()
 
 
 def top_lines(run: RunData, figure: str = "peak", limit: int = 10) -> list[dict[str, Any]]:

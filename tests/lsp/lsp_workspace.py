@@ -25,7 +25,16 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from tests import runs
 
 from memlens.layout import RUN_SUFFIX
-from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo
+from memlens.model import (
+    CallNode,
+    FunctionStats,
+    LineStats,
+    Moments,
+    Run,
+    RunInfo,
+    TimelinePoint,
+    replace,
+)
 from memlens.runfile import writer
 from memlens.store import Store
 
@@ -194,6 +203,121 @@ def other_run(path: Path) -> Run:
     return runs.new_run(
         [runs.source(str(path), OTHER, lines, fns)], run_info=info(800056, command=("other.py",))
     )
+
+
+TIMED = """\
+import time
+
+CACHE = []
+
+
+def load():
+    scratch = bytearray(30_000_000)
+    return len(scratch)
+
+
+def keep():
+    return bytearray(20_000_000)
+
+
+def leak(i):
+    CACHE.append(bytearray(2_000_000))
+
+
+def main():
+    load()
+    kept = keep()
+    for i in range(4):
+        leak(i)
+    return kept
+
+
+main()
+"""
+#: The moments of TIMED's run: 0.1 s, 0.2 s ... 0.9 s (the run lasts 1.0 s).
+TIMES = [round(0.1 * (k + 1), 1) for k in range(9)]
+M = 1_000_000
+
+
+def timed_run(path: Path) -> Run:
+    """TIMED's run: load() holds 30 MB at line 7 from 0.1 s to 0.3 s (the peak, at 0.15 s);
+    keep() 20 MB at line 12 from 0.5 s to the end (kept); leak() 2 MB more at line 16 at each
+    of 0.6, 0.7, 0.8, 0.9 s (grows)."""
+    key = str(path)
+    lines = {
+        7: LineStats(30 * M, 1, 0, 0, 30 * M, 30 * M, 0, 30 * M),
+        12: LineStats(20 * M, 1, 20 * M, 1, 0, 20 * M, 20 * M, 0),
+        16: LineStats(8 * M, 4, 8 * M, 4, 0, 8 * M, 8 * M, 0),
+        20: LineStats(incl_alloc_bytes=30 * M, incl_peak_bytes=30 * M),
+        21: LineStats(incl_alloc_bytes=20 * M, incl_live_bytes=20 * M),
+        23: LineStats(incl_alloc_bytes=8 * M, incl_live_bytes=8 * M),
+        27: LineStats(incl_alloc_bytes=58 * M, incl_live_bytes=28 * M, incl_peak_bytes=30 * M),
+    }
+    functions = (
+        FunctionStats("load", 6, 8, 30 * M, 1, 0, 30 * M),
+        FunctionStats("keep", 11, 12, 20 * M, 1, 20 * M, 0),
+        FunctionStats("leak", 15, 16, 8 * M, 4, 8 * M, 0),
+        FunctionStats("main", 19, 24, 58 * M, 6, 28 * M, 30 * M),
+    )
+    changes: list[tuple[int, int, int, int]] = []  # (moment, line, live, incl. live)
+    for k in range(9):
+        load = 30 * M if k <= 2 else 0
+        kept = 20 * M if k >= 4 else 0
+        leaked = 2 * M * max(0, k - 4)
+        for line, live, incl in (
+            (7, load, load),
+            (20, 0, load),
+            (12, kept, kept),
+            (21, 0, kept),
+            (16, leaked, leaked),
+            (23, 0, leaked),
+            (27, 0, load + kept + leaked),
+        ):
+            changes.append((k, line, live, incl))
+    fn_changes = [
+        (k, f, live)
+        for k in range(9)
+        for f, live in enumerate(
+            (
+                30 * M if k <= 2 else 0,
+                20 * M if k >= 4 else 0,
+                2 * M * max(0, k - 4),
+                (30 * M if k <= 2 else 0) + (20 * M if k >= 4 else 0) + 2 * M * max(0, k - 4),
+            )
+        )
+    ]
+    moments = Moments(
+        TIMES,
+        [sum(c[2] for c in changes if c[0] == k) for k in range(9)],  # traced then
+        [key],
+        {
+            "moment": [c[0] for c in changes],
+            "file": [0] * len(changes),
+            "line": [c[1] for c in changes],
+            "live_bytes": [c[2] for c in changes],
+            "incl_live_bytes": [c[3] for c in changes],
+        },
+        [(key, f.qualname, f.first_line, f.last_line) for f in functions],
+        {
+            "moment": [c[0] for c in fn_changes],
+            "function": [c[1] for c in fn_changes],
+            "live_bytes": [c[2] for c in fn_changes],
+        },
+    )
+    traced = [sum(c[2] for c in changes if c[0] == k) for k in range(9)]
+    timeline = (
+        TimelinePoint(0.0, 0, 10 * M),
+        *(TimelinePoint(t, v, v + 10 * M) for t, v in zip(TIMES, traced, strict=True)),
+        TimelinePoint(1.0, traced[-1], traced[-1] + 10 * M),
+    )
+    run = runs.new_run(
+        [runs.source(key, TIMED, lines, functions)],
+        timeline=timeline,
+        run_info=runs.info(
+            command=("timed.py",), duration_s=1.0, peak_traced_bytes=30 * M, peak_at_s=0.15, cwd=""
+        ),
+    )
+    return replace(run, moments=moments)
 
 
 def write_run(root: Path, run: Run, stem: str, *, latest: bool = True) -> Path:

@@ -54,10 +54,12 @@ def test_entry_point_answers_initialize(cmd: list[str]) -> None:
     assert sorted(caps["executeCommandProvider"]["commands"]) == [
         "memlens.chooseRun",
         "memlens.clearBaseline",
+        "memlens.jumpToPeak",
         "memlens.lineChanges",
         "memlens.listRuns",
         "memlens.runFile",
         "memlens.setBaseline",
+        "memlens.setMoment",
         "memlens.summary",
         "memlens.timeline",
     ]

@@ -391,6 +391,7 @@ async def test_run_loaded_notifications_at_start(
         "run": None,
         "baseline": None,
         "problem": None,
+        "moment": None,  # no moment set (memlens.setMoment): the run's own figures
     }
     # A corrupt latest run: the folder says why it shows nothing (the status bar names it).
     broken = first[workspace.uri("broken")]

@@ -81,7 +81,10 @@ class Moments(Value):
         return (
             tuple(self.t),
             tuple(self.traced_bytes),
-            {p: {n: tuple(c) for n, c in lines.items()} for p, lines in self.line_changes().items()},
+            {
+                p: {n: tuple(c) for n, c in lines.items()}
+                for p, lines in self.line_changes().items()
+            },
             {k: tuple(c) for k, c in self.function_changes().items()},
         )
 

@@ -26,6 +26,7 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
                 len(lines),
                 ls.settings,
                 has_baseline=ctx.folder.baseline is not None,
+                moment=ls.moment,
             )
         )
         items.extend(pytest_results.lens_items(ctx.view, ctx.mapping, len(lines)))

@@ -21,6 +21,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
+from memlens import moment as memlens_moment
 from memlens import timeline as memlens_timeline
 from memlens.errors import MemlensError, RunFileError
 from memlens.launch import ProfiledProgram
@@ -207,10 +208,15 @@ async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
         functools.partial(memlens_timeline.svg, run.run, beside=False), name="memlens-timeline"
     )
     peak = memlens_timeline.peak_point(run.run)
+    moments = run.run.moments
     return {
         "run": views.run_summary(run),
         "svg": svg,
         "peak": None if peak is None else {"t": peak.t, "traced_bytes": peak.traced_bytes},
+        "peak_at_s": run.run.info.peak_at_s,
+        "duration_s": run.run.info.duration_s,
+        "moments": {"t": list(moments.t), "traced_bytes": list(moments.traced_bytes)},
+        "moment": views.moment_info(run, ls.moment),
         "top": [
             {
                 "file": run.local_path(row.file),
@@ -220,6 +226,48 @@ async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
             }
             for row in memlens_timeline.top_at_peak(run.run)
         ],
+    }
+
+
+# -- moments ---------------------------------------------------------------------------------
+async def set_moment(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    """Hints, hovers and lenses show each line's live bytes at the moment given (``peak``,
+    ``end``, ``2.5s``, ``40%``), or the run's own figures again (``null``); the result is the
+    moment as the folder's run has it."""
+    a = _arg(args)
+    spec = a.get("moment")
+    if spec is None or spec == "":
+        ls.moment = None
+        await runs.refresh(ls)
+        return None
+    if not isinstance(spec, str):
+        raise JsonRpcInvalidParams(message='memlens: "moment" must be a string or null')
+    folder = _folder(ls, a)
+    try:
+        memlens_moment.parse(spec)
+        if folder.run is not None:
+            memlens_moment.resolve(folder.run.run, spec)
+    except MemlensError as exc:
+        raise JsonRpcInvalidParams(message=f"memlens: {exc}") from None
+    ls.moment = spec.strip()
+    await runs.refresh(ls)
+    return views.moment_info(folder.run, ls.moment)
+
+
+async def jump_to_peak(ls: MemlensServer, *args: object) -> dict[str, Any]:
+    """The peak moment is shown (as ``memlens.setMoment`` with ``peak``); the result names the
+    line that held the most then, for the client to open."""
+    folder = _folder(ls, _arg(args))
+    run = folder.run
+    if run is None:
+        raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
+    ls.moment = "peak"
+    await runs.refresh(ls)
+    top = views.top_lines(run, "peak", 1)
+    return {
+        "moment": views.moment_info(run, ls.moment),
+        "file": top[0]["file"] if top else None,
+        "line": top[0]["line"] if top else None,
     }
 
 
@@ -329,4 +377,6 @@ HANDLERS: dict[str, Handler] = {
     protocol.SUMMARY: summary,
     protocol.TIMELINE: timeline,
     protocol.LINE_CHANGES: line_changes,
+    protocol.SET_MOMENT: set_moment,
+    protocol.JUMP_TO_PEAK: jump_to_peak,
 }

@@ -25,6 +25,7 @@ async def hover(ls: MemlensServer, params: lsp.HoverParams) -> lsp.Hover | None:
         stale=ctx.mapping.stale,
         has_baseline=ctx.folder.baseline is not None,
         local_path=ctx.path,
+        moment=ls.moment,
     )
     if text is None:
         return None

@@ -1,7 +1,8 @@
 """Inlay hints at the end of each line with figures; ``inlayHint/resolve`` adds the tooltip.
 
 The label is :func:`memlens.annotate.line_label` of the figure chosen in the settings (or the
-change against the baseline when ``memlens.compareWithBaseline`` is on). Hints sit at the end
+change against the baseline when ``memlens.compareWithBaseline`` is on; or, once a moment is
+set with ``memlens.setMoment``, the line's live bytes then). Hints sit at the end
 of the line in the negotiated position encoding. The range is taken literally: a range ending
 at ``(E, 0)`` does not include line ``E``'s end, so it gets no hint.
 """
@@ -29,7 +30,7 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[ls
     has_baseline = ctx.folder.baseline is not None
     # Converted hints are kept per document version, run and settings: scrolling back and
     # forth, or asking for the whole file again, reuses them.
-    key = (ctx.version, ctx.view, ls.settings, has_baseline, ctx.codec.encoding)
+    key = (ctx.version, ctx.view, ls.settings, has_baseline, ctx.codec.encoding, ls.moment)
     cache = ls.hint_cache.get(uri)
     if cache is None or cache.key != key:
         cache = ls.hint_cache[uri] = HintCache(key, _token(ls, uri, ctx.view.run.id))
@@ -37,7 +38,13 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[ls
     if whole and cache.whole is not None:
         return cache.whole
     items = views.hint_items(
-        ctx.view, ctx.mapping, ls.settings, start.line, last + 1, has_baseline=has_baseline
+        ctx.view,
+        ctx.mapping,
+        ls.settings,
+        start.line,
+        last + 1,
+        has_baseline=has_baseline,
+        moment=ls.moment,
     )
     made = cache.lines
 
@@ -99,6 +106,7 @@ async def resolve(ls: MemlensServer, hint: lsp.InlayHint) -> lsp.InlayHint:
         stale=ctx.mapping.stale,
         has_baseline=ctx.folder.baseline is not None,
         local_path=ctx.path,
+        moment=ls.moment,
     )
     return convert.with_tooltip(hint, text)
 

@@ -229,6 +229,7 @@ def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
         "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
         "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
         "problem": state.problem,
+        "moment": views.moment_info(state.run, ls.moment),  # type: ignore[typeddict-item]
     }
     ls.protocol.notify(protocol.RUN_LOADED, params)
 

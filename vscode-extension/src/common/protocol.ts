@@ -14,3 +14,5 @@ export const LIST_RUNS = 'memlens.listRuns';
 export const SUMMARY = 'memlens.summary';
 export const TIMELINE = 'memlens.timeline';
 export const LINE_CHANGES = 'memlens.lineChanges';
+export const SET_MOMENT = 'memlens.setMoment';
+export const JUMP_TO_PEAK = 'memlens.jumpToPeak';
