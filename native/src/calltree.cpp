@@ -168,6 +168,16 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     return id;
 }
 
+uint32_t nogil_capacity() {
+    uint32_t n = 0;
+    for (uint32_t c = 0; c <= (size() >> kChunkBits) && c < kChunks; ++c) {
+        if (g_chunks[c] && g_chunks[c]->nogil) {
+            n += kChunkSize;
+        }
+    }
+    return n;
+}
+
 NogilFigures* nogil(uint32_t id) {
     Chunk* c = g_chunks[id >> kChunkBits];
     if (!c->nogil) {

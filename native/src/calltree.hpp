@@ -89,6 +89,8 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset);
 NogilFigures* nogil(uint32_t id);
 // The variances of a node (sampling mode).
 inline Variances& vars(uint32_t id) { return g_chunks[id >> kChunkBits]->vars[id & (kChunkSize - 1)]; }
+// How many nodes may have no-GIL figures: those of the chunks that have them (snapshot).
+uint32_t nogil_capacity();
 // The no-GIL figures if any were created (snapshot).
 inline const NogilFigures* nogil_if_any(uint32_t id) {
     NogilFigures* f = g_chunks[id >> kChunkBits]->nogil;

@@ -95,6 +95,9 @@ void append_slow(Log& log, const Entry& e) {
 
 bool bump(double t) {
     Guard g(g_bounds_lock);
+    if (g_kept > 0 && t < g_bounds[g_kept - 1].t) {
+        t = g_bounds[g_kept - 1].t;  // two bumpers (the timeline thread, a mark) read the clock
+    }
     uint32_t raw = __atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&g_moment, raw, __ATOMIC_RELAXED);
     g_bounds[g_kept++] = Bound{raw, t, traced_total()};
@@ -125,7 +128,7 @@ size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw) {
     return size_t(it - bounds.begin());
 }
 
-void snapshot(Snapshot& out, uint32_t nodes, double now) {
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now) {
     // `out` is empty, and its vectors only grow within the capacity reserved here: nothing is
     // freed while g_table_lock is held (see compact).
     {
@@ -144,14 +147,16 @@ void snapshot(Snapshot& out, uint32_t nodes, double now) {
     compact(g_log, out.bounds, nodes);
     compact(g_log_nogil, out.bounds, nodes);
     out.gil.reserve(g_log.size() + nodes);  // the log, and one pending entry per node
-    out.nogil.reserve(g_log_nogil.size() + nodes);
+    out.nogil.reserve(g_log_nogil.size() + nogil_nodes);
     copy(g_log, out.bounds, out.gil);
     copy(g_log_nogil, out.bounds, out.nogil);
 }
 
 void pending(std::vector<Entry>& out, const std::vector<Bound>& bounds, uint32_t id, uint32_t seen,
              int64_t live) {
-    if (moment_of(bounds, seen) < bounds.size()) {
+    // A node that never changed after the first moment began and holds nothing held nothing
+    // at any moment (most nodes of a big tree: frames that only call).
+    if ((seen != 0 || live != 0) && moment_of(bounds, seen) < bounds.size()) {
         out.push_back(Entry{id, seen, live});
     }
 }

@@ -130,6 +130,8 @@ void stop(double t) {
     }
 }
 
+double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count(); }
+
 void points(std::vector<TimelinePoint>& out) {
     out.clear();
     if (!g_thread && g_points) {  // the sampler thread has stopped: the buffer is stable

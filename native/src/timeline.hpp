@@ -16,6 +16,8 @@ bool start(double interval_ms);
 void stop(double t);
 // The points so far (only once the thread has stopped; empty while it runs).
 void points(std::vector<TimelinePoint>& out);
+// Seconds since the timeline started: the clock of its points and of the run's moments.
+double elapsed();
 // Frees the points.
 void reset();
 // In a forked child: the thread does not exist there.

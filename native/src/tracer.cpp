@@ -170,6 +170,15 @@ void stop() {
     stack::stop_monitoring();
 }
 
+double mark_moment() {
+    if (!g_active.load()) {
+        return -1;
+    }
+    double t = timeline::elapsed();  // the moments' clock (it starts a little after ours)
+    moments::bump(t);
+    return t;
+}
+
 void restart_sampling() {
     if (!g_sampling || !g_active.load()) {
         return;
@@ -238,7 +247,8 @@ void snapshot(SnapshotData& out) {
         }
         uint64_t epoch = g_epoch;
         moments::Snapshot& ms = out.moments;
-        moments::snapshot(ms, n, g_active.load() ? elapsed() : g_duration);
+        moments::snapshot(ms, n, calltree::nogil_capacity(),
+                          g_active.load() ? timeline::elapsed() : g_duration);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
             SnapshotNode& o = out.nodes[id];
