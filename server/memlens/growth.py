@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memlens.model import Run
+from memlens.model import Moments, Run, value_at
 from memlens.moment import seconds, series
 from memlens.units import fmt_bytes, fmt_count
 
@@ -39,8 +39,8 @@ MIN_POINTS = 3
 class Verdict:
     """What :func:`judge` found: ``kind`` (:data:`GROWING`, :data:`KEPT`, :data:`LATE`,
     :data:`UNKNOWN`); ``end``, the bytes held at the end; ``since``, when the line first held
-    memory (seconds; None when unknown); ``level``, the most it held by the middle of its life
-    (from ``since`` to the end), and ``middle``, when that middle was."""
+    memory (seconds; None when unknown); ``level``, the most it held in the first half of its
+    life (from ``since`` to the end), and ``middle``, when that half ended."""
 
     kind: str
     end: int
@@ -68,10 +68,10 @@ def judge(points: Sequence[tuple[float, int]]) -> Verdict:
     life = points[first:]
     if len(life) < MIN_POINTS:
         return Verdict(LATE, end, since)
-    middle = (len(life) - 1) // 2
-    level = max(v for _, v in life[: middle + 1])
+    middle = since + (points[-1][0] - since) / 2
+    level = max(v for t, v in life if t <= middle)
     kind = GROWING if end - level > end * GROWTH_SHARE else KEPT
-    return Verdict(kind, end, since, level, life[middle][0])
+    return Verdict(kind, end, since, level, middle)
 
 
 def line_verdict(run: Run, path: str, line: int) -> Verdict:
@@ -106,15 +106,44 @@ def message(verdict: Verdict, live_count: int, allocated: int) -> str:
             f"{held} is still live at exit; it was allocated in the last moments of the run, too "
             "late to tell growth from memory kept on purpose"
         )
-    return (
-        f"{held} is still live at exit (likely leak; {fmt_bytes(allocated)} allocated in total)"
-    )
+    return f"{held} is still live at exit (likely leak; {fmt_bytes(allocated)} allocated in total)"
+
+
+#: The verdicts in a table's cell (``memlens show``'s live tables).
+SHORT = {GROWING: "grew", KEPT: "kept", LATE: "late", UNKNOWN: ""}
 
 
 def short(verdict: Verdict) -> str:
-    """The verdict in a table's cell: ``grew +9.5 MiB``, ``kept since 0.10 s``, ``late``."""
-    if verdict.kind == GROWING:
-        return f"grew +{fmt_bytes(verdict.grew)}"
-    if verdict.kind == KEPT and verdict.since is not None:
-        return f"kept since {seconds(verdict.since)}"
-    return "late" if verdict.kind == LATE else ""
+    """The verdict in a table's cell: ``grew`` (a likely leak), ``kept`` (allocated once and
+    kept), ``late``; "" when the run cannot tell."""
+    return SHORT[verdict.kind]
+
+
+def kept_in_window(moments: Moments, t_open: float, t_close: float) -> int:
+    """What the lines gained in a test's window, from the moment that began at ``t_open`` to
+    the one that began at ``t_close`` (the last), without growing in that time: each line's
+    live bytes at the moments of the window, counted from what it held when the window opened,
+    judged by :func:`judge`. Only lines found :data:`KEPT` count: a line that grew is a leak,
+    and one that first held memory in the window's last moments (:data:`LATE`) cannot be told
+    from one, so it counts as a leak too (a test too short for the run's moments keeps its
+    whole leak)."""
+    times = list(moments.t)
+    start = max((k for k, t in enumerate(times) if t <= t_open), default=None)
+    if start is None:
+        return 0
+    window = [k for k in range(start, len(times)) if times[k] <= t_close]
+    kept = 0
+    for lines in moments.line_changes().values():
+        for changes in lines.values():
+            # A moment's row holds what the line held at its end: at the window's opening, the
+            # line held what it held at the end of the moment before.
+            before = value_at(changes, start - 1) if start > 0 else None
+            base = before[1] if before is not None else 0
+            points = []
+            for k in window:
+                found = value_at(changes, k)
+                points.append((times[k], (found[1] if found is not None else 0) - base))
+            gained = points[-1][1]
+            if gained > 0 and judge(points).kind == KEPT:
+                kept += gained
+    return kept

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from memlens import growth
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
@@ -33,6 +34,9 @@ class TopRow:
     stats: LineStats
     share_of_peak: float  # this line's peak figure / the run's peak traced bytes
     source: str
+    #: Ranked by live bytes in a run with moments: the leak rule's word on the line
+    #: (:func:`memlens.growth.short`: ``grew``, ``kept``, ``late``).
+    growth: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,9 @@ def top_lines(
                 stats=st,
                 share_of_peak=st.peak_bytes / peak,
                 source=src[line - 1].strip() if 0 < line <= len(src) else "",
+                growth=growth.short(growth.line_verdict(run, file, line))
+                if by == "live" and run.moments
+                else "",
             )
         )
     return out
@@ -195,9 +202,9 @@ def processes_text(info: RunInfo) -> str:
 
 # -- rendering ---------------------------------------------------------------------------
 
-#: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks. A
-#: moment's table (``--at``) has its own: the live bytes then and their share of the traced
-#: total then.
+#: Columns of a table; "{by}" is the ranking figure, "live" is left out when it ranks (and
+#: "growth", the leak rule's word on each line, follows it in a run with moments). A moment's
+#: table (``--at``) has its own: the live bytes then and their share of the traced total then.
 _COLUMNS = ("#", "line", "{by}", "allocs", "share of peak", "live", "code")
 _AT_COLUMNS = ("#", "line", "{by}", "share of traced", "code")
 _RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live", "share of traced"))
@@ -205,20 +212,23 @@ _RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live", "share of tr
 LEAKS_TITLE = "live at exit (what the program still held when it ended):"
 
 
-def _columns(by: str, at: Moment | None = None) -> tuple[str, ...]:
+def _columns(by: str, at: Moment | None = None, growth: bool = False) -> tuple[str, ...]:
     if at is not None:
         return _AT_COLUMNS
-    return tuple(c for c in _COLUMNS if not (c == "live" and by == "live"))
+    columns = [c for c in _COLUMNS if not (c == "live" and by == "live")]
+    if by == "live" and growth:
+        columns.insert(columns.index("{by}") + 1, "growth")
+    return tuple(columns)
 
 
-def _headers(by: str, at: Moment | None = None) -> list[str]:
+def _headers(by: str, at: Moment | None = None, growth: bool = False) -> list[str]:
     titles = {"{by}": NAMED_FIGURES[by].title, "live": NAMED_FIGURES["live"].title}
     if at is not None:
         titles["{by}"] = at.words
-    return [titles.get(c, c) for c in _columns(by, at)]
+    return [titles.get(c, c) for c in _columns(by, at, growth)]
 
 
-def _cells(row: TopRow, by: str, at: Moment | None = None) -> tuple[str, ...]:
+def _cells(row: TopRow, by: str, at: Moment | None = None, growth: bool = False) -> tuple[str, ...]:
     values = {
         "#": str(row.rank),
         "line": f"{display_path(row.file)}:{row.line}",
@@ -227,9 +237,10 @@ def _cells(row: TopRow, by: str, at: Moment | None = None) -> tuple[str, ...]:
         "share of peak": f"{row.share_of_peak:.0%}",
         "live": fmt_bytes(row.stats.live_bytes),
         "share of traced": f"{row.value / at.traced_bytes:.0%}" if at and at.traced_bytes else "",
+        "growth": row.growth,
         "code": row.source[:60],
     }
-    return tuple(values[c] for c in _columns(by, at))
+    return tuple(values[c] for c in _columns(by, at, growth))
 
 
 def render(
@@ -263,7 +274,7 @@ def render(
     first = tables[0][1] or tables[-1][1]
     target = file or (first[0].file if first else None)
     use_rich = out.isatty() if rich_output is None else rich_output
-    view = _View(summary, at)
+    view = _View(summary, at, bool(run.moments) and at is None)
     if use_rich:
         _render_rich(run, tables, target, by, out, show_listing, view)
     else:
@@ -281,6 +292,7 @@ class _View:
 
     summary: str
     at: Moment | None
+    growth: bool  # the live tables say the leak rule's word on each line
 
     @property
     def nothing(self) -> str:
@@ -302,8 +314,11 @@ def _render_plain(
         print(file=out)
         if i:
             print(LEAKS_TITLE, file=out)
-        columns = _columns(rank_by, view.at)
-        table = [tuple(_headers(rank_by, view.at)), *(_cells(r, rank_by, view.at) for r in rows)]
+        columns = _columns(rank_by, view.at, view.growth)
+        table = [
+            tuple(_headers(rank_by, view.at, view.growth)),
+            *(_cells(r, rank_by, view.at, view.growth) for r in rows),
+        ]
         widths = [max(len(r[i]) for r in table) for i in range(len(columns) - 1)]
         for r in table:
             cells = [
@@ -335,10 +350,10 @@ def _render_rich(
     for i, (rank_by, rows) in enumerate(tables):
         if i:
             console.print(Text(f"\n{LEAKS_TITLE}", style="bold"))
-        columns = _columns(rank_by, view.at)
+        columns = _columns(rank_by, view.at, view.growth)
         table = Table(show_edge=False, header_style="bold")
-        cells = [_cells(r, rank_by, view.at) for r in rows]
-        headers = _headers(rank_by, view.at)
+        cells = [_cells(r, rank_by, view.at, view.growth) for r in rows]
+        headers = _headers(rank_by, view.at, view.growth)
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
         # The figures never wrap; the code column gives way (or goes) when the terminal is
         # narrow.

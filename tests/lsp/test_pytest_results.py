@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,14 @@ from memlens.units import fmt_bytes
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEST_MEMORY = """\
-import pytest
+import pytest, time
 
 HELD = []
 
 
 @pytest.mark.memlens(leaks="1 MiB")
 def test_leaks_ten_megabytes():
-    HELD.append(bytearray(10 * 1024 * 1024))
+    for _ in range(5): HELD.append(bytearray(2 * 1024 * 1024)); time.sleep(0.02)  # it grows
 
 
 @pytest.mark.memlens(peak="5 MiB")
@@ -111,7 +112,8 @@ async def test_lenses(client: LanguageClient, session: Session) -> None:
         (16, 0, f"3 tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}"),
         (22, 0, label_for_test(session.tests["TestGroup::test_within"])),
     ]
-    assert got[0][2] == "test peak 10.0 MiB · leaked 10.0 MiB"
+    # A leak that grew (memlens.growth); pytest's own first-time work may be kept beside it.
+    assert re.fullmatch(r"test peak 10\.0 MiB · leaked 10\.0 MiB( · kept [\d.]+ K?i?B)?", got[0][2])
     assert got[1][2].startswith("test peak 20.0 MiB · leaked ")
     assert 512 * 1024 <= peak < 600 * 1024
 
