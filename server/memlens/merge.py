@@ -9,7 +9,9 @@ The rule (docs/how-it-works.md, "Child processes"):
 - the run's peak traced memory (and peak RSS) is the largest sum over the processes alive at
   the same moment, found by laying their memory timelines on one clock (each run's start
   time plus its timeline's offsets), and at least every process's own peak;
-- the merged timeline is that sum, on the first run's clock;
+- the merged timeline is that sum, on the first run's clock; so are the merged moments (each
+  line's live bytes at the processes' moments, summed over the processes alive then) and when
+  the merged peak happened;
 - a process that left only a checkpoint (killed, crashed, still running) counts with what the
   checkpoint held; one that left no run counts with nothing.
 
@@ -31,8 +33,10 @@ from memlens.model import (
     NATIVE,
     SUMS,
     CallTree,
+    FunctionKey,
     FunctionStats,
     LineStats,
+    Moments,
     ProcessInfo,
     Run,
     SourceFile,
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 
 #: Most points of a merged timeline (as the tracer's own timelines).
 MAX_TIMELINE_POINTS = 4096
+#: Most moments of a merged run (as the tracer keeps at most).
+MAX_MOMENTS = 512
 #: Most processes listed in a run's header (each entry is small; the header is bounded).
 MAX_LISTED_PROCESSES = 2048
 #: Longest command kept per listed process, in characters (all arguments together).
@@ -63,17 +69,20 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
             mine = files.get(path)
             files[path] = sf if mine is None else _merge_file(mine, sf)
     peak_traced, peak_rss, timeline = _merge_timelines(runs)
+    peak_at = max(timeline, key=lambda p: p.traced_bytes).t if timeline else root.info.peak_at_s
     info = replace(
         root.info,
         peak_traced_bytes=max(peak_traced, *(r.info.peak_traced_bytes for r in runs)),
         peak_rss_bytes=max(peak_rss, *(r.info.peak_rss_bytes for r in runs)),
         processes=tuple(listed(p) for p in processes[:MAX_LISTED_PROCESSES]),
+        peak_at_s=peak_at if len(runs) > 1 else root.info.peak_at_s,
     )
     return Run(
         info=info,
         files=files,
         call_tree=_merge_trees([r.call_tree for r in runs]),
         timeline=timeline,
+        moments=_merge_moments(runs) if len(runs) > 1 else root.moments,
     )
 
 
@@ -205,6 +214,96 @@ def _merge_timelines(runs: Sequence[Run]) -> tuple[int, int, tuple[TimelinePoint
             peak_rss = max(peak_rss, total_rss)
             points.append(TimelinePoint(max(t, 0.0), total_traced, total_rss))
     return peak_traced, peak_rss, _thin(points)
+
+
+def _merge_moments(runs: Sequence[Run]) -> Moments:
+    """The processes' moments on the first run's clock: at each of their moments (at most
+    :data:`MAX_MOMENTS`, evenly chosen), each line's and function's live bytes summed over the
+    processes, each at its latest moment then; a process holds nothing before its first moment
+    and after its run ended."""
+    origin = _start(runs[0])
+    # Events: (time, process, key, value...): a process's values at one of its moments, and
+    # nothing from the end of its run on.
+    line_events: list[tuple[float, int, tuple[str, int], int, int]] = []
+    fn_events: list[tuple[float, int, FunctionKey, int]] = []
+    traced_events: list[tuple[float, int, int]] = []
+    times: set[float] = set()
+    for k, run in enumerate(runs):
+        moments = run.moments
+        if not moments:
+            continue
+        start = _start(run)
+        offset = 0.0 if start is None or origin is None else start - origin
+        stamps = [offset + t for t in moments.t]
+        times.update(max(0.0, t) for t in stamps)
+        traced_events.extend((stamps[i], k, b) for i, b in enumerate(moments.traced_bytes))
+        for path, lines in moments.line_changes().items():
+            for line, changes in lines.items():
+                for m, live, incl in changes:
+                    line_events.append((stamps[m], k, (path, line), live, incl))
+                line_events.append((offset + run.info.duration_s, k, (path, line), 0, 0))
+        for function, fn_changes in moments.function_changes().items():
+            for m, live in fn_changes:
+                fn_events.append((stamps[m], k, function, live))
+            fn_events.append((offset + run.info.duration_s, k, function, 0))
+        traced_events.append((offset + run.info.duration_s, k, 0))
+    if not times:
+        return Moments()
+    chosen = sorted(times)
+    if len(chosen) > MAX_MOMENTS:
+        step = math.ceil(len(chosen) / MAX_MOMENTS)
+        chosen = chosen[step - 1 :: step]
+    line_events.sort(key=lambda e: e[0])
+    fn_events.sort(key=lambda e: e[0])
+    traced_events.sort(key=lambda e: e[0])
+    line_cols: dict[str, list[int]] = {c: [] for c in ("moment", "file", "line")}
+    line_cols.update(live_bytes=[], incl_live_bytes=[])
+    files: dict[str, int] = {}
+    keys: dict[FunctionKey, int] = {}
+    fn_cols: dict[str, list[int]] = {"moment": [], "function": [], "live_bytes": []}
+    per_line: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    per_fn: dict[FunctionKey, dict[int, int]] = {}
+    per_traced: dict[int, int] = {}
+    shown_line: dict[tuple[str, int], tuple[int, int]] = {}
+    shown_fn: dict[FunctionKey, int] = {}
+    traced_out: list[int] = []
+    li = fi = ti = 0
+    for m, t in enumerate(chosen):
+        touched: set[tuple[str, int]] = set()
+        while li < len(line_events) and line_events[li][0] <= t + 1e-12:
+            _, k, where_k, live, incl = line_events[li]
+            per_line.setdefault(where_k, {})[k] = (live, incl)
+            touched.add(where_k)
+            li += 1
+        for where in sorted(touched):
+            values = per_line[where].values()
+            total = (sum(v[0] for v in values), sum(v[1] for v in values))
+            if total != shown_line.get(where, (0, 0)):
+                shown_line[where] = total
+                line_cols["moment"].append(m)
+                line_cols["file"].append(files.setdefault(where[0], len(files)))
+                line_cols["line"].append(where[1])
+                line_cols["live_bytes"].append(total[0])
+                line_cols["incl_live_bytes"].append(total[1])
+        touched_fn: set[FunctionKey] = set()
+        while fi < len(fn_events) and fn_events[fi][0] <= t + 1e-12:
+            _, k, fkey, live = fn_events[fi]
+            per_fn.setdefault(fkey, {})[k] = live
+            touched_fn.add(fkey)
+            fi += 1
+        for fkey in sorted(touched_fn):
+            total_fn = sum(per_fn[fkey].values())
+            if total_fn != shown_fn.get(fkey, 0):
+                shown_fn[fkey] = total_fn
+                fn_cols["moment"].append(m)
+                fn_cols["function"].append(keys.setdefault(fkey, len(keys)))
+                fn_cols["live_bytes"].append(total_fn)
+        while ti < len(traced_events) and traced_events[ti][0] <= t + 1e-12:
+            _, k, traced = traced_events[ti]
+            per_traced[k] = traced
+            ti += 1
+        traced_out.append(sum(per_traced.values()))
+    return Moments(chosen, traced_out, list(files), line_cols, list(keys), fn_cols)
 
 
 def _start(run: Run) -> float | None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memlens.errors import RunFileError
-from memlens.merge import MAX_COMMAND_CHARS, merge
-from memlens.model import CallNode, LineStats, ProcessInfo, Run, TimelinePoint, replace
+from memlens.merge import MAX_COMMAND_CHARS, MAX_MOMENTS, merge
+from memlens.model import CallNode, LineStats, Moments, ProcessInfo, Run, TimelinePoint, replace
 from memlens.runfile import reader, writer
 from tests.runs import MIB, sample_run
 
@@ -175,3 +175,59 @@ def test_call_nodes_of_a_child_keep_their_parents() -> None:
         (0, -1, 1025),
         (1, 0, 40 * MIB + MIB),
     ]
+
+
+def with_moments(run: Run, t: list[float], line4: list[int]) -> Run:
+    """``run`` with moments at times ``t``: line 4 (function load) holds ``line4`` then."""
+    n = len(t)
+    moments = Moments(
+        t,
+        line4,
+        ["/work/app.py"],
+        {
+            "moment": list(range(n)),
+            "file": [0] * n,
+            "line": [4] * n,
+            "live_bytes": line4,
+            "incl_live_bytes": line4,
+        },
+        [("/work/app.py", "load", 3, 4)],
+        {"moment": list(range(n)), "function": [0] * n, "live_bytes": line4},
+    )
+    return replace(run, moments=moments)
+
+
+def test_moments_are_laid_on_one_clock_and_summed() -> None:
+    """The child starts 0.5 s after the program and lasts 0.4 s: at each moment, a line holds
+    what each process alive then held at its latest moment, summed."""
+    root = with_moments(sample_run(duration_s=1.5), [0.2, 0.7, 1.2], [10, 20, 30])
+    child = with_moments(
+        child_run("2026-11-22T10:00:00.500000+00:00", (), duration_s=0.4), [0.1, 0.3], [5, 7]
+    )
+    merged = merge([root, child], [ROOT, CHILD])
+    moments = merged.moments
+    assert [round(t, 3) for t in moments.t] == [0.2, 0.6, 0.7, 0.8, 1.2]
+    line = [moments.values_at(k)["/work/app.py"][4] for k in range(len(moments))]
+    # 0.2: the program alone; 0.6: + the child's first; 0.7: the program's second; 0.8: the
+    # child's second; 1.2: the child has ended (at 0.9), the program's third.
+    assert line == [(10, 10), (15, 15), (25, 25), (27, 27), (30, 30)]
+    assert list(moments.traced_bytes) == [10, 15, 25, 27, 30]
+    load = ("/work/app.py", "load", 3, 4)
+    assert [moments.function_values_at(k)[load] for k in range(len(moments))] == [
+        10,
+        15,
+        25,
+        27,
+        30,
+    ]
+    # A run of one process keeps its own moments.
+    assert merge([root], [ROOT]).moments == root.moments
+
+
+def test_merged_moments_are_bounded() -> None:
+    times = [i / 1000 for i in range(1, 401)]
+    root = with_moments(sample_run(), times, list(range(1, 401)))
+    child = with_moments(child_run("2026-11-22T10:00:00.000500+00:00", ()), times, [1] * 400)
+    moments = merge([root, child], [ROOT, CHILD]).moments
+    assert len(moments) <= MAX_MOMENTS
+    assert moments.t[-1] == pytest.approx(0.4005)  # the last of them kept
