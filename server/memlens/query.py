@@ -20,6 +20,7 @@ from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
 from memlens.export import run_header
 from memlens.model import FUNCTION_FIGURES, NAMED_FIGURES, FunctionStats, Run, SourceFile
+from memlens.moment import Moment, run_at
 from memlens.report import top_lines as ranked_lines
 from memlens.store import Store
 
@@ -123,6 +124,30 @@ def top_lines(
     rows = ranked_lines(run, by, limit, keep=keep)
     tree = CallTreeIndex(run.call_tree)
     return [_line_entry(run, tree, run.files[r.file], r.line) for r in rows]
+
+
+def lines_at(
+    run: Run, moment: Moment, limit: int | None = 20, include_library: bool = False
+) -> list[dict[str, Any]]:
+    """The lines that held the most at ``moment``, largest first: their live bytes then, self
+    (``live_bytes``) and including their calls (``incl_live_bytes``). ``limit`` None: all."""
+    keep = None if include_library else (lambda path: not is_library_path(path))
+    then = run_at(run, moment)
+    tree = CallTreeIndex(run.call_tree)
+    out = []
+    for r in ranked_lines(then, "live", limit, keep=keep):
+        sf = run.files[r.file]
+        out.append(
+            {
+                "path": sf.path,
+                "line": r.line,
+                "code": _code(sf, r.line),
+                "function": _function_of(tree, sf, r.line),
+                "live_bytes": r.stats.live_bytes,
+                "incl_live_bytes": r.stats.incl_live_bytes,
+            }
+        )
+    return out
 
 
 def line_figures(

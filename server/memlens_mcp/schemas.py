@@ -132,6 +132,61 @@ def _output(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": dict(properties), "required": list(properties)}
 
 
+_MOMENT_ARG_TEXT = (
+    "A moment of the run: `peak` (each line's exact share of the peak), `end` (live at "
+    "exit), a time such as `2.5s` or `250ms`, or a share of the run such as `40%`."
+)
+_MOMENT_INFO = {
+    "type": "object",
+    "properties": {
+        "kind": {"enum": ["peak", "end", "time"]},
+        "name": {"type": "string"},
+        "spec": {"type": "string"},
+        "t": {"type": ["number", "null"]},
+        "traced_bytes": {"type": "integer"},
+    },
+    "required": ["kind", "name", "spec", "t", "traced_bytes"],
+}
+#: The document `memlens diff --json` prints (diff_runs, diff_moments).
+_DIFF_OUTPUT = _output(
+    {
+        "format": {"const": "memlens-diff"},
+        "version": {"type": "integer"},
+        "a": {"type": "string"},
+        "b": {"type": "string"},
+        "by": {"type": "string"},
+        "totals": {"type": "object", "additionalProperties": _CHANGE},
+        "files": {"type": "object"},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string"},
+                    "line_a": {"type": ["integer", "null"]},
+                    "line_b": {"type": ["integer", "null"]},
+                    "status": {"enum": ["same-line", "moved", "new", "gone"]},
+                    "matched_by": {"type": "string"},
+                    "figures": {"type": "object", "additionalProperties": _CHANGE},
+                },
+                "required": ["file", "line_a", "line_b", "status", "figures"],
+            },
+        },
+        "functions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string"},
+                    "qualname": {"type": "string"},
+                    "figures": {"type": "object", "additionalProperties": _CHANGE},
+                },
+                "required": ["file", "qualname", "figures"],
+            },
+        },
+    }
+)
+
 #: The arguments of the tools that rank lines or functions of one run.
 _RANKING_ARGS = _object(
     {"run": _RUN_ARG, "by": _BY_ARG, "limit": _LIMIT_ARG, "include_library": _LIBRARY_ARG}
@@ -275,44 +330,73 @@ TOOLS: tuple[ToolSchema, ...] = (
                 "limit": _LIMIT_ARG,
             }
         ),
+        _DIFF_OUTPUT,
+    ),
+    ToolSchema(
+        "lines_at_moment",
+        "The source lines that held the most memory at one moment of a run, largest first: "
+        "live_bytes (the line's own) and incl_live_bytes (including what it called) then, with "
+        "the moment's time and traced total. Moments other than peak and end need a run made "
+        "by this memlens (runs keep a few hundred moments).",
+        _object(
+            {
+                "moment": {"type": "string", "minLength": 1, "description": _MOMENT_ARG_TEXT},
+                "run": _RUN_ARG,
+                "limit": _LIMIT_ARG,
+                "include_library": _LIBRARY_ARG,
+            },
+            ("moment",),
+        ),
         _output(
             {
-                "format": {"const": "memlens-diff"},
-                "version": {"type": "integer"},
-                "a": {"type": "string"},
-                "b": {"type": "string"},
-                "by": {"type": "string"},
-                "totals": {"type": "object", "additionalProperties": _CHANGE},
-                "files": {"type": "object"},
+                "run": _RUN_REF,
+                "moment": _MOMENT_INFO,
                 "lines": {
                     "type": "array",
                     "items": {
                         "type": "object",
                         "properties": {
-                            "file": {"type": "string"},
-                            "line_a": {"type": ["integer", "null"]},
-                            "line_b": {"type": ["integer", "null"]},
-                            "status": {"enum": ["same-line", "moved", "new", "gone"]},
-                            "matched_by": {"type": "string"},
-                            "figures": {"type": "object", "additionalProperties": _CHANGE},
+                            "path": {"type": "string"},
+                            "line": {"type": "integer"},
+                            "code": {"type": "string"},
+                            "function": {"type": ["string", "null"]},
+                            "live_bytes": {"type": "integer"},
+                            "incl_live_bytes": {"type": "integer"},
                         },
-                        "required": ["file", "line_a", "line_b", "status", "figures"],
-                    },
-                },
-                "functions": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "file": {"type": "string"},
-                            "qualname": {"type": "string"},
-                            "figures": {"type": "object", "additionalProperties": _CHANGE},
-                        },
-                        "required": ["file", "qualname", "figures"],
+                        "required": [
+                            "path",
+                            "line",
+                            "code",
+                            "function",
+                            "live_bytes",
+                            "incl_live_bytes",
+                        ],
                     },
                 },
             }
         ),
+    ),
+    ToolSchema(
+        "diff_moments",
+        "What grew or shrank per line and per function between two moments of one run "
+        "(default: from the start to the end), biggest absolute change of live bytes first: "
+        "the document `memlens diff --from --to --json` prints.",
+        _object(
+            {
+                "from": {**_optional_string(_MOMENT_ARG_TEXT), "default": None},
+                "to": {
+                    **_optional_string("The later moment (as `from`). Default: end."),
+                    "default": None,
+                },
+                "run": _RUN_ARG,
+                "limit": _LIMIT_ARG,
+            }
+        ),
+        {
+            **_DIFF_OUTPUT,
+            "properties": {**_DIFF_OUTPUT["properties"], "from": _MOMENT_INFO, "to": _MOMENT_INFO},
+            "required": [*_DIFF_OUTPUT["required"], "from", "to"],
+        },
     ),
     ToolSchema(
         "profile_script",

@@ -12,6 +12,7 @@ from memlens.diff import diff_runs, to_json_dict
 from memlens.errors import MemlensError
 from memlens.launch import ProfiledProgram
 from memlens.model import NAMED_FIGURES
+from memlens.moment import resolve, run_at
 from memlens.report import find_file
 from memlens_mcp.workspace import Workspace
 
@@ -61,6 +62,24 @@ def diff(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     d = diff_runs(ws.read(path_a), ws.read(path_b))
     doc = to_json_dict(d, by=f"{args['by']}_bytes", top=_limit(args["limit"]))
     doc["a"], doc["b"] = str(path_a), str(path_b)
+    return doc
+
+
+def lines_at_moment(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    path, run = ws.run(args["run"])
+    moment = resolve(run, args["moment"])
+    lines = query.lines_at(run, moment, _limit(args["limit"]), args["include_library"])
+    return {"run": query.run_ref(path), "moment": moment.as_json(), "lines": lines}
+
+
+def diff_moments(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    path, run = ws.run(args["run"])
+    start = resolve(run, args["from"] or "0%")
+    end = resolve(run, args["to"] or "end")
+    d = diff_runs(run_at(run, start), run_at(run, end))
+    doc = to_json_dict(d, by="live_bytes", top=_limit(args["limit"]))
+    doc["a"] = doc["b"] = str(path)
+    doc["from"], doc["to"] = start.as_json(), end.as_json()
     return doc
 
 
@@ -118,5 +137,7 @@ CALLS: dict[str, Callable[[Workspace, dict[str, Any]], dict[str, Any]]] = {
     "line_figures": line_figures,
     "function_figures": function_figures,
     "diff_runs": diff,
+    "lines_at_moment": lines_at_moment,
+    "diff_moments": diff_moments,
     "profile_script": profile_script,
 }

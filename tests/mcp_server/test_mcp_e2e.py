@@ -40,6 +40,8 @@ TOOL_ORDER = [
     "line_figures",
     "function_figures",
     "diff_runs",
+    "lines_at_moment",
+    "diff_moments",
     "profile_script",
 ]
 TOOLS = set(TOOL_ORDER)
@@ -305,6 +307,47 @@ async def test_diff_runs_follows_moved_lines_as_memlens_diff_json(tmp_path: Path
     cli_live = memlens("diff", "--json", "--by", "live", "--top", "1", cwd=tmp_path)
     assert by_live == json.loads(cli_live.stdout)
     assert len(by_live["lines"]) == len(by_live["functions"]) == 1
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
+
+
+async def test_lines_at_a_moment_and_what_grew_between_two(tmp_path: Path) -> None:
+    """A program that holds 30 MB at line 8 for a while and frees it, then keeps 20 MB from
+    line 14 to the end, profiled for real: the agent's questions at the peak and at the end."""
+    script = tmp_path / "held_then_kept.py"
+    script.write_text((SCRIPTS / "held_then_kept.py").read_text())
+    out = memlens("run", "--no-report", "held_then_kept.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    path = str(script.resolve())
+    async with connect(tmp_path) as client:
+        peak = await ok(client, "lines_at_moment", moment="peak", limit=2)
+        end = await ok(client, "lines_at_moment", moment="end", limit=1)
+        grew = await ok(client, "diff_moments", **{"from": "peak"}, limit=2)
+        wrong = await error(client, "lines_at_moment", moment="soon")
+        late = await error(client, "lines_at_moment", moment="99s")
+    assert peak["moment"]["kind"] == "peak"
+    assert peak["moment"]["traced_bytes"] >= 30 * MB
+    top = peak["lines"][0]
+    assert (top["path"], top["line"], top["function"]) == (path, 8, "load")
+    assert top["code"] == "scratch = bytearray(30_000_000)  # 30 MB held for a while"
+    assert 30 * MB <= top["live_bytes"] <= 30 * MB + 4096
+    assert all(ln["line"] != 14 for ln in peak["lines"])
+    assert end["moment"]["kind"] == "end"
+    assert (end["lines"][0]["line"], end["lines"][0]["function"]) == (14, "keep")
+    assert 20 * MB <= end["lines"][0]["live_bytes"] <= 20 * MB + 4096
+    # What grew and shrank from the peak to the end: the diff document, by live bytes.
+    assert grew["format"] == "memlens-diff"
+    assert grew["by"] == "live_bytes"
+    assert (grew["from"]["kind"], grew["to"]["kind"]) == ("peak", "end")
+    changes = {
+        ln["line_b"] or ln["line_a"]: ln["figures"]["live_bytes"]["delta"] for ln in grew["lines"]
+    }
+    assert -30 * MB - 4096 <= changes[8] <= -30 * MB
+    assert 20 * MB <= changes[14] <= 20 * MB + 4096
+    # Mistakes are the CLI's one-line errors.
+    assert wrong == cli_error(tmp_path, "show", "--at", "soon")
+    assert late == cli_error(tmp_path, "show", "--at", "99s")
 
 
 async def test_run_resources_are_the_json_export(tmp_path: Path) -> None:
