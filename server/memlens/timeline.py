@@ -167,7 +167,9 @@ def svg(run: Run, width: int = 760, height: int = 260, *, beside: bool = True) -
 
     # Where time runs in the drawing, for a client that lets users click a moment.
     parts[0] = parts[0].replace(
-        "aria-label=", f'data-x0="{pad_l}" data-x1="{pad_l + plot_w}" data-t1="{end}" aria-label=', 1
+        "aria-label=",
+        f'data-x0="{pad_l}" data-x1="{pad_l + plot_w}" data-t1="{end}" aria-label=',
+        1,
     )
 
     def xy(t: float, v: int) -> tuple[float, float]:

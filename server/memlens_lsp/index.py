@@ -139,7 +139,9 @@ class FileView:
 
     def verdict(self, line: int) -> Verdict:
         """The leak rule's verdict on ``line`` (:func:`memlens.growth.judge`)."""
-        return self.memo.value(("verdict", line), lambda: line_verdict(self.run.run, self.key, line))
+        return self.memo.value(
+            ("verdict", line), lambda: line_verdict(self.run.run, self.key, line)
+        )
 
     def warm(self) -> None:
         """Compute the derived tables now (called off the event loop)."""

@@ -4,6 +4,7 @@ which the rest of the client uses) and docs/lsp.md."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -71,3 +72,17 @@ def test_docs_document_exactly_the_names() -> None:
     assert documented_methods == {n for n in server if n.startswith("memlens/")}
     for name in server:
         assert f"`{name}`" in LSP_DOC, name
+
+
+def test_client_commands_are_not_server_commands() -> None:
+    """vscode-languageclient registers each server command as a VS Code command: a client
+    command of the same name makes the client fail to start ("command already exists")."""
+    package = json.loads((ROOT / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    declared = {c["command"] for c in package["contributes"]["commands"]}
+    registered = set()
+    for path in _client_sources():
+        registered.update(
+            re.findall(r"registerCommand\(\s*'([^']+)'", path.read_text(encoding="utf-8"))
+        )
+    assert declared <= registered
+    assert not (registered & set(protocol.COMMANDS))

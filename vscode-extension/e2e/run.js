@@ -7,7 +7,8 @@
 // It packages the extension (.vsix), installs it into a fresh code-server profile, profiles an
 // example program with `<python> -m memlens run`, opens it and checks what the user sees: the
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
-// "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
+// "memlens: Run Current File", sets a baseline, compares, opens the timeline and scrubs it (the
+// hint then shows a moment's bytes), jumps to the peak, toggles the hints, and finally checks
 // Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
 // Screenshots (annotated editor, comparison mode, timeline view) go to the run folder under the
 // cache; MEMLENS_E2E_SCREENSHOTS=DIR writes them to DIR instead (e.g. docs/images to update
@@ -71,16 +72,17 @@ async function waitHttp(url, ms) {
 function expectedFigures(workspace, file) {
   const script = `
 import json, sys
-from memlens import fileformat
 from memlens.annotate import line_label
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes
-from memlens_server.settings import Settings
-from memlens_server.views import is_call_site
-run = fileformat.read(Store(sys.argv[1]).latest())
+from memlens_lsp.settings import Settings
+from memlens_lsp.views import is_call_site
+run = reader.read(Store(sys.argv[1]).latest())
 sf = next(f for f in run.files.values() if f.path.endswith(sys.argv[2]))
 line, st = max(sf.lines.items(), key=lambda kv: (kv[1].peak_bytes, -kv[0]))
 assert not is_call_site(st, Settings())
+assert len(run.moments) > 10, "the run has moments"
 print(json.dumps({"line": line, "label": line_label(st, "peak"), "peak": fmt_bytes(st.peak_bytes),
                   "alloc": fmt_bytes(st.alloc_bytes), "source": sf.text.splitlines()[line - 1].strip(),
                   "run_id": Store(sys.argv[1]).latest().stem}))
@@ -89,29 +91,8 @@ print(json.dumps({"line": line, "label": line_label(st, "peak"), "peak": fmt_byt
 }
 
 function profile(workspace, file) {
-  try {
-    execFileSync(PYTHON, ['-m', 'memlens', 'run', '--no-report', file], { cwd: workspace, stdio: ['ignore', 'ignore', 'pipe'] });
-    return 'memlens run';
-  } catch (err) {
-    log(`memlens run is not available (${String(err.stderr || err).trim().split('\n').pop()}); tracing with the façade`);
-  }
-  // Older checkouts without `memlens run`: trace with memlens.tracer and write with fileformat.
-  const script = `
-import runpy, sys
-from memlens import fileformat, tracer
-from memlens.store import Store
-tracer.start(mode="exact")
-try:
-    runpy.run_path(sys.argv[1], run_name="__main__")
-finally:
-    run = tracer.stop(command=["python", sys.argv[1]], exit_code=0, complete=True)
-store = Store(".")
-out = store.new_run_path()
-fileformat.write(run, out)
-store.set_pointer("latest", out)
-`;
-  execFileSync(PYTHON, ['-c', script, file], { cwd: workspace, stdio: ['ignore', 'ignore', 'inherit'] });
-  return 'memlens.tracer + fileformat.write';
+  execFileSync(PYTHON, ['-m', 'memlens', 'run', '--no-report', file], { cwd: workspace, stdio: ['ignore', 'ignore', 'pipe'] });
+  return 'memlens run';
 }
 
 // What `git status` says of the repository: the run must leave it as it found it (screenshots
@@ -130,9 +111,9 @@ async function main() {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
   try {
-    execFileSync(PYTHON, ['-c', 'import memlens, memlens_server'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp'], { stdio: 'ignore' });
   } catch {
-    fail(`${PYTHON} cannot import memlens and memlens_server; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
+    fail(`${PYTHON} cannot import memlens and memlens_lsp; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
   }
 
   log('packaging the extension');
@@ -244,11 +225,22 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
     log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
-    await quickInput(page, 'Control+P');
-    await page.keyboard.type('leaky_cache.py');
-    await page.waitForTimeout(1000);
-    await page.keyboard.press('Enter');
-    await page.waitForSelector('.monaco-editor .view-lines');
+    // Quick Open, retried: on a loaded machine its results can come after a first Enter.
+    for (let attempt = 0; ; attempt++) {
+      await quickInput(page, 'Control+P');
+      await page.locator('.quick-input-widget input').first().fill('leaky_cache.py');
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: 'leaky_cache.py' }).first().waitFor({ state: 'visible' });
+      await page.keyboard.press('Enter');
+      try {
+        await page.waitForSelector('.monaco-editor .view-lines', { timeout: 20_000 });
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          throw err;
+        }
+        await page.keyboard.press('Escape');
+      }
+    }
     // More room for the hints in the screenshot: close the side bar.
     await page.keyboard.press('Control+B');
   } catch (err) {
@@ -444,6 +436,41 @@ async function waitForTimelineFrame(page) {
   return fail('the timeline view did not show');
 }
 
+/** Clicks the timeline's chart at `fraction` of the run (0: start, 1: end), as a user picks a
+ * moment: the point is found from where the SVG says time runs (data-x0, data-x1). */
+async function clickTimeline(page, fraction) {
+  const end = Date.now() + 30_000;
+  while (Date.now() < end) {
+    for (const frame of page.frames()) {
+      const svg = frame.locator('svg[aria-label="memory over time"][data-x0]').first();
+      try {
+        if ((await svg.count()) === 0) {
+          continue;
+        }
+        const geometry = await svg.evaluate((el) => ({
+          x0: Number(el.dataset.x0), x1: Number(el.dataset.x1), width: el.viewBox.baseVal.width, height: el.viewBox.baseVal.height,
+        }));
+        const box = await svg.boundingBox();
+        if (!box) {
+          continue;
+        }
+        const x = ((geometry.x0 + fraction * (geometry.x1 - geometry.x0)) / geometry.width) * box.width;
+        await svg.click({ position: { x, y: box.height / 2 } });
+        return frame;
+      } catch {
+        // a frame that went away
+      }
+    }
+    await page.waitForTimeout(500);
+  }
+  return fail('no timeline chart to click');
+}
+
+/** The timeline page's "Shown: ..." text. */
+async function shownOnTimeline(frame) {
+  return norm(await frame.locator('#shown').innerText());
+}
+
 const runFiles = (workspace) =>
   fs.readdirSync(path.join(workspace, '.memlens', 'runs')).filter((f) => f.endsWith('.mlrun'));
 
@@ -550,6 +577,40 @@ async function trustedSession(ctx) {
       await page.keyboard.press('Control+Home');
       await page.waitForTimeout(1000);
       await screenshot(page, runDir, 'vscode-timeline');
+
+      // The timeline is a control: a click at 30% of the run shows each line's live bytes then
+      // (the leaky cache is still filling: its line holds less than at the peak).
+      const chart = await clickTimeline(page, 0.3);
+      let scrubbed = '';
+      await waitFor(async () => / live at \d+\.\d\d s/.test((scrubbed = await lineText(page, want.source))), 'the hint at the moment clicked');
+      const at = scrubbed.match(/([\d.]+ (?:B|KiB|MiB)) live at (\d+\.\d\d s)/);
+      if (!at || at[1] === want.peak) {
+        fail(`the hint at a moment does not show that moment's bytes: ${JSON.stringify(scrubbed)}`);
+      }
+      await waitFor(async () => (await statusText(page)).includes(`· at ${at[2]}`), 'the status bar to name the moment');
+      await waitFor(async () => (await shownOnTimeline(chart)).includes(`live bytes at ${at[2]}`), 'the timeline to say which moment');
+      log(`timeline scrub ok: ${JSON.stringify(at[0])}; status bar: ${JSON.stringify((await statusText(page)).match(/[^\n]*· at [^\n]*/)[0].trim())}`);
+      // The hover says which moment, and pictures the line over the run.
+      const momentHover = await hoverLine(page, want.source);
+      for (const part of [`${at[1]} live at ${at[2]}`, `Shown: the moment ${at[2]}`, 'Live over the run:']) {
+        if (!momentHover.includes(part)) {
+          fail(`hover at the moment lacks ${JSON.stringify(part)}: ${JSON.stringify(momentHover)}`);
+        }
+      }
+      await page.mouse.move(5, 5);
+      await page.keyboard.press('Escape');
+      await page.waitForTimeout(500);
+      await screenshot(page, runDir, 'vscode-moment');
+      // Jump to Peak: the heaviest line at the peak, the peak's figures.
+      await runFromPalette(page, 'memlens: Jump to Peak');
+      await waitForHint(page, want.source, `${want.peak} at peak`);
+      await waitFor(async () => (await statusText(page)).includes('· at peak'), 'the status bar to say "at peak"');
+      log('jump to peak ok');
+      // Back to the whole run's figures.
+      await runFromPalette(page, 'memlens: Show Whole-Run Figures');
+      await waitForHint(page, want.source, want.label);
+      await waitFor(async () => !(await statusText(page)).includes('· at '), 'the status bar to leave the moment');
+      log('whole-run figures ok');
       // The view stays open beside the editor (the editor has the focus: no Ctrl+W here).
 
       // 6. Toggle Annotations hides the hints and brings them back.

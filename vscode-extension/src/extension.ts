@@ -9,11 +9,11 @@ import { pickRun, runSpec, ServerLink, shellCommand, showSummary, splitArgs } fr
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
-import { LINE_CHANGES, RUN_LOADED, TIMELINE } from './common/protocol';
+import { JUMP_TO_PEAK, LINE_CHANGES, RUN_LOADED, SET_MOMENT, TIMELINE } from './common/protocol';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
-import { RunLoaded, statusText } from './common/status';
-import { TimelineResult, timelineHtml } from './common/timeline';
+import { MomentInfo, RunLoaded, statusText } from './common/status';
+import { momentSpec, readMessage, shownText, TimelineResult, timelineHtml } from './common/timeline';
 import { applyUi, toggleUi, uiValue, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
 
@@ -124,6 +124,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       lastState = params;
       refreshStatus();
       repaint();
+      void timelinePanel?.webview.postMessage({ shown: params.moment ?? null, text: shownText(params.moment) });
     });
     client = next;
     await next.start();
@@ -204,7 +205,33 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     repaint();
   };
+  // The moment the editor shows (memlens.setMoment): the status bar and the timeline follow it.
+  const showMoment = (moment: MomentInfo | null): void => {
+    if (lastState) {
+      lastState = { ...lastState, moment };
+    }
+    refreshStatus();
+    void timelinePanel?.webview.postMessage({ shown: moment, text: shownText(moment) });
+  };
+  const setMoment = async (spec: string | null): Promise<void> => {
+    const folder = vscodeApi.activeWorkspaceFolder();
+    const moment = (await send(SET_MOMENT, [{ moment: spec, ...(folder ? { workspace: folder } : {}) }])) as MomentInfo | null;
+    showMoment(moment);
+  };
+  const jumpToPeak = async (): Promise<void> => {
+    const folder = vscodeApi.activeWorkspaceFolder();
+    const answer = (await send(JUMP_TO_PEAK, [folder ? { workspace: folder } : {}])) as {
+      moment: MomentInfo | null;
+      file: string | null;
+      line: number | null;
+    };
+    showMoment(answer.moment);
+    if (answer.file && answer.line) {
+      await vscodeApi.openLocation(answer.file, answer.line);
+    }
+  };
   let timelinePanel: vscode.WebviewPanel | undefined;
+  let timelineListener: vscode.Disposable | undefined;
   const showTimeline = async (): Promise<void> => {
     const folder = vscodeApi.activeWorkspaceFolder();
     const result = (await send(TIMELINE, [folder ? { workspace: folder } : {}])) as TimelineResult;
@@ -213,15 +240,33 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         enableScripts: true,
         localResourceRoots: [],
       });
-      timelinePanel.onDidDispose(() => (timelinePanel = undefined));
+      timelinePanel.onDidDispose(() => {
+        timelinePanel = undefined;
+        timelineListener?.dispose();
+        timelineListener = undefined;
+      });
     }
     const panel = timelinePanel;
     const nonce = Array.from({ length: 24 }, () => Math.floor(Math.random() * 36).toString(36)).join('');
     panel.webview.html = timelineHtml(result, nonce);
-    panel.webview.onDidReceiveMessage((msg: { open?: number }) => {
-      const row = typeof msg.open === 'number' ? result.top[msg.open] : undefined;
-      if (row) {
-        void vscodeApi.openLocation(row.file, row.line);
+    timelineListener?.dispose();
+    timelineListener = panel.webview.onDidReceiveMessage(async (raw: unknown) => {
+      const msg = readMessage(raw);
+      try {
+        if (msg && 'open' in msg) {
+          const row = result.top[msg.open];
+          if (row) {
+            await vscodeApi.openLocation(row.file, row.line);
+          }
+        } else if (msg && 'moment' in msg) {
+          await setMoment(typeof msg.moment === 'number' ? momentSpec(msg.moment) : msg.moment);
+        } else if (msg && 'peak' in msg) {
+          await jumpToPeak();
+        } else if (msg && 'clear' in msg) {
+          await setMoment(null);
+        }
+      } catch (err) {
+        void vscodeApi.showError(`memlens: ${err instanceof Error ? err.message : String(err)}`);
       }
     });
     panel.reveal(vscode.ViewColumn.Beside, true);
@@ -269,6 +314,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
     vscode.commands.registerCommand('memlens.showTimeline', guarded(showTimeline)),
+    vscode.commands.registerCommand('memlens.goToPeak', guarded(jumpToPeak)),
+    vscode.commands.registerCommand(
+      'memlens.showWholeRun',
+      guarded(() => setMoment(null)),
+    ),
     vscode.window.onDidChangeVisibleTextEditors(() => repaint()),
     vscode.workspace.onDidChangeTextDocument((e) => {
       if (comparing() && vscode.window.visibleTextEditors.some((ed) => ed.document === e.document)) {

@@ -12,12 +12,24 @@ export interface RunSummary {
   mode?: string;
 }
 
+/** MomentInfo of the LSP contract: the moment hints, hovers and lenses show (memlens.setMoment). */
+export interface MomentInfo {
+  kind: 'peak' | 'end' | 'time';
+  /** `peak`, `end` or `0.25 s`. */
+  name: string;
+  spec: string;
+  t: number | null;
+  traced_bytes: number;
+}
+
 export interface RunLoaded {
   workspace?: string;
   run: RunSummary | null;
   baseline: RunSummary | null;
   /** Why the run the folder should show could not be loaded (an unreadable latest run). */
   problem?: string | null;
+  /** The moment shown, or null: the run's own figures. */
+  moment?: MomentInfo | null;
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -69,5 +81,20 @@ export function statusText(state: RunLoaded | undefined, now: Date): { text: str
     text += ` · vs baseline ${sign}${formatBytes(Math.abs(delta))}`;
     tooltip += `\nbaseline ${state.baseline.id}: ${formatBytes(state.baseline.peak_traced_bytes)} peak`;
   }
+  if (state.moment) {
+    text += ` · at ${state.moment.name}`;
+    tooltip +=
+      `\nShown: each line's live bytes at ${momentText(state.moment)}` +
+      ' ("memlens: Show Whole-Run Figures" to go back)';
+  }
   return { text, tooltip: `${tooltip}\nClick to choose a run.` };
+}
+
+/** `peak (0.12 s, 30.0 MiB traced)`, `0.25 s (20.0 MiB traced)`: a moment in words. */
+export function momentText(moment: MomentInfo): string {
+  const traced = `${formatBytes(moment.traced_bytes)} traced`;
+  if (moment.kind !== 'time' && moment.t !== null) {
+    return `${moment.name} (${moment.t.toFixed(2)} s, ${traced})`;
+  }
+  return `${moment.name} (${traced})`;
 }

@@ -31,6 +31,14 @@ describe('status bar', () => {
     assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
     assert.strictEqual(tooltip, 'memlens run 20261122-100000-1: python app.py\nbaseline b: 60.0 MiB peak\nClick to choose a run.');
   });
+  it('says which moment the editor shows', () => {
+    const now = new Date('2026-11-22T10:05:00Z');
+    const moment = { kind: 'time' as const, name: '0.25 s', spec: '0.250000s', t: 0.25, traced_bytes: 1024 * 1024 };
+    const { text, tooltip } = statusText({ run, baseline: null, moment }, now);
+    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · at 0.25 s');
+    assert.ok(tooltip.includes("Shown: each line's live bytes at 0.25 s (1.0 MiB traced)"));
+    assert.strictEqual(statusText({ run, baseline: null, moment: null }, now).text, '$(pulse) 48.0 MiB peak · 5m ago');
+  });
   it('names the problem when the run cannot be read', () => {
     const { text, tooltip } = statusText(
       { run: null, baseline: null, problem: 'cannot read /w/.memlens/runs/x.mlrun: truncated file' },
