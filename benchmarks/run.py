@@ -1,7 +1,7 @@
 """Overhead benchmark: each workload plain, under tracemalloc, memray and memlens, in one run.
 
 Usage: ``python benchmarks/run.py [--repeat N] [--only NAME ...] [--configs CFG ...]
-[--python PYTHON] [--json OUT] [--instructions]``
+[--python PYTHON] [--base-python PYTHON] [--json OUT] [--instructions]``
 
 Every configuration runs as its own process, after one warm-up run, in ``--repeat`` rounds;
 a round runs each configuration once, back to back, the first one rotating from round to round. The figure of a configuration is the median
@@ -15,6 +15,11 @@ when it is installed in the interpreter under test (``pip install -e .[bench]``)
 
 ``--python`` measures another interpreter (with memlens, and memray if wanted, installed in it):
 the tracer is version-specific, and figures must hold on every supported version.
+
+``--base-python`` adds ``memlens-exact-base``: exact mode of the memlens installed in another
+interpreter of the same Python (a build of another branch, e.g. the main branch before a
+change), measured in the same rounds, so that what a change costs is a ratio of two memlens
+runs on the same machine at the same time. The run files' sizes are printed beside them.
 
 ``--instructions`` instead counts the instructions each run executes under valgrind's
 callgrind (Debian package ``valgrind``): deterministic, so a difference of a fraction of a
@@ -43,21 +48,36 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = sorted(p.stem for p in (HERE / "workloads").glob("*.py") if not p.stem.startswith("_"))
 
 
-CONFIGS = ("tracemalloc", "memray", "memlens-exact", "memlens-sample", "memlens-exact-no-native")
+CONFIGS = (
+    "tracemalloc",
+    "memray",
+    "memlens-exact",
+    "memlens-exact-base",
+    "memlens-sample",
+    "memlens-exact-no-native",
+)
 
 
-def configs(tmp: str, py: str = sys.executable) -> dict[str, list[str]]:
-    out = os.path.join(tmp, "bench.mlrun")
-    memlens = [py, "-m", "memlens", "run", "--no-report", "-o", out]
+def run_file(tmp: str, cfg: str) -> str:
+    """Where configuration ``cfg`` writes its run file."""
+    return os.path.join(tmp, f"{cfg}.mlrun")
+
+
+def configs(tmp: str, py: str = sys.executable, base: str | None = None) -> dict[str, list[str]]:
+    def memlens(cfg: str, python: str = py) -> list[str]:
+        return [python, "-m", "memlens", "run", "--no-report", "-o", run_file(tmp, cfg)]
+
     cfgs = {
         "plain": [py],
         "tracemalloc": [py, "-X", "tracemalloc=1"],
         "memray": [py, "-m", "memray", "run", "--trace-python-allocators", "-q", "-f", "-o"],
-        "memlens-exact": [*memlens, "--exact"],
-        "memlens-sample": [*memlens, "--sample", "128KiB"],
+        "memlens-exact": [*memlens("memlens-exact"), "--exact"],
+        "memlens-sample": [*memlens("memlens-sample"), "--sample", "128KiB"],
         # What tracing C libraries' allocations adds (run only when asked for, with --configs).
-        "memlens-exact-no-native": [*memlens, "--exact", "--no-native"],
+        "memlens-exact-no-native": [*memlens("memlens-exact-no-native"), "--exact", "--no-native"],
     }
+    if base is not None:
+        cfgs["memlens-exact-base"] = [*memlens("memlens-exact-base", base), "--exact"]
     cfgs["memray"].append(os.path.join(tmp, "bench.memray"))
     has_memray = (
         subprocess.run([py, "-c", "import memray"], check=False, capture_output=True).returncode
@@ -143,6 +163,12 @@ def main() -> int:
         help="the interpreter to measure (memlens installed in it); default: this one",
     )
     ap.add_argument(
+        "--base-python",
+        default=None,
+        help="also measure exact mode of the memlens installed in this interpreter "
+        "(memlens-exact-base: another build, same Python)",
+    )
+    ap.add_argument(
         "--instructions", action="store_true", help="count instructions under callgrind instead"
     )
     args = ap.parse_args()
@@ -154,7 +180,7 @@ def main() -> int:
         default = [c for c in CONFIGS if c != "memlens-exact-no-native"]
         cfgs = {
             k: v
-            for k, v in configs(tmp, args.python).items()
+            for k, v in configs(tmp, args.python, args.base_python).items()
             if k == "plain" or k in (args.configs or default)
         }
         if "memray" not in cfgs and (args.configs is None or "memray" in args.configs):
@@ -171,6 +197,9 @@ def main() -> int:
                 turn = order[i % len(order) :] + order[: i % len(order)]
                 rounds.append({cfg: measure([*cfgs[cfg], script]) for cfg in turn})
             results[name] = _summary(rounds)
+            for cfg in cfgs:
+                if os.path.isfile(run_file(tmp, cfg)):
+                    results[name][cfg]["run_file_bytes"] = os.path.getsize(run_file(tmp, cfg))
             print(_row(name, results[name]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -200,6 +229,14 @@ def _row(name: str, r: dict[str, dict[str, float]]) -> str:
         wall = r[cfg]["wall_ratio"] - 1
         mem = r[cfg]["rss_bytes"] / base_rss
         parts.append(f"{cfg} {over:+7.1%} (wall {wall:+.0%}, rss x{mem:.2f})")
+    if "memlens-exact-base" in r and "memlens-exact" in r:
+        ratio = r["memlens-exact"]["cpu_ratio"] / r["memlens-exact-base"]["cpu_ratio"] - 1
+        sizes = [
+            r[c].get("run_file_bytes", 0) / 1024 for c in ("memlens-exact-base", "memlens-exact")
+        ]
+        parts.append(
+            f"exact vs base {ratio:+.1%} cpu, run file {sizes[0]:,.0f} -> {sizes[1]:,.0f} KiB"
+        )
     for peer in ("tracemalloc", "memray"):
         if peer in r and "memlens-exact" in r:
             peer_over = r[peer]["cpu_ratio"] - 1
