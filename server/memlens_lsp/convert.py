@@ -11,6 +11,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
+from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens_lsp.views import DiagnosticItem, HintItem, LensItem
@@ -122,6 +123,19 @@ _SEVERITY = {"leak": lsp.DiagnosticSeverity.Warning, "test": lsp.DiagnosticSever
 
 def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str]) -> lsp.Diagnostic:
     text = lines[item.line] if item.line < len(lines) else ""
+    related = [
+        lsp.DiagnosticRelatedInformation(
+            location=lsp.Location(
+                uri=from_fs_path(path) or path,
+                range=lsp.Range(
+                    start=lsp.Position(line=line, character=0),
+                    end=lsp.Position(line=line, character=0),
+                ),
+            ),
+            message=message,
+        )
+        for path, line, message in item.related
+    ]
     return lsp.Diagnostic(
         range=lsp.Range(
             start=lsp.Position(line=item.line, character=units(codec, text[: item.start])),
@@ -131,6 +145,7 @@ def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str])
         severity=_SEVERITY.get(item.code, lsp.DiagnosticSeverity.Information),
         source=SOURCE,
         code=item.code,
+        related_information=related or None,
     )
 
 

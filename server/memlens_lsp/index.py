@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from memlens.calltree import CallTreeIndex
 from memlens.diff import match_lines
+from memlens.mapping import changed_in_place
 from memlens.merge import ProcessLines
 from memlens.model import FunctionStats, LineStats, Run, SourceFile
 
@@ -126,7 +127,7 @@ class FileView:
     def warm(self) -> None:
         """Compute the derived tables now (called off the event loop)."""
         _ = self.text_lines, self.baseline_lines, self.baseline_functions, self.function_ranges
-        _ = self.baseline_map
+        _ = self.baseline_map, self.edited_lines
         _ = self.run.tree.inclusive
 
     @memoized
@@ -153,6 +154,20 @@ class FileView:
             return {n: n for n in base.lines}
         # The same matching as `memlens diff`: unchanged lines, and blocks that moved.
         return match_lines(base, self.source)
+
+    @memoized
+    def edited_lines(self) -> Mapping[int, tuple[int, LineStats]]:
+        """Lines of this run edited in place since the baseline (``x = f(a)`` became ``x =
+        f(a, b)``): this run's line -> (the baseline's line, its figures), for the comparison
+        ("17.5 MiB at peak, was 35.0 MiB"). See :func:`memlens.mapping.changed_in_place`."""
+        base = self.baseline_source
+        matched = self.baseline_map
+        if base is None or matched is None or base.text is None or self.text_lines is None:
+            return {}
+        if base.text == self.source.text:
+            return {}
+        pairs = changed_in_place(base.text.splitlines(), self.text_lines, matched)
+        return {new: (old, base.lines[old]) for old, new in pairs.items() if old in base.lines}
 
     @memoized
     def function_ranges(self) -> tuple[tuple[int, int], ...] | None:

@@ -99,11 +99,13 @@ class ClientFeatures:
     watched_files_dynamic: bool = False
     configuration: bool = False
     work_done_progress: bool = False
+    related_information: bool = False
 
     @classmethod
     def from_capabilities(cls, caps: lsp.ClientCapabilities) -> ClientFeatures:
         ws = caps.workspace
         window = caps.window
+        publish = caps.text_document.publish_diagnostics if caps.text_document else None
         return cls(
             inlay_hint_refresh=bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support),
             code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
@@ -114,6 +116,7 @@ class ClientFeatures:
             ),
             configuration=bool(ws and ws.configuration),
             work_done_progress=bool(window and window.work_done_progress),
+            related_information=bool(publish and publish.related_information),
         )
 
 

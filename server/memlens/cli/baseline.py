@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from memlens.cli.options import add_dir, add_run_spec
-from memlens.layout import printable
+from memlens.layout import KINDS, pointer_name, printable
 from memlens.runfile import reader
 from memlens.store import Store
 
-HELP = "set, show or clear the baseline run (`baseline set RUN`)"
+HELP = "set, show or clear the baseline run of each kind (`baseline set RUN`)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="set RUN as the baseline, show it, or clear it",
     )
     add_run_spec(parser)
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        help="show or clear only the baseline of program runs or of test runs (default: both); "
+        "`set` sets the baseline of RUN's kind",
+    )
     add_dir(parser)
 
 
@@ -29,15 +35,24 @@ def run(args: argparse.Namespace) -> int:
         path = store.resolve(args.run)
         reader.read_info(path)  # refuse an unreadable run with a clear message
         adopted = store.adopt(path)  # a run from elsewhere is copied into the store
-        store.set_pointer("baseline", adopted)
-        print(f"memlens: baseline set to {printable(adopted.stem)}", file=sys.stderr)
+        kind = store.set_baseline(adopted)
+        print(f"memlens: baseline of {kind} runs set to {printable(adopted.stem)}", file=sys.stderr)
     elif args.action == "clear":
-        store.clear_pointer("baseline")
-        print("memlens: baseline cleared", file=sys.stderr)
+        kinds = [args.kind] if args.kind else list(KINDS)
+        for kind in kinds:
+            store.clear_pointer(pointer_name("baseline", kind))
+        print(f"memlens: baseline of {' and '.join(kinds)} runs cleared", file=sys.stderr)
     else:
-        path = store.resolve("baseline")
-        info = reader.read_info(path)
-        started = info.started[:19].replace("T", " ")
-        print(printable(f"{path.stem}  {started}  {' '.join(info.command)}"))
-        print(printable(str(path)))
+        shown = 0
+        for kind in [args.kind] if args.kind else list(KINDS):
+            found = store.baseline(kind)
+            if found is None:
+                continue
+            info = reader.read_info(found)
+            started = info.started[:19].replace("T", " ")
+            print(printable(f"{kind:<8} {found.stem}  {started}  {' '.join(info.command)}"))
+            print(printable(f"{'':<8} {found}"))
+            shown += 1
+        if not shown:
+            store.resolve("baseline" if args.kind != "tests" else "baseline-tests")  # says why
     return 0

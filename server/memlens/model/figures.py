@@ -136,3 +136,8 @@ TEST_LINES_TITLE: dict[str, str] = {
     "live_bytes": "lines still holding memory the test allocated",
     "alloc_bytes": "lines that allocated most during the test",
 }
+#: What one of those lines did, after its size (``10.0 MiB still held after the test``).
+TEST_LINE_WORDS: dict[str, str] = {
+    "live_bytes": "still held after the test",
+    "alloc_bytes": "allocated during the test",
+}

@@ -187,7 +187,9 @@ async def line_changes(ls: MemlensServer, *args: object) -> dict[str, Any]:
     changes = views.line_changes(ctx.view, ctx.mapping, ls.settings, size)
     gone = views.gone_lines(ctx.view, ctx.mapping, ls.settings, size)
     return {
-        "changes": [{"line": c.line, "kind": c.kind, "delta": c.delta} for c in changes],
+        "changes": [
+            {"line": c.line, "kind": c.kind, "delta": c.delta, "level": c.level} for c in changes
+        ],
         "gone": [
             {"line": g.line, "baselineLine": g.baseline_line, "text": g.text, "label": g.label}
             for g in gone

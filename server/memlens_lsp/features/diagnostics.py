@@ -23,8 +23,10 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
     items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    items += pytest_results.diagnostic_items(ctx.view, ctx.mapping, ctx.lines)
-    if ls.settings.compare_with_baseline and ctx.folder.baseline is not None:
+    items += pytest_results.diagnostic_items(
+        ctx.view, ctx.mapping, ctx.lines, related=ls.features.related_information
+    )
+    if views.comparing(ctx.view, ls.settings, ctx.folder.baseline is not None):
         items += views.gone_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
     return ctx.version, ls.each(
         "diagnostic", items, lambda item: convert.diagnostic(item, ctx.codec, ctx.lines)
