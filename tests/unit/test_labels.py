@@ -196,7 +196,8 @@ def test_an_edited_line_keeps_its_comparison(tmp_path: Path) -> None:
         hover.splitlines()
     )
     noisy = views.hover_markdown(view, 1, settings, stale=False, has_baseline=True)
-    assert noisy is not None and "is within the noise" in noisy
+    assert noisy is not None
+    assert "is within the noise" in noisy
 
 
 def test_changed_in_place_pairs_lines_of_a_stretch() -> None:
@@ -222,7 +223,9 @@ def test_checkpoints_are_never_compared(tmp_path: Path) -> None:
     assert [(i.line, i.label) for i in items] == [(2, "10.0 MiB at peak · 10 allocs")]
     assert views.line_changes(view, IDENTITY, settings, 5) == []
     hover = views.hover_markdown(view, 3, settings, stale=False, has_baseline=True)
-    assert hover is not None and "This run is a checkpoint" in hover and "vs baseline:" not in hover
+    assert hover is not None
+    assert "This run is a checkpoint" in hover
+    assert "vs baseline:" not in hover
 
 
 def test_no_hints_on_decorators_and_quieter_imports(tmp_path: Path) -> None:
@@ -247,8 +250,10 @@ def test_a_word_when_the_file_held_nothing_at_the_peak(tmp_path: Path) -> None:
     assert lens is not None
     assert (lens.line, lens.title) == (
         0,
-        "memlens: no line here held much at the run's peak (40.0 MiB): it came while other "
-        "code ran (imports, or before or after these lines) · 3.0 MiB allocated here "
-        "(inlayHints.figure alloc shows where)",
+        (
+            "memlens: no line here held much at the run's peak (40.0 MiB): it came while other "
+            "code ran (imports, or before or after these lines) · 3.0 MiB allocated here "
+            "(inlayHints.figure alloc shows where)"
+        ),
     )
     assert views.peak_elsewhere_lens(view, Settings(figure="alloc")) is None
