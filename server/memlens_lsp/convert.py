@@ -6,6 +6,7 @@ client offered UTF-8 or UTF-32), through pygls's position codec.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,34 @@ def units(codec: PositionCodec, text: str) -> int:
 def end_of_line(codec: PositionCodec, lines: Sequence[str], line: int) -> lsp.Position:
     text = lines[line] if line < len(lines) else ""
     return lsp.Position(line=line, character=units(codec, text))
+
+
+class Prebuilt(str):
+    """A response's result already written as JSON (ASCII only), which the transport sends as
+    it is (:meth:`memlens_lsp.transport.MemlensProtocol._send_response`): a big answer that
+    clients ask for again and again (a whole file's inlay hints, 10,000+ of them: Neovim asks
+    for the whole buffer on every refresh) costs no conversion the second time."""
+
+    __slots__ = ()
+
+
+def prebuilt(values: Any) -> Prebuilt:
+    """``values`` (JSON values) as a :class:`Prebuilt` result."""
+    return Prebuilt(json.dumps(values, separators=(",", ":")))
+
+
+def inlay_hint_json(
+    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: Any
+) -> dict[str, Any]:
+    """An inlay hint as the JSON value :func:`inlay_hint` serialises to (what whole-file
+    answers are made of, without the lsprotocol object)."""
+    line = lines[item.line] if item.line < len(lines) else ""
+    return {
+        "position": {"line": item.line, "character": units(codec, line)},
+        "label": item.label,
+        "paddingLeft": True,
+        "data": data,
+    }
 
 
 def inlay_hint(

@@ -328,7 +328,9 @@ def _resolve(recorded: str, dirs: Iterable[Path]) -> str:
 
 @dataclass(frozen=True)
 class FolderState:
-    """What one workspace folder shows: its run and baseline (either may be None)."""
+    """What one workspace folder shows of one kind of run (``program`` or ``tests``,
+    :data:`memlens.layout.KINDS`): its run and baseline (either may be None). Each folder has
+    one state per kind, so that a test suite's runs are compared with test suite runs only."""
 
     root: Path
     uri: str
@@ -340,6 +342,8 @@ class FolderState:
     chosen_latest: Path | None = None
     #: Why the run to show could not be read (an unreadable latest run), if it could not.
     problem: str | None = None
+    #: The kind of runs this state shows.
+    kind: str = "program"
     #: File views per canonical path, made on first use.
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
@@ -386,9 +390,11 @@ class Index:
     def lookup(
         self, path: str, digest: Callable[[], str] | None = None
     ) -> tuple[FolderState, FileView] | None:
-        """The folder state and file view for a canonical path, if any run has figures."""
+        """The folder state and file view for a canonical path, if any run has figures: the
+        file's own folder first (its program run, then its test run), then the others."""
         home = self.folder_for(path)
-        order = ([home] if home else []) + [f for f in self.folders if f is not home]
+        first = [f for f in self.folders if home is not None and f.uri == home.uri]
+        order = first + [f for f in self.folders if home is None or f.uri != home.uri]
         for folder in order:
             view = folder.view(path, digest)
             if view is not None:
@@ -396,7 +402,11 @@ class Index:
         return None
 
     def replace_folder(self, state: FolderState) -> Index:
-        return Index(tuple(state if f.uri == state.uri else f for f in self.folders))
+        return Index(
+            tuple(
+                state if (f.uri, f.kind) == (state.uri, state.kind) else f for f in self.folders
+            )
+        )
 
-    def get(self, uri: str) -> FolderState | None:
-        return next((f for f in self.folders if f.uri == uri), None)
+    def get(self, uri: str, kind: str = "program") -> FolderState | None:
+        return next((f for f in self.folders if (f.uri, f.kind) == (uri, kind)), None)

@@ -18,6 +18,7 @@ from typing import Any
 
 from memlens.annotate import HINT_WIDTH, change_kind, figure_value, line_label
 from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
+from memlens.store import run_kind
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_lsp import markdown as md
 from memlens_lsp.index import FileView, FolderState, RunData, canonical, is_def
@@ -248,7 +249,7 @@ def gone_lines(
     placed on the next line of the buffer that is still the same code."""
     base = view.baseline_source
     matched = view.baseline_map
-    if base is None or matched is None:
+    if base is None or matched is None or view.run.run.info.checkpoint:
         return []
     text = base.text.splitlines() if base.text is not None else []
     kept = sorted(matched)
@@ -654,6 +655,8 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
         "duration_s": info.duration_s,
         "complete": info.complete,
         "mode": info.mode,
+        "kind": run_kind(info),
+        "checkpoint": info.checkpoint,
     }
 
 
