@@ -192,7 +192,11 @@ class Store:
         newest = self.pointer("latest") or self._newest()
         candidates = [newest] if newest is not None else []
         candidates += [p for p in reversed(self.run_files()[-KIND_SCAN:]) if p != newest]
-        return next((p for p in candidates if self.holds(p) and self._kind(p) == kind), None)
+        # An unreadable run counts as a program's: it is shown as unreadable, not skipped.
+        return next(
+            (p for p in candidates if self.holds(p) and (self._kind(p) or "program") == kind),
+            None,
+        )
 
     def baseline(self, kind: str | None = None) -> Path | None:
         """The baseline (of ``kind``; None: what the ``baseline`` pointer names, the program

@@ -403,9 +403,7 @@ class Index:
 
     def replace_folder(self, state: FolderState) -> Index:
         return Index(
-            tuple(
-                state if (f.uri, f.kind) == (state.uri, state.kind) else f for f in self.folders
-            )
+            tuple(state if (f.uri, f.kind) == (state.uri, state.kind) else f for f in self.folders)
         )
 
     def get(self, uri: str, kind: str = "program") -> FolderState | None:

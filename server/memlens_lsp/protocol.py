@@ -51,12 +51,20 @@ class RunSummary(TypedDict):
     checkpoint: bool
 
 
-class RunLoadedParams(TypedDict):
-    workspace: str
-    kind: str
+class ShownRuns(TypedDict):
     run: RunSummary | None
     baseline: RunSummary | None
     problem: str | None
+
+
+class RunLoadedParams(TypedDict):
+    workspace: str
+    #: The program runs (memlens run): the run shown, its baseline, why it could not be read.
+    run: RunSummary | None
+    baseline: RunSummary | None
+    problem: str | None
+    #: The test runs (pytest --memlens), kept apart: their own latest run and baseline.
+    tests: ShownRuns
 
 
 class RunFileArgs(TypedDict, total=False):

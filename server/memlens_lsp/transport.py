@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 import re
@@ -114,9 +113,7 @@ class MemlensProtocol(LanguageServerProtocol):
             f"Content-Length: {len(body)}\r\n"
             f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
         ).encode("ascii")
-        done = writer.write(header + body)
-        if inspect.isawaitable(done):
-            asyncio.ensure_future(done)
+        writer.write(header + body)  # serve()'s writers write at once (stdout, a TCP stream)
 
     # -- used by serve() ------------------------------------------------------------------
     def send_error(self, msg_id: Any, exc: JsonRpcException) -> None:

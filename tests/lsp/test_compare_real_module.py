@@ -84,7 +84,8 @@ class Project:
         self.edited = self.module.read_text(encoding="utf-8")
         self._run()
         latest = store.latest("program")
-        assert latest is not None and latest != baseline
+        assert latest is not None
+        assert latest != baseline
         self.old = self._peak(baseline)
         self.new = self._peak(latest)
         self.program_run = latest.stem
@@ -92,7 +93,8 @@ class Project:
         proc = pytest_session(root, "--memlens", "test_report.py")
         assert summary(proc) == "1 passed", proc.stdout
         tests = store.latest("tests")
-        assert tests is not None and store.latest() == tests
+        assert tests is not None
+        assert store.latest() == tests
         self.test_run = tests.stem
 
     def _run(self) -> None:
@@ -145,9 +147,7 @@ async def _hints(client: LanguageClient, uri: str, lines: int) -> dict[int, str]
     return {h.position.line: h.label for h in result or []}  # type: ignore[misc]
 
 
-async def test_comparison_hints_show_change_and_fit(
-    client: LanguageClient, proj: Project
-) -> None:
+async def test_comparison_hints_show_change_and_fit(client: LanguageClient, proj: Project) -> None:
     uri = _open(client, proj.module)
     hints = await _hints(client, uri, proj.edited.count("\n") + 1)
     assert len(hints) > 10
@@ -186,12 +186,12 @@ async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
 
 async def test_test_runs_are_kept_apart(client: LanguageClient, proj: Project) -> None:
     rec = client.recorder  # type: ignore[attr-defined]
-    loaded = {r["kind"]: r for r in rec.run_loaded}
-    assert loaded["program"]["run"]["id"] == proj.program_run
-    assert loaded["program"]["baseline"] is not None
-    assert loaded["tests"]["run"]["id"] == proj.test_run
-    assert loaded["tests"]["run"]["kind"] == "tests"
-    assert loaded["tests"]["baseline"] is None  # never the program's baseline
+    loaded = rec.run_loaded[-1]
+    assert (loaded["run"]["id"], loaded["run"]["kind"]) == (proj.program_run, "program")
+    assert loaded["baseline"] is not None
+    tests_shown = loaded["tests"]
+    assert (tests_shown["run"]["id"], tests_shown["run"]["kind"]) == (proj.test_run, "tests")
+    assert tests_shown["baseline"] is None  # never the program's baseline
     module = proj.module.as_uri()
     tests = _open(client, proj.root / "test_report.py")
     assert (await execute(client, "memlens.documentRun", {"uri": module}))["kind"] == "program"

@@ -12,7 +12,7 @@ import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInte
 import { DOCUMENT_RUN, LINE_CHANGES, RUN_LOADED, TIMELINE } from './common/protocol';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
-import { pickState, RunLoaded, stateKey, statusText } from './common/status';
+import { pickState, RunLoaded, RunLoadedParams, splitLoaded, stateKey, statusText } from './common/status';
 import { TimelineResult, timelineHtml } from './common/timeline';
 import { applyUi, toggleUi, uiValue, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
@@ -123,8 +123,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     const settings = applyUi(readSettings(vscodeApi.getSetting), context.workspaceState);
     const next = createClient(interpreter.path, settings, output, cwd, context.workspaceState);
-    next.onNotification(RUN_LOADED, (params: RunLoaded) => {
-      states.set(stateKey(params.workspace, params.kind), params);
+    next.onNotification(RUN_LOADED, (params: RunLoadedParams) => {
+      for (const state of splitLoaded(params)) {
+        states.set(stateKey(state.workspace, state.kind), state);
+      }
       refreshStatus();
       followEditor();
       repaint();

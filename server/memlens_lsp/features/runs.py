@@ -179,8 +179,13 @@ async def _reload(ls: MemlensServer, uris: list[str] | None, force: bool) -> boo
     if {(s.uri, s.kind) for s in states} != known:
         swap(ls, Index(tuple(states)))
         force = True
-    todo = [s for s in states if uris is None or s.uri in uris]
-    return any(await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in todo)))
+    by_folder: dict[str, list[FolderState]] = {}
+    for state in states:
+        if uris is None or state.uri in uris:
+            by_folder.setdefault(state.uri, []).append(state)
+    return any(
+        await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in by_folder.values()))
+    )
 
 
 def _loaded() -> None:
@@ -189,37 +194,57 @@ def _loaded() -> None:
     gc.freeze()
 
 
-async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> bool:
-    """Load one folder's runs of one kind; when what it shows changed, swap it in and tell the
-    client."""
-    slot = f"{prev.uri}#{prev.kind}"
-    if slot in ls.loading:
+def load_kinds(
+    prev: list[FolderState],
+) -> tuple[list[FolderState], list[tuple[Path, str]]]:
+    """:func:`load_folder` for each kind of run of one folder (one thread does both)."""
+    states: list[FolderState] = []
+    errors: list[tuple[Path, str]] = []
+    for state in prev:
+        new, problems = load_folder(state)
+        states.append(new)
+        errors.extend(p for p in problems if p not in errors)
+    return states, errors
+
+
+async def _reload_folder(ls: MemlensServer, prev: list[FolderState], force: bool) -> bool:
+    """Load one folder's runs (each kind); when what it shows changed, swap it in and tell the
+    client (one ``memlens/runLoaded`` for the folder)."""
+    uri, root = prev[0].uri, prev[0].root
+    if uri in ls.loading:
         return False  # an earlier read of this folder is still stuck
-    ls.signatures[prev.uri] = store_signature(prev.root)
-    ls.loading.add(slot)
-    work = asyncio.ensure_future(in_thread(load_folder, prev, name="memlens-load"))
-    done: Callable[[object], None] = lambda _: ls.loading.discard(slot)  # noqa: E731
+    ls.signatures[uri] = store_signature(root)
+    ls.loading.add(uri)
+    work = asyncio.ensure_future(in_thread(load_kinds, prev, name="memlens-load"))
+    done: Callable[[object], None] = lambda _: ls.loading.discard(uri)  # noqa: E731
     work.add_done_callback(done)
     try:
         new, errors = await asyncio.wait_for(asyncio.shield(work), LOAD_TIMEOUT_S)
     except asyncio.TimeoutError:
         work.add_done_callback(lambda f: f.cancelled() or f.exception())
         ls.warn(
-            f"load-timeout:{prev.uri}",
-            f"memlens: the runs of {prev.root} could not be read within {LOAD_TIMEOUT_S:.0f} s; "
+            f"load-timeout:{uri}",
+            f"memlens: the runs of {root} could not be read within {LOAD_TIMEOUT_S:.0f} s; "
             "skipping that folder",
         )
         return False
     for path, message in errors:
         _report_bad_run(ls, path, message)
-    current = ls.index.get(prev.uri, prev.kind)
-    if current is None:
-        return False  # the folder was removed meanwhile
-    if not (force or _identity(new) != _identity(current) or new.chosen != current.chosen):
+    changed = []
+    for state in new:
+        current = ls.index.get(state.uri, state.kind)
+        if current is None:
+            return False  # the folder was removed meanwhile
+        if force or _identity(state) != _identity(current) or state.chosen != current.chosen:
+            changed.append(state)
+    if not changed:
         return False
-    swap(ls, ls.index.replace_folder(new))
+    index = ls.index
+    for state in changed:
+        index = index.replace_folder(state)
+    swap(ls, index)
     diagnostics.publish_all(ls)
-    notify_loaded(ls, new)
+    notify_loaded(ls, uri)
     # Not awaited: a slow or silent client must not hold up the next reload.
     task = asyncio.create_task(refresh(ls))
     ls.background.add(task)
@@ -232,14 +257,19 @@ def _report_bad_run(ls: MemlensServer, path: Path, message: str) -> None:
     ls.warn(f"bad-run:{path}", f"memlens: {message}", error=False)
 
 
-def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
-    params: protocol.RunLoadedParams = {
-        "workspace": state.uri,
-        "kind": state.kind,
-        "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
-        "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
-        "problem": state.problem,
-    }
+def notify_loaded(ls: MemlensServer, uri: str) -> None:
+    """``memlens/runLoaded`` for folder ``uri``: its program runs (``run``, ``baseline``,
+    ``problem``, as before kinds) and its test runs (``tests``, the same three)."""
+
+    def shown(state: FolderState | None) -> dict[str, Any]:
+        return {
+            "run": views.run_summary(state.run if state else None),
+            "baseline": views.run_summary(state.baseline if state else None),
+            "problem": state.problem if state else None,
+        }
+
+    params = {"workspace": uri, **shown(ls.index.get(uri, "program"))}
+    params["tests"] = shown(ls.index.get(uri, "tests"))
     ls.protocol.notify(protocol.RUN_LOADED, params)
 
 

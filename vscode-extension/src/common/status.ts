@@ -16,14 +16,30 @@ export interface RunSummary {
   checkpoint?: boolean;
 }
 
+/** What a folder shows of one kind of run. */
 export interface RunLoaded {
   workspace?: string;
-  /** The kind of runs this notification is about ('program' when absent: older servers). */
+  /** 'program' or 'tests' (set by the client: see splitLoaded). */
   kind?: string;
   run: RunSummary | null;
   baseline: RunSummary | null;
   /** Why the run the folder should show could not be loaded (an unreadable latest run). */
   problem?: string | null;
+}
+
+/** memlens/runLoaded: the program runs (as before kinds), and the test runs under `tests`. */
+export interface RunLoadedParams extends RunLoaded {
+  tests?: RunLoaded;
+}
+
+/** The states of one runLoaded notification: the program runs', then the test runs'. */
+export function splitLoaded(params: RunLoadedParams): RunLoaded[] {
+  const { tests, ...program } = params;
+  const out: RunLoaded[] = [{ ...program, kind: 'program' }];
+  if (tests) {
+    out.push({ ...tests, workspace: params.workspace, kind: 'tests' });
+  }
+  return out;
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

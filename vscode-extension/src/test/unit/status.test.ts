@@ -1,5 +1,5 @@
 import * as assert from 'assert';
-import { formatAge, formatBytes, pickState, RunLoaded, runName, stateKey, statusText } from '../../common/status';
+import { formatAge, formatBytes, pickState, RunLoaded, runName, splitLoaded, stateKey, statusText } from '../../common/status';
 
 const run = {
   id: '20261122-100000-1',
@@ -73,5 +73,15 @@ describe('status bar', () => {
     assert.strictEqual(pickState(states, { workspace: 'file:///w', kind: 'tests' }), tests);
     assert.strictEqual(pickState(states, { workspace: 'file:///other', kind: 'tests' }), program);
     assert.strictEqual(pickState(new Map(), null), undefined);
+  });
+  it('reads the program runs and the test runs of one runLoaded', () => {
+    const tests = { run: { ...run, kind: 'tests' }, baseline: null, problem: null };
+    assert.deepStrictEqual(splitLoaded({ workspace: 'file:///w', run, baseline: null, problem: null, tests }), [
+      { workspace: 'file:///w', kind: 'program', run, baseline: null, problem: null },
+      { ...tests, workspace: 'file:///w', kind: 'tests' },
+    ]);
+    assert.deepStrictEqual(splitLoaded({ workspace: 'file:///w', run, baseline: null }), [
+      { workspace: 'file:///w', kind: 'program', run, baseline: null },
+    ]);
   });
 });
