@@ -142,15 +142,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   restart = debounce(() => void start(), 500);
 
-  // The program runs in a terminal, as a task: its output is visible and stays after it ends,
-  // input and colours work, Ctrl+C stops it (the run is still written). Every run reuses the
-  // one memlens terminal (VS Code's shared task panel); a run still going is not interrupted.
-  // The server's watcher loads the new run.
-  let running: vscode.TaskExecution | undefined;
+  // The program runs in a terminal of its own (the program is the terminal's process): its
+  // output is visible and stays after it ends, input and colours work, Ctrl+C stops it (the run
+  // is still written). One memlens terminal at a time: the next run replaces the terminal of a
+  // run that has ended, and a run still going is not interrupted. The server's watcher loads
+  // the new run.
+  let runTerminal: vscode.Terminal | undefined;
   context.subscriptions.push(
-    vscode.tasks.onDidEndTask((e) => {
-      if (e.execution === running) {
-        running = undefined;
+    vscode.window.onDidCloseTerminal((closed) => {
+      if (closed === runTerminal) {
+        runTerminal = undefined;
       }
     }),
   );
@@ -166,27 +167,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (!spec || !uri || !folder) {
       return;
     }
-    if (running) {
-      void vscodeApi.showError(`memlens: ${running.task.name} is still running in the memlens terminal; stop it there (Ctrl+C) first.`);
+    if (runTerminal && runTerminal.exitStatus === undefined) {
+      runTerminal.show(true);
+      void vscodeApi.showError(`memlens: ${runTerminal.name} is still running; stop it in its terminal (Ctrl+C) first.`);
       return;
     }
-    const name = `memlens run ${vscode.workspace.asRelativePath(uri, false)}`;
-    const task = new vscode.Task(
-      { type: 'memlens' },
-      folder,
-      name,
-      'memlens',
-      new vscode.ProcessExecution(spec.command, spec.args, { cwd: spec.cwd }),
-    );
-    task.presentationOptions = {
-      reveal: vscode.TaskRevealKind.Always,
-      focus: false,
-      panel: vscode.TaskPanelKind.Shared,
-      clear: true,
-      showReuseMessage: false,
-      echo: true,
-    };
-    running = await vscode.tasks.executeTask(task);
+    runTerminal?.dispose();
+    runTerminal = vscode.window.createTerminal({
+      name: `memlens run ${vscode.workspace.asRelativePath(uri, false)}`,
+      shellPath: spec.command,
+      shellArgs: spec.args,
+      cwd: spec.cwd,
+    });
+    runTerminal.show(true);
   };
   // Comparison mode colours: lines that hold more than in the baseline, less, or are new, three
   // intensities by the size of the change (the server leaves changes within the noise out); the
