@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
                 continue
             info = reader.read_info(found)
             started = info.started[:19].replace("T", " ")
-            print(printable(f"{kind:<8} {found.stem}  {started}  {' '.join(info.command)}"))
-            print(printable(f"{'':<8} {found}"))
+            which = "  (baseline of test runs)" if kind == "tests" else ""
+            print(printable(f"{found.stem}  {started}  {' '.join(info.command)}{which}"))
+            print(printable(str(found)))
             shown += 1
         if not shown:
             store.resolve("baseline" if args.kind != "tests" else "baseline-tests")  # says why
