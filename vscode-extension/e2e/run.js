@@ -634,7 +634,6 @@ async function trustedSession(ctx) {
       await openFile(page, 'leaky_cache.py');
       await waitFor(async () => /leaky_cache\.py [\d.]+ (B|KiB|MiB) peak .* vs baseline/.test(await statusText(page)), 'the status bar to show the program run again');
       await waitForHint(page, want.source, ' at peak · ');
-      await screenshot(page, runDir, 'vscode-tests-beside');
       log(`program run kept: ${JSON.stringify((await statusText(page)).match(/[^\n]*leaky_cache\.py[^\n]*/)[0].trim())}`);
     }
   } catch (err) {
