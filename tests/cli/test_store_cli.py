@@ -434,6 +434,9 @@ def test_program_and_test_runs_have_their_own_latest_and_baseline(tmp_path: Path
     assert shown[2].startswith(B_ID)
     assert shown[2].endswith("pytest -q  (baseline of test runs)")
     assert memlens("show", "latest-program", "--top", "1", cwd=tmp_path).returncode == 0
+    # `memlens diff` compares the latest run (a test run) with the baseline of its kind.
+    diffed = json.loads(memlens("diff", "--json", cwd=tmp_path).stdout)
+    assert (diffed["a"], diffed["b"]) == (str(tests), str(tests))
     cleared = memlens("baseline", "clear", "--kind", "tests", cwd=tmp_path)
     assert cleared.stderr.strip() == "memlens: baseline of tests runs cleared"
     assert (store.baseline("program"), store.baseline("tests")) == (program, None)
