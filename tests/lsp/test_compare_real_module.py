@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 import tabulate
-from lsp_workspace import SERVER, plain, start_session
+from lsp_workspace import SERVER, plain, start_in_folder
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
@@ -117,12 +117,7 @@ def proj(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, proj: Project) -> AsyncIterator[None]:
-    class Ws:
-        def uri(self, name: str, file: str | None = None) -> str:
-            return proj.root.as_uri()
-
-    options = {"compareWithBaseline": True}
-    await start_session(lsp_client, "visual-studio-code", Ws(), ["proj"], options)  # type: ignore[arg-type]
+    await start_in_folder(lsp_client, proj.root, options={"compareWithBaseline": True})
     yield
     await lsp_client.shutdown_session()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from lsp_workspace import SERVER, start_session
+from lsp_workspace import SERVER, start_in_folder
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.pytest_plugin.session import project, pytest_session, summary
@@ -73,11 +73,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, session: Session) -> AsyncIterator[None]:
-    class Ws:
-        def uri(self, name: str, file: str | None = None) -> str:
-            return session.root.as_uri()
-
-    await start_session(lsp_client, "visual-studio-code", Ws(), ["proj"])  # type: ignore[arg-type]
+    await start_in_folder(lsp_client, session.root)
     yield
     await lsp_client.shutdown_session()
 
