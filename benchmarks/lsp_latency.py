@@ -149,7 +149,9 @@ class RawClient:
             while (line := await out.readline()) not in (b"\r\n", b""):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
-            if not line:
+            if not line:  # the server is gone: fail what waits for it, not hang
+                for fut in self.pending.values():
+                    fut.set_exception(SystemExit("the language server exited"))
                 return
             raw = await out.readexactly(length)
             # The client's garbage collector would otherwise fire inside big parses and be
@@ -211,7 +213,8 @@ async def main(n_lines: int, load_lines: int, repeats: int) -> int:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "memlens_lsp",
+            "memlens",
+            "lsp",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
