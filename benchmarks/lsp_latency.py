@@ -4,9 +4,10 @@ Opens 10,000-line files with figures on every line and measures: the first hints
 ``didOpen`` (a fresh file each time: the whole file, as Neovim asks, and a visible range, as
 VS Code asks), then p50/p95 of inlay hints (whole file again and again, as Neovim asks on every
 refresh, and a ~60-line visible range), hover and code lens; then the time to load a run with
-100,000 lines of figures (in-process, as the server does it, and end to end: new run written
--> ``memlens/runLoaded`` received). Targets: whole-file inlay p95 <= 50 ms, first hints <= 150
-ms after didOpen, hover p95 <= 10 ms, run load <= 1 s. Each line says its ratio to the target.
+100,000 lines of figures, in-process as the server does it. Targets: whole-file inlay p95 <=
+50 ms, first hints <= 150 ms after didOpen, hover p95 <= 10 ms, run load <= 1 s. Each line
+says its ratio to the target, and with ``--baseline`` to another checkout's server measured in
+the same run.
 
     .venv/bin/python benchmarks/lsp_latency.py [--lines 10000] [--load-lines 100000]
         [--baseline ../main/.venv/bin/python]   # another checkout measured in the same run
@@ -206,6 +207,8 @@ TARGETS = {
 LOAD = """
 import statistics, sys, time
 from pathlib import Path
+from memlens_lsp.features.runs import load_folder
+from memlens_lsp.index import FolderState
 root, run, src, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 times = []
 for _ in range(3):
@@ -334,6 +337,8 @@ async def main(n_lines: int, load_lines: int, repeats: int, baseline: str | None
                 stdout=asyncio.subprocess.PIPE,
             )
             seconds, _ = await loader.communicate()
+            if loader.returncode != 0:
+                raise SystemExit(f"{python}: loading the 100,000-line run failed")
             results[name]["run load, 100k lines (in-process, s)"] = [float(seconds)]
     print(
         f"memlens LSP latency: {n_lines:,}-line files with figures on every line, Python "
