@@ -209,11 +209,12 @@ import statistics, sys, time
 from pathlib import Path
 from memlens_lsp.features.runs import load_folder
 from memlens_lsp.index import FolderState
-root, run, src, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+root, run, latest = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[5])
+src, n = sys.argv[3], int(sys.argv[4])
 times = []
 for _ in range(3):
     t0 = time.perf_counter()
-    state, errors = load_folder(FolderState(root, root.as_uri(), chosen=run, chosen_latest=run))
+    state, errors = load_folder(FolderState(root, root.as_uri(), chosen=run, chosen_latest=latest))
     view = state.view(src)
     assert not errors and view is not None and len(view.lines) == n, errors
     times.append(time.perf_counter() - t0)
@@ -334,6 +335,7 @@ async def main(n_lines: int, load_lines: int, repeats: int, baseline: str | None
             results[name] = await session(python, root, n_lines, repeats, fresh)
             loader = await asyncio.create_subprocess_exec(
                 *(python, "-c", LOAD, str(root), str(big_path), str(big_src), str(load_lines)),
+                str(run_path),
                 stdout=asyncio.subprocess.PIPE,
             )
             seconds, _ = await loader.communicate()
