@@ -205,8 +205,8 @@ class Store:
         if kind is None:
             return self.pointer("baseline")
         own = self.pointer(pointer_name("baseline", kind))
-        if kind == "program":
-            return own if own is None or self._kind(own) == "program" else None
+        if kind == "program":  # an unreadable run counts as a program's: shown as unreadable
+            return own if own is None or (self._kind(own) or "program") == "program" else None
         if own is not None or os.path.lexists(self.runs_dir / pointer_name("baseline", kind)):
             return own
         old = self.pointer("baseline")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memlens.cli.options import add_dir, add_run_spec
 from memlens.layout import KINDS, pointer_name, printable
 from memlens.runfile import reader
-from memlens.store import Store
+from memlens.store import Store, warn
 
 HELP = "set, show or clear the baseline run of each kind (`baseline set RUN`)"
 
@@ -43,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
             store.clear_pointer(pointer_name("baseline", kind))
         print(f"memlens: baseline of {' and '.join(kinds)} runs cleared", file=sys.stderr)
     else:
+        problems: list[tuple[Path, str]] = []
+        quiet = Store(args.dir, on_problem=lambda path, why: problems.append((path, why)))
         shown = 0
         for kind in [args.kind] if args.kind else list(KINDS):
-            found = store.baseline(kind)
+            found = quiet.baseline(kind)
             if found is None:
                 continue
             info = reader.read_info(found)
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             print(printable(f"{found.stem}  {started}  {' '.join(info.command)}{which}"))
             print(printable(str(found)))
             shown += 1
-        if not shown:
-            store.resolve("baseline" if args.kind != "tests" else "baseline-tests")  # says why
+        if not shown:  # one line: why (an ignored pointer, or none set)
+            store.resolve("baseline" if args.kind != "tests" else "baseline-tests")
+        for path, why in dict.fromkeys(problems):
+            warn(path, why)
     return 0

@@ -1,9 +1,9 @@
 """Leak warnings: lines that still hold a lot at exit (push diagnostics, source ``memlens``).
 
 Published when a document opens or changes and after every reload or settings change. The
-threshold is ``memlens.leakWarning.minBytes``. Publishing waits for the document's line
-re-mapping, which runs off the event loop; per document only the newest publication runs
-(an edit cancels the one for the version before).
+threshold is ``memlens.leakWarning.minBytes``. Publishing waits a moment (``DELAY_S``) and for
+the document's line re-mapping, which runs off the event loop; per document only the newest
+publication runs (an edit cancels the one for the version before).
 """
 
 from __future__ import annotations
@@ -33,8 +33,14 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
     )
 
 
+#: Seconds a publication waits before it computes: a newer edit (typing) replaces it for free,
+#: and the requests a client makes as it opens a file (its first hints) are answered first.
+DELAY_S = 0.1
+
+
 async def _publish(ls: MemlensServer, uri: str) -> None:
     try:
+        await asyncio.sleep(DELAY_S)
         version, diags = await diagnostics_for(ls, uri)
     except asyncio.CancelledError:
         raise
