@@ -20,6 +20,7 @@ LIST_RUNS = "memlens.listRuns"
 SUMMARY = "memlens.summary"
 TIMELINE = "memlens.timeline"
 LINE_CHANGES = "memlens.lineChanges"
+DOCUMENT_RUN = "memlens.documentRun"
 
 COMMANDS = (
     RUN_FILE,
@@ -30,6 +31,7 @@ COMMANDS = (
     SUMMARY,
     TIMELINE,
     LINE_CHANGES,
+    DOCUMENT_RUN,
 )
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
@@ -45,13 +47,24 @@ class RunSummary(TypedDict):
     duration_s: float
     complete: bool
     mode: str
+    kind: str
+    checkpoint: bool
+
+
+class ShownRuns(TypedDict):
+    run: RunSummary | None
+    baseline: RunSummary | None
+    problem: str | None
 
 
 class RunLoadedParams(TypedDict):
     workspace: str
+    #: The program runs (memlens run): the run shown, its baseline, why it could not be read.
     run: RunSummary | None
     baseline: RunSummary | None
     problem: str | None
+    #: The test runs (pytest --memlens), kept apart: their own latest run and baseline.
+    tests: ShownRuns
 
 
 class RunFileArgs(TypedDict, total=False):
@@ -72,6 +85,7 @@ class RunListEntry(TypedDict):
     peak_traced_bytes: int | None
     duration_s: float | None
     complete: bool | None
+    kind: str | None
     isBaseline: bool
     isLoaded: bool
     error: str | None

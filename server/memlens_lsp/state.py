@@ -34,6 +34,9 @@ from memlens_lsp.staleness import LineMapping, MappingCache, Superseded
 
 log = logging.getLogger("memlens_lsp")
 
+#: Seconds a request made before the first load of the runs waits for it.
+FIRST_LOAD_WAIT_S = 25.0
+
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
 #: registers them.
@@ -99,11 +102,13 @@ class ClientFeatures:
     watched_files_dynamic: bool = False
     configuration: bool = False
     work_done_progress: bool = False
+    related_information: bool = False
 
     @classmethod
     def from_capabilities(cls, caps: lsp.ClientCapabilities) -> ClientFeatures:
         ws = caps.workspace
         window = caps.window
+        publish = caps.text_document.publish_diagnostics if caps.text_document else None
         return cls(
             inlay_hint_refresh=bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support),
             code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
@@ -114,6 +119,7 @@ class ClientFeatures:
             ),
             configuration=bool(ws and ws.configuration),
             work_done_progress=bool(window and window.work_done_progress),
+            related_information=bool(publish and publish.related_information),
         )
 
 
@@ -162,6 +168,10 @@ class MemlensServer(LanguageServer):
         self.background: set[asyncio.Task[None]] = set()
         #: uri -> the task publishing its diagnostics (a newer one replaces it).
         self.publishing: dict[str, asyncio.Task[None]] = {}
+        #: Set once the runs have been loaded after ``initialized`` (or that load gave up):
+        #: requests made before wait for it, so that a client that asks at once (Neovim asks
+        #: for lenses as it opens a file) gets the figures, not an empty answer.
+        self.first_load: asyncio.Event | None = None
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
@@ -177,6 +187,9 @@ class MemlensServer(LanguageServer):
         path = to_fs_path(uri)
         if path is None:
             return None
+        if self.first_load is not None and not self.first_load.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.first_load.wait(), FIRST_LOAD_WAIT_S)
         key = canonical(path)
         for _ in range(3):
             doc = self.document(uri)

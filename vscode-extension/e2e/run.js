@@ -71,54 +71,60 @@ async function waitHttp(url, ms) {
 function expectedFigures(workspace, file) {
   const script = `
 import json, sys
-from memlens import fileformat
-from memlens.annotate import line_label
+from memlens.annotate import HINT_WIDTH, line_label
+from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes
-from memlens_server.settings import Settings
-from memlens_server.views import is_call_site
-run = fileformat.read(Store(sys.argv[1]).latest())
+from memlens_lsp.settings import Settings
+from memlens_lsp.views import is_call_site
+path = Store(sys.argv[1]).latest("program")
+run = reader.read(path)
 sf = next(f for f in run.files.values() if f.path.endswith(sys.argv[2]))
 line, st = max(sf.lines.items(), key=lambda kv: (kv[1].peak_bytes, -kv[0]))
 assert not is_call_site(st, Settings())
-print(json.dumps({"line": line, "label": line_label(st, "peak"), "peak": fmt_bytes(st.peak_bytes),
+print(json.dumps({"line": line, "label": line_label(st, "peak", width=HINT_WIDTH), "peak": fmt_bytes(st.peak_bytes),
                   "alloc": fmt_bytes(st.alloc_bytes), "source": sf.text.splitlines()[line - 1].strip(),
-                  "run_id": Store(sys.argv[1]).latest().stem}))
+                  "run_id": path.stem}))
 `;
   return JSON.parse(execFileSync(PYTHON, ['-c', script, workspace, path.basename(file)], { encoding: 'utf8' }));
 }
 
-function profile(workspace, file) {
-  try {
-    execFileSync(PYTHON, ['-m', 'memlens', 'run', '--no-report', file], { cwd: workspace, stdio: ['ignore', 'ignore', 'pipe'] });
-    return 'memlens run';
-  } catch (err) {
-    log(`memlens run is not available (${String(err.stderr || err).trim().split('\n').pop()}); tracing with the façade`);
-  }
-  // Older checkouts without `memlens run`: trace with memlens.tracer and write with fileformat.
+/** Comparison mode as the server computes it: the hint of `line` and the lines it colours. */
+function expectedComparison(workspace, file, line) {
   const script = `
-import runpy, sys
-from memlens import fileformat, tracer
-from memlens.store import Store
-tracer.start(mode="exact")
-try:
-    runpy.run_path(sys.argv[1], run_name="__main__")
-finally:
-    run = tracer.stop(command=["python", sys.argv[1]], exit_code=0, complete=True)
-store = Store(".")
-out = store.new_run_path()
-fileformat.write(run, out)
-store.set_pointer("latest", out)
+import json, sys
+from pathlib import Path
+from memlens_lsp.features.runs import load_folder
+from memlens_lsp.index import FolderState, canonical
+from memlens_lsp.settings import Settings
+from memlens_lsp.staleness import IDENTITY
+from memlens_lsp import views
+root = Path(sys.argv[1]).resolve()
+state, errors = load_folder(FolderState(root, root.as_uri()))
+assert not errors, errors
+view = state.view(canonical(sys.argv[2]))
+settings = Settings(compare_with_baseline=True)
+n = len(view.text_lines)
+hints = {h.line: h.label for h in views.hint_items(view, IDENTITY, settings, 0, n, has_baseline=True)}
+changes = views.line_changes(view, IDENTITY, settings, n)
+print(json.dumps({"label": hints[int(sys.argv[3]) - 1], "changes": [[c.line, c.kind, c.level] for c in changes],
+                  "hints": list(hints.values())}))
 `;
-  execFileSync(PYTHON, ['-c', script, file], { cwd: workspace, stdio: ['ignore', 'ignore', 'inherit'] });
-  return 'memlens.tracer + fileformat.write';
+  return JSON.parse(execFileSync(PYTHON, ['-c', script, workspace, file, String(line)], { encoding: 'utf8' }));
+}
+
+function profile(workspace, file) {
+  execFileSync(PYTHON, ['-m', 'memlens', 'run', '--no-report', file], { cwd: workspace, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
 // What `git status` says of the repository: the run must leave it as it found it (screenshots
 // and the workspace live under CACHE; dist/ and the .vsix are ignored). Null outside a checkout.
 function gitStatus() {
   try {
-    return execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: REPO, encoding: 'utf8' });
+    // Screenshots asked for in the tree (MEMLENS_E2E_SCREENSHOTS) are the one thing written there.
+    const inside = SCREENSHOTS && !path.relative(REPO, SCREENSHOTS).startsWith('..');
+    const shots = inside ? [`:(exclude)${path.relative(REPO, SCREENSHOTS) || '.'}`] : [];
+    return execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', '.', ...shots], { cwd: REPO, encoding: 'utf8' });
   } catch {
     return null;
   }
@@ -130,9 +136,9 @@ async function main() {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
   try {
-    execFileSync(PYTHON, ['-c', 'import memlens, memlens_server'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp, pytest'], { stdio: 'ignore' });
   } catch {
-    fail(`${PYTHON} cannot import memlens and memlens_server; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
+    fail(`${PYTHON} cannot import memlens, memlens_lsp and pytest; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
   }
 
   log('packaging the extension');
@@ -149,7 +155,8 @@ async function main() {
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
   const file = path.join(workspace, 'leaky_cache.py');
   fs.copyFileSync(EXAMPLE, file);
-  log(`profiling ${file} (${profile(workspace, file)})`);
+  log(`profiling ${file}`);
+  profile(workspace, file);
   const want = expectedFigures(workspace, file);
   log(`expect line ${want.line} (${want.source}) -> "${want.label}"`);
 
@@ -238,17 +245,13 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
   let page;
   try {
     await waitHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
-    page = await browser.newPage({ viewport: { width: 1400, height: 820 } });
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.setDefaultTimeout(TIMEOUT_MS);
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
     log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
-    await quickInput(page, 'Control+P');
-    await page.keyboard.type('leaky_cache.py');
-    await page.waitForTimeout(1000);
-    await page.keyboard.press('Enter');
-    await page.waitForSelector('.monaco-editor .view-lines');
+    await openFile(page, 'leaky_cache.py');
     // More room for the hints in the screenshot: close the side bar.
     await page.keyboard.press('Control+B');
   } catch (err) {
@@ -444,6 +447,41 @@ async function waitForTimelineFrame(page) {
   return fail('the timeline view did not show');
 }
 
+const TEST_FILE = `from leaky_cache import _cache, handle_request
+
+
+def test_serves_a_profile():
+    assert handle_request(7) > 0
+    _cache.clear()
+`;
+
+/** Opens a file of the workspace with Ctrl+P (again, while the workbench is slow to take it). */
+async function openFile(page, name) {
+  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const editor = page.locator('.monaco-editor .view-lines').first();
+    if (await editor.isVisible().catch(() => false)) {
+      await editor.click();
+    }
+    await quickInput(page, 'Control+P');
+    const input = page.locator('.quick-input-widget input').first();
+    await input.fill(name);
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first();
+    try {
+      await row.waitFor({ state: 'visible', timeout: 15_000 });
+      await page.waitForTimeout(500);
+      await input.press('Enter');
+      await tab.waitFor({ state: 'visible', timeout: 20_000 });
+      await page.waitForSelector('.monaco-editor .view-lines');
+      await page.waitForTimeout(1000);
+      return;
+    } catch {
+      await page.keyboard.press('Escape');
+    }
+  }
+  fail(`could not open ${name}`);
+}
+
 const runFiles = (workspace) =>
   fs.readdirSync(path.join(workspace, '.memlens', 'runs')).filter((f) => f.endsWith('.mlrun'));
 
@@ -481,8 +519,15 @@ async function trustedSession(ctx) {
     }
     log(`lenses ok: ${JSON.stringify(lenses)}`);
 
-    // 4. The whole loop from the editor: "memlens: Run Current File" makes and loads a new run.
+    // 4. The whole loop from the editor: the program changed (its hot comprehension makes half
+    // the entries), then "memlens: Run Current File" makes and loads a new run.
     if (!process.env.MEMLENS_E2E_SKIP_RUN) {
+      const original = fs.readFileSync(ctx.file, 'utf8');
+      if (!original.includes('for i in range(40)')) {
+        fail('examples/leaky_cache.py changed: the e2e edits its "for i in range(40)"');
+      }
+      fs.writeFileSync(ctx.file, original.replace('for i in range(40)', 'for i in range(20)'));
+      await waitFor(async () => (await lineText(page, 'for i in range(20)')) !== '', 'the edited file in the editor');
       const before = new Set(runFiles(workspace));
       await runFromPalette(page, 'memlens: Run Current File');
       const runEnd = Date.now() + TIMEOUT_MS;
@@ -524,17 +569,26 @@ async function trustedSession(ctx) {
       await waitFor(async () => /vs baseline [+−±]/.test(await statusText(page)), 'the status bar to show the baseline');
       log(`baseline ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*vs baseline[^\n]*/)[0].trim())}`);
       await runFromPalette(page, 'memlens: Compare With Baseline');
-      const diff = await waitForHint(page, want.source, ' baseline');
+      const cmp = expectedComparison(workspace, ctx.file, want.line);
+      log(`expect comparison "${cmp.label}", ${cmp.changes.length} coloured lines: ${JSON.stringify(cmp.changes)}`);
+      if (cmp.changes.length === 0 || cmp.hints.some((h) => h.length > 43)) {
+        fail(`the comparison is not the one this test is about: ${JSON.stringify(cmp)}`);
+      }
+      const diff = await waitForHint(page, want.source, cmp.label);
       log(`compare ok: ${JSON.stringify(diff.slice(diff.lastIndexOf('}') + 1).trim())}`);
-      // Colours: the compared lines are tinted (decorations), and nothing went to the project's settings.
-      await waitFor(
-        async () => (await page.$$('.monaco-editor .view-overlays div[class*="ced-"]')).length > 0,
-        'comparison colours on the editor lines',
-      );
+      // Colours: only the lines that really changed are tinted (decorations; the unchanged
+      // lines, within the noise, are not), and nothing went to the project's settings.
+      await page.keyboard.press('Control+Home');
+      const coloured = async () => (await page.$$('.monaco-editor .view-overlays div[class*="ced-"]')).length;
+      await waitFor(async () => (await coloured()) === cmp.changes.length, `${cmp.changes.length} coloured lines`);
+      await page.waitForTimeout(1500);
+      if ((await coloured()) !== cmp.changes.length) {
+        fail(`${await coloured()} coloured lines, not ${cmp.changes.length}`);
+      }
+      log(`colours ok: ${cmp.changes.length} lines`);
       if (fs.existsSync(path.join(workspace, '.vscode', 'settings.json'))) {
         fail('Compare With Baseline wrote .vscode/settings.json into the project');
       }
-      await page.keyboard.press('Control+Home');
       await page.waitForTimeout(1000);
       await screenshot(page, runDir, 'vscode-compare');
       await runFromPalette(page, 'memlens: Compare With Baseline');
@@ -561,6 +615,26 @@ async function trustedSession(ctx) {
         fail('Toggle Annotations wrote .vscode/settings.json into the project');
       }
       log('toggle annotations ok');
+
+      // 7. A test suite's run beside the program's: pytest --memlens makes the newest run, yet
+      // the program keeps its own run (and baseline); the test file shows the test run, and
+      // the status bar says which run each file shows.
+      fs.writeFileSync(path.join(workspace, 'test_leaky.py'), TEST_FILE);
+      execFileSync(PYTHON, ['-m', 'pytest', '--memlens', '-p', 'no:cacheprovider', '-q', 'test_leaky.py'], {
+        cwd: workspace,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      await openFile(page, 'test_leaky.py');
+      await waitFor(async () => /pytest [\d.]+ (B|KiB|MiB) peak/.test(await statusText(page)), 'the status bar to show the test run');
+      const testLenses = await lensesAtEnd(page, (l) => l.some((t) => /^test peak /.test(t.trim())));
+      if (!testLenses.some((t) => /^test peak /.test(t.trim()))) {
+        fail(`no test lens: ${JSON.stringify(testLenses)}`);
+      }
+      log(`test run ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*pytest[^\n]*/)[0].trim())}, lenses ${JSON.stringify(testLenses)}`);
+      await openFile(page, 'leaky_cache.py');
+      await waitFor(async () => /leaky_cache\.py [\d.]+ (B|KiB|MiB) peak .* vs baseline/.test(await statusText(page)), 'the status bar to show the program run again');
+      await waitForHint(page, want.source, ' at peak · ');
+      log(`program run kept: ${JSON.stringify((await statusText(page)).match(/[^\n]*leaky_cache\.py[^\n]*/)[0].trim())}`);
     }
   } catch (err) {
     await failWithScreenshot(page, runDir, 'trusted', err);

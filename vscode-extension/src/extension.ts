@@ -5,14 +5,14 @@ import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
-import { pickRun, runSpec, ServerLink, shellCommand, showSummary, splitArgs } from './common/commands';
+import { pickRun, runSpec, ServerLink, showSummary, splitArgs } from './common/commands';
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
 import { interpreterFromPythonApi, probeMessage, PythonExtensionApi, resolveInterpreter } from './common/interpreter';
-import { LINE_CHANGES, RUN_LOADED, TIMELINE } from './common/protocol';
+import { DOCUMENT_RUN, LINE_CHANGES, RUN_LOADED, TIMELINE } from './common/protocol';
 import { needsRestart, readSettings } from './common/settings';
 import { createClient, probeInterpreter } from './common/server';
-import { RunLoaded, statusText } from './common/status';
+import { pickState, RunLoaded, RunLoadedParams, splitLoaded, stateKey, statusText } from './common/status';
 import { TimelineResult, timelineHtml } from './common/timeline';
 import { applyUi, toggleUi, uiValue, UiToggle } from './common/uistate';
 import { vscodeApi } from './common/vscodeapiImpl';
@@ -21,7 +21,10 @@ const PYTHON_EXTENSION = 'ms-python.python';
 
 let client: LanguageClient | undefined;
 let interpreterPath: string | undefined;
-let lastState: RunLoaded | undefined;
+/** What each workspace folder shows, per kind of run (memlens/runLoaded). */
+const states = new Map<string, RunLoaded>();
+/** Which of them the active editor's figures come from (memlens.documentRun). */
+let shown: { workspace: string; kind: string } | null = null;
 let pythonEnvWatch: vscode.Disposable | undefined;
 
 async function pythonApi(onChange: () => void): Promise<PythonExtensionApi | undefined> {
@@ -47,7 +50,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(output, status, { dispose: () => pythonEnvWatch?.dispose() });
 
   const refreshStatus = (): void => {
-    const { text, tooltip } = statusText(lastState, new Date());
+    const { text, tooltip } = statusText(pickState(states, shown), new Date());
     status.text = text;
     status.tooltip = tooltip;
     status.show();
@@ -120,9 +123,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     const settings = applyUi(readSettings(vscodeApi.getSetting), context.workspaceState);
     const next = createClient(interpreter.path, settings, output, cwd, context.workspaceState);
-    next.onNotification(RUN_LOADED, (params: RunLoaded) => {
-      lastState = params;
+    next.onNotification(RUN_LOADED, (params: RunLoadedParams) => {
+      for (const state of splitLoaded(params)) {
+        states.set(stateKey(state.workspace, state.kind), state);
+      }
       refreshStatus();
+      followEditor();
       repaint();
     });
     client = next;
@@ -136,8 +142,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   restart = debounce(() => void start(), 500);
 
-  // The program runs in a terminal: its output is visible, input and colours work, Ctrl+C
-  // stops it (the run is still written). The server's watcher loads the new run.
+  // The program runs in a terminal of its own (the program is the terminal's process): its
+  // output is visible and stays after it ends, input and colours work, Ctrl+C stops it (the run
+  // is still written). One memlens terminal at a time: the next run replaces the terminal of a
+  // run that has ended, and a run still going is not interrupted. The server's watcher loads
+  // the new run.
+  let runTerminal: vscode.Terminal | undefined;
+  context.subscriptions.push(
+    vscode.window.onDidCloseTerminal((closed) => {
+      if (closed === runTerminal) {
+        runTerminal = undefined;
+      }
+    }),
+  );
   const runInTerminal = async (uri: vscode.Uri | undefined, args: string[]): Promise<void> => {
     const folder = uri ? vscode.workspace.getWorkspaceFolder(uri) : undefined;
     const spec = runSpec(
@@ -150,15 +167,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (!spec || !uri || !folder) {
       return;
     }
-    // Typed into a shell, so the terminal (and the program's output) stays after it exits.
-    const terminal = vscode.window.createTerminal({
+    if (runTerminal && runTerminal.exitStatus === undefined) {
+      runTerminal.show(true);
+      void vscodeApi.showError(`memlens: ${runTerminal.name} is still running; stop it in its terminal (Ctrl+C) first.`);
+      return;
+    }
+    runTerminal?.dispose();
+    runTerminal = vscode.window.createTerminal({
       name: `memlens run ${vscode.workspace.asRelativePath(uri, false)}`,
+      shellPath: spec.command,
+      shellArgs: spec.args,
       cwd: spec.cwd,
     });
-    terminal.show(true);
-    terminal.sendText(shellCommand(spec, process.platform), true);
+    runTerminal.show(true);
   };
-  // Comparison mode colours: lines that hold more than in the baseline, less, or are new.
+  // Comparison mode colours: lines that hold more than in the baseline, less, or are new, three
+  // intensities by the size of the change (the server leaves changes within the noise out); the
+  // overview ruler marks them.
   const colour = (name: string, ruler: string): vscode.TextEditorDecorationType =>
     vscode.window.createTextEditorDecorationType({
       isWholeLine: true,
@@ -166,25 +191,32 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       overviewRulerColor: new vscode.ThemeColor(ruler),
       overviewRulerLane: vscode.OverviewRulerLane.Right,
     });
-  const decorations: Record<string, vscode.TextEditorDecorationType> = {
-    more: colour('diffEditor.removedLineBackground', 'editorOverviewRuler.deletedForeground'),
-    less: colour('diffEditor.insertedLineBackground', 'editorOverviewRuler.addedForeground'),
-    new: colour('editor.wordHighlightBackground', 'editorOverviewRuler.modifiedForeground'),
+  const rulers: Record<string, string> = {
+    more: 'editorOverviewRuler.deletedForeground',
+    less: 'editorOverviewRuler.addedForeground',
+    new: 'editorOverviewRuler.modifiedForeground',
   };
+  const decorations: Record<string, vscode.TextEditorDecorationType> = {};
+  for (const [kind, ruler] of Object.entries(rulers)) {
+    for (const level of [1, 2, 3]) {
+      const name = `memlens.compare${kind[0].toUpperCase()}${kind.slice(1)}${level}`;
+      decorations[`${kind}${level}`] = colour(name, ruler);
+    }
+  }
   context.subscriptions.push(...Object.values(decorations));
   const comparing = (): boolean =>
     uiValue(context.workspaceState, 'compareWithBaseline', vscodeApi.getSetting<boolean>('compareWithBaseline', false)) &&
-    Boolean(lastState?.baseline);
+    [...states.values()].some((state) => Boolean(state.baseline));
   const paint = async (): Promise<void> => {
     for (const editor of vscode.window.visibleTextEditors) {
-      const byKind: Record<string, vscode.Range[]> = { more: [], less: [], new: [] };
+      const byKind: Record<string, vscode.Range[]> = Object.fromEntries(Object.keys(decorations).map((k) => [k, []]));
       if (comparing() && editor.document.languageId === 'python' && editor.document.uri.scheme === 'file') {
         try {
           const result = (await send(LINE_CHANGES, [{ uri: editor.document.uri.toString() }])) as {
-            changes: { line: number; kind: string }[];
+            changes: { line: number; kind: string; level?: number }[];
           } | null;
           for (const c of result?.changes ?? []) {
-            byKind[c.kind]?.push(new vscode.Range(c.line, 0, c.line, 0));
+            byKind[`${c.kind}${Math.min(3, Math.max(1, c.level ?? 2))}`]?.push(new vscode.Range(c.line, 0, c.line, 0));
           }
         } catch {
           // the server is not running: no colours
@@ -195,6 +227,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }
   };
+  // The status bar shows the run the active editor's figures come from (a program's or a test
+  // suite's, memlens.documentRun).
+  const follow = async (): Promise<void> => {
+    const uri = vscodeApi.activePythonFile();
+    if (uri && client && client.state === State.Running) {
+      try {
+        const found = (await send(DOCUMENT_RUN, [{ uri: uri.toString() }])) as { workspace: string; kind: string } | null;
+        shown = found ? { workspace: found.workspace, kind: found.kind } : null;
+      } catch {
+        shown = null;
+      }
+    }
+    refreshStatus();
+  };
+  const followEditor = debounce(() => void follow(), 200);
   const repaint = debounce(() => void paint(), 300);
   // A UI toggle: kept in the workspace state; the server re-reads its settings.
   const toggle = async (key: UiToggle, fallback: boolean): Promise<void> => {
@@ -207,7 +254,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   let timelinePanel: vscode.WebviewPanel | undefined;
   const showTimeline = async (): Promise<void> => {
     const folder = vscodeApi.activeWorkspaceFolder();
-    const result = (await send(TIMELINE, [folder ? { workspace: folder } : {}])) as TimelineResult;
+    const uri = vscodeApi.activePythonFile()?.toString();
+    const result = (await send(TIMELINE, [{ ...(folder ? { workspace: folder } : {}), ...(uri ? { uri } : {}) }])) as TimelineResult;
     if (!timelinePanel) {
       timelinePanel = vscode.window.createWebviewPanel('memlens.timelinePanel', 'memlens: Timeline', vscode.ViewColumn.Beside, {
         enableScripts: true,
@@ -265,11 +313,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand(
       'memlens.showRunSummary',
-      guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder())),
+      guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder(), vscodeApi.activePythonFile()?.toString())),
     ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
     vscode.commands.registerCommand('memlens.showTimeline', guarded(showTimeline)),
     vscode.window.onDidChangeVisibleTextEditors(() => repaint()),
+    vscode.window.onDidChangeActiveTextEditor(() => followEditor()),
     vscode.workspace.onDidChangeTextDocument((e) => {
       if (comparing() && vscode.window.visibleTextEditors.some((ed) => ed.document === e.document)) {
         repaint();

@@ -13,10 +13,10 @@ from rich.text import Text
 
 from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
 from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
-from memlens.layout import display_path, printable
+from memlens.layout import display_path, pointer_name, printable
 from memlens.model import NAMED_FIGURES
 from memlens.runfile import reader
-from memlens.store import Store
+from memlens.store import Store, run_kind
 from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
 if TYPE_CHECKING:
@@ -46,7 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     top = None if args.top is None else top_rows(args.top)
     store = Store(args.dir)
-    path_a, path_b = store.resolve(args.a), store.resolve(args.b)
+    path_b = store.resolve(args.b)
+    if args.a == "baseline":
+        # Like with like: the baseline of the new run's kind (a test run's, a program's).
+        kind = run_kind(reader.read_info(path_b))
+        args.a = pointer_name("baseline", kind)
+    path_a = store.resolve(args.a)
     d = diff_runs(reader.read(path_a), reader.read(path_b))
     figure = NAMED_FIGURES[args.by]
     line_attr, fn_attr = figure.line, figure.node

@@ -28,6 +28,7 @@ from memlens.model.figures import (
     TEST_FIGURE_WORDS,
     TEST_FIGURES,
     TEST_LINE_FIGURE,
+    TEST_LINE_WORDS,
     TEST_LINES_TITLE,
     TEST_MARKER_LIMITS,
     Figure,
@@ -53,6 +54,7 @@ __all__ = [
     "TEST_FIGURE_WORDS",
     "TEST_LINES_TITLE",
     "TEST_LINE_FIGURE",
+    "TEST_LINE_WORDS",
     "TEST_MARKER_LIMITS",
     "CallNode",
     "CallTree",
@@ -244,24 +246,33 @@ class TestFailure(Value):
     """Why a test failed on memory: ``figure`` (a name of :data:`TEST_FIGURES`) was ``value``
     bytes, over ``limit``. ``kind`` is ``"limit"`` (the test's ``memlens`` marker) or
     ``"increase"`` (more than the allowed growth over ``baseline``, the figure of the same test
-    in the baseline run; None for limits)."""
+    in the baseline run; None for limits). ``lines`` are the lines responsible, heaviest first:
+    (absolute file, 1-based line, bytes their figure grew by during the test)."""
 
     __test__ = False  # not a test class, whatever pytest's name patterns say
-    __slots__ = ("baseline", "figure", "kind", "limit", "value")
+    __slots__ = ("baseline", "figure", "kind", "limit", "lines", "value")
     figure: str
     value: int
     limit: int
     kind: str
     baseline: int | None
+    lines: tuple[tuple[str, int, int], ...]
 
     def __init__(
-        self, figure: str, value: int, limit: int, kind: str, baseline: int | None = None
+        self,
+        figure: str,
+        value: int,
+        limit: int,
+        kind: str,
+        baseline: int | None = None,
+        lines: tuple[tuple[str, int, int], ...] = (),
     ) -> None:
         _set(self, "figure", figure)
         _set(self, "value", value)
         _set(self, "limit", limit)
         _set(self, "kind", kind)
         _set(self, "baseline", baseline)
+        _set(self, "lines", lines)
 
 
 class TestStats(Value):
@@ -372,9 +383,12 @@ class RunInfo(Value):
     unknown), so that its files can be found in a copy.
     ``processes`` lists the processes whose figures the run holds when memlens followed
     child processes (the run's own process first), and is empty for a run of one process.
+    ``checkpoint`` is True for a checkpoint: the run so far of a program still running (or
+    killed before its end), never compared as a final run.
     """
 
     __slots__ = (
+        "checkpoint",
         "command",
         "complete",
         "cwd",
@@ -418,6 +432,7 @@ class RunInfo(Value):
     workspace_root: str
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
+    checkpoint: bool
 
     def __init__(
         self,
@@ -442,6 +457,7 @@ class RunInfo(Value):
         workspace_root: str = "",
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
+        checkpoint: bool = False,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -464,6 +480,7 @@ class RunInfo(Value):
         _set(self, "workspace_root", workspace_root)
         _set(self, "tests", tests)
         _set(self, "processes", processes)
+        _set(self, "checkpoint", checkpoint)
 
 
 class Run(Value):

@@ -58,6 +58,7 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "workspace_root": (str,),
     "tests": (dict,),
     "processes": (list,),
+    "checkpoint": (bool,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -90,6 +91,8 @@ def header_json(info: RunInfo) -> str:
         ]
     else:
         del fields["processes"]  # a run of one process: the header is as before
+    if not fields["checkpoint"]:
+        del fields["checkpoint"]  # final runs: the header is as before
     return plain(fields)
 
 
@@ -125,6 +128,8 @@ def parse_header(raw: object, name: str) -> RunInfo:
 #: Most tests a run header may hold, and most failures one test may list.
 MAX_TESTS = 100_000
 MAX_TEST_FAILURES = 16
+#: Most lines responsible one failure may list.
+MAX_FAILURE_LINES = 16
 #: Largest byte figure or limit of a test (figures are 64-bit in the run file's tables too).
 _MAX_TEST_BYTES = 2**63 - 1
 _MAX_LINE = 2**31 - 1
@@ -148,6 +153,7 @@ def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
             "failures": [
                 {"figure": f.figure, "value": f.value, "limit": f.limit, "kind": f.kind}
                 | ({} if f.baseline is None else {"baseline": f.baseline})
+                | ({"lines": [list(row) for row in f.lines]} if f.lines else {})
                 for f in t.failures
             ],
         }
@@ -206,6 +212,25 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
             if figure not in TEST_FIGURES:
                 raise bad(f"{where}: a failure names {clip(figure)}, not a test figure")
             baseline = failure.get("baseline")
+            lines = failure.get("lines", [])
+            if not isinstance(lines, list) or len(lines) > MAX_FAILURE_LINES:
+                raise bad(
+                    f"{where}: a failure's lines are not a list of at most {MAX_FAILURE_LINES}"
+                )
+            rows = []
+            for row in lines:
+                if not (
+                    isinstance(row, list)
+                    and len(row) == 3
+                    and isinstance(row[0], str)
+                    and len(row[0]) <= MAX_NAME_CHARS
+                    and is_a(row[1], (int,))
+                    and 0 < row[1] <= _MAX_LINE
+                    and is_a(row[2], (int,))
+                    and 0 <= row[2] <= _MAX_TEST_BYTES
+                ):
+                    raise bad(f"{where}: a failure's line is not [file, line, bytes]")
+                rows.append((row[0], row[1], row[2]))
             read_failures.append(
                 TestFailure(
                     figure,
@@ -215,6 +240,7 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                     None
                     if baseline is None
                     else number(failure, "baseline", 0, _MAX_TEST_BYTES, where),
+                    tuple(rows),
                 )
             )
         out.append(

@@ -314,10 +314,12 @@ def block_signals() -> None:
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
     """Write the run so far to ``path`` (incomplete); False when it could not be written.
     The caller's thread must be paused."""
+    from memlens.model import replace
     from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
+    run = replace(run, info=replace(run.info, checkpoint=True))
     try:
         writer.write(run, path)
     except OSError as exc:

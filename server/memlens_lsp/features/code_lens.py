@@ -19,6 +19,8 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
     items: list[views.LensItem] = []
     if ctx is not None:
         lines = ctx.lines
+        # A test function has one lens, its test's figures (not also its function's).
+        tests = pytest_results.tests_by_line(ctx.view.run, ctx.view.key)
         items.extend(
             views.function_lenses(
                 ctx.view,
@@ -26,9 +28,13 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
                 len(lines),
                 ls.settings,
                 has_baseline=ctx.folder.baseline is not None,
+                skip=tests.keys(),
             )
         )
         items.extend(pytest_results.lens_items(ctx.view, ctx.mapping, len(lines)))
+        quiet = views.peak_elsewhere_lens(ctx.view, ls.settings)
+        if quiet is not None:
+            items.append(quiet)
     else:
         doc = ls.document(uri)
         if doc is None:

@@ -14,3 +14,4 @@ export const LIST_RUNS = 'memlens.listRuns';
 export const SUMMARY = 'memlens.summary';
 export const TIMELINE = 'memlens.timeline';
 export const LINE_CHANGES = 'memlens.lineChanges';
+export const DOCUMENT_RUN = 'memlens.documentRun';
