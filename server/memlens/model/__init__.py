@@ -372,9 +372,12 @@ class RunInfo(Value):
     unknown), so that its files can be found in a copy.
     ``processes`` lists the processes whose figures the run holds when memlens followed
     child processes (the run's own process first), and is empty for a run of one process.
+    ``attached`` is true for a run of a process that was already running (``memlens
+    attach``): what it allocated before is not in the figures, and "live" means live at detach.
     """
 
     __slots__ = (
+        "attached",
         "command",
         "complete",
         "cwd",
@@ -418,6 +421,7 @@ class RunInfo(Value):
     workspace_root: str
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
+    attached: bool
 
     def __init__(
         self,
@@ -442,6 +446,7 @@ class RunInfo(Value):
         workspace_root: str = "",
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
+        attached: bool = False,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -464,6 +469,7 @@ class RunInfo(Value):
         _set(self, "workspace_root", workspace_root)
         _set(self, "tests", tests)
         _set(self, "processes", processes)
+        _set(self, "attached", attached)
 
 
 class Run(Value):

@@ -58,6 +58,7 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "workspace_root": (str,),
     "tests": (dict,),
     "processes": (list,),
+    "attached": (bool,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -90,6 +91,8 @@ def header_json(info: RunInfo) -> str:
         ]
     else:
         del fields["processes"]  # a run of one process: the header is as before
+    if not fields["attached"]:
+        del fields["attached"]  # a run that started with its program: the header is as before
     return json.dumps(fields)
 
 
