@@ -104,6 +104,7 @@ _SUMMARY = {
         "peak_traced_bytes": {"type": "integer"},
         "peak_rss_bytes": {"type": "integer"},
         "complete": {"type": "boolean"},
+        "attached": {"type": "boolean"},
     },
     "required": ["id", "path", "command", "mode", "peak_traced_bytes", "complete"],
 }
@@ -357,6 +358,50 @@ TOOLS: tuple[ToolSchema, ...] = (
                 "timed_out": {"type": "boolean"},
                 "stdout": {"type": "string"},
                 "stderr": {"type": "string"},
+                "top_lines": {"type": "array", "items": _LINE},
+            }
+        ),
+        read_only=False,
+    ),
+    ToolSchema(
+        "attach_process",
+        "Attach to a running Python 3.14+ process (`memlens attach`) for some seconds, without "
+        "restarting it, and return the run's summary and its heaviest lines; only what the "
+        "process allocated while attached is counted. The run is saved in the store and "
+        "becomes latest. Only when the server was started with --allow-run.",
+        _object(
+            {
+                "pid": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 2**31 - 1,
+                    "description": "The process id (`memlens attach --list` lists them).",
+                },
+                "duration_s": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": 3600,
+                    "default": 10,
+                    "description": "How long to stay attached (the process may end sooner).",
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": ["exact", "sample"],
+                    "default": "exact",
+                    "description": "exact: every allocation; sample: near-zero overhead estimates.",
+                },
+                "sample_interval_bytes": {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
+                },
+            },
+            ("pid",),
+        ),
+        _output(
+            {
+                "run": _SUMMARY,
+                "messages": {"type": "string"},
                 "top_lines": {"type": "array", "items": _LINE},
             }
         ),
