@@ -151,6 +151,15 @@ def _descends_from_us(pid: int) -> bool:
     return False
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first, start time 20th)."""
+    raw = _read(f"/proc/{pid}/stat")
+    if raw is None:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].decode("ascii", "replace").split()
+    return fields if len(fields) > 19 else None
+
+
 def _uid(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}").st_uid
@@ -160,6 +169,8 @@ def _uid(pid: int) -> int | None:
 
 def describe(pid: int) -> Process:
     """What ``/proc`` tells of process ``pid`` (a MemlensError when there is none)."""
+    if not sys.platform.startswith("linux"):
+        raise MemlensError("memlens attach works on Linux only for now (docs/attach.md)")
     uid = _uid(pid)
     if uid is None:
         raise MemlensError(f"no process with id {pid}")
@@ -204,6 +215,8 @@ def _needs_newer_memlens(python: tuple[int, int] | None) -> str:
 def python_processes() -> list[Process]:
     """The Python processes this user can see, in process id order (not this one, nor the
     one that started it): the editor's list to attach to."""
+    if not sys.platform.startswith("linux"):
+        return []
     skip = {os.getpid(), os.getppid()}
     found = []
     try:
@@ -270,6 +283,8 @@ class Attachment:
         self.pid = pid
         self.options = options
         self.process = describe(pid)
+        stat = _stat(pid)
+        self._start_time = stat[19] if stat is not None else ""
         # The attachment folder: open (its descriptor, and its parent's), so that it stays at
         # hand when the target ends (a path through /proc/PID/root would not), and its path as
         # the target sees it.
@@ -477,9 +492,12 @@ class Attachment:
             return False
         except PermissionError:
             pass
-        status = _read(f"/proc/{self.pid}/stat")
-        # A zombie (ended, not yet reaped by its parent) is no longer running.
-        return status is None or b") Z " not in status
+        stat = _stat(self.pid)
+        if stat is None:
+            return True  # no /proc: kill(0) said it is there
+        # A zombie (ended, not yet reaped by its parent) is no longer running; another start
+        # time is another process that got the same id.
+        return stat[0] != "Z" and stat[19] == self._start_time
 
     def wait(
         self, duration_s: float | None, on_checkpoint: Callable[[], None] | None = None

@@ -143,7 +143,7 @@ def _attached(
         waiting=lambda: _say(f"memlens: waiting for process {pid} to run Python code…"),
     )
     what = printable(" ".join(att.process.command))[:120]
-    mode = "sampling" if att.options.mode == "sampling" else "every allocation"
+    mode = "a sample of the allocations" if att.options.mode == "sampling" else "every allocation"
     until = f"for {args.duration:g} s" if args.duration else "until Ctrl-C"
     _say(f"memlens: attached to process {pid} ({what}): tracing {mode} {until}")
     if started.native_problem:
@@ -228,13 +228,14 @@ def _out_path(args: argparse.Namespace, pid: int) -> tuple[str, bool]:
 
 
 def _stop_on_signals() -> dict[int, Any]:
-    """SIGTERM and SIGHUP detach as Ctrl-C does (the editor's and the MCP server's stop)."""
+    """SIGINT (also when inherited as ignored: started in the background), SIGTERM and SIGHUP
+    detach: Ctrl-C, the editor's Cancel, the MCP server's stop, a closed terminal."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
         if signum is not None:
             previous[signum] = signal.signal(signum, stop)
