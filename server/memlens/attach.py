@@ -434,8 +434,12 @@ class Attachment:
             if self.process.python is not None:
                 return f"no Python runtime of 3.14 or newer found in it (Python {_python(self.process.python)})"
             return "it is not a Python process (no Python runtime found in it)"
-        if "Can't send commands" in text:
-            return text.replace("Can't send commands from", "memlens runs on").rstrip(".")
+        if "Can't send commands" in text:  # CPython: another version than this Python's
+            here = _python(sys.version_info[:2])
+            return (
+                f"it runs another Python version than this memlens (Python {here}): attach "
+                "with memlens installed for the process's Python"
+            )
         return text
 
     def _not_permitted(self) -> str:
