@@ -50,6 +50,17 @@ _LIBRARY_ARG = {
     "default": False,
     "description": "Also list files of the standard library and installed packages.",
 }
+_MODE_ARG = {
+    "type": "string",
+    "enum": ["exact", "sample"],
+    "default": "exact",
+    "description": "exact: every allocation; sample: near-zero overhead estimates.",
+}
+_SAMPLE_INTERVAL_ARG = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
+}
 _RUN_REF = {
     "type": "object",
     "properties": {"id": {"type": "string"}, "path": {"type": "string"}},
@@ -329,17 +340,8 @@ TOOLS: tuple[ToolSchema, ...] = (
                     "maxItems": 1000,
                     "description": "The script (a path inside the workspace) and its arguments.",
                 },
-                "mode": {
-                    "type": "string",
-                    "enum": ["exact", "sample"],
-                    "default": "exact",
-                    "description": "exact: every allocation; sample: near-zero overhead estimates.",
-                },
-                "sample_interval_bytes": {
-                    "type": ["integer", "null"],
-                    "minimum": 1,
-                    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
-                },
+                "mode": _MODE_ARG,
+                "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
                 "timeout_s": {
                     "type": "number",
                     "exclusiveMinimum": 0,
@@ -384,17 +386,8 @@ TOOLS: tuple[ToolSchema, ...] = (
                     "default": 10,
                     "description": "How long to stay attached (the process may end sooner).",
                 },
-                "mode": {
-                    "type": "string",
-                    "enum": ["exact", "sample"],
-                    "default": "exact",
-                    "description": "exact: every allocation; sample: near-zero overhead estimates.",
-                },
-                "sample_interval_bytes": {
-                    "type": ["integer", "null"],
-                    "minimum": 1,
-                    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
-                },
+                "mode": _MODE_ARG,
+                "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
             },
             ("pid",),
         ),

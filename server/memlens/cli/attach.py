@@ -24,7 +24,7 @@ from memlens.cli.options import (
     top_rows,
 )
 from memlens.errors import MemlensError
-from memlens.layout import RUNS_DIR, STORE_DIR, display_path, new_run_path, printable
+from memlens.layout import display_path, printable
 from memlens.runfile import reader
 from memlens.units import fmt_bytes, parse_size
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.json not in (None, "-"):
         args.json = os.path.abspath(args.json)
-    out_path, in_store = _out_path(args, args.pid)
+    out_path, in_store = run_command.output_path(args.dir, args.output, pid=args.pid)
     options = attach.Options(
         mode="sampling" if interval else "exact",
         sample_interval=interval,
@@ -205,26 +205,6 @@ def _attached(
 
         render(result, sys.stdout, by=args.by, top=top_rows(args.top))
     return 0
-
-
-def _out_path(args: argparse.Namespace, pid: int) -> tuple[str, bool]:
-    """Where the run goes, and whether that is in the store (so that it becomes latest)."""
-    runs_dir = os.path.join(os.path.realpath(os.path.abspath(args.dir)), STORE_DIR, RUNS_DIR)
-    if args.output:
-        out_path = os.path.abspath(args.output)
-        if os.path.isdir(out_path):
-            raise MemlensError(f"-o {args.output}: is a directory")
-        in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
-    else:
-        out_path = new_run_path(runs_dir, pid=pid)
-        in_store = True
-    try:
-        os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    except OSError as exc:
-        raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    if not os.access(os.path.dirname(out_path), os.W_OK):
-        raise MemlensError(f"cannot write {out_path}: permission denied")
-    return out_path, in_store
 
 
 def _stop_on_signals() -> dict[int, Any]:
