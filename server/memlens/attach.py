@@ -277,7 +277,8 @@ class Ended(NamedTuple):
 
 class Attachment:
     """``memlens attach`` of process ``pid``: :meth:`start`, then :meth:`wait` and/or
-    :meth:`stop`, then :meth:`save`; :meth:`close` always (it leaves nothing behind)."""
+    :meth:`stop`, then :meth:`copy_run` into the store; :meth:`close` always (it leaves
+    nothing behind)."""
 
     def __init__(self, pid: int, options: Options) -> None:
         self.pid = pid
