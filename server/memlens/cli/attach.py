@@ -231,12 +231,14 @@ def _list(as_json: bool) -> int:
     if not processes:
         print("no Python processes found")
         return 0
+    print(f"{'PID':>7}  {'PYTHON':<6}  {'USER':<10}  COMMAND")
+    indent = " " * 29
     for p in processes:
         python = "?" if p.python is None else f"{p.python[0]}.{p.python[1]}"
-        state = "" if p.problem is None else f"  ({p.problem})"
-        print(
-            printable(f"{p.pid:>7}  {python:<5} {p.user:<10} {' '.join(p.command)}"[:200] + state)
-        )
+        command = printable(" ".join(p.command))
+        print(f"{p.pid:>7}  {python:<6}  {printable(p.user)[:10]:<10}  {command[:120]}")
+        if p.problem is not None:
+            print(f"{indent}cannot attach: {printable(p.problem)}")
     return 0
 
 
