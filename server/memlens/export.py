@@ -60,6 +60,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
         "memlens_version": info.memlens_version,
         "source": info.source,
         "seed": info.seed,
+        "attached": info.attached,
         "processes": [
             {
                 "pid": p.pid,

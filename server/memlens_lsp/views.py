@@ -395,6 +395,14 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
     return out
 
 
+#: The hover's note on a run of a process memlens attached to (``memlens attach``).
+ATTACHED_NOTE = (
+    "_Attached to a running process: only what it allocated while memlens was attached is "
+    "counted (objects from before are not); live at exit means still held when memlens "
+    "detached._"
+)
+
+
 def hover_markdown(
     view: FileView,
     line: int,
@@ -498,6 +506,9 @@ def hover_markdown(
             f"_The source differs from the profiled version (line {line} when profiled): "
             "edited lines show no figures._"
         )
+        out.append("")
+    if info.attached:
+        out.append(ATTACHED_NOTE)
         out.append("")
     out.append(f"Run {md.code(view.run.id)} ({md.text(info.mode)})")
     return "\n".join(out)

@@ -1,10 +1,12 @@
 // memlens for VS Code: starts the memlens language server and adds commands, a status bar
 // item and settings. Figures (inlay hints, hovers, lenses, diagnostics) all come from the server;
 // the logic lives in src/common (tested with a stubbed API), this file only wires it to `vscode`.
+import { execFile, spawn } from 'child_process';
 import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, State } from 'vscode-languageclient/node';
+import { AttachChild, AttachHost, attachToProcess, lastMessage } from './common/attach';
 import { pickRun, runSpec, ServerLink, showSummary, splitArgs } from './common/commands';
 import { debounce } from './common/debounce';
 import { chooseSource, install, installCommand, probeTags } from './common/install';
@@ -315,6 +317,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       'memlens.showRunSummary',
       guarded(() => showSummary(vscodeApi, link, vscodeApi.activeWorkspaceFolder(), vscodeApi.activePythonFile()?.toString())),
     ),
+    vscode.commands.registerCommand(
+      'memlens.attachToProcess',
+      guarded(() => {
+        const folder = vscode.workspace.workspaceFolders?.find((f) => f.uri.scheme === 'file');
+        return attachToProcess(vscodeApi, attachHost(output, context), interpreterPath, folder?.uri.fsPath);
+      }),
+    ),
     vscode.commands.registerCommand('memlens.restartServer', () => start()),
     vscode.commands.registerCommand('memlens.showTimeline', guarded(showTimeline)),
     vscode.window.onDidChangeVisibleTextEditors(() => repaint()),
@@ -339,6 +348,55 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   refreshStatus();
   await start();
+}
+
+/** memlens attach as child processes of the extension host, and VS Code's progress. */
+function attachHost(output: vscode.LogOutputChannel, context: vscode.ExtensionContext): AttachHost {
+  return {
+    output: (interpreter, args) =>
+      new Promise((resolve, reject) => {
+        execFile(interpreter, args, { timeout: 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+          if (err) {
+            reject(new Error(lastMessage(String(stderr).split('\n')) ?? err.message));
+          } else {
+            resolve(String(stdout));
+          }
+        });
+      }),
+    spawn(interpreter, args, cwd): AttachChild {
+      output.info(`${interpreter} ${args.join(' ')}`);
+      const proc = spawn(interpreter, args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+      // Closing VS Code detaches too: the process is left as it was, and the run is written.
+      const detach = { dispose: () => proc.exitCode === null && proc.kill('SIGINT') };
+      context.subscriptions.push(detach);
+      const listeners: ((line: string) => void)[] = [];
+      let pending = '';
+      proc.stderr.setEncoding('utf8');
+      proc.stderr.on('data', (chunk: string) => {
+        const parts = (pending + chunk).split('\n');
+        pending = parts.pop() ?? '';
+        for (const line of parts) {
+          output.info(line);
+          listeners.forEach((l) => l(line));
+        }
+      });
+      return {
+        onLine: (listener) => listeners.push(listener),
+        stop: () => proc.kill('SIGINT'),
+        exited: new Promise((resolve) => {
+          proc.on('error', (err) => {
+            listeners.forEach((l) => l(`memlens: cannot start ${interpreter}: ${err.message}`));
+            resolve(null);
+          });
+          proc.on('close', (code) => resolve(code));
+        }),
+      };
+    },
+    withProgress: (title, task) =>
+      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, (p, token) =>
+        task({ report: (message) => p.report({ message }), onCancel: (listener) => token.onCancellationRequested(listener) }),
+      ),
+  };
 }
 
 export async function deactivate(): Promise<void> {

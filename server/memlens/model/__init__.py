@@ -385,9 +385,12 @@ class RunInfo(Value):
     child processes (the run's own process first), and is empty for a run of one process.
     ``checkpoint`` is True for a checkpoint: the run so far of a program still running (or
     killed before its end), never compared as a final run.
+    ``attached`` is true for a run of a process that was already running (``memlens
+    attach``): what it allocated before is not in the figures, and "live" means live at detach.
     """
 
     __slots__ = (
+        "attached",
         "checkpoint",
         "command",
         "complete",
@@ -433,6 +436,7 @@ class RunInfo(Value):
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
     checkpoint: bool
+    attached: bool
 
     def __init__(
         self,
@@ -458,6 +462,7 @@ class RunInfo(Value):
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
         checkpoint: bool = False,
+        attached: bool = False,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -481,6 +486,7 @@ class RunInfo(Value):
         _set(self, "tests", tests)
         _set(self, "processes", processes)
         _set(self, "checkpoint", checkpoint)
+        _set(self, "attached", attached)
 
 
 class Run(Value):

@@ -59,6 +59,7 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "tests": (dict,),
     "processes": (list,),
     "checkpoint": (bool,),
+    "attached": (bool,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -93,6 +94,8 @@ def header_json(info: RunInfo) -> str:
         del fields["processes"]  # a run of one process: the header is as before
     if not fields["checkpoint"]:
         del fields["checkpoint"]  # final runs: the header is as before
+    if not fields["attached"]:
+        del fields["attached"]  # a run that started with its program: the header is as before
     return plain(fields)
 
 

@@ -66,6 +66,7 @@ _RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "
 class _Session:
     __slots__ = (
         "argv",
+        "attached",
         "exclude",
         "hidden",
         "include",
@@ -88,8 +89,10 @@ class _Session:
         hidden: tuple[str, ...],
         seed: int | None = None,
         workspace_root: str = "",
+        attached: bool = False,
     ) -> None:
         self.mode = mode
+        self.attached = attached
         self.workspace_root = workspace_root
         self.seed = seed
         self.libraries = libraries
@@ -126,6 +129,7 @@ def start(
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
     workspace_root: str = "",
+    attached: bool = False,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -146,7 +150,8 @@ def start(
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
-    Python 3.12+ (for comparisons; figures are the same either way).
+    Python 3.12+ (for comparisons; figures are the same either way). ``attached``: the
+    process was already running (``memlens attach``), as its run's header says.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -175,6 +180,7 @@ def start(
         hidden=tuple(os.path.realpath(h) for h in hidden),
         seed=seed,
         workspace_root=workspace_root,
+        attached=attached,
     )
     try:
         _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
@@ -656,6 +662,7 @@ def _build_run(
         workspace_root=session.workspace_root,
         max_depth=0,
         seed=session.seed,
+        attached=session.attached,
     )
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
