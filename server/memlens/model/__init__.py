@@ -59,6 +59,7 @@ __all__ = [
     "Figure",
     "FunctionStats",
     "LineStats",
+    "NotebookCell",
     "ProcessInfo",
     "Run",
     "RunInfo",
@@ -360,6 +361,35 @@ class ProcessInfo(Value):
         _set(self, "peak_traced_bytes", peak_traced_bytes)
 
 
+class NotebookCell(Value):
+    """The notebook cell a run profiled (``%%memlens`` or ``%memlens`` in IPython or Jupyter).
+
+    ``file`` is the cell's key in :attr:`Run.files` (``In [5]``; its recorded text is the
+    cell's, magic line included, so that line numbers are the cell's own); ``execution_count``
+    its number; ``notebook`` the notebook's absolute path ("" when the kernel does not know
+    it, e.g. in a terminal); ``cell_id`` the front end's id for the cell (VS Code: the cell
+    document's URI; JupyterLab: the nbformat cell id; "" when none was sent); ``sha256`` the
+    digest of the recorded cell text (:func:`memlens.source.text_digest`), so that an editor
+    finds a cell's runs from their headers alone.
+    """
+
+    __slots__ = ("cell_id", "execution_count", "file", "notebook", "sha256")
+    file: str
+    execution_count: int
+    notebook: str
+    cell_id: str
+    sha256: str
+
+    def __init__(
+        self, file: str, execution_count: int, notebook: str, cell_id: str, sha256: str
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "execution_count", execution_count)
+        _set(self, "notebook", notebook)
+        _set(self, "cell_id", cell_id)
+        _set(self, "sha256", sha256)
+
+
 class RunInfo(Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -372,9 +402,11 @@ class RunInfo(Value):
     unknown), so that its files can be found in a copy.
     ``processes`` lists the processes whose figures the run holds when memlens followed
     child processes (the run's own process first), and is empty for a run of one process.
+    ``cell`` is the notebook cell the run profiled (None for a program).
     """
 
     __slots__ = (
+        "cell",
         "command",
         "complete",
         "cwd",
@@ -418,6 +450,7 @@ class RunInfo(Value):
     workspace_root: str
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
+    cell: NotebookCell | None
 
     def __init__(
         self,
@@ -442,6 +475,7 @@ class RunInfo(Value):
         workspace_root: str = "",
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
+        cell: NotebookCell | None = None,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -464,6 +498,7 @@ class RunInfo(Value):
         _set(self, "workspace_root", workspace_root)
         _set(self, "tests", tests)
         _set(self, "processes", processes)
+        _set(self, "cell", cell)
 
 
 class Run(Value):
