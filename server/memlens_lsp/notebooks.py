@@ -3,8 +3,9 @@
 A profiled cell's run (``%%memlens``, :mod:`memlens.notebook`) records the cell in its header
 (:class:`memlens.model.NotebookCell`): the front end's id for the cell (VS Code sends the cell
 document's URI), the digest of the cell's text, the notebook's path. The kernel writes into
-the nearest store up from its working directory (the notebook's folder), so the cells of a
-notebook look there: the nearest folder from the notebook's up that has a store.
+the store of its working directory (``--dir``), the notebook's folder unless the front end
+starts kernels elsewhere; so a notebook's cells look in the nearest folder from the notebook's
+up to its workspace folder that has a store.
 
 A cell shows the newest run that is either of the same cell document (its URI, for runs made
 since the notebook was opened: a reopened notebook's cells get new URIs that may repeat old

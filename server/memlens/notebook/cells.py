@@ -1,16 +1,15 @@
 """What the magics need to know about a cell, without IPython: where the profiled code sits in
 the cell's text (so that a run's line numbers are the cell's own, as the editor shows them),
-which store a kernel writes to, the names a cell bound, and the ``%memlens_kept`` table."""
+the names a cell bound, a cell's totals and the ``%memlens_kept`` table."""
 
 from __future__ import annotations
 
-import os
 import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from memlens.layout import RUNS_DIR, STORE_DIR, printable
+from memlens.layout import printable
 from memlens.model import Run
 from memlens.units import fmt_bytes
 
@@ -66,19 +65,6 @@ def with_header(text: str, code: str, first_line: int) -> str:
     above = text.splitlines(keepends=True)[: first_line - 1]
     below = code.splitlines(keepends=True)[first_line - 1 :]
     return "".join(line if line.endswith("\n") else line + "\n" for line in above) + "".join(below)
-
-
-def store_root(cwd: str) -> str:
-    """Where a kernel's runs go: the nearest folder from ``cwd`` up that has a run store
-    (the workspace's, when a notebook sits in a subfolder), else ``cwd``."""
-    here = os.path.realpath(cwd)
-    while True:
-        if os.path.isdir(os.path.join(here, STORE_DIR, RUNS_DIR)):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return os.path.realpath(cwd)
-        here = parent
 
 
 # -- the names a cell bound --------------------------------------------------------------------

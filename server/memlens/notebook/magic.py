@@ -57,10 +57,6 @@ CELL_OPTIONS = (
     "--top",
     "--by",
 )
-DIR_HELP = (
-    "store root: runs go to DIR/.memlens/runs (default: the nearest folder up from the "
-    "working directory that has a store, else the working directory)"
-)
 #: The name of the magics (``%%memlens``, ``%memlens``) and of the table's.
 NAME = "memlens"
 KEPT = "memlens_kept"
@@ -90,8 +86,6 @@ def parser(prog: str) -> argparse.ArgumentParser:
     for flags, keywords in OPTIONS:
         if flags[-1] not in CELL_OPTIONS:
             continue
-        if flags[-1] == "--dir":
-            keywords = {**keywords, "default": None, "help": DIR_HELP}
         (mode if flags[-1] in ("--exact", "--sample") else out).add_argument(*flags, **keywords)
     return out
 
@@ -158,7 +152,7 @@ class Options:
         self.libraries: bool = args.libraries
         self.native = not args.no_native
         self.timeline_interval: float = args.timeline_interval
-        self.root = os.path.realpath(args.dir) if args.dir else cells.store_root(os.getcwd())
+        self.root = os.path.realpath(args.dir)
         runs_dir = os.path.join(self.root, STORE_DIR, RUNS_DIR)
         if args.output:
             self.out = os.path.abspath(args.output)
