@@ -97,7 +97,8 @@ def test_a_cell_keeps_10_mb_on_its_line_and_runs_in_the_users_namespace(tmp_path
     columns = {row[1]: row for row in table(out)}
     assert columns["In [2]:2"][5] == "9.5 MiB", out  # live at the cell's end
     assert columns["In [2]:2"][6] == "keep = bytearray(10_000_000)"
-    assert columns["In [2]:3"][5] == "0 B" and columns["In [2]:3"][2] == "4.8 MiB", out
+    assert columns["In [2]:3"][5] == "0 B", out
+    assert columns["In [2]:3"][2] == "4.8 MiB", out
     # The annotated cell, with the cell's own line numbers (the magic's line is line 1).
     assert re.search(r"^\s+1  %%memlens$", out, re.MULTILINE), out
     assert re.search(
@@ -226,7 +227,8 @@ def test_object_lifetimes_sampling_line_magic_kept_and_errors(tmp_path: Path) ->
     # %memlens_kept: cell by cell, what each left alive, and which of its names still hold it.
     table = outputs[5]
     row2 = re.search(r"^\s+In \[2\]\s+(\S+ \S+)\s.*$", table, re.MULTILINE)
-    assert row2 is not None and row2.group(1) == "2.9 MiB", table
+    assert row2 is not None, table
+    assert row2.group(1) == "2.9 MiB", table
     assert re.search(r"In \[2\].*\bw\b.*\bc, d\b", table) or re.search(
         r"In \[2\].*C, w.*c, d", table
     ), table
