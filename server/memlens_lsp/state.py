@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -181,7 +182,8 @@ class MemlensServer(LanguageServer):
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
-        if uri not in self.workspace.text_documents:
+        # pygls keys documents by their unquoted URI (a notebook cell's has "%3D" in it).
+        if unquote(uri) not in self.workspace.text_documents:
             return None
         return self.workspace.get_text_document(uri)
 
