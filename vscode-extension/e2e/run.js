@@ -8,7 +8,8 @@
 // example program with `<python> -m memlens run`, opens it and checks what the user sees: the
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
 // "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
-// Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
+// Restricted Mode (runs shown, nothing runs), the message for an interpreter without memlens,
+// and a notebook whose %%memlens cell shows its hint (e2e/notebook.js).
 // Screenshots (annotated editor, comparison mode, timeline view) go to the run folder under the
 // cache; MEMLENS_E2E_SCREENSHOTS=DIR writes them to DIR instead (e.g. docs/images to update
 // the docs). The tree is never written otherwise: `git status` stays clean.
@@ -20,6 +21,7 @@ const fs = require('fs');
 const net = require('net');
 const os = require('os');
 const path = require('path');
+const { notebookSession } = require('./notebook');
 
 const EXT_DIR = path.resolve(__dirname, '..');
 const REPO = path.resolve(EXT_DIR, '..');
@@ -71,13 +73,13 @@ async function waitHttp(url, ms) {
 function expectedFigures(workspace, file) {
   const script = `
 import json, sys
-from memlens import fileformat
+from memlens.runfile import reader
 from memlens.annotate import line_label
 from memlens.store import Store
 from memlens.units import fmt_bytes
-from memlens_server.settings import Settings
-from memlens_server.views import is_call_site
-run = fileformat.read(Store(sys.argv[1]).latest())
+from memlens_lsp.settings import Settings
+from memlens_lsp.views import is_call_site
+run = reader.read(Store(sys.argv[1]).latest())
 sf = next(f for f in run.files.values() if f.path.endswith(sys.argv[2]))
 line, st = max(sf.lines.items(), key=lambda kv: (kv[1].peak_bytes, -kv[0]))
 assert not is_call_site(st, Settings())
@@ -130,9 +132,9 @@ async function main() {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
   try {
-    execFileSync(PYTHON, ['-c', 'import memlens, memlens_server'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp, IPython'], { stdio: 'ignore' });
   } catch {
-    fail(`${PYTHON} cannot import memlens and memlens_server; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
+    fail(`${PYTHON} cannot import memlens, memlens_lsp and IPython; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
   }
 
   log('packaging the extension');
@@ -170,6 +172,10 @@ async function main() {
     }
     if (!process.env.MEMLENS_E2E_SKIP_MISSING) {
       await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
+    }
+    if (!process.env.MEMLENS_E2E_SKIP_NOTEBOOK) {
+      const helpers = { PYTHON, log, openSession, quickInput, waitForHint, waitFor, screenshot, failWithScreenshot };
+      await notebookSession({ browser, runDir, workspace, userData, csArgs }, helpers);
     }
     const statusAfter = gitStatus();
     if (statusAfter !== statusBefore) {
