@@ -365,7 +365,7 @@ class Magics:
                 nodes.append(ast.copy_location(shown, last))
                 ast.fix_missing_locations(shown)
             how = "last_expr"
-        if how == "none" or not nodes:
+        if how == "none" or not nodes or _quiet(code):
             split = len(nodes)
         elif how == "all":
             split = 0
@@ -436,6 +436,13 @@ class Magics:
         result = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
         if result is not None and getattr(result, "error_in_exec", 0) is None:
             result.error_in_exec = error
+
+
+def _quiet(code: str) -> bool:
+    """Whether the code ends with ``;``, which keeps IPython from showing its last value."""
+    lines = [line.split("#", 1)[0].rstrip() for line in code.splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return last.endswith(";")
 
 
 def _hold_interrupts() -> Any:
