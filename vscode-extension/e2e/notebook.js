@@ -69,11 +69,7 @@ async function notebookSession(ctx, h) {
   h.log(`notebook: expect "${want.label}" on the keeping line of ${want.file}`);
   const { page, close } = await h.openSession(ctx, true);
   try {
-    await h.quickInput(page, 'Control+P');
-    await page.keyboard.type('analysis.ipynb');
-    await page.waitForTimeout(1000);
-    await page.keyboard.press('Enter');
-    await page.waitForSelector('.notebook-editor .monaco-editor .view-lines', { timeout: 60_000 });
+    await h.openFile(page, 'analysis.ipynb', '.notebook-editor .monaco-editor .view-lines');
     const line = await h.waitForHint(page, 'keep = bytearray(10_000_000)', want.label);
     h.log(`notebook: inlay hint ok: ${JSON.stringify(line)}`);
     // The cell's lens: its totals.

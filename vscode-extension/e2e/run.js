@@ -174,7 +174,7 @@ async function main() {
       await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
     }
     if (!process.env.MEMLENS_E2E_SKIP_NOTEBOOK) {
-      const helpers = { PYTHON, log, openSession, quickInput, waitForHint, waitFor, screenshot, failWithScreenshot };
+      const helpers = { PYTHON, log, openSession, openFile, waitForHint, waitFor, screenshot, failWithScreenshot };
       await notebookSession({ browser, runDir, workspace, userData, csArgs }, helpers);
     }
     const statusAfter = gitStatus();
@@ -250,11 +250,7 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
     log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
-    await quickInput(page, 'Control+P');
-    await page.keyboard.type('leaky_cache.py');
-    await page.waitForTimeout(1000);
-    await page.keyboard.press('Enter');
-    await page.waitForSelector('.monaco-editor .view-lines');
+    await openFile(page, 'leaky_cache.py', '.monaco-editor .view-lines');
     // More room for the hints in the screenshot: close the side bar.
     await page.keyboard.press('Control+B');
   } catch (err) {
@@ -346,6 +342,27 @@ async function waitForHint(page, source, label) {
 }
 
 const statusText = async (page) => norm(await page.locator('.statusbar').innerText());
+
+/** Opens `name` with Quick Open (Ctrl+P) once its row is listed, until `selector` shows (a
+ * loaded machine can take the Enter before the list is filled). */
+async function openFile(page, name, selector) {
+  for (let attempt = 0; ; attempt++) {
+    await quickInput(page, 'Control+P');
+    await page.locator('.quick-input-widget input').first().fill(name);
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ state: 'visible' });
+    await page.waitForTimeout(500);
+    await page.keyboard.press('Enter');
+    try {
+      await page.waitForSelector(selector, { timeout: 30_000 });
+      return;
+    } catch (err) {
+      if (attempt >= 2) {
+        throw err;
+      }
+      await page.keyboard.press('Escape');
+    }
+  }
+}
 
 /** Opens the quick input with `key`, retrying while the workbench is still starting up. */
 async function quickInput(page, key) {

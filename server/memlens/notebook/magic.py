@@ -275,26 +275,39 @@ class Magics:
                 ending.exit_code, ending.complete = None, False
             else:
                 ending.exit_code = 1
-            held = _hold_interrupts()
-            try:
-                run = self._stop(ending, command)
-            finally:
-                interrupted = _release(held)
+            run, interrupted = self._save(ending, command, options, text, label, before)
             # The cell's frames (not this one), as IPython shows a failing cell's.
             tb = exc.__traceback__
             shell.showtraceback((type(exc), exc, tb.tb_next if tb else None), tb_offset=0)
             self._fail(exc)
             del exc
-            self._finish(run, options, text, label, before, interrupted)
+            self._report(run, options, label, interrupted)
             return
-        held = _hold_interrupts()
-        try:
-            run = self._stop(ending, command)
-        finally:
-            interrupted = _release(held)
-        self._finish(run, options, text, label, before, interrupted)
+        run, interrupted = self._save(ending, command, options, text, label, before)
+        self._report(run, options, label, interrupted)
         if error is not None:
             raise error
+
+    def _save(
+        self,
+        ending: Ending,
+        command: tuple[str, ...],
+        options: Options,
+        text: cells.CellText,
+        label: str,
+        before: dict[str, int],
+    ) -> tuple[Run | None, bool]:
+        """Stop the tracer, write the run: with Ctrl-C (Jupyter's interrupt) held meanwhile,
+        as half a run is no run. The run written (None: none) and whether Ctrl-C came."""
+        held = _hold_interrupts()
+        saved: Run | None = None
+        try:
+            run = self._stop(ending, command)
+            if run is not None:
+                saved = self._write(run, options, text, label, before)
+        finally:
+            interrupted = _release(held)
+        return saved, interrupted
 
     def _stop(self, ending: Ending, command: tuple[str, ...]) -> Run | None:
         try:
@@ -308,17 +321,16 @@ class Magics:
             if tracer.is_tracing():  # an error building the run: nothing stays installed
                 tracer.abandon()
 
-    def _finish(
+    def _write(
         self,
-        run: Run | None,
+        run: Run,
         options: Options,
         text: cells.CellText,
         label: str,
         before: dict[str, int],
-        interrupted: bool,
-    ) -> None:
-        if run is None:
-            return
+    ) -> Run | None:
+        """The cell's run, written (and made ``latest`` in a store); None when it could not
+        be written."""
         notebook, cell_id = self._where()
         cell = NotebookCell(
             file=label,
@@ -328,24 +340,28 @@ class Magics:
             sha256=text_digest(text.text),
         )
         run = replace(run, info=replace(run.info, cell=cell))
-        names = cells.bound(before, self.shell.user_ns)
-        sys.stdout.flush()
         try:
             writer.write(run, options.out)
         except OSError as exc:
             print(f"memlens: cannot write {options.out}: {exc.strerror or exc}", file=sys.stderr)
-            return
+            return None
         if options.in_store:
             problem = point_latest_at(options.out)
             if problem is not None:
                 print(f"memlens: {problem}", file=sys.stderr)
         run_id = os.path.splitext(os.path.basename(options.out))[0]
+        names = cells.bound(before, self.shell.user_ns)
         self.profiled.append(cells.profiled(run, label, names, run_id))
-        print(f"memlens: run written to {display_path(options.out)}")
-        if options.report:
-            render(run, sys.stdout, by=options.by, top=options.top, file=label)
-        sys.stdout.flush()
-        if interrupted:
+        return run
+
+    def _report(self, run: Run | None, options: Options, label: str, interrupted: bool) -> None:
+        if run is not None:
+            sys.stdout.flush()
+            print(f"memlens: run written to {display_path(options.out)}")
+            if options.report:
+                render(run, sys.stdout, by=options.by, top=options.top, file=label)
+            sys.stdout.flush()
+        if interrupted:  # Ctrl-C while the run was written: the cell stops here
             raise KeyboardInterrupt
 
     def _compile(self, code: str, filename: str) -> list[Any]:
