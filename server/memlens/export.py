@@ -71,6 +71,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
             }
             for p in info.processes
         ],
+        "cell": info.cell.as_dict() if info.cell is not None else None,
     }
 
 

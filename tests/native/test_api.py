@@ -12,7 +12,7 @@ from memlens.tracing import tracer
 
 #: tracer.start's parameters that memlens run (or attach) alone uses (its launcher, the command
 #: it ran, pointing the store's `latest` at each checkpoint, a process that was running before).
-INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached"}
+INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached", "sources"}
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])

@@ -8,7 +8,8 @@
 // example program with `<python> -m memlens run`, opens it and checks what the user sees: the
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
 // "memlens: Run Current File", sets a baseline, compares, toggles the hints, and finally checks
-// Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
+// Restricted Mode (runs shown, nothing runs), the message for an interpreter without memlens,
+// and a notebook whose %%memlens cell shows its hint (e2e/notebook.js).
 // Screenshots (annotated editor, comparison mode, timeline view) go to the run folder under the
 // cache; MEMLENS_E2E_SCREENSHOTS=DIR writes them to DIR instead (e.g. docs/images to update
 // the docs). The tree is never written otherwise: `git status` stays clean.
@@ -20,6 +21,7 @@ const fs = require('fs');
 const net = require('net');
 const os = require('os');
 const path = require('path');
+const { notebookSession } = require('./notebook');
 
 const EXT_DIR = path.resolve(__dirname, '..');
 const REPO = path.resolve(EXT_DIR, '..');
@@ -136,9 +138,9 @@ async function main() {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
   try {
-    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp, pytest'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp, pytest, IPython'], { stdio: 'ignore' });
   } catch {
-    fail(`${PYTHON} cannot import memlens, memlens_lsp and pytest; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
+    fail(`${PYTHON} cannot import memlens, memlens_lsp, pytest and IPython; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
   }
 
   log('packaging the extension');
@@ -177,6 +179,10 @@ async function main() {
     }
     if (!process.env.MEMLENS_E2E_SKIP_MISSING) {
       await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
+    }
+    if (!process.env.MEMLENS_E2E_SKIP_NOTEBOOK) {
+      const helpers = { PYTHON, log, openSession, openFile, waitForHint, waitFor, screenshot, failWithScreenshot };
+      await notebookSession({ browser, runDir, workspace, userData, csArgs }, helpers);
     }
     const statusAfter = gitStatus();
     if (statusAfter !== statusBefore) {
@@ -251,7 +257,7 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
     log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
-    await openFile(page, 'leaky_cache.py');
+    await openFile(page, 'leaky_cache.py', '.monaco-editor .view-lines');
     // More room for the hints in the screenshot: close the side bar.
     await page.keyboard.press('Control+B');
   } catch (err) {
@@ -455,8 +461,9 @@ def test_serves_a_profile():
     _cache.clear()
 `;
 
-/** Opens a file of the workspace with Ctrl+P (again, while the workbench is slow to take it). */
-async function openFile(page, name) {
+/** Opens a file of the workspace with Ctrl+P (again, while the workbench is slow to take it),
+ * until `selector` shows (default: a text editor's lines). */
+async function openFile(page, name, selector = '.monaco-editor .view-lines') {
   const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
   for (let attempt = 0; attempt < 5; attempt++) {
     const editor = page.locator('.monaco-editor .view-lines').first();
@@ -472,7 +479,7 @@ async function openFile(page, name) {
       await page.waitForTimeout(500);
       await input.press('Enter');
       await tab.waitFor({ state: 'visible', timeout: 20_000 });
-      await page.waitForSelector('.monaco-editor .view-lines');
+      await page.waitForSelector(selector);
       await page.waitForTimeout(1000);
       return;
     } catch {

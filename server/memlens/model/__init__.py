@@ -61,6 +61,7 @@ __all__ = [
     "Figure",
     "FunctionStats",
     "LineStats",
+    "NotebookCell",
     "ProcessInfo",
     "Run",
     "RunInfo",
@@ -371,6 +372,35 @@ class ProcessInfo(Value):
         _set(self, "peak_traced_bytes", peak_traced_bytes)
 
 
+class NotebookCell(Value):
+    """The notebook cell a run profiled (``%%memlens`` or ``%memlens`` in IPython or Jupyter).
+
+    ``file`` is the cell's key in :attr:`Run.files` (``In [5]``; its recorded text is the
+    cell's, magic line included, so that line numbers are the cell's own); ``execution_count``
+    its number; ``notebook`` the notebook's absolute path ("" when the kernel does not know
+    it, e.g. in a terminal); ``cell_id`` the front end's id for the cell (VS Code: the cell
+    document's URI; JupyterLab: the nbformat cell id; "" when none was sent); ``sha256`` the
+    digest of the recorded cell text (:func:`memlens.source.text_digest`), so that an editor
+    finds a cell's runs from their headers alone.
+    """
+
+    __slots__ = ("cell_id", "execution_count", "file", "notebook", "sha256")
+    file: str
+    execution_count: int
+    notebook: str
+    cell_id: str
+    sha256: str
+
+    def __init__(
+        self, file: str, execution_count: int, notebook: str, cell_id: str, sha256: str
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "execution_count", execution_count)
+        _set(self, "notebook", notebook)
+        _set(self, "cell_id", cell_id)
+        _set(self, "sha256", sha256)
+
+
 class RunInfo(Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -387,10 +417,12 @@ class RunInfo(Value):
     killed before its end), never compared as a final run.
     ``attached`` is true for a run of a process that was already running (``memlens
     attach``): what it allocated before is not in the figures, and "live" means live at detach.
+    ``cell`` is the notebook cell the run profiled (None for a program).
     """
 
     __slots__ = (
         "attached",
+        "cell",
         "checkpoint",
         "command",
         "complete",
@@ -437,6 +469,7 @@ class RunInfo(Value):
     processes: tuple[ProcessInfo, ...]
     checkpoint: bool
     attached: bool
+    cell: NotebookCell | None
 
     def __init__(
         self,
@@ -463,6 +496,7 @@ class RunInfo(Value):
         processes: tuple[ProcessInfo, ...] = (),
         checkpoint: bool = False,
         attached: bool = False,
+        cell: NotebookCell | None = None,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -487,6 +521,7 @@ class RunInfo(Value):
         _set(self, "processes", processes)
         _set(self, "checkpoint", checkpoint)
         _set(self, "attached", attached)
+        _set(self, "cell", cell)
 
 
 class Run(Value):

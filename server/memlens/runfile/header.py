@@ -9,7 +9,14 @@ import math
 
 from memlens.errors import RunFileError
 from memlens.layout import printable
-from memlens.model import TEST_FIGURES, ProcessInfo, RunInfo, TestFailure, TestStats
+from memlens.model import (
+    TEST_FIGURES,
+    NotebookCell,
+    ProcessInfo,
+    RunInfo,
+    TestFailure,
+    TestStats,
+)
 from memlens.runfile.jsontext import plain
 from memlens.runfile.schema import MAX_NAME_CHARS
 
@@ -60,6 +67,7 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "processes": (list,),
     "checkpoint": (bool,),
     "attached": (bool,),
+    "cell": (dict,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -96,6 +104,10 @@ def header_json(info: RunInfo) -> str:
         del fields["checkpoint"]  # final runs: the header is as before
     if not fields["attached"]:
         del fields["attached"]  # a run that started with its program: the header is as before
+    if fields["cell"] is not None:
+        fields["cell"] = fields["cell"].as_dict()
+    else:
+        del fields["cell"]  # a program's run: the header is as before
     return plain(fields)
 
 
@@ -123,7 +135,36 @@ def parse_header(raw: object, name: str) -> RunInfo:
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
     if "tests" in raw:
         raw["tests"] = read_tests(raw["tests"], name)
+    if "cell" in raw:
+        raw["cell"] = read_cell(raw["cell"], name)
     return RunInfo(**raw)
+
+
+#: The keys of the header's ``cell`` (a notebook cell's run), with their JSON types.
+CELL_TYPES: dict[str, tuple[type, ...]] = {
+    "file": (str,),
+    "execution_count": (int,),
+    "notebook": (str,),
+    "cell_id": (str,),
+    "sha256": (str,),
+}
+
+
+def read_cell(value: dict[str, object], name: str) -> NotebookCell:
+    """The header's ``cell`` (untrusted): every key of :data:`CELL_TYPES`, of its type,
+    bounded (unknown keys are ignored), else RunFileError."""
+    values = {k: value.get(k) for k in CELL_TYPES}
+    for key, types in CELL_TYPES.items():
+        found = values[key]
+        if not is_a(found, types):
+            raise RunFileError(name, f"bad run header: cell: {key} is {type(found).__name__}")
+        if isinstance(found, str) and len(found) > MAX_NAME_CHARS:
+            raise RunFileError(name, f"bad run header: cell: {key} is too long")
+    count = values["execution_count"]
+    assert isinstance(count, int)
+    if not 0 <= count < 2**63:
+        raise RunFileError(name, "bad run header: cell: execution_count is out of range")
+    return NotebookCell(**values)  # type: ignore[arg-type]
 
 
 # -- per-test figures (the header's ``tests``: pytest --memlens) --------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from memlens_lsp import convert, views
+from memlens_lsp import convert, notebooks, views
 from memlens_lsp.features import pytest_results
 from memlens_lsp.staleness import buffer_lines
 from memlens_lsp.state import MemlensServer, Method, guarded
@@ -35,6 +35,9 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
         quiet = views.peak_elsewhere_lens(ctx.view, ls.settings)
         if quiet is not None:
             items.append(quiet)
+        cell = notebooks.cell_lens(ctx.view)  # a profiled notebook cell: its totals
+        if cell is not None:
+            items.append(views.LensItem(0, cell))
     else:
         doc = ls.document(uri)
         if doc is None:
