@@ -66,7 +66,8 @@ MEMLENS = "import sys\nfrom memlens.cli import main\nsys.exit(main())\n"
 
 CHECK = """
 import atexit, sys
-heavy = {heavy!r}
+# (what the interpreter loaded before memlens is not memlens's: Debian's 3.15 loads re in site)
+heavy = [m for m in {heavy!r} if m not in sys.modules]
 atexit.register(lambda: print("LOADED", *[m for m in heavy if m in sys.modules], file=sys.stderr))
 from memlens.cli import main
 raise SystemExit(main({argv!r}))
