@@ -33,6 +33,14 @@
 #error "memlens supports CPython 3.10 to 3.15; its frame reader has not been checked on newer versions"
 #endif
 
+// CPython's internal headers are not written for -Wextra (3.14's have unused parameters, for
+// one): their warnings are theirs, not ours, and must not fail a -Werror build (CI's).
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #if PY_VERSION_HEX >= 0x030E0000
@@ -46,6 +54,9 @@
 #endif
 #else
 #include <frameobject.h>
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
 #endif
 
 #include <cstdint>

@@ -56,6 +56,27 @@ bool g_arena_installed = false;
 // ---------------------------------------------------------------------------------------
 // Recording. `gil`: the event is made with the GIL held.
 
+// An event made without the GIL, counted in g_nogil_events while it lives: it goes on only if
+// the run is still active once counted (stop() clears g_active, then waits for the count to
+// fall to 0: either it sees this event, or this event sees the run stopped). GIL events need
+// no count: stop() holds the GIL.
+struct NogilEvent {
+    bool counted;
+    explicit NogilEvent(bool gil) : counted(!gil) {
+        if (counted) {
+            g_nogil_events.fetch_add(1, std::memory_order_seq_cst);
+        }
+    }
+    bool live() const { return !counted || g_active.load(std::memory_order_seq_cst); }
+    ~NogilEvent() {
+        if (counted) {
+            g_nogil_events.fetch_sub(1, std::memory_order_release);
+        }
+    }
+    NogilEvent(const NogilEvent&) = delete;
+    NogilEvent& operator=(const NogilEvent&) = delete;
+};
+
 // Adds or removes figures of a block (w.count allocations of w.bytes in all) at `node`.
 // GIL events in exact mode need no lock; the others hold g_table_lock.
 inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
@@ -136,6 +157,10 @@ inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
 
 // Records a block just allocated (or the new block of a realloc).
 void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
+    NogilEvent event(gil);
+    if (!event.live()) {
+        return;
+    }
     sampling::thread_refresh(t);
     uint32_t node = node_for(t, gil, kind);
     if (node == stack::kNotTheProgram) {
@@ -169,6 +194,10 @@ struct Forgotten {
 // Forgets a block about to be freed (or reallocated), if it is tracked. `mapped`: the block
 // may be in the pymalloc block map (a MEM/OBJ block).
 Forgotten forget(uintptr_t p, bool gil, bool mapped) {
+    NogilEvent event(gil);
+    if (!event.live()) {
+        return {};
+    }
     if (mapped && g_map) {
         uint32_t node = 0;
         size_t size = 0;
@@ -198,6 +227,10 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
 
 // A realloc failed: the old block (forgotten before the call) is still alive.
 __attribute__((noinline)) void restore(uintptr_t p, const Forgotten& old, bool gil) {
+    NogilEvent event(gil);
+    if (!event.live()) {
+        return;
+    }
     sampling::Weight w = sampling::weight(old.size);
     if (old.in_map && blocks::page_put(p, old.size, old.node)) {
         count_restore(old.node, w, gil);
@@ -568,10 +601,27 @@ NumpyAllocator g_np_original;
 NumpyHandler g_np_handler;  // when the current handler is not numpy's default: a handler of ours
 NumpyHandler* g_np_patched = nullptr;
 
-// numpy's handler stays patched for the life of the process (arrays keep the handler that
-// allocated them): the mode is read per call. Outside a run the sampling paths only count
-// down; their slow paths check g_active. ctx is not relied on: a thread may read the patched
-// functions with the context numpy had.
+// numpy's default handler gets its own functions back (see above); ours, chained to a handler
+// of the program's, stays.
+void unpatch_numpy() {
+    NumpyHandler* h = g_np_patched;
+    if (h == nullptr || h == &g_np_handler) {
+        return;
+    }
+    __atomic_store_n(&h->allocator.malloc, g_np_original.malloc, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->allocator.calloc, g_np_original.calloc, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->allocator.realloc, g_np_original.realloc, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->allocator.free, g_np_original.free, __ATOMIC_RELEASE);
+    g_np_patched = nullptr;
+}
+
+// Arrays keep the handler that allocated them: numpy's default handler, patched in place, gets
+// its own functions back when the run stops (a block allocated by either is freed by the same
+// allocator, and a thread that read our function before that passes through); our own
+// handler, chained when the program had set one, stays for the life of the process. The mode
+// is read per call. Outside a run the sampling paths only count down; their slow paths check
+// g_active. ctx is not relied on: a thread may read the patched functions with the context
+// numpy had.
 void* np_malloc(void*, size_t size) {
     auto call = [&] { return g_np_original.malloc(g_np_original.ctx, size); };
     if (g_sampling) {
@@ -756,7 +806,8 @@ void track_mapping(void* p, size_t len) {
     ThreadState& t = t_state;
     t.in_hook = true;  // the map's own allocations are ours
     bool gil = PyGILState_Check();
-    uint32_t node = node_for(t, gil, Block::Native);
+    NogilEvent event(gil);
+    uint32_t node = event.live() ? node_for(t, gil, Block::Native) : stack::kNotTheProgram;
     if (node != stack::kNotTheProgram) {
         Guard g(g_table_lock);
         if (g_mappings) {
@@ -776,7 +827,8 @@ void untrack_range(uintptr_t p, size_t len) {
     t.in_hook = true;
     bool gil = PyGILState_Check();
     uintptr_t end = p + len;
-    {
+    NogilEvent event(gil);
+    if (event.live()) {
         Guard g(g_table_lock);
         if (g_mappings && !g_mappings->empty()) {
             auto it = g_mappings->upper_bound(p);
@@ -957,6 +1009,7 @@ void uninstall() {
         // Otherwise another hook sits on top of ours and calls into it: ours stays installed
         // as a pass-through (g_active is false) for the life of the process.
     }
+    unpatch_numpy();
     if (g_arena_installed) {
         PyObjectArenaAllocator current;
         PyObject_GetArenaAllocator(&current);
@@ -967,6 +1020,10 @@ void uninstall() {
         // Otherwise ours stays below the other one; arena_freed() on an empty map is harmless.
     }
 }
+
+bool arena_hook_installed() { return g_arena_installed; }
+
+bool numpy_hooked() { return g_np_patched != nullptr; }
 
 bool installed() {
     for (const Domain& d : g_domains) {

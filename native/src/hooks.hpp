@@ -13,10 +13,16 @@ namespace memlens::hooks {
 // Requires the GIL; g_opts is set.
 void install();
 // Restores the allocators found at start where ours are still the current ones (otherwise
-// ours stay installed below the other hook, as pass-throughs). Requires the GIL.
+// ours stay installed below the other hook, as pass-throughs), and numpy's default handler's
+// own functions. Requires the GIL.
 void uninstall();
 // True when any domain's current allocator is one of our hooks.
 bool installed();
+// True while pymalloc's arena allocator is ours (a run, or below another tool's hook).
+bool arena_hook_installed();
+// True while numpy's data-memory handler routes through ours: during a run, or for good when
+// the program had set a handler of its own (arrays keep the handler they were made with).
+bool numpy_hooked();
 // True when a domain still has our hooks from an earlier run below another hook.
 bool left_below();
 // See tracer.hpp.

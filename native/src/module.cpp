@@ -2,6 +2,7 @@
 // data into Python objects (typed arrays for per-node columns).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <string>
@@ -195,6 +196,8 @@ NB_MODULE(_tracer, m) {
         "Begin a moment now (seconds since start), or None when not tracing.");
     m.def("is_active", &memlens::is_active);
     m.def("hooks_installed", &memlens::hooks_installed);
+    m.def("leftovers", &memlens::leftovers,
+          "What of the tracer is still installed in this process (empty after a clean stop).");
     m.def("is_forked_child", &memlens::is_forked_child);
     m.def("hook_kind", &memlens::hook_kind, "Which hooks the current or last run installed.");
     m.def("watches_exits", &memlens::watches_exits,

@@ -22,13 +22,29 @@ struct Level {
     uintptr_t pos;
     uint32_t code_id;
     uint32_t node;
-    uint64_t since;  // the thread's walk count when this level's frame appeared
+    uint64_t since;    // the thread's walk count when this level's frame appeared
+    bool transparent;  // codes::transparent(code_id), kept here for the fast path
 };
 
 }  // namespace
 }  // namespace memlens::stack
 
 namespace memlens {
+
+// The nodes of the places the innermost frame allocated from lately: (instruction position,
+// code id, parent node) -> node, direct-mapped. A function that allocates at a few places in a
+// loop finds each place's node here instead of in the call tree's index.
+struct LeafCache {
+    static constexpr int kSize = 16;
+    struct Entry {
+        uintptr_t pos;
+        uint32_t code_id;
+        uint32_t parent;
+        uint32_t node;
+    };
+    Entry entries[kSize];
+    static int slot(uintptr_t pos) { return int((pos >> 1) ^ (pos >> 5)) & (kSize - 1); }
+};
 
 struct ThreadStack {
     stack::Level* levels;
@@ -40,6 +56,7 @@ struct ThreadStack {
     compat::Frame** scratch;
     int scratch_cap;
     uint64_t walks;
+    LeafCache leaf_cache;  // valid for this generation and death count (cleared with them)
 };
 
 namespace stack {
@@ -361,31 +378,11 @@ void stop_monitoring() {
 
 bool monitoring() { return g_monitoring; }
 
-uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
-    ThreadStack* s = t.stack;
-    if (!s && !(s = new_stack(t))) {
-        return kRootNode;
-    }
-    if (s->generation != g_generation) {
-        s->generation = g_generation;
-        s->len = s->trusted = 0;
-        s->walks = 0;
-    }
-    uint64_t deaths = __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE);
-    if (s->deaths != deaths) {
-        // A code object died: cached levels above the trusted ones may name its address.
-        s->deaths = deaths;
-        s->len = s->trusted;
-    }
-    // With the GIL, the current thread state is the caller's. Without it (a thread that
-    // released the GIL and runs C code), the interpreter's current state is another thread's:
-    // the caller's own is found through its thread-specific key (none for threads that never
-    // ran Python, such as a C library's worker threads: their allocations go to the root).
-    PyThreadState* ts = gil ? compat::unchecked_tstate() : PyGILState_GetThisThreadState();
-    if (!ts) {
-        return kRootNode;
-    }
-    ++s->walks;
+namespace {
+
+// The node of the current stack by reading the frames above the trusted levels (all of them
+// on 3.10 and 3.11), re-interning the levels that changed.
+__attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool gil, bool may_allocate) {
     const bool watching = compat::kMonitoring && g_monitoring && gil;
     int base = watching ? s->trusted : 0;
     Frame* stop = base ? s->levels[base - 1].frame : nullptr;
@@ -431,7 +428,7 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
         // greenlets do) or it moved on (an exit we were not told of, e.g. an exception that C
         // code caught): read the whole stack.
         s->trusted = 0;
-        return leaf_node(t, gil, may_allocate);
+        return walk(s, ts, gil, may_allocate);
     }
     int depth = base + n;
     if (gil) {
@@ -473,7 +470,8 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
             }
             int off = compat::frame_offset(fr, co);
             // A transparent frame (see codes::kTransparent) shares its caller's node.
-            uint32_t node = codes::transparent(code) ? parent : calltree::intern(parent, code, off < 0 ? 0 : off);
+            lv.transparent = codes::transparent(code);
+            uint32_t node = lv.transparent ? parent : calltree::intern(parent, code, off < 0 ? 0 : off);
             if (i >= len || lv.frame != fr || lv.code != co) {
                 lv.since = s->walks;
             }
@@ -493,6 +491,73 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
         update_trust(s, base, depth);
     }
     return depth ? s->levels[depth - 1].node : kRootNode;
+}
+
+}  // namespace
+
+uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
+    ThreadStack* s = t.stack;
+    if (!s && !(s = new_stack(t))) {
+        return kRootNode;
+    }
+    if (s->generation != g_generation) {
+        s->generation = g_generation;
+        s->len = s->trusted = 0;
+        s->walks = 0;
+        std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
+    }
+    uint64_t deaths = __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE);
+    if (s->deaths != deaths) {
+        // A code object died: cached levels above the trusted ones may name its address, and
+        // so may cached positions.
+        s->deaths = deaths;
+        s->len = s->trusted;
+        std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
+    }
+    // With the GIL, the current thread state is the caller's. Without it (a thread that
+    // released the GIL and runs C code), the interpreter's current state is another thread's:
+    // the caller's own is found through its thread-specific key (none for threads that never
+    // ran Python, such as a C library's worker threads: their allocations go to the root).
+    PyThreadState* ts = gil ? compat::unchecked_tstate() : PyGILState_GetThisThreadState();
+    if (!ts) {
+        return kRootNode;
+    }
+    ++s->walks;
+    if (compat::kMonitoring && g_monitoring && gil && s->len > 0 && s->trusted == s->len - 1) {
+        // Every level but the innermost is trusted: when the innermost frame is the cached
+        // one, with its code and its caller, only its position can have moved. Its node for
+        // that position is found in the thread's leaf cache, without reading other frames.
+        Level& leaf = s->levels[s->len - 1];
+        Frame* f = compat::current_frame(ts);
+        if (f == leaf.frame && compat::frame_code(f) == leaf.code && !compat::frame_incomplete(f) &&
+            (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame)) {
+            uintptr_t pos = compat::frame_pos(f);
+            if (pos == leaf.pos) {
+                return leaf.node;
+            }
+            if (compat::frame_at_resume(f)) {
+                return kNotTheProgram;  // (see walk)
+            }
+            uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
+            uint32_t node = parent;
+            if (!leaf.transparent) {
+                LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
+                if (e.pos == pos && e.code_id == leaf.code_id && e.parent == parent && e.node) {
+                    node = e.node;
+                } else {
+                    int off = compat::frame_offset(f, leaf.code);
+                    node = calltree::intern(parent, leaf.code_id, off < 0 ? 0 : off);
+                    if (node != kRootNode) {
+                        e = LeafCache::Entry{pos, leaf.code_id, parent, node};
+                    }
+                }
+            }
+            leaf.pos = pos;
+            leaf.node = node;
+            return node;
+        }
+    }
+    return walk(s, ts, gil, may_allocate);
 }
 
 void free_thread(ThreadState& t) {

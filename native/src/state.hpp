@@ -49,6 +49,11 @@ inline SpinLock g_table_lock;   // the address table, the no-GIL figures and tot
 inline SpinLock g_intern_lock;  // adding call-tree nodes and code records
 
 inline std::atomic<bool> g_active{false};
+// Events made without the GIL (RAW allocations of threads that released it, the C allocator's
+// calls from other libraries) that are between their check of g_active and their last touch of
+// the tables: stop() waits for them, so that the tables a run kept can be freed while the
+// program's threads go on (memlens attach detaches from a program that keeps running).
+inline std::atomic<int> g_nogil_events{0};
 inline Options g_opts;
 inline bool g_sampling = false;
 inline uint64_t g_generation = 0;  // bumps at each start and reset: invalidates thread state

@@ -3,6 +3,7 @@
 
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -91,6 +92,14 @@ bool start_timeline(double interval_ms) {
     return ok;
 }
 
+// Events made without the GIL that saw the run active finish before stop() goes on (see
+// g_nogil_events): after stop(), nothing touches the run's tables but snapshot() and reset().
+void wait_for_nogil_events() {
+    while (g_nogil_events.load(std::memory_order_seq_cst) != 0) {
+        sched_yield();
+    }
+}
+
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count(); }
 
 }  // namespace
@@ -157,6 +166,7 @@ void stop() {
         return;
     }
     g_active.store(false);
+    wait_for_nogil_events();
     g_duration = elapsed();
     if (g_native_installed) {
         native::uninstall();
@@ -230,6 +240,30 @@ bool watches_exits() { return g_watching; }
 bool traces_native() { return g_native_installed; }
 const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }
+
+std::vector<std::string> leftovers() {
+    std::vector<std::string> out;
+    if (g_active.load()) {
+        out.emplace_back("the tracer (still tracing)");
+        return out;
+    }
+    if (hooks::installed()) {
+        out.emplace_back("allocator hooks (below another tool's hook, as pass-throughs)");
+    }
+    if (hooks::arena_hook_installed()) {
+        out.emplace_back("the pymalloc arena hook (below another tool's hook)");
+    }
+    if (hooks::numpy_hooked()) {
+        out.emplace_back("numpy's memory handler (the program set a handler of its own)");
+    }
+    if (native::installed()) {
+        out.emplace_back("the C allocator interposition");
+    }
+    if (stack::monitoring()) {
+        out.emplace_back("the sys.monitoring tool");
+    }
+    return out;
+}
 
 void snapshot(SnapshotData& out) {
     PauseScope pause;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memlens {
 
@@ -62,6 +63,11 @@ std::string numpy_attach(void* api_capsule);
 // test's start and end so. Returns when (seconds since start), or -1 when not tracing.
 // Requires the GIL.
 double mark_moment();
+// What of the tracer is still installed in the process once stopped (none after a clean stop(); memlens
+// attach reports anything else): allocator or arena hooks left below another tool's hook,
+// numpy's handler when the program set one of its own, the C allocator interposition, the
+// sys.monitoring tool. While tracing: the tracer itself. Requires the GIL.
+std::vector<std::string> leftovers();
 // Copies the recorded figures. Requires the GIL. Safe while tracing (the calling thread's
 // own allocations are not tracked meanwhile).
 void snapshot(SnapshotData& out);

@@ -11,6 +11,8 @@ Public API::
     memlens.start(include=["myproj/*"])
     work()
     run = memlens.stop()
+
+In IPython and Jupyter, ``%load_ext memlens`` adds ``%%memlens`` (docs/notebooks.md).
 """
 
 from __future__ import annotations
@@ -97,3 +99,18 @@ def stop(
     from memlens.tracing import tracer
 
     return tracer.stop(command=command, exit_code=exit_code, complete=complete)
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext memlens``: the ``%%memlens`` cell magic, the ``%memlens`` line magic and
+    ``%memlens_kept`` (docs/notebooks.md)."""
+    from memlens.notebook import magic
+
+    magic.load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    """``%unload_ext memlens``: the magics are removed."""
+    from memlens.notebook import magic
+
+    magic.unload(ipython)

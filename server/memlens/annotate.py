@@ -37,6 +37,78 @@ def relative_error(stats: LineStats, figure: str) -> float | None:
     return err / value if err > 0 else None
 
 
+#: VS Code's default ``editor.inlayHints.maximumLength``: an inlay hint longer than this is cut
+#: (``−21.3 MiB vs bas…``). Every label the editor shows as a hint fits in it (:func:`fit`).
+HINT_WIDTH = 43
+
+
+def fit(*parts: Sequence[str], width: int | None = HINT_WIDTH) -> str:
+    """The one label-width rule: ``parts`` joined, each given as its forms from the longest to
+    the shortest (a form carries its own separator; ``""`` leaves the part out).
+
+    Every part starts at its longest form; while the label is longer than ``width``, the last
+    part that has a shorter form takes it (so the first parts, the figure, stay whole the
+    longest). ``width`` None: no limit (the terminal). A label still too long is cut with
+    ``…``, which no combination of figures memlens makes reaches (tests/unit/test_labels.py).
+    Labels with more parts (a branch's new figure) add a part here, and fit the same way.
+    """
+    chosen = [0] * len(parts)
+
+    def text() -> str:
+        return "".join(forms[i] for forms, i in zip(parts, chosen, strict=True) if forms)
+
+    label = text()
+    if width is None:
+        return label
+    while len(label) > width:
+        shorter = next(
+            (i for i in reversed(range(len(parts))) if chosen[i] < len(parts[i]) - 1), None
+        )
+        if shorter is None:
+            return label[: width - 1] + "\u2026"
+        chosen[shorter] += 1
+        label = text()
+    return label
+
+
+class Noise:
+    """What counts as a change against the baseline, and not as noise: a change of at least
+    ``min_bytes``, at least ``min_ratio`` of the line's figure (the larger of the two runs')
+    and at least ``min_share`` of the run's peak. Imports and interpreter caches move by a few
+    bytes from run to run; those changes read as unchanged and are not coloured."""
+
+    __slots__ = ("min_bytes", "min_ratio", "min_share")
+
+    def __init__(self, min_bytes: int = 4096, min_ratio: float = 0.01, min_share: float = 0.0001):
+        self.min_bytes = min_bytes
+        self.min_ratio = min_ratio
+        self.min_share = min_share
+
+    def real(self, value: int, old: int, run_peak: int = 0) -> bool:
+        """Whether ``old`` -> ``value`` is a real change (any change with all thresholds 0)."""
+        size = abs(value - old)
+        return (
+            size > 0
+            and size >= self.min_bytes
+            and size >= self.min_ratio * max(abs(value), abs(old))
+            and size >= self.min_share * run_peak
+        )
+
+
+#: The default thresholds (the editor's ``memlens.compare.*`` settings).
+NOISE = Noise()
+
+
+def change_kind(value: int, old: int | None, noise: Noise = NOISE, run_peak: int = 0) -> str:
+    """``new`` (no figure in the baseline), ``same`` (equal, or a change within the noise),
+    ``more`` or ``less``."""
+    if old is None:
+        return "new"
+    if not noise.real(value, old, run_peak):
+        return "same"
+    return "more" if value > old else "less"
+
+
 def line_label(
     stats: LineStats,
     figure: str = "peak",
@@ -45,6 +117,10 @@ def line_label(
     compare: bool = False,
     calls: bool = False,
     compact: bool = False,
+    edited: bool = False,
+    noise: Noise | None = None,
+    run_peak: int = 0,
+    width: int | None = None,
     words: str | None = None,
 ) -> str:
     """A short label such as ``48.2 MiB at peak · 1.2k allocs``.
@@ -52,9 +128,13 @@ def line_label(
     ``calls`` labels the figure a call site holds through its callees (the inclusive
     counterpart of ``figure``): ``136.0 MiB at peak in calls``. With ``compare`` the change
     against the baseline follows: ``48.2 MiB at peak, −12.0 MiB vs baseline (−20%)``, ``…, same
-    as baseline``, ``…, new since baseline`` (no line in the baseline). Sampled figures carry
-    their error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
-    ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``. ``words`` replaces the
+    as baseline`` (equal, or within ``noise``: see :class:`Noise`), ``…, new since baseline``
+    (no line in the baseline); ``edited``: the baseline's figure is that of the line this one
+    replaced in place: ``17.5 MiB at peak, was 35.0 MiB (−50%)``. Sampled figures carry their
+    error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
+    ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB peak (−12.0 MiB)``. ``width``: the
+    label fits in that many characters (:func:`fit`; the editor's hints use
+    :data:`HINT_WIDTH`), shorter forms standing in for the long ones. ``words`` replaces the
     figure's words, for a moment's figures (:attr:`memlens.moment.Moment.words`): ``30.0 MiB
     live at 0.25 s``, ``136.0 MiB live at 0.25 s in calls``.
     """
@@ -62,30 +142,41 @@ def line_label(
     value = figure_value(stats, shown)
     rel = relative_error(stats, shown)
     size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
-    if compact:
-        label = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
-    else:
-        label = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
+    short = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
+    full = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
+    head = (short,) if compact else (full, short)
     if compare:
-        change = _change(value, figure_value(baseline, shown) if baseline is not None else None)
+        old = figure_value(baseline, shown) if baseline is not None else None
+        tail = _change(value, old, edited, noise or NOISE, run_peak)
         if compact:
-            return f"{label} ({change[0]})"
-        return f"{label}, {change[1]}"
+            tail = tuple(form for form in tail if form.startswith(" ("))
+        return fit(head, tail, width=width)
+    allocs: tuple[str, ...] = ()
     if stats.alloc_count and not calls and not compact:
         noun = "alloc" if stats.alloc_count == 1 else "allocs"
-        label += f" · {fmt_count(stats.alloc_count)} {noun}"
-    return label
+        allocs = (f" · {fmt_count(stats.alloc_count)} {noun}", "")
+    return fit(head, allocs, width=width)
 
 
-def _change(value: int, old: int | None) -> tuple[str, str]:
-    """The change against the baseline: (compact, full)."""
+def _change(
+    value: int, old: int | None, edited: bool, noise: Noise, run_peak: int
+) -> tuple[str, ...]:
+    """The change against the baseline, as the forms of a label's last part (longest first;
+    the compact style takes those in parentheses)."""
+    kind = change_kind(value, old, noise, run_peak)
     if old is None:
-        return "new", "new since baseline"
-    delta = value - old
-    if delta == 0:
-        return "same", "same as baseline"
-    ratio = (delta / old) if old else None
-    return fmt_delta_bytes(delta), f"{fmt_delta_bytes(delta)} vs baseline ({fmt_percent(ratio)})"
+        return (", new since baseline", " (new)")
+    if kind == "same":
+        return _SAME
+    delta = fmt_delta_bytes(value - old)
+    ratio = fmt_percent((value - old) / old if old else None)
+    if edited:
+        was = fmt_bytes(old)
+        return (f", was {was} ({ratio})", f", was {was}", f" (was {was})", f" ({delta})")
+    return (f", {delta} vs baseline ({ratio})", f", {delta} ({ratio})", f" ({delta})")
+
+
+_SAME = (", same as baseline", " (same)")
 
 
 # -- tests of a pytest session (pytest --memlens) ------------------------------------------------

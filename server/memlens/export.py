@@ -60,6 +60,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
         "memlens_version": info.memlens_version,
         "source": info.source,
         "seed": info.seed,
+        "attached": info.attached,
         "processes": [
             {
                 "pid": p.pid,
@@ -70,6 +71,7 @@ def run_header(info: RunInfo) -> dict[str, Any]:
             }
             for p in info.processes
         ],
+        "cell": info.cell.as_dict() if info.cell is not None else None,
     }
 
 

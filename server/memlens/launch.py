@@ -1,5 +1,7 @@
 """Running a script under ``memlens run`` in a subprocess: the one way the servers do it (the MCP
-server's ``profile_script``, the language server's ``memlens.runFile``).
+server's ``profile_script``, the language server's ``memlens.runFile``), and ``memlens attach``
+to a running process the same way (:meth:`ProfiledProgram.attached`, the MCP server's
+``attach_process``: SIGTERM detaches, and the run is written).
 
 - *Its own run file*: named in the store before the program starts and given with ``-o``
   (``memlens run`` makes a run written into its store ``latest``), so the caller reads the run
@@ -56,13 +58,43 @@ class ProfiledProgram:
     ) -> None:
         self.root = Path(root)
         self.run_path = Store(self.root).new_run_path()
-        command = [sys.executable, "-m", "memlens", "run", "--dir", str(self.root)]
-        command += ["-o", str(self.run_path)]
+        self.command = [*self._memlens("run", sample_interval, report), script, *args]
+        self._reset(on_line)
+
+    @classmethod
+    def attached(
+        cls,
+        root: str | os.PathLike[str],
+        pid: int,
+        duration_s: float,
+        *,
+        sample_interval: int | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> ProfiledProgram:
+        """``memlens attach PID --duration S`` (Python 3.14+, docs/attach.md), its run going to
+        :attr:`run_path` as a program's does; :meth:`stop` detaches early (the run is written)."""
+        program = cls.__new__(cls)
+        program.root = Path(root)
+        program.run_path = Store(program.root).new_run_path(pid=pid)
+        program.command = [
+            *program._memlens("attach", sample_interval, report=False),
+            "--duration",
+            f"{duration_s:g}",
+            str(pid),
+        ]
+        program._reset(on_line)
+        return program
+
+    def _memlens(self, command: str, sample_interval: int | None, report: bool) -> list[str]:
+        out = [sys.executable, "-m", "memlens", command, "--dir", str(self.root)]
+        out += ["-o", str(self.run_path)]
         if not report:
-            command.append("--no-report")
+            out.append("--no-report")
         if sample_interval is not None:
-            command += ["--sample", str(sample_interval)]
-        self.command = [*command, script, *args]
+            out += ["--sample", str(sample_interval)]
+        return out
+
+    def _reset(self, on_line: Callable[[str], None] | None) -> None:
         self.stopped = False
         self._on_line = on_line
         self._proc: subprocess.Popen[bytes] | None = None

@@ -19,8 +19,21 @@ RUN_SUFFIX = ".mlrun"
 #: The store lives in <root>/STORE_DIR/RUNS_DIR.
 STORE_DIR = ".memlens"
 RUNS_DIR = "runs"
-#: Pointer files beside the runs.
-POINTERS = ("latest", "baseline")
+#: The kinds of runs, kept apart: a program's (``memlens run``, ``memlens import``) and a test
+#: suite's (``pytest --memlens``). Each has its own latest run and baseline, and the editor
+#: compares like with like.
+KINDS = ("program", "tests")
+#: Pointer files beside the runs: ``latest`` is the newest run of any kind (what ``memlens
+#: show`` shows); ``latest-<kind>`` the newest of each kind; ``baseline`` the program runs'
+#: baseline (as in stores made before kinds), ``baseline-tests`` the test runs'.
+POINTERS = ("latest", "baseline", "latest-program", "latest-tests", "baseline-tests")
+
+
+def pointer_name(which: str, kind: str) -> str:
+    """The pointer of the ``which`` ("latest" or "baseline") run of ``kind`` (:data:`KINDS`)."""
+    if kind not in KINDS or which not in ("latest", "baseline"):
+        raise ValueError(f"{which} {kind}")
+    return "baseline" if (which, kind) == ("baseline", "program") else f"{which}-{kind}"
 
 
 #: The runs of the processes of a run (memlens run follows child processes) live in a folder
@@ -278,11 +291,12 @@ def write_pointer(runs_dir: str, name: str, run_path: str) -> None:
     replace_file(os.path.join(runs_dir, name), fill)
 
 
-def point_latest_at(run_path: str) -> str | None:
-    """Make the store's ``latest`` name ``run_path`` (a run file of that store), as a run being
-    made does when its first checkpoint and its final run are written; the reason, in one
-    line, when it cannot (the run itself is kept)."""
+def point_latest_at(run_path: str, kind: str = "program") -> str | None:
+    """Make the store's ``latest`` and the latest of ``kind`` name ``run_path`` (a run file of
+    that store), as a run being made does when its first checkpoint and its final run are
+    written; the reason, in one line, when it cannot (the run itself is kept)."""
     try:
+        write_pointer(os.path.dirname(run_path), pointer_name("latest", kind), run_path)
         write_pointer(os.path.dirname(run_path), "latest", run_path)
     except OSError as exc:
         return f"cannot update latest: {exc.strerror or exc}"

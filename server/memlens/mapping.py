@@ -43,6 +43,7 @@ import difflib
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 #: Ranges with at most this many line pairs (len(a) * len(b)) go to difflib.
 SMALL_RANGE = 2_500
@@ -83,6 +84,66 @@ def in_order(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, in
     if a == b:
         return {i: i for i in range(1, len(a) + 1)}
     return _Matcher(a, b).run()
+
+
+#: Stretches of edited lines longer than this are not paired by :func:`changed_in_place`.
+MAX_EDITED_STRETCH = 64
+#: Line comparisons :func:`changed_in_place` may make in all (stretches of unequal length).
+MAX_EDITED_WORK = 20_000
+#: How alike (difflib's ratio) two lines of stretches of unequal length must be to pair.
+EDITED_LIKENESS = 0.6
+
+
+def changed_in_place(
+    old: str | Sequence[str], new: str | Sequence[str], matched: Mapping[int, int]
+) -> dict[int, int]:
+    """Old line -> new line (1-based) for lines edited in place, given ``matched`` (what
+    :func:`line_map` paired as the same code): the figures of ``data = load(path)`` before and
+    after it became ``data = load(path, lazy=True)``.
+
+    Between two matched lines that are in order on both sides, the old lines and the new
+    lines left unmatched form a stretch each: two stretches of the same length pair line by
+    line; otherwise each old line pairs with the next new line at least
+    :data:`EDITED_LIKENESS` alike (in order). Stretches longer than
+    :data:`MAX_EDITED_STRETCH` lines are not paired, and comparisons stop after
+    :data:`MAX_EDITED_WORK` (both texts may be hostile): their lines stay unpaired.
+    """
+    a, b = _lines(old), _lines(new)
+    taken = set(matched.values())
+    anchors = [(0, 0)]
+    for o, n in sorted(matched.items()):
+        if n > anchors[-1][1]:  # in order on both sides (a moved block is no anchor)
+            anchors.append((o, n))
+    anchors.append((len(a) + 1, len(b) + 1))
+    work = MAX_EDITED_WORK
+    out: dict[int, int] = {}
+    for (o1, n1), (o2, n2) in pairwise(anchors):
+        if o2 - o1 - 1 > MAX_EDITED_STRETCH or n2 - n1 - 1 > MAX_EDITED_STRETCH:
+            continue
+        olds = [o for o in range(o1 + 1, o2) if o not in matched and a[o - 1].strip()]
+        news = [n for n in range(n1 + 1, n2) if n not in taken and b[n - 1].strip()]
+        if not olds or not news:
+            continue
+        if len(olds) == len(news):
+            out.update(zip(olds, news, strict=True))
+            continue
+        start = 0
+        for o in olds:
+            text = a[o - 1].strip()[:200]  # a line of a hostile file may be huge
+            for k in range(start, len(news)):
+                work -= 1
+                if work < 0:
+                    return out
+                other = b[news[k] - 1].strip()[:200]
+                likeness = difflib.SequenceMatcher(None, text, other, autojunk=False)
+                if (
+                    likeness.quick_ratio() >= EDITED_LIKENESS
+                    and likeness.ratio() >= EDITED_LIKENESS
+                ):
+                    out[o] = news[k]
+                    start = k + 1
+                    break
+    return out
 
 
 def _lines(text: str | Sequence[str]) -> list[str]:

@@ -181,6 +181,8 @@ def summary_line(run: Run) -> str:
     elif info.mode == "imported":
         mode = f"imported from {info.source}"
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
+    if info.attached:
+        state += " · attached: what the process allocated before is not counted"
     return (
         f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
         f"{duration_text(info)} · {printable(mode)}{processes_text(info)}{state}"
@@ -210,6 +212,12 @@ _AT_COLUMNS = ("#", "line", "{by}", "share of traced", "code")
 _RIGHT = frozenset(("#", "{by}", "allocs", "share of peak", "live", "share of traced"))
 #: Heading of the second table (lines holding memory at exit that the first one misses).
 LEAKS_TITLE = "live at exit (what the program still held when it ended):"
+#: The same, for a run of a process memlens attached to (``memlens attach``).
+LEAKS_TITLE_ATTACHED = "live at detach (what the process still held when memlens detached):"
+
+
+def _leaks_title(run: Run) -> str:
+    return LEAKS_TITLE_ATTACHED if run.info.attached else LEAKS_TITLE
 
 
 def _columns(by: str, at: Moment | None = None, growth: bool = False) -> tuple[str, ...]:
@@ -313,7 +321,7 @@ def _render_plain(
     for i, (rank_by, rows) in enumerate(tables):
         print(file=out)
         if i:
-            print(LEAKS_TITLE, file=out)
+            print(_leaks_title(run), file=out)
         columns = _columns(rank_by, view.at, view.growth)
         table = [
             tuple(_headers(rank_by, view.at, view.growth)),
@@ -349,7 +357,7 @@ def _render_rich(
         return
     for i, (rank_by, rows) in enumerate(tables):
         if i:
-            console.print(Text(f"\n{LEAKS_TITLE}", style="bold"))
+            console.print(Text(f"\n{_leaks_title(run)}", style="bold"))
         columns = _columns(rank_by, view.at, view.growth)
         table = Table(show_edge=False, header_style="bold")
         cells = [_cells(r, rank_by, view.at, view.growth) for r in rows]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from memlens.errors import MemlensError, RunFileError
 from memlens.layout import (
+    KINDS,
     POINTERS,
     RUN_SUFFIX,
     RUNS_DIR,
@@ -39,6 +40,7 @@ from memlens.layout import (
     display_path,
     in_store,
     new_run_path,
+    pointer_name,
     processes_folder,
     read_pointer,
     replace_file,
@@ -60,6 +62,20 @@ class RunEntry:
     path: Path
     info: RunInfo | None
     error: str | None = None
+
+
+def run_kind(info: RunInfo) -> str:
+    """The kind of a run (:data:`memlens.layout.KINDS`): ``tests`` for a run of ``pytest
+    --memlens`` (it has per-test figures, or, for a checkpoint made before any test ended, the
+    plugin's command ``pytest …``), else ``program``."""
+    if info.tests or (info.command[:1] == ("pytest",) and info.source == "memlens"):
+        return "tests"
+    return "program"
+
+
+#: How many of the newest runs a store made before kinds is searched for the latest run of a
+#: kind (each costs reading a header).
+KIND_SCAN = 20
 
 
 def warn(path: Path, problem: str) -> None:
@@ -132,6 +148,17 @@ class Store:
     def clear_pointer(self, name: str) -> None:
         (self.runs_dir / name).unlink(missing_ok=True)
 
+    def point_latest(self, run_path: Path, kind: str = "program") -> None:
+        """Point ``latest`` and the latest of ``kind`` at a run file of this store."""
+        self.set_pointer(pointer_name("latest", kind), run_path)
+        self.set_pointer("latest", run_path)
+
+    def set_baseline(self, run_path: Path) -> str:
+        """Make a run file of this store the baseline of its kind; the kind."""
+        kind = run_kind(reader.read_info(run_path))
+        self.set_pointer(pointer_name("baseline", kind), run_path)
+        return kind
+
     # -- reading -------------------------------------------------------------------------
     def _pointer(self, name: str) -> tuple[Path | None, str | None]:
         """(run file, None), (None, None) when unset or dangling, (None, problem) when bad."""
@@ -153,11 +180,44 @@ class Store:
             self._report(name, problem)
         return path
 
-    def latest(self) -> Path | None:
-        return self.pointer("latest") or self._newest()
+    def latest(self, kind: str | None = None) -> Path | None:
+        """The latest run (of ``kind``, or of any kind): what its pointer names; in a store
+        whose pointer for that kind was never written (made before kinds), ``latest`` if it
+        is of that kind, else the newest of the :data:`KIND_SCAN` newest runs that is."""
+        if kind is None:
+            return self.pointer("latest") or self._newest()
+        name = pointer_name("latest", kind)
+        if os.path.lexists(self.runs_dir / name):
+            return self.pointer(name)
+        newest = self.pointer("latest") or self._newest()
+        candidates = [newest] if newest is not None else []
+        candidates += [p for p in reversed(self.run_files()[-KIND_SCAN:]) if p != newest]
+        # An unreadable run counts as a program's: it is shown as unreadable, not skipped.
+        return next(
+            (p for p in candidates if self.holds(p) and (self._kind(p) or "program") == kind),
+            None,
+        )
 
-    def baseline(self) -> Path | None:
-        return self.pointer("baseline")
+    def baseline(self, kind: str | None = None) -> Path | None:
+        """The baseline (of ``kind``; None: what the ``baseline`` pointer names, the program
+        runs' baseline). A store made before kinds may name a test run as ``baseline``: that
+        is the test runs' baseline (until ``baseline-tests`` is set), not the programs'."""
+        if kind is None:
+            return self.pointer("baseline")
+        own = self.pointer(pointer_name("baseline", kind))
+        if kind == "program":  # an unreadable run counts as a program's: shown as unreadable
+            return own if own is None or (self._kind(own) or "program") == "program" else None
+        if own is not None or os.path.lexists(self.runs_dir / pointer_name("baseline", kind)):
+            return own
+        old = self.pointer("baseline")
+        return old if old is not None and self._kind(old) == kind else None
+
+    def _kind(self, path: Path) -> str | None:
+        """The kind of a run file of the store, None when it cannot be read."""
+        try:
+            return run_kind(reader.read_info(path))
+        except RunFileError:
+            return None
 
     def run_files(self) -> list[Path]:
         """Run files of the store, oldest first (ids sort by start time)."""
@@ -193,10 +253,18 @@ class Store:
             path, problem = self._pointer(spec)
             if path is None and spec == "latest":
                 path = self._newest()
+            elif path is None and problem is None and spec != "baseline":
+                which, kind = spec.split("-")
+                path = self.latest(kind) if which == "latest" else self.baseline(kind)
             if path is None:
                 hint = (
                     "no runs yet in " + str(self.runs_dir) + " (run `memlens run SCRIPT` first)"
                     if spec == "latest"
+                    else f"no {spec.replace('-', ' ')} run yet in {self.runs_dir}"
+                    if spec.startswith("latest")
+                    else "no baseline of test runs set (use `memlens baseline set RUN` with a "
+                    "run of pytest --memlens)"
+                    if spec == "baseline-tests"
                     else "no baseline set (use `memlens baseline set RUN`)"
                 )
                 if problem is not None:  # one line: why the pointer did not count, and the rest
@@ -227,7 +295,8 @@ class Store:
         if keep < 0:
             raise MemlensError("--keep must be at least 0")
         files = self.run_files()
-        protected = {p.resolve() for p in (self.baseline(),) if p is not None}
+        baselines = (self.pointer(pointer_name("baseline", kind)) for kind in KINDS)
+        protected = {p.resolve() for p in baselines if p is not None}
         doomed = [p for p in files[: max(0, len(files) - keep)] if p.resolve() not in protected]
         for p in doomed:
             p.unlink(missing_ok=True)
@@ -240,6 +309,10 @@ class Store:
                 self.set_pointer("latest", newest)
             else:
                 self.clear_pointer("latest")
+        for kind in KINDS:  # a pruned latest of a kind: the newest left of that kind, if any
+            name = pointer_name("latest", kind)
+            if os.path.lexists(self.runs_dir / name) and self.pointer(name) is None:
+                self.clear_pointer(name)
         return doomed
 
     def _remove_stale_temporaries(self, older_than_s: float = 3600.0) -> None:

@@ -6,11 +6,13 @@ client offered UTF-8 or UTF-32), through pygls's position codec.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
+from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from memlens_lsp.views import DiagnosticItem, HintItem, LensItem
@@ -36,6 +38,34 @@ def units(codec: PositionCodec, text: str) -> int:
 def end_of_line(codec: PositionCodec, lines: Sequence[str], line: int) -> lsp.Position:
     text = lines[line] if line < len(lines) else ""
     return lsp.Position(line=line, character=units(codec, text))
+
+
+class Prebuilt(str):
+    """A response's result already written as JSON (ASCII only), which the transport sends as
+    it is (:meth:`memlens_lsp.transport.MemlensProtocol._send_response`): a big answer that
+    clients ask for again and again (a whole file's inlay hints, 10,000+ of them: Neovim asks
+    for the whole buffer on every refresh) costs no conversion the second time."""
+
+    __slots__ = ()
+
+
+def prebuilt(values: Any) -> Prebuilt:
+    """``values`` (JSON values) as a :class:`Prebuilt` result."""
+    return Prebuilt(json.dumps(values, separators=(",", ":")))
+
+
+def inlay_hint_json(
+    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: Any
+) -> dict[str, Any]:
+    """An inlay hint as the JSON value :func:`inlay_hint` serialises to (what whole-file
+    answers are made of, without the lsprotocol object)."""
+    line = lines[item.line] if item.line < len(lines) else ""
+    return {
+        "position": {"line": item.line, "character": units(codec, line)},
+        "label": item.label,
+        "paddingLeft": True,
+        "data": data,
+    }
 
 
 def inlay_hint(
@@ -122,6 +152,19 @@ _SEVERITY = {"leak": lsp.DiagnosticSeverity.Warning, "test": lsp.DiagnosticSever
 
 def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str]) -> lsp.Diagnostic:
     text = lines[item.line] if item.line < len(lines) else ""
+    related = [
+        lsp.DiagnosticRelatedInformation(
+            location=lsp.Location(
+                uri=from_fs_path(path) or path,
+                range=lsp.Range(
+                    start=lsp.Position(line=line, character=0),
+                    end=lsp.Position(line=line, character=0),
+                ),
+            ),
+            message=message,
+        )
+        for path, line, message in item.related
+    ]
     return lsp.Diagnostic(
         range=lsp.Range(
             start=lsp.Position(line=item.line, character=units(codec, text[: item.start])),
@@ -131,6 +174,7 @@ def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str])
         severity=_SEVERITY.get(item.code, lsp.DiagnosticSeverity.Information),
         source=SOURCE,
         code=item.code,
+        related_information=related or None,
     )
 
 

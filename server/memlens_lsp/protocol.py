@@ -22,6 +22,7 @@ TIMELINE = "memlens.timeline"
 LINE_CHANGES = "memlens.lineChanges"
 SET_MOMENT = "memlens.setMoment"
 JUMP_TO_PEAK = "memlens.jumpToPeak"
+DOCUMENT_RUN = "memlens.documentRun"
 
 COMMANDS = (
     RUN_FILE,
@@ -34,6 +35,7 @@ COMMANDS = (
     LINE_CHANGES,
     SET_MOMENT,
     JUMP_TO_PEAK,
+    DOCUMENT_RUN,
 )
 
 #: Glob of the run store the server watches (workspace/didChangeWatchedFiles).
@@ -49,6 +51,14 @@ class RunSummary(TypedDict):
     duration_s: float
     complete: bool
     mode: str
+    kind: str
+    checkpoint: bool
+
+
+class ShownRuns(TypedDict):
+    run: RunSummary | None
+    baseline: RunSummary | None
+    problem: str | None
 
 
 class MomentInfo(TypedDict):
@@ -61,10 +71,13 @@ class MomentInfo(TypedDict):
 
 class RunLoadedParams(TypedDict):
     workspace: str
+    #: The program runs (memlens run): the run shown, its baseline, why it could not be read.
     run: RunSummary | None
     baseline: RunSummary | None
     problem: str | None
     moment: MomentInfo | None
+    #: The test runs (pytest --memlens), kept apart: their own latest run and baseline.
+    tests: ShownRuns
 
 
 class RunFileArgs(TypedDict, total=False):
@@ -85,6 +98,7 @@ class RunListEntry(TypedDict):
     peak_traced_bytes: int | None
     duration_s: float | None
     complete: bool | None
+    kind: str | None
     isBaseline: bool
     isLoaded: bool
     error: str | None

@@ -20,7 +20,15 @@ from collections.abc import Callable
 from typing import Any
 
 from memlens_lsp import protocol, transport
-from memlens_lsp.features import code_lens, commands, diagnostics, hover, inlay_hints, runs
+from memlens_lsp.features import (
+    code_lens,
+    commands,
+    diagnostics,
+    hover,
+    inlay_hints,
+    notebooks,
+    runs,
+)
 from memlens_lsp.state import MemlensServer
 
 
@@ -43,7 +51,7 @@ def create_server() -> MemlensServer:
             ls.feature(method, options)(bound)
 
     # LSP methods: each feature lists the ones it handles (requests are guarded there).
-    for feature in (runs, diagnostics, inlay_hints, hover, code_lens):
+    for feature in (runs, diagnostics, inlay_hints, hover, code_lens, notebooks):
         for method, handler, options in feature.METHODS:
             on(method, handler, options)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memlens.annotate import Noise
 from memlens.model import NAMED_FIGURES
 
 #: JSON schema types -> the Python values that JSON gives for them.
@@ -104,7 +105,13 @@ TABLE: tuple[Setting, ...] = (
     Setting("inlayHints.calls", "call_hints", True, _BOOLEAN),
     Setting("inlayHints.callMinBytes", "call_min_bytes", 1048576, _BYTES),
     Setting("inlayHints.style", "hint_style", "full", Check("string", choices=("full", "compact"))),
+    # Import lines (`import json`) hold what the module imported: shown from this size.
+    Setting("inlayHints.importMinBytes", "import_min_bytes", 1048576, _BYTES),
     Setting("compareWithBaseline", "compare_with_baseline", False, _BOOLEAN),
+    # A change against the baseline below any of these is noise (memlens.annotate.Noise).
+    Setting("compare.minBytes", "compare_min_bytes", 4096, _BYTES),
+    Setting("compare.minRatio", "compare_min_ratio", 0.01, Check("number", minimum=0, maximum=1)),
+    Setting("compare.minShare", "compare_min_share", 0.0001, Check("number", minimum=0, maximum=1)),
     Setting("leakWarning.minBytes", "leak_min_bytes", 1048576, _BYTES),
     Setting("codeLens.minBytes", "lens_min_bytes", 1048576, _BYTES),
     # Read by the clients (the interpreter that runs the server; LSP tracing).
@@ -131,11 +138,20 @@ class Settings:
     call_hints: bool = _DEFAULTS["call_hints"]
     call_min_bytes: int = _DEFAULTS["call_min_bytes"]
     hint_style: str = _DEFAULTS["hint_style"]
+    import_min_bytes: int = _DEFAULTS["import_min_bytes"]
     compare_with_baseline: bool = _DEFAULTS["compare_with_baseline"]
+    compare_min_bytes: int = _DEFAULTS["compare_min_bytes"]
+    compare_min_ratio: float = _DEFAULTS["compare_min_ratio"]
+    compare_min_share: float = _DEFAULTS["compare_min_share"]
     leak_min_bytes: int = _DEFAULTS["leak_min_bytes"]
     lens_min_bytes: int = _DEFAULTS["lens_min_bytes"]
     interpreter: str = _DEFAULTS["interpreter"]
     trace_server: str = _DEFAULTS["trace_server"]
+
+    @property
+    def noise(self) -> Noise:
+        """What counts as a change against the baseline (the ``compare.*`` settings)."""
+        return Noise(self.compare_min_bytes, self.compare_min_ratio, self.compare_min_share)
 
 
 _BY_KEY: dict[str, Setting] = {s.key: s for s in TABLE}

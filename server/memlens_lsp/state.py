@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
@@ -29,15 +31,29 @@ from memlens.launch import ProfiledProgram
 from memlens.source import text_digest
 from memlens_lsp import convert, transport
 from memlens_lsp.index import FileView, FolderState, Index, canonical
+from memlens_lsp.notebooks import NotebookRuns
 from memlens_lsp.settings import Settings
 from memlens_lsp.staleness import LineMapping, MappingCache, Superseded
 
 log = logging.getLogger("memlens_lsp")
 
+#: Seconds a request made before the first load of the runs waits for it.
+FIRST_LOAD_WAIT_S = 25.0
+
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
 #: registers them.
 Method = tuple[str, Callable[..., Any], Any]
+
+#: Notebook documents whose Python cells the server is told about (LSP 3.17), for their
+#: cells' figures (features.notebooks).
+NOTEBOOK_SYNC = lsp.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        lsp.NotebookDocumentFilterWithCells(
+            notebook="*", cells=[lsp.NotebookCellLanguage(language="python")]
+        )
+    ]
+)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _I = TypeVar("_I")
@@ -99,11 +115,13 @@ class ClientFeatures:
     watched_files_dynamic: bool = False
     configuration: bool = False
     work_done_progress: bool = False
+    related_information: bool = False
 
     @classmethod
     def from_capabilities(cls, caps: lsp.ClientCapabilities) -> ClientFeatures:
         ws = caps.workspace
         window = caps.window
+        publish = caps.text_document.publish_diagnostics if caps.text_document else None
         return cls(
             inlay_hint_refresh=bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support),
             code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
@@ -114,6 +132,7 @@ class ClientFeatures:
             ),
             configuration=bool(ws and ws.configuration),
             work_done_progress=bool(window and window.work_done_progress),
+            related_information=bool(publish and publish.related_information),
         )
 
 
@@ -140,6 +159,7 @@ class MemlensServer(LanguageServer):
             __version__,
             protocol_cls=transport.MemlensProtocol,
             converter_factory=convert.converter_factory,
+            notebook_document_sync=NOTEBOOK_SYNC,
         )
         self.index = Index()
         self.settings = Settings()
@@ -165,10 +185,18 @@ class MemlensServer(LanguageServer):
         #: The moment hints, hovers and lenses show (a spec of memlens.moment, set with
         #: memlens.setMoment), or None: the run's own figures.
         self.moment: str | None = None
+        #: Set once the runs have been loaded after ``initialized`` (or that load gave up):
+        #: requests made before wait for it, so that a client that asks at once (Neovim asks
+        #: for lenses as it opens a file) gets the figures, not an empty answer.
+        self.first_load: asyncio.Event | None = None
+        #: Notebook documents' cells and their runs (features.notebooks).
+        self.notebooks = NotebookRuns()
+        self.notebook_poll: asyncio.Task[None] | None = None
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
-        if uri not in self.workspace.text_documents:
+        # pygls keys documents by their unquoted URI (a notebook cell's has "%3D" in it).
+        if unquote(uri) not in self.workspace.text_documents:
             return None
         return self.workspace.get_text_document(uri)
 
@@ -177,18 +205,28 @@ class MemlensServer(LanguageServer):
 
         The re-mapping runs off the event loop; when the document or the loaded runs change
         meanwhile, the request is served from the newer state (a few tries, then None)."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
         path = to_fs_path(uri)
-        if path is None:
+        if path is None and notebook is None:
             return None
-        key = canonical(path)
+        if self.first_load is not None and not self.first_load.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.first_load.wait(), FIRST_LOAD_WAIT_S)
+        key = canonical(path) if path is not None else ""
         for _ in range(3):
             doc = self.document(uri)
             if doc is None:
                 return None
-            found = self.index.lookup(key, functools.partial(text_digest, doc.source))
+            digest = functools.partial(text_digest, doc.source)
+            if notebook is not None:  # a notebook's cell: its last profiled run
+                found = await self._cell(notebook.uri, uri, digest)
+            else:
+                found = self.index.lookup(key, digest)
             if found is None:
                 return None
             folder, view = found
+            if notebook is not None:
+                key = os.path.normcase(os.path.normpath(view.source.path))
             version, codec = doc.version, doc.position_codec
             try:
                 lines, mapping = await self.mappings.get(uri, version, view, doc.source)
@@ -196,6 +234,20 @@ class MemlensServer(LanguageServer):
                 continue
             return DocContext(uri, key, version, folder, view, lines, mapping, codec)
         return None
+
+    async def _cell(
+        self, notebook_uri: str, uri: str, digest: Callable[[], str]
+    ) -> tuple[FolderState, FileView] | None:
+        path = to_fs_path(notebook_uri)
+        folder = self.index.folder_for(canonical(path)) if path is not None else None
+        return await self.notebooks.lookup(
+            notebook_uri,
+            path,
+            uri,
+            digest,
+            folder.root if folder is not None else None,
+            lambda root: from_fs_path(str(root)) or root.as_uri(),
+        )
 
     def log_message(self, text: str, level: str = "info") -> None:
         py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}

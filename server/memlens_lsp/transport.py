@@ -47,6 +47,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from memlens_lsp.background import CHUNK, StreamReader
+from memlens_lsp.convert import Prebuilt
 
 log = logging.getLogger("memlens_lsp.transport")
 
@@ -92,6 +93,27 @@ class MemlensProtocol(LanguageServerProtocol):
                 loop.call_soon_threadsafe(drop, done)
 
         future.add_done_callback(later)
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: Any | None = None
+    ) -> None:
+        """A response; a :class:`memlens_lsp.convert.Prebuilt` result goes out as written."""
+        if error is not None or not isinstance(result, Prebuilt):
+            super()._send_response(msg_id, result, error)
+            return
+        self._result_types.pop(msg_id, None)
+        body = f'{{"jsonrpc":"{_JSONRPC}","id":{json.dumps(msg_id)},"result":{result}}}'
+        self._write_body(body.encode("utf-8"))
+
+    def _write_body(self, body: bytes) -> None:
+        writer = self.writer
+        if writer is None:
+            return
+        header = (
+            f"Content-Length: {len(body)}\r\n"
+            f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+        ).encode("ascii")
+        writer.write(header + body)  # serve()'s writers write at once (stdout, a TCP stream)
 
     # -- used by serve() ------------------------------------------------------------------
     def send_error(self, msg_id: Any, exc: JsonRpcException) -> None:

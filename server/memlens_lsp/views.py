@@ -12,14 +12,15 @@ import bisect
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memlens import growth
-from memlens.annotate import figure_value, line_label
+from memlens.annotate import HINT_WIDTH, change_kind, figure_value, line_label
 from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
 from memlens.moment import Moment, seconds, series
+from memlens.store import run_kind
 from memlens.timeline import sparkline
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_lsp import markdown as md
@@ -58,6 +59,9 @@ class DiagnosticItem:
     #: once and kept), "gone" (information, comparison mode) or "test" (an error: a test that
     #: failed on memory, features.pytest_results)
     code: str = "leak"
+    #: Places that explain it (the lines responsible for a test's failure): (file path,
+    #: 0-based line, message); clients show them as links.
+    related: tuple[tuple[str, int, str], ...] = ()
 
 
 # -- inlay hints --------------------------------------------------------------------------
@@ -72,15 +76,33 @@ def is_call_site(stats: LineStats, settings: Settings) -> bool:
 
 
 def hint_label(
-    stats: LineStats, base: LineStats | None, settings: Settings, peak_total: int, compare: bool
+    stats: LineStats,
+    base: LineStats | None,
+    settings: Settings,
+    peak_total: int,
+    compare: bool,
+    *,
+    edited: bool = False,
+    text: str | None = None,
 ) -> str | None:
-    """The hint of a line, or None when its figure is below the thresholds."""
+    """The hint of a line, or None when its figure is below the thresholds.
+
+    ``text`` is the line's source: a decorator line gets no hint (what it allocates is the
+    decoration, made once at import), an import line one from ``inlayHints.importMinBytes``.
+    ``edited``: ``base`` is the figure of the baseline's line this one replaced in place.
+    Labels fit VS Code's default hint width (:data:`memlens.annotate.HINT_WIDTH`)."""
     calls = is_call_site(stats, settings)
     figure = calls_figure(settings.figure) if calls else settings.figure
     value = figure_value(stats, figure)
     old = figure_value(base, figure) if (compare and base is not None) else 0
     biggest = max(value, old)
-    if biggest <= 0 or biggest < settings.min_bytes:
+    floor = settings.min_bytes
+    if text is not None:
+        if is_decorator(text):
+            return None
+        if _IMPORT.match(text):
+            floor = max(floor, settings.import_min_bytes)
+    if biggest <= 0 or biggest < floor:
         return None
     if settings.min_share > 0 and peak_total > 0 and biggest / peak_total < settings.min_share:
         return None
@@ -91,6 +113,10 @@ def hint_label(
         compare=compare,
         calls=calls,
         compact=settings.hint_style == "compact",
+        edited=edited,
+        noise=settings.noise,
+        run_peak=peak_total,
+        width=HINT_WIDTH,
     )
 
 
@@ -118,6 +144,27 @@ def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> s
     )
 
 
+def is_decorator(text: str) -> bool:
+    """Whether a source line is a decorator (``@pytest.mark.parametrize(...)``)."""
+    return text.lstrip().startswith("@")
+
+
+def comparing(view: FileView, settings: Settings, has_baseline: bool) -> bool:
+    """Whether figures are shown against the baseline: asked for, there is one, and the run is
+    final (a checkpoint of a run still going is never compared as if it were final)."""
+    return settings.compare_with_baseline and has_baseline and not view.run.run.info.checkpoint
+
+
+def baseline_of(view: FileView, line: int) -> tuple[LineStats | None, bool]:
+    """The baseline's figures for this run's ``line`` and whether they are those of a line
+    edited in place since (``x = f(a)`` became ``x = f(a, b)``)."""
+    base = view.baseline_lines.get(line)
+    if base is not None:
+        return base, False
+    edited = view.edited_lines.get(line)
+    return (edited[1], True) if edited is not None else (None, False)
+
+
 def hint_items(
     view: FileView,
     mapping: LineMapping,
@@ -134,10 +181,10 @@ def hint_items(
     if not settings.inlay_hints_enabled:
         return []
     at = view.run.moment(moment)
-    compare = settings.compare_with_baseline and has_baseline and at is None
+    compare = comparing(view, settings, has_baseline) and at is None
     peak_total = view.run.run.info.peak_traced_bytes
     lines = view.lines if at is None else view.lines_at(at)
-    base_lines = view.baseline_lines if compare else {}
+    text = view.text_lines or ()
     out: list[HintItem] = []
     memo = view.label_memo((settings, compare, at))
     if end - start > len(lines):
@@ -157,8 +204,10 @@ def hint_items(
         elif at is not None:
             label = memo[rec] = moment_hint_label(lines[rec], at, settings)
         else:
+            base, edited = baseline_of(view, rec) if compare else (None, False)
+            source = text[rec - 1] if 0 < rec <= len(text) else None
             label = memo[rec] = hint_label(
-                lines[rec], base_lines.get(rec), settings, peak_total, compare
+                lines[rec], base, settings, peak_total, compare, edited=edited, text=source
             )
         if label is not None:
             out.append(HintItem(buffer_line - 1, label, rec))
@@ -173,8 +222,11 @@ MAX_GONE = 100
 @dataclass(frozen=True, slots=True)
 class ChangeItem:
     line: int  #: 0-based buffer line
-    kind: str  #: "more", "less", "same" or "new"
+    kind: str  #: "more", "less" or "new" (changes within the noise are not listed)
     delta: int  #: bytes, run minus baseline (the whole figure when new)
+    #: 1 to 3: how big the change is next to the run's peak (under 1%, under 10%, more), for
+    #: the colour's intensity
+    level: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,29 +237,41 @@ class GoneItem:
     label: str
 
 
+def change_level(delta: int, peak_total: int) -> int:
+    """1, 2 or 3: a change under 1% of the run's peak, under 10%, or more."""
+    share = abs(delta) / peak_total if peak_total > 0 else 1.0
+    return 1 if share < 0.01 else 2 if share < 0.1 else 3
+
+
 def line_changes(
     view: FileView, mapping: LineMapping, settings: Settings, buffer_size: int
 ) -> list[ChangeItem]:
-    """Per line with a hint, how its figure changed against the baseline (for colours)."""
+    """Per line with a hint whose figure really changed against the baseline (beyond the
+    noise thresholds, :class:`memlens.annotate.Noise`), how (for colours); none for a
+    checkpoint, which is never compared."""
+    if view.run.run.info.checkpoint:
+        return []
     out: list[ChangeItem] = []
-    base_lines = view.baseline_lines
     peak_total = view.run.run.info.peak_traced_bytes
+    noise = settings.noise
+    text = view.text_lines or ()
     for rec, stats in view.lines.items():
         line = mapping.buffer_line(rec)
         if line is None or not 1 <= line <= buffer_size:
             continue
-        base = base_lines.get(rec)
-        if hint_label(stats, base, settings, peak_total, True) is None:
+        base, edited = baseline_of(view, rec)
+        source = text[rec - 1] if 0 < rec <= len(text) else None
+        if hint_label(stats, base, settings, peak_total, True, edited=edited, text=source) is None:
             continue
         calls = is_call_site(stats, settings)
         figure = calls_figure(settings.figure) if calls else settings.figure
         value = figure_value(stats, figure)
-        if base is None:
-            out.append(ChangeItem(line - 1, "new", value))
+        old = figure_value(base, figure) if base is not None else None
+        kind = change_kind(value, old, noise, peak_total)
+        delta = value - (old or 0)
+        if kind == "same" or (kind == "new" and not noise.real(value, 0, peak_total)):
             continue
-        delta = value - figure_value(base, figure)
-        kind = "more" if delta > 0 else "less" if delta < 0 else "same"
-        out.append(ChangeItem(line - 1, kind, delta))
+        out.append(ChangeItem(line - 1, kind, delta, change_level(delta, peak_total)))
     out.sort(key=lambda c: c.line)
     return out
 
@@ -219,14 +283,17 @@ def gone_lines(
     placed on the next line of the buffer that is still the same code."""
     base = view.baseline_source
     matched = view.baseline_map
-    if base is None or matched is None:
+    if base is None or matched is None or view.run.run.info.checkpoint:
         return []
     text = base.text.splitlines() if base.text is not None else []
     kept = sorted(matched)
+    replaced = {old for old, _ in view.edited_lines.values()}  # compared on their new line
     gone = [
         (old, stats)
         for old, stats in base.lines.items()
-        if old not in matched and figure_value(stats, settings.figure) >= max(1, settings.min_bytes)
+        if old not in matched
+        and old not in replaced
+        and figure_value(stats, settings.figure) >= max(1, settings.min_bytes)
     ]
     # The heaviest first, a bounded number of them.
     gone.sort(key=lambda p: (-figure_value(p[1], settings.figure), p[0]))
@@ -263,9 +330,12 @@ def compare_summary(
     folder: FolderState, top: list[dict[str, Any]], settings: Settings
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The summary's heaviest lines with their change against the baseline (``delta`` in
-    bytes, None for a line new since the baseline), and the baseline's gone lines."""
+    bytes, 0 within the noise, None for a line new since the baseline; a line edited in place
+    since is compared with the line it replaced), and the baseline's gone lines."""
     out = []
     attr = NAMED_FIGURES[settings.figure].line
+    noise = settings.noise
+    peak_total = folder.run.run.info.peak_traced_bytes if folder.run is not None else 0
     views_by_file: dict[str, FileView | None] = {}
     for row in top:
         path = row["file"]
@@ -274,9 +344,10 @@ def compare_summary(
         view = views_by_file[path]
         delta = None
         if view is not None:
-            stats, base = view.lines.get(row["line"]), view.baseline_lines.get(row["line"])
+            stats, (base, _) = view.lines.get(row["line"]), baseline_of(view, row["line"])
             if stats is not None and base is not None:
-                delta = stats.figure(attr) - base.figure(attr)
+                value, old = stats.figure(attr), base.figure(attr)
+                delta = value - old if noise.real(value, old, peak_total) else 0
         out.append({**row, "delta": delta})
     gone = []
     run = folder.run
@@ -304,6 +375,41 @@ def _delta(new: int, old: int) -> str:
     return f"{fmt_delta_bytes(new - old)} ({fmt_percent(ratio)})"
 
 
+def _baseline_rows(view: FileView, line: int, stats: LineStats, settings: Settings) -> list[str]:
+    """The hover's comparison with the baseline: the change of each figure; for a line edited
+    in place since, the baseline's line and figures; a change within the noise says so."""
+    base, edited = baseline_of(view, line)
+    if base is None:
+        return ["vs baseline: new (no figures on this line in the baseline)"]
+    rows = []
+    if edited:
+        old_line = view.edited_lines[line][0]
+        recorded = view.baseline_source.text if view.baseline_source is not None else None
+        source = recorded.splitlines() if recorded is not None else []
+        code = source[old_line - 1].strip() if 0 < old_line <= len(source) else ""
+        rows.append(
+            f"Edited since the baseline: there, line {old_line}"
+            + (f" {md.code(code[:120])}" if code else "")
+            + f" held {fmt_bytes(base.peak_bytes)} at peak and allocated "
+            f"{fmt_bytes(base.alloc_bytes)}."
+        )
+        rows.append("")
+    rows.append(
+        f"vs baseline: peak {_delta(stats.peak_bytes, base.peak_bytes)} · "
+        f"allocated {_delta(stats.alloc_bytes, base.alloc_bytes)} · "
+        f"live {_delta(stats.live_bytes, base.live_bytes)}"
+    )
+    figure = calls_figure(settings.figure) if is_call_site(stats, settings) else settings.figure
+    value, old = figure_value(stats, figure), figure_value(base, figure)
+    if value != old and not settings.noise.real(value, old, view.run.run.info.peak_traced_bytes):
+        rows.append("")
+        rows.append(
+            f"_The change of {md.text(NAMED_FIGURES[figure].title)} is within the noise "
+            "(`memlens.compare.*` settings): it shows as unchanged._"
+        )
+    return rows
+
+
 def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[str, int, int]]:
     """The heaviest call paths reaching ``key:line``: (text, peak bytes, allocated bytes).
 
@@ -321,6 +427,14 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
         frames.append(f"{md.code(own.function)} (line {own.line})")
         out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
     return out
+
+
+#: The hover's note on a run of a process memlens attached to (``memlens attach``).
+ATTACHED_NOTE = (
+    "_Attached to a running process: only what it allocated while memlens was attached is "
+    "counted (objects from before are not); live at exit means still held when memlens "
+    "detached._"
+)
 
 
 def hover_markdown(
@@ -395,16 +509,14 @@ def hover_markdown(
     if facts:
         out.append(" · ".join(facts))
         out.append("")
-    if has_baseline:
-        base = view.baseline_lines.get(line)
-        if base is None:
-            out.append("vs baseline: new (no figures on this line in the baseline)")
-        else:
-            out.append(
-                f"vs baseline: peak {_delta(stats.peak_bytes, base.peak_bytes)} · "
-                f"allocated {_delta(stats.alloc_bytes, base.alloc_bytes)} · "
-                f"live {_delta(stats.live_bytes, base.live_bytes)}"
-            )
+    if has_baseline and info.checkpoint:
+        out.append(
+            "_This run is a checkpoint (the program was still running, or was killed before "
+            "its end): it is not compared with the baseline._"
+        )
+        out.append("")
+    elif has_baseline:
+        out.extend(_baseline_rows(view, line, stats, settings))
         out.append("")
     paths = call_paths(view.run, view.key, line)
     if paths:
@@ -444,6 +556,9 @@ def hover_markdown(
             f"_The source differs from the profiled version (line {line} when profiled): "
             "edited lines show no figures._"
         )
+        out.append("")
+    if info.attached:
+        out.append(ATTACHED_NOTE)
         out.append("")
     out.append(f"Run {md.code(view.run.id)} ({md.text(info.mode)})")
     return "\n".join(out)
@@ -494,21 +609,26 @@ def function_lenses(
     *,
     has_baseline: bool,
     moment: str | None = None,
+    skip: Collection[int] = (),
 ) -> list[LensItem]:
     """One lens above each function or method whose peak or allocated figure reaches
     ``codeLens.minBytes``, at its (re-mapped) first line. Lambdas, comprehensions, generator
-    expressions, class bodies and modules get none; nor do lines outside the buffer's
-    ``buffer_size`` lines, which only a broken run records. With ``moment``, each function's
-    live bytes (incl. calls) at that moment, when they reach ``codeLens.minBytes``."""
+    expressions, class bodies and modules get none; nor do functions whose first line is in
+    ``skip`` (tests, which have a lens of their own), nor lines outside the buffer's
+    ``buffer_size`` lines, which only a broken run records. With a baseline the change of the
+    peak follows, unless it is within the noise or the run is a checkpoint. With ``moment``,
+    each function's live bytes (incl. calls) at that moment, when they reach
+    ``codeLens.minBytes``."""
     out: list[LensItem] = []
-    base_fns = view.baseline_functions if has_baseline else {}
+    compare = has_baseline and not view.run.run.info.checkpoint
+    base_fns = view.baseline_functions if compare else {}
     threshold = max(1, settings.lens_min_bytes)
     at = view.run.moment(moment)
     if at is not None:
         held = view.run.function_values(at)
         for fn in view.source.functions:
             value = held.get((view.key, fn.qualname, fn.first_line, fn.last_line), 0)
-            if value < threshold or not is_function(view, fn):
+            if value < threshold or not is_function(view, fn) or fn.first_line in skip:
                 continue
             line = mapping.buffer_line(fn.first_line)
             if line is not None and 1 <= line <= buffer_size:
@@ -516,18 +636,21 @@ def function_lenses(
                 out.append(LensItem(line - 1, title))
         out.sort(key=lambda item: item.line)
         return out
+    noise, peak_total = settings.noise, view.run.run.info.peak_traced_bytes
     for fn in view.source.functions:
         if max(fn.peak_bytes, fn.alloc_bytes) < threshold or not is_function(view, fn):
+            continue
+        if fn.first_line in skip:
             continue
         line = mapping.buffer_line(fn.first_line)
         if line is None or not 1 <= line <= buffer_size:
             continue
         title = f"memlens: {fmt_bytes(fn.peak_bytes)} at peak"
-        if has_baseline:
+        if compare:
             base = base_fns.get(fn.qualname)
             if base is None:
                 title += " (new since baseline)"
-            elif base.peak_bytes == fn.peak_bytes:
+            elif not noise.real(fn.peak_bytes, base.peak_bytes, peak_total):
                 title += " (same as baseline)"
             else:
                 title += f" ({fmt_delta_bytes(fn.peak_bytes - base.peak_bytes)} vs baseline)"
@@ -535,6 +658,41 @@ def function_lenses(
         out.append(LensItem(line - 1, title))
     out.sort(key=lambda item: item.line)
     return out
+
+
+def peak_elsewhere_lens(view: FileView, settings: Settings) -> LensItem | None:
+    """A word at the top of a file whose hints, showing the peak, are all empty although its
+    lines allocated: the run's peak came while other code ran (during imports, before these
+    lines ran, or after they freed their memory), and this says so instead of nothing.
+    Computed once per file and settings."""
+    if settings.figure not in ("peak", "incl_peak") or not settings.inlay_hints_enabled:
+        return None
+    found: LensItem | None = view.memo.value(
+        ("peak-elsewhere", settings), lambda: _peak_elsewhere(view, settings) or _NONE
+    )
+    return None if found is _NONE else found
+
+
+_NONE = LensItem(-1, "")
+
+
+def _peak_elsewhere(view: FileView, settings: Settings) -> LensItem | None:
+    lines = view.lines
+    allocated = sum(st.alloc_bytes for st in lines.values())
+    if allocated < max(1, settings.min_bytes):
+        return None
+    text = view.text_lines or ()
+    peak = view.run.run.info.peak_traced_bytes
+    for rec, stats in lines.items():
+        source = text[rec - 1] if 0 < rec <= len(text) else None
+        if hint_label(stats, None, settings, peak, False, text=source) is not None:
+            return None
+    return LensItem(
+        0,
+        f"memlens: no line here held much at the run's peak ({fmt_bytes(peak)}): it came while "
+        f"other code ran (imports, or before or after these lines) · {fmt_bytes(allocated)} "
+        "allocated here (inlayHints.figure alloc shows where)",
+    )
 
 
 def main_block_lenses(uri: str, lines: Sequence[str]) -> list[LensItem]:
@@ -587,6 +745,8 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
         "duration_s": info.duration_s,
         "complete": info.complete,
         "mode": info.mode,
+        "kind": run_kind(info),
+        "checkpoint": info.checkpoint,
     }
 
 
@@ -598,17 +758,25 @@ def moment_info(run: RunData | None, spec: str | None) -> dict[str, Any] | None:
 
 
 def top_lines(run: RunData, figure: str = "peak", limit: int = 10) -> list[dict[str, Any]]:
-    """The heaviest lines of a run by ``figure``: ``{"file", "line", "label"}``; ``file`` is
-    where the figures show here (the local file of a run made in another checkout)."""
+    """The heaviest lines of a run by ``figure``: ``{"file", "line", "label", "text"}``;
+    ``file`` is where the figures show here (the local file of a run made in another
+    checkout), ``text`` the line's code as profiled (stripped; "" when not recorded)."""
     attr = NAMED_FIGURES[figure].line
     rows = [
-        (stats.figure(attr), run.local_path(key), line, stats)
+        (stats.figure(attr), run.local_path(key), line, stats, key)
         for key, sf in run.run.files.items()
         for line, stats in sf.lines.items()
     ]
     rows.sort(key=lambda r: (-r[0], r[1], r[2]))
-    return [
-        {"file": path, "line": line, "label": line_label(stats, figure)}
-        for value, path, line, stats in rows[:limit]
-        if value > 0
-    ]
+    texts: dict[str, list[str]] = {}
+    out = []
+    for value, path, line, stats, key in rows[:limit]:
+        if value <= 0:
+            continue
+        if key not in texts:
+            recorded = run.run.files[key].text
+            texts[key] = recorded.splitlines() if recorded is not None else []
+        text = texts[key]
+        code = text[line - 1].strip()[:200] if 0 < line <= len(text) else ""
+        out.append({"file": path, "line": line, "label": line_label(stats, figure), "text": code})
+    return out

@@ -50,6 +50,17 @@ _LIBRARY_ARG = {
     "default": False,
     "description": "Also list files of the standard library and installed packages.",
 }
+_MODE_ARG = {
+    "type": "string",
+    "enum": ["exact", "sample"],
+    "default": "exact",
+    "description": "exact: every allocation; sample: near-zero overhead estimates.",
+}
+_SAMPLE_INTERVAL_ARG = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
+}
 _RUN_REF = {
     "type": "object",
     "properties": {"id": {"type": "string"}, "path": {"type": "string"}},
@@ -104,6 +115,7 @@ _SUMMARY = {
         "peak_traced_bytes": {"type": "integer"},
         "peak_rss_bytes": {"type": "integer"},
         "complete": {"type": "boolean"},
+        "attached": {"type": "boolean"},
     },
     "required": ["id", "path", "command", "mode", "peak_traced_bytes", "complete"],
 }
@@ -412,17 +424,8 @@ TOOLS: tuple[ToolSchema, ...] = (
                     "maxItems": 1000,
                     "description": "The script (a path inside the workspace) and its arguments.",
                 },
-                "mode": {
-                    "type": "string",
-                    "enum": ["exact", "sample"],
-                    "default": "exact",
-                    "description": "exact: every allocation; sample: near-zero overhead estimates.",
-                },
-                "sample_interval_bytes": {
-                    "type": ["integer", "null"],
-                    "minimum": 1,
-                    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
-                },
+                "mode": _MODE_ARG,
+                "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
                 "timeout_s": {
                     "type": "number",
                     "exclusiveMinimum": 0,
@@ -441,6 +444,41 @@ TOOLS: tuple[ToolSchema, ...] = (
                 "timed_out": {"type": "boolean"},
                 "stdout": {"type": "string"},
                 "stderr": {"type": "string"},
+                "top_lines": {"type": "array", "items": _LINE},
+            }
+        ),
+        read_only=False,
+    ),
+    ToolSchema(
+        "attach_process",
+        "Attach to a running Python 3.14+ process (`memlens attach`) for some seconds, without "
+        "restarting it, and return the run's summary and its heaviest lines; only what the "
+        "process allocated while attached is counted. The run is saved in the store and "
+        "becomes latest. Only when the server was started with --allow-run.",
+        _object(
+            {
+                "pid": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 2**31 - 1,
+                    "description": "The process id (`memlens attach --list` lists them).",
+                },
+                "duration_s": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": 3600,
+                    "default": 10,
+                    "description": "How long to stay attached (the process may end sooner).",
+                },
+                "mode": _MODE_ARG,
+                "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
+            },
+            ("pid",),
+        ),
+        _output(
+            {
+                "run": _SUMMARY,
+                "messages": {"type": "string"},
                 "top_lines": {"type": "array", "items": _LINE},
             }
         ),

@@ -130,6 +130,42 @@ def _profile(
     }
 
 
+#: How long ``memlens attach`` may take beyond the attachment itself (starting in the process,
+#: and writing the run of a big program) before attach_process stops it.
+ATTACH_GRACE_S = 120.0
+
+
+def attach_process(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    if not ws.allow_run:
+        raise MemlensError(
+            "attach_process is off: the server attaches to processes only when started with "
+            "`memlens mcp --allow-run`"
+        )
+    with ws.program_lock:
+        sampled = args["mode"] == "sample"
+        program = ProfiledProgram.attached(
+            ws.root,
+            args["pid"],
+            args["duration_s"],
+            sample_interval=(args["sample_interval_bytes"] or DEFAULT_SAMPLE_INTERVAL)
+            if sampled
+            else None,
+        )
+        program.start()
+        code = program.wait(args["duration_s"] + ATTACH_GRACE_S)
+        if code is None:
+            code = program.stop()
+        failure = program.failure(code)
+        if failure is not None:
+            raise MemlensError(failure)
+        run = ws.read(program.run_path)
+        return {
+            "run": query.run_summary(program.run_path, run),
+            "messages": program.stderr,
+            "top_lines": query.top_lines(run, "peak", 10),
+        }
+
+
 #: The function that answers each tool of :data:`memlens_mcp.schemas.TOOLS`.
 CALLS: dict[str, Callable[[Workspace, dict[str, Any]], dict[str, Any]]] = {
     "list_runs": list_runs,
@@ -140,4 +176,5 @@ CALLS: dict[str, Callable[[Workspace, dict[str, Any]], dict[str, Any]]] = {
     "lines_at_moment": lines_at_moment,
     "diff_moments": diff_moments,
     "profile_script": profile_script,
+    "attach_process": attach_process,
 }

@@ -59,6 +59,9 @@ OWN_MEANING = {
     # DIR_OPTION and BY_OPTION of memlens.cli, as it takes TOP_OPTION
     ("run", "--dir"),
     ("run", "--by"),
+    # memlens attach has no program output to keep stdout for
+    ("attach", "--json"),
+    ("attach", "--no-report"),
 }
 
 

@@ -317,6 +317,8 @@ def test_sigkill_during_the_final_write_keeps_the_checkpoint_as_latest(tmp_path:
     assert Store(tmp_path).latest() == out
     run = reader.read(out)
     assert run.info.complete is False  # the checkpoint
+    assert run.info.checkpoint is True  # marked as one: editors never compare it
+    assert Store(tmp_path).latest("program") == out
     shown = memlens("show", cwd=tmp_path)
     assert shown.returncode == 0
     assert "INCOMPLETE" in shown.stdout

@@ -403,3 +403,64 @@ def test_show_timeline_draws_the_peak_in_the_terminal_and_as_svg(tmp_path: Path)
     bad = memlens("show", "--timeline", "--svg", str(tmp_path / "no" / "dir.svg"), cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.startswith("memlens: cannot write")
+
+
+def test_program_and_test_runs_have_their_own_latest_and_baseline(tmp_path: Path) -> None:
+    """A test suite's run (pytest --memlens) is the newest run, yet the program's latest and
+    baseline stay; `baseline set` sets the baseline of the run's kind."""
+    store = Store(tmp_path)
+    program = store.runs_dir / f"{A_ID}.mlrun"
+    tests = store.runs_dir / f"{B_ID}.mlrun"
+    writer.write(sample_run(), program)
+    writer.write(
+        replace(sample_run(), info=replace(sample_run().info, command=("pytest", "-q"))), tests
+    )
+    store.point_latest(program)
+    store.point_latest(tests, "tests")
+    assert (store.latest(), store.latest("program"), store.latest("tests")) == (
+        tests,
+        program,
+        tests,
+    )
+    for run in (A_ID, B_ID):
+        assert memlens("baseline", "set", run, cwd=tmp_path).returncode == 0
+    assert (store.baseline("program"), store.baseline("tests"), store.baseline()) == (
+        program,
+        tests,
+        program,
+    )
+    shown = memlens("baseline", "show", cwd=tmp_path).stdout.splitlines()
+    assert shown[0].startswith(A_ID)
+    assert shown[2].startswith(B_ID)
+    assert shown[2].endswith("pytest -q  (baseline of test runs)")
+    assert memlens("show", "latest-program", "--top", "1", cwd=tmp_path).returncode == 0
+    # `memlens diff` compares the latest run (a test run) with the baseline of its kind.
+    diffed = json.loads(memlens("diff", "--json", cwd=tmp_path).stdout)
+    assert (diffed["a"], diffed["b"]) == (str(tests), str(tests))
+    cleared = memlens("baseline", "clear", "--kind", "tests", cwd=tmp_path)
+    assert cleared.stderr.strip() == "memlens: baseline of tests runs cleared"
+    assert (store.baseline("program"), store.baseline("tests")) == (program, None)
+
+
+def test_a_store_made_before_kinds_reads_as_before(tmp_path: Path) -> None:
+    """Only `latest` and `baseline` (older memlens): the latest run of each kind is found, and a
+    `baseline` naming a test run is the test runs' baseline, never the programs'."""
+    store = Store(tmp_path)
+    runs = [store.runs_dir / f"20261122-1{i}0000-{i}.mlrun" for i in range(3)]
+    commands = [("python", "app.py"), ("pytest",), ("python", "app.py")]
+    for path, command in zip(runs, commands, strict=True):
+        writer.write(replace(sample_run(), info=replace(sample_run().info, command=command)), path)
+    store.set_pointer("latest", runs[1])
+    store.set_pointer("baseline", runs[1])
+    assert store.latest("tests") == runs[1]
+    assert store.latest("program") == runs[2]  # the newest program run
+    assert (store.baseline("tests"), store.baseline("program")) == (runs[1], None)
+    assert store.resolve("baseline-tests") == runs[1]
+    # Once memlens writes a kind's pointer, it is what counts for that kind.
+    store.point_latest(runs[0])
+    assert store.latest("program") == runs[0]
+    # prune never removes a baseline of either kind.
+    store.set_pointer("baseline", runs[0])
+    store.set_pointer("baseline-tests", runs[1])
+    store.prune(0)
+    assert store.run_files() == runs[:2]

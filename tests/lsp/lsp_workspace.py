@@ -440,3 +440,14 @@ async def start_session(
 
 async def _sleep(s: float) -> None:
     await asyncio.sleep(s)
+
+
+async def start_in_folder(
+    client: LanguageClient,
+    folder: Path,
+    profile: str = "visual-studio-code",
+    options: dict[str, Any] | None = None,
+) -> None:
+    """:func:`start_session` with one workspace folder, ``folder`` (a project a test made)."""
+    ws = Workspace(folder.parent, {"proj": folder})
+    await start_session(client, profile, ws, ["proj"], options)

@@ -54,6 +54,7 @@ def test_entry_point_answers_initialize(cmd: list[str]) -> None:
     assert sorted(caps["executeCommandProvider"]["commands"]) == [
         "memlens.chooseRun",
         "memlens.clearBaseline",
+        "memlens.documentRun",
         "memlens.jumpToPeak",
         "memlens.lineChanges",
         "memlens.listRuns",

@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 APP_LINES = APP.splitlines()
-DOWN = "−1.0 MiB vs baseline (−33%)"
+DOWN = "−1.0 MiB (−33%)"
 LESS = "−1.0 MiB vs baseline"
 
 
@@ -382,8 +382,11 @@ async def test_run_loaded_notifications_at_start(
         "duration_s": 1.5,
         "complete": True,
         "mode": "exact",
+        "kind": "program",
+        "checkpoint": False,
     }
     assert proj["baseline"]["id"] == "20261121-100000-1"
+    assert proj["tests"] == {"run": None, "baseline": None, "problem": None}
     assert first[workspace.uri("lib")]["baseline"] is None
     assert proj["problem"] is None
     assert first[workspace.uri("empty")] == {
@@ -392,6 +395,7 @@ async def test_run_loaded_notifications_at_start(
         "baseline": None,
         "problem": None,
         "moment": None,  # no moment set (memlens.setMoment): the run's own figures
+        "tests": {"run": None, "baseline": None, "problem": None},
     }
     # A corrupt latest run: the folder says why it shows nothing (the status bar names it).
     broken = first[workspace.uri("broken")]
@@ -410,9 +414,9 @@ async def execute(client: LanguageClient, command: str, *args: Any) -> Any:
 
 async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspace) -> None:
     runs = await execute(client, "memlens.listRuns", {"workspace": workspace.uri("proj")})
-    assert [(r["id"], r["isBaseline"], r["isLoaded"], r["error"]) for r in runs] == [
-        ("20261121-100000-1", True, False, None),
-        ("20261122-100000-1", False, True, None),
+    assert [(r["id"], r["kind"], r["isBaseline"], r["isLoaded"], r["error"]) for r in runs] == [
+        ("20261121-100000-1", "program", True, False, None),
+        ("20261122-100000-1", "program", False, True, None),
     ]
     summary = await execute(client, "memlens.summary", {"workspace": workspace.uri("proj")})
     assert summary["run"]["id"] == "20261122-100000-1"
@@ -422,12 +426,14 @@ async def test_list_runs_and_summary(client: LanguageClient, workspace: Workspac
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 5,
             "label": "2.0 MiB at peak · 1.2k allocs",
+            "text": "data = [bytearray(1024) for _ in range(n)]",
             "delta": -1024 * 1024,
         },
         {
             "file": str(workspace.folders["proj"] / "app.py"),
             "line": 18,
             "label": "16.0 KiB at peak · 1 alloc",
+            "text": "CACHE.append(build(100))",
             "delta": None,  # new since the baseline
         },
     ]
@@ -458,7 +464,8 @@ async def test_settings_change_figure_and_compare(
             (*eol(client, 4), f"2.0 MiB at peak, {DOWN}"),
             (*eol(client, 9), "4.0 KiB at peak, same as baseline"),
             (*eol(client, 10), "512 B at peak, same as baseline"),
-            (*eol(client, 17), "2.0 MiB at peak in calls, new since baseline"),
+            # 44 characters with ", new since baseline": the short form fits VS Code's 43.
+            (*eol(client, 17), "2.0 MiB at peak in calls (new)"),
             (*eol(client, 22), f"2.0 MiB at peak in calls, {DOWN}"),
         ]
         client.set_configuration(

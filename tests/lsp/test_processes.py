@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspace import SERVER, start_session
+from lsp_workspace import SERVER, start_in_folder
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.cli.memlens_cmd import memlens
@@ -58,11 +58,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Profiled:
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, profiled: Profiled) -> AsyncIterator[None]:
-    class Ws:
-        def uri(self, name: str, file: str | None = None) -> str:
-            return (profiled.folder if file is None else profiled.folder / file).as_uri()
-
-    await start_session(lsp_client, "visual-studio-code", Ws(), ["proj"])  # type: ignore[arg-type]
+    await start_in_folder(lsp_client, profiled.folder)
     yield
     await lsp_client.shutdown_session()
 

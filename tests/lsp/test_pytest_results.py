@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from lsp_workspace import SERVER, start_session
+from lsp_workspace import SERVER, start_in_folder
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from tests.pytest_plugin.session import project, pytest_session, summary
@@ -74,11 +74,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, session: Session) -> AsyncIterator[None]:
-    class Ws:
-        def uri(self, name: str, file: str | None = None) -> str:
-            return session.root.as_uri()
-
-    await start_session(lsp_client, "visual-studio-code", Ws(), ["proj"])  # type: ignore[arg-type]
+    await start_in_folder(lsp_client, session.root)
     yield
     await lsp_client.shutdown_session()
 
@@ -103,6 +99,10 @@ async def test_lenses(client: LanguageClient, session: Session) -> None:
         for lens in result or []
         if lens.command is not None and "test" in lens.command.title
     ]
+    # One lens per test function: its test's figures, not also its function's (one peak).
+    tested = {line for line, _, _ in got}
+    others = [(x.range.start.line, x.command.title) for x in result or [] if x.command]
+    assert [o for o in others if o[0] in tested and not o[1].startswith(("test ", "3 tests"))] == []
     cases = [session.tests[f"test_cases[{kib}]"] for kib in (1, 64, 512)]
     peak = max(t.peak_bytes for t in cases)
     leaked = max(t.leaked_bytes for t in cases)
@@ -174,6 +174,34 @@ async def test_diagnostics_on_tests_over_their_limits(
     assert got[0][6].startswith(
         "test_memory.py::test_leaks_ten_megabytes: leaked 10.0 MiB, over its limit of 1.0 MiB"
     )
+    # The lines responsible, as related information: links to the start of each line.
+    related = [
+        (r.location.uri, r.location.range.start.line, r.location.range.start.character, r.message)
+        for r in diags[0].related_information or []
+    ]
+    assert related[0][:3] == (session.uri, 7, 0)
+    assert related[0][3].startswith("10.0 MiB still held after the test: ")
+    assert "HELD.append(bytearray(2 * 1024 * 1024))" in related[0][3]
+    peak_lines = [
+        (r.location.range.start.line, r.message) for r in diags[1].related_information or []
+    ]
+    assert peak_lines[0][0] == 12
+    assert peak_lines[0][1].startswith("20.0 MiB allocated during the test: scratch = bytearray(")
+
+
+async def test_no_hints_on_decorator_lines(client: LanguageClient, session: Session) -> None:
+    result = await client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(
+            text_document=lsp.TextDocumentIdentifier(uri=session.uri),
+            range=lsp.Range(
+                start=lsp.Position(line=0, character=0), end=lsp.Position(line=27, character=0)
+            ),
+        )
+    )
+    lines = TEST_MEMORY.splitlines()
+    hinted = [h.position.line for h in result or []]
+    assert hinted  # the tests' own lines have figures
+    assert [n for n in hinted if lines[n].lstrip().startswith("@")] == []
 
 
 async def test_positions_follow_edits(client: LanguageClient, session: Session) -> None:

@@ -43,6 +43,7 @@ TOOL_ORDER = [
     "lines_at_moment",
     "diff_moments",
     "profile_script",
+    "attach_process",
 ]
 TOOLS = set(TOOL_ORDER)
 MB = 1_000_000
@@ -467,6 +468,14 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
                 (
                     "profile_script is off: the server runs programs only when started with "
                     "`memlens mcp --allow-run`"
+                ),
+            ),
+            (
+                "attach_process",
+                {"pid": 1},
+                (
+                    "attach_process is off: the server attaches to processes only when started "
+                    "with `memlens mcp --allow-run`"
                 ),
             ),
             (

@@ -10,9 +10,9 @@ import memlens
 from memlens.errors import MemlensError
 from memlens.tracing import tracer
 
-#: tracer.start's parameters that memlens run alone uses (its launcher, the command it ran,
-#: pointing the store's `latest` at each checkpoint).
-INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root"}
+#: tracer.start's parameters that memlens run (or attach) alone uses (its launcher, the command
+#: it ran, pointing the store's `latest` at each checkpoint, a process that was running before).
+INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached", "sources"}
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])

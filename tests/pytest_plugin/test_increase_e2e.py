@@ -38,7 +38,9 @@ def test_tests_that_grew_fail(tmp_path: Path) -> None:
     code, out, result = _session(cwd, 4096)
     assert (code, result) == (0, "2 passed"), out
     assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
-    baseline = (cwd / ".memlens" / "runs" / "baseline").read_text().strip()
+    # A test run: the baseline of test runs (a program's baseline is another pointer).
+    baseline = (cwd / ".memlens" / "runs" / "baseline-tests").read_text().strip()
+    assert not (cwd / ".memlens" / "runs" / "baseline").exists()
 
     # Twice the memory: the test fails, naming both figures and the line.
     code, out, result = _session(cwd, 8192, "--memlens-fail-on-increase")
@@ -72,7 +74,7 @@ def test_tests_that_grew_fail(tmp_path: Path) -> None:
     assert (code, result) == (1, "1 failed, 1 passed"), out
 
     # A run named on the command line (a CI artifact, say) instead of the store's baseline.
-    (cwd / ".memlens" / "runs" / "baseline").unlink()
+    (cwd / ".memlens" / "runs" / "baseline-tests").unlink()
     code, out, result = _session(
         cwd, 8192, "--memlens-fail-on-increase", f"--memlens-baseline=.memlens/runs/{baseline}"
     )
@@ -83,13 +85,22 @@ def test_without_a_usable_baseline_nothing_is_compared(tmp_path: Path) -> None:
     cwd = project(tmp_path, **{"test_growth.py": TEST_GROWTH, "app.py": "x = [1] * 1000\n"})
     code, out, result = _session(cwd, 64, "--memlens-fail-on-increase")
     assert (code, result) == (0, "2 passed"), out
-    assert _memlens_lines(out)[0] == (
-        "memlens: no test compared: no baseline set (use `memlens baseline set RUN`)"
+    no_baseline = (
+        "memlens: no test compared: no baseline of test runs set (use `memlens baseline set "
+        "RUN` with a run of pytest --memlens)"
     )
-    # A run that is not a test session has no per-test figures.
+    assert _memlens_lines(out)[0] == no_baseline
+    # A program's run is the baseline of program runs: test runs are not compared with it.
     assert memlens("run", "--no-report", "app.py", cwd=cwd).returncode == 0
     assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
     code, out, result = _session(cwd, 64, "--memlens-fail-on-increase")
+    assert (code, result) == (0, "2 passed"), out
+    assert _memlens_lines(out)[0] == no_baseline
+    # Named on the command line, a run that is not a test session has no per-test figures.
+    program = (cwd / ".memlens" / "runs" / "baseline").read_text().strip()
+    code, out, result = _session(
+        cwd, 64, "--memlens-fail-on-increase", f"--memlens-baseline=.memlens/runs/{program}"
+    )
     assert (code, result) == (0, "2 passed"), out
     assert _memlens_lines(out)[0].startswith("memlens: no test compared: the baseline ")
     assert _memlens_lines(out)[0].endswith(

@@ -115,9 +115,16 @@ def test_done_when(tmp_path: Path) -> None:
         "test_leaks_ten_megabytes",
     )
     assert leaky["limits"] == {"leaked_bytes": MiB}
-    assert leaky["failures"] == [
-        {"figure": "leaked_bytes", "value": leaky["leaked_bytes"], "limit": MiB, "kind": "limit"}
-    ]
+    (failure,) = leaky["failures"]
+    lines = failure.pop("lines")  # the lines responsible, recorded for the editor
+    assert failure == {
+        "figure": "leaked_bytes",
+        "value": leaky["leaked_bytes"],
+        "limit": MiB,
+        "kind": "limit",
+    }
+    assert (lines[0][0], lines[0][1]) == (source, LEAK_LINE)  # HELD.append(...)
+    assert 10.0e6 <= lines[0][2] <= 10.5e6
     assert leaky["duration_s"] > 0
     peaky = tests["test_memory.py::test_peaks_at_twenty_megabytes"]
     assert 20.0e6 <= peaky["peak_bytes"] <= 20.5e6

@@ -21,6 +21,8 @@ SERVER = Path(__file__).resolve().parents[2] / "server"
 #: The parts of the house, each a set of packages or modules (a name and everything under it).
 CORE = "core"
 TRACING = "tracing"
+PUBLIC_API = "public API"
+NOTEBOOK = "notebook magics"
 PYTEST_PLUGIN = "pytest plugin"
 LANGUAGE_SERVER = "language server"
 MCP_SERVER = "MCP server"
@@ -31,11 +33,18 @@ CLI = "CLI"
 MAY_IMPORT = {
     CORE: set(),
     TRACING: {CORE},
+    # memlens.profile/start/stop, and load_ipython_extension (%load_ext memlens).
+    PUBLIC_API: {TRACING, NOTEBOOK, CORE},
+    NOTEBOOK: {TRACING, CORE},
     PYTEST_PLUGIN: {TRACING, CORE},
     LANGUAGE_SERVER: {CORE},
     MCP_SERVER: {CORE},
-    CLI: {TRACING, PYTEST_PLUGIN, LANGUAGE_SERVER, MCP_SERVER, CORE},
+    CLI: {TRACING, PUBLIC_API, NOTEBOOK, PYTEST_PLUGIN, LANGUAGE_SERVER, MCP_SERVER, CORE},
 }
+
+#: Modules of the CLI that another part may import: the notebook magics take `memlens run`'s
+#: options (its option table, and the options several commands share).
+SHARED_CLI_MODULES = {NOTEBOOK: {"memlens.cli.run", "memlens.cli.options"}}
 
 
 def part(module: str) -> str:
@@ -47,9 +56,13 @@ def part(module: str) -> str:
         return MCP_SERVER
     if _is(module, "memlens.pytest_plugin"):
         return PYTEST_PLUGIN
-    # The package itself is the public API (profile, start, stop): the tracer's.
-    if module in ("memlens", "memlens._tracer") or _is(module, "memlens.tracing"):
+    if module == "memlens":  # profile, start, stop; load_ipython_extension
+        return PUBLIC_API
+    if module == "memlens._tracer" or _is(module, "memlens.tracing"):
         return TRACING
+    # The magics (IPython's side); memlens.notebook.cells is pure (the core).
+    if module == "memlens.notebook.magic":
+        return NOTEBOOK
     assert _is(module, "memlens"), module
     return CORE
 
@@ -148,7 +161,9 @@ def test_layer_rule(module: str) -> None:
     bad = {
         f"{i} ({part(i)})"
         for i in GRAPH[module]
-        if part(i) != mine and part(i) not in MAY_IMPORT[mine]
+        if part(i) != mine
+        and part(i) not in MAY_IMPORT[mine]
+        and i not in SHARED_CLI_MODULES.get(mine, set())
     }
     assert not bad, f"{module} ({mine}) may import only {sorted(MAY_IMPORT[mine])}: {bad}"
 
@@ -164,6 +179,10 @@ def test_library_rules(module: str) -> None:
     if module != MCP_SDK_MODULE:
         bad = {i for i in libraries if any(_is(i, p) for p in MCP_SDK)}
         assert not bad, f"{module} must not import the MCP SDK (only {MCP_SDK_MODULE}): {bad}"
+    # %load_ext memlens registers the magics on the shell that loads them: IPython is no
+    # dependency of memlens.
+    bad = {i for i in libraries if _is(i, "IPython") or _is(i, "ipykernel")}
+    assert not bad, f"{module} must not import IPython: {bad}"
     for library, allowed_in in (("lsprotocol", LSPROTOCOL_MODULES), ("pygls", PYGLS_MODULES)):
         bad = {i for i in libraries if _is(i, library)}
         if not any(_is(module, a) for a in allowed_in):

@@ -221,7 +221,7 @@ def test_hints_compare_with_baseline_mapped_through_source_changes(tmp_path: Pat
         """\
 # a comment the baseline did not have
 a = f()
-# ^ 1.0 MiB at peak, −1.0 MiB vs baseline (−50%)
+# ^ 1.0 MiB at peak, −1.0 MiB (−50%)
 b = g()
 # ^ 1.0 MiB at peak, same as baseline
 c = h()
@@ -518,6 +518,7 @@ def test_client_features_of_the_two_profiles() -> None:
         watched_files_dynamic=True,
         configuration=True,
         work_done_progress=True,
+        related_information=True,
     )
     assert ClientFeatures.from_capabilities(client_capabilities("neovim")) == ClientFeatures(
         inlay_hint_refresh=True,
@@ -525,6 +526,7 @@ def test_client_features_of_the_two_profiles() -> None:
         watched_files_dynamic=False,
         configuration=True,
         work_done_progress=True,
+        related_information=True,
     )
 
 
@@ -565,10 +567,10 @@ def test_comparison_colours_and_gone_lines(tmp_path: Path) -> None:
     assert view is not None
     settings = Settings(compare_with_baseline=True)
     changes = views.line_changes(view, IDENTITY, settings, 4)
-    assert [(c.line, c.kind, c.delta) for c in changes] == [
-        (1, "less", -MiB),
-        (2, "same", 0),
-        (3, "new", 3 * MiB),
+    # Unchanged lines are not listed; the level grows with the change's share of the peak.
+    assert [(c.line, c.kind, c.delta, c.level) for c in changes] == [
+        (1, "less", -MiB, 3),
+        (3, "new", 3 * MiB, 3),
     ]
     gone = views.gone_lines(view, IDENTITY, settings, 4)
     assert [(g.line, g.baseline_line, g.text, g.label) for g in gone] == [

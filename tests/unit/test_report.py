@@ -200,6 +200,16 @@ def test_lines_kept_after_the_peak_get_their_own_table() -> None:
     ]
 
 
+def test_an_attached_run_says_what_it_does_not_count_and_when_live_was_taken() -> None:
+    run = kept_after_peak_run()
+    attached = replace(run, info=replace(run.info, attached=True))
+    out = io.StringIO()
+    render(attached, out, rich_output=False, show_listing=False)
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("· attached: what the process allocated before is not counted")
+    assert lines[5] == "live at detach (what the process still held when memlens detached):"
+
+
 def test_no_leak_table_when_the_first_one_shows_every_live_line() -> None:
     out = io.StringIO()
     render(make_run(), out, rich_output=False, show_listing=False)  # MAIN:4, live, is shown

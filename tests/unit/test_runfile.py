@@ -384,6 +384,20 @@ def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mlrun"]
 
 
+def test_attached_round_trips_and_is_absent_from_other_headers(tmp_path: Path) -> None:
+    """A run of a process memlens attached to says so (what it allocated before is not in the
+    figures); the header of any other run is as it was."""
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(attached=True), path)
+    assert reader.read(path).info.attached is True
+    writer.write(sample_run(), path)
+    assert reader.read(path).info.attached is False
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    con.close()
+    assert "attached" not in header
+
+
 def test_incomplete_runs_read_back_as_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(complete=False, exit_code=None), path)
@@ -500,7 +514,9 @@ def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
     _bad(path, reason)
 
 
-@pytest.mark.parametrize(("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5)])
+@pytest.mark.parametrize(
+    ("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5), ("attached", 1)]
+)
 def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)

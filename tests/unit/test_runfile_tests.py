@@ -29,7 +29,15 @@ LEAKY = TestStats(
     line=7,
     function="test_leaky",
     limits=(("leaked_bytes", MIB),),
-    failures=(TestFailure("leaked_bytes", 10 * MIB + 57, MIB, "limit"),),
+    failures=(
+        TestFailure(
+            "leaked_bytes",
+            10 * MIB + 57,
+            MIB,
+            "limit",
+            lines=(("/work/tests/test_mem.py", 9, 10 * MIB), ("/work/app.py", 3, 57)),
+        ),
+    ),
     kept_bytes=3 * MIB,
 )
 GROWN = TestStats(
@@ -69,7 +77,13 @@ def test_round_trip_and_header(tmp_path: Path) -> None:
         "function": "test_leaky",
         "limits": {"leaked_bytes": MIB},
         "failures": [
-            {"figure": "leaked_bytes", "value": 10 * MIB + 57, "limit": MIB, "kind": "limit"}
+            {
+                "figure": "leaked_bytes",
+                "value": 10 * MIB + 57,
+                "limit": MIB,
+                "kind": "limit",
+                "lines": [["/work/tests/test_mem.py", 9, 10 * MIB], ["/work/app.py", 3, 57]],
+            }
         ],
     }
     assert header["tests"][GROWN.nodeid]["failures"] == [
@@ -86,7 +100,17 @@ def test_round_trip_and_header(tmp_path: Path) -> None:
 def test_runs_that_are_not_test_sessions_keep_their_header(tmp_path: Path) -> None:
     path = writer.write(sample_run(), tmp_path / "r.mlrun")
     assert "tests" not in json.loads(_header(path))
+    assert "checkpoint" not in json.loads(_header(path))
     assert reader.read_info(path).tests == ()
+
+
+def test_a_checkpoint_says_so_in_its_header(tmp_path: Path) -> None:
+    run = sample_run()
+    run = replace(run, info=replace(run.info, checkpoint=True, complete=False))
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert json.loads(_header(path))["checkpoint"] is True
+    assert reader.read_info(path).checkpoint is True
+    assert reader.read(path) == run
 
 
 def test_export_has_the_tests_in_its_run() -> None:
@@ -184,6 +208,12 @@ def _failure(**changes: object) -> dict[str, object]:
         ({"t": _entry(failures=[_failure(value=None)])}, "t: value is not an integer"),
         ({"t": _entry(failures=[_failure(kind=7)])}, "t: failure: kind is not a string"),
         ({"t": _entry(failures=[_failure(baseline=-1)])}, "t: baseline is not an integer"),
+        ({"t": _entry(failures=[_failure(lines={})])}, "t: a failure's lines are not a list"),
+        ({"t": _entry(failures=[_failure(lines=[["/a", 1, 2]] * 17)])}, "at most 16"),
+        ({"t": _entry(failures=[_failure(lines=[["/a", 0, 2]])])}, "is not [file, line, bytes]"),
+        ({"t": _entry(failures=[_failure(lines=[["/a", 1, -2]])])}, "is not [file, line, bytes]"),
+        ({"t": _entry(failures=[_failure(lines=[[7, 1, 2]])])}, "is not [file, line, bytes]"),
+        ({"t": _entry(failures=[_failure(lines=[["/a", 1]])])}, "is not [file, line, bytes]"),
         ({"\x1b[2J" + "t" * 4097: _entry()}, "tests: a node id longer than 4096 characters"),
     ],
 )

@@ -9,7 +9,8 @@
 // inlay hint text on the heaviest line, the hover's figures, the status bar, the lenses; then it runs
 // "memlens: Run Current File", sets a baseline, compares, opens the timeline and scrubs it (the
 // hint then shows a moment's bytes), jumps to the peak, toggles the hints, and finally checks
-// Restricted Mode (runs shown, nothing runs) and the message for an interpreter without memlens.
+// Restricted Mode (runs shown, nothing runs), the message for an interpreter without memlens,
+// and a notebook whose %%memlens cell shows its hint (e2e/notebook.js).
 // Screenshots (annotated editor, comparison mode, timeline view) go to the run folder under the
 // cache; MEMLENS_E2E_SCREENSHOTS=DIR writes them to DIR instead (e.g. docs/images to update
 // the docs). The tree is never written otherwise: `git status` stays clean.
@@ -21,6 +22,7 @@ const fs = require('fs');
 const net = require('net');
 const os = require('os');
 const path = require('path');
+const { notebookSession } = require('./notebook');
 
 const EXT_DIR = path.resolve(__dirname, '..');
 const REPO = path.resolve(EXT_DIR, '..');
@@ -72,34 +74,61 @@ async function waitHttp(url, ms) {
 function expectedFigures(workspace, file) {
   const script = `
 import json, sys
-from memlens.annotate import line_label
+from memlens.annotate import HINT_WIDTH, line_label
 from memlens.runfile import reader
 from memlens.store import Store
 from memlens.units import fmt_bytes
 from memlens_lsp.settings import Settings
 from memlens_lsp.views import is_call_site
-run = reader.read(Store(sys.argv[1]).latest())
+path = Store(sys.argv[1]).latest("program")
+run = reader.read(path)
 sf = next(f for f in run.files.values() if f.path.endswith(sys.argv[2]))
 line, st = max(sf.lines.items(), key=lambda kv: (kv[1].peak_bytes, -kv[0]))
 assert not is_call_site(st, Settings())
 assert len(run.moments) > 10, "the run has moments"
-print(json.dumps({"line": line, "label": line_label(st, "peak"), "peak": fmt_bytes(st.peak_bytes),
+print(json.dumps({"line": line, "label": line_label(st, "peak", width=HINT_WIDTH), "peak": fmt_bytes(st.peak_bytes),
                   "alloc": fmt_bytes(st.alloc_bytes), "source": sf.text.splitlines()[line - 1].strip(),
-                  "run_id": Store(sys.argv[1]).latest().stem}))
+                  "run_id": path.stem}))
 `;
   return JSON.parse(execFileSync(PYTHON, ['-c', script, workspace, path.basename(file)], { encoding: 'utf8' }));
 }
 
+/** Comparison mode as the server computes it: the hint of `line` and the lines it colours. */
+function expectedComparison(workspace, file, line) {
+  const script = `
+import json, sys
+from pathlib import Path
+from memlens_lsp.features.runs import load_folder
+from memlens_lsp.index import FolderState, canonical
+from memlens_lsp.settings import Settings
+from memlens_lsp.staleness import IDENTITY
+from memlens_lsp import views
+root = Path(sys.argv[1]).resolve()
+state, errors = load_folder(FolderState(root, root.as_uri()))
+assert not errors, errors
+view = state.view(canonical(sys.argv[2]))
+settings = Settings(compare_with_baseline=True)
+n = len(view.text_lines)
+hints = {h.line: h.label for h in views.hint_items(view, IDENTITY, settings, 0, n, has_baseline=True)}
+changes = views.line_changes(view, IDENTITY, settings, n)
+print(json.dumps({"label": hints[int(sys.argv[3]) - 1], "changes": [[c.line, c.kind, c.level] for c in changes],
+                  "hints": list(hints.values())}))
+`;
+  return JSON.parse(execFileSync(PYTHON, ['-c', script, workspace, file, String(line)], { encoding: 'utf8' }));
+}
+
 function profile(workspace, file) {
   execFileSync(PYTHON, ['-m', 'memlens', 'run', '--no-report', file], { cwd: workspace, stdio: ['ignore', 'ignore', 'pipe'] });
-  return 'memlens run';
 }
 
 // What `git status` says of the repository: the run must leave it as it found it (screenshots
 // and the workspace live under CACHE; dist/ and the .vsix are ignored). Null outside a checkout.
 function gitStatus() {
   try {
-    return execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: REPO, encoding: 'utf8' });
+    // Screenshots asked for in the tree (MEMLENS_E2E_SCREENSHOTS) are the one thing written there.
+    const inside = SCREENSHOTS && !path.relative(REPO, SCREENSHOTS).startsWith('..');
+    const shots = inside ? [`:(exclude)${path.relative(REPO, SCREENSHOTS) || '.'}`] : [];
+    return execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', '.', ...shots], { cwd: REPO, encoding: 'utf8' });
   } catch {
     return null;
   }
@@ -111,9 +140,9 @@ async function main() {
     execFileSync('bash', [path.join(__dirname, 'setup.sh')], { stdio: 'inherit' });
   }
   try {
-    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import memlens, memlens_lsp, pytest, IPython'], { stdio: 'ignore' });
   } catch {
-    fail(`${PYTHON} cannot import memlens and memlens_lsp; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
+    fail(`${PYTHON} cannot import memlens, memlens_lsp, pytest and IPython; set MEMLENS_E2E_PYTHON (e.g. run ./dev test first for <repo>/.venv)`);
   }
 
   log('packaging the extension');
@@ -130,7 +159,8 @@ async function main() {
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
   const file = path.join(workspace, 'leaky_cache.py');
   fs.copyFileSync(EXAMPLE, file);
-  log(`profiling ${file} (${profile(workspace, file)})`);
+  log(`profiling ${file}`);
+  profile(workspace, file);
   const want = expectedFigures(workspace, file);
   log(`expect line ${want.line} (${want.source}) -> "${want.label}"`);
 
@@ -151,6 +181,10 @@ async function main() {
     }
     if (!process.env.MEMLENS_E2E_SKIP_MISSING) {
       await missingMemlensSession({ browser, runDir, workspace, userData, csArgs });
+    }
+    if (!process.env.MEMLENS_E2E_SKIP_NOTEBOOK) {
+      const helpers = { PYTHON, log, openSession, openFile, waitForHint, waitFor, screenshot, failWithScreenshot };
+      await notebookSession({ browser, runDir, workspace, userData, csArgs }, helpers);
     }
     const statusAfter = gitStatus();
     if (statusAfter !== statusBefore) {
@@ -219,28 +253,13 @@ async function openSession({ browser, runDir, workspace, userData, csArgs }, tru
   let page;
   try {
     await waitHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
-    page = await browser.newPage({ viewport: { width: 1400, height: 820 } });
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.setDefaultTimeout(TIMEOUT_MS);
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
     await page.waitForSelector('.monaco-workbench');
     await page.waitForTimeout(3000);
     log(`opening leaky_cache.py (${trusted ? 'trusted' : 'untrusted'} workspace)`);
-    // Quick Open, retried: on a loaded machine its results can come after a first Enter.
-    for (let attempt = 0; ; attempt++) {
-      await quickInput(page, 'Control+P');
-      await page.locator('.quick-input-widget input').first().fill('leaky_cache.py');
-      await page.locator('.quick-input-list .monaco-list-row', { hasText: 'leaky_cache.py' }).first().waitFor({ state: 'visible' });
-      await page.keyboard.press('Enter');
-      try {
-        await page.waitForSelector('.monaco-editor .view-lines', { timeout: 20_000 });
-        break;
-      } catch (err) {
-        if (attempt >= 3) {
-          throw err;
-        }
-        await page.keyboard.press('Escape');
-      }
-    }
+    await openFile(page, 'leaky_cache.py', '.monaco-editor .view-lines');
     // More room for the hints in the screenshot: close the side bar.
     await page.keyboard.press('Control+B');
   } catch (err) {
@@ -471,6 +490,42 @@ async function shownOnTimeline(frame) {
   return norm(await frame.locator('#shown').innerText());
 }
 
+const TEST_FILE = `from leaky_cache import _cache, handle_request
+
+
+def test_serves_a_profile():
+    assert handle_request(7) > 0
+    _cache.clear()
+`;
+
+/** Opens a file of the workspace with Ctrl+P (again, while the workbench is slow to take it),
+ * until `selector` shows (default: a text editor's lines). */
+async function openFile(page, name, selector = '.monaco-editor .view-lines') {
+  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const editor = page.locator('.monaco-editor .view-lines').first();
+    if (await editor.isVisible().catch(() => false)) {
+      await editor.click();
+    }
+    await quickInput(page, 'Control+P');
+    const input = page.locator('.quick-input-widget input').first();
+    await input.fill(name);
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first();
+    try {
+      await row.waitFor({ state: 'visible', timeout: 15_000 });
+      await page.waitForTimeout(500);
+      await input.press('Enter');
+      await tab.waitFor({ state: 'visible', timeout: 20_000 });
+      await page.waitForSelector(selector);
+      await page.waitForTimeout(1000);
+      return;
+    } catch {
+      await page.keyboard.press('Escape');
+    }
+  }
+  fail(`could not open ${name}`);
+}
+
 const runFiles = (workspace) =>
   fs.readdirSync(path.join(workspace, '.memlens', 'runs')).filter((f) => f.endsWith('.mlrun'));
 
@@ -508,8 +563,15 @@ async function trustedSession(ctx) {
     }
     log(`lenses ok: ${JSON.stringify(lenses)}`);
 
-    // 4. The whole loop from the editor: "memlens: Run Current File" makes and loads a new run.
+    // 4. The whole loop from the editor: the program changed (its hot comprehension makes half
+    // the entries), then "memlens: Run Current File" makes and loads a new run.
     if (!process.env.MEMLENS_E2E_SKIP_RUN) {
+      const original = fs.readFileSync(ctx.file, 'utf8');
+      if (!original.includes('for i in range(40)')) {
+        fail('examples/leaky_cache.py changed: the e2e edits its "for i in range(40)"');
+      }
+      fs.writeFileSync(ctx.file, original.replace('for i in range(40)', 'for i in range(20)'));
+      await waitFor(async () => (await lineText(page, 'for i in range(20)')) !== '', 'the edited file in the editor');
       const before = new Set(runFiles(workspace));
       await runFromPalette(page, 'memlens: Run Current File');
       const runEnd = Date.now() + TIMEOUT_MS;
@@ -551,17 +613,26 @@ async function trustedSession(ctx) {
       await waitFor(async () => /vs baseline [+−±]/.test(await statusText(page)), 'the status bar to show the baseline');
       log(`baseline ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*vs baseline[^\n]*/)[0].trim())}`);
       await runFromPalette(page, 'memlens: Compare With Baseline');
-      const diff = await waitForHint(page, want.source, ' baseline');
+      const cmp = expectedComparison(workspace, ctx.file, want.line);
+      log(`expect comparison "${cmp.label}", ${cmp.changes.length} coloured lines: ${JSON.stringify(cmp.changes)}`);
+      if (cmp.changes.length === 0 || cmp.hints.some((h) => h.length > 43)) {
+        fail(`the comparison is not the one this test is about: ${JSON.stringify(cmp)}`);
+      }
+      const diff = await waitForHint(page, want.source, cmp.label);
       log(`compare ok: ${JSON.stringify(diff.slice(diff.lastIndexOf('}') + 1).trim())}`);
-      // Colours: the compared lines are tinted (decorations), and nothing went to the project's settings.
-      await waitFor(
-        async () => (await page.$$('.monaco-editor .view-overlays div[class*="ced-"]')).length > 0,
-        'comparison colours on the editor lines',
-      );
+      // Colours: only the lines that really changed are tinted (decorations; the unchanged
+      // lines, within the noise, are not), and nothing went to the project's settings.
+      await page.keyboard.press('Control+Home');
+      const coloured = async () => (await page.$$('.monaco-editor .view-overlays div[class*="ced-"]')).length;
+      await waitFor(async () => (await coloured()) === cmp.changes.length, `${cmp.changes.length} coloured lines`);
+      await page.waitForTimeout(1500);
+      if ((await coloured()) !== cmp.changes.length) {
+        fail(`${await coloured()} coloured lines, not ${cmp.changes.length}`);
+      }
+      log(`colours ok: ${cmp.changes.length} lines`);
       if (fs.existsSync(path.join(workspace, '.vscode', 'settings.json'))) {
         fail('Compare With Baseline wrote .vscode/settings.json into the project');
       }
-      await page.keyboard.press('Control+Home');
       await page.waitForTimeout(1000);
       await screenshot(page, runDir, 'vscode-compare');
       await runFromPalette(page, 'memlens: Compare With Baseline');
@@ -579,19 +650,21 @@ async function trustedSession(ctx) {
       await screenshot(page, runDir, 'vscode-timeline');
 
       // The timeline is a control: a click at 30% of the run shows each line's live bytes then
-      // (the leaky cache is still filling: its line holds less than at the peak).
+      // (the leaky cache is still filling: its line holds less than at the peak). The run shown
+      // is the edited program's.
+      const shownRun = expectedFigures(workspace, ctx.file);
       const chart = await clickTimeline(page, 0.3);
       let scrubbed = '';
-      await waitFor(async () => / live at \d+\.\d\d s/.test((scrubbed = await lineText(page, want.source))), 'the hint at the moment clicked');
+      await waitFor(async () => / live at \d+\.\d\d s/.test((scrubbed = await lineText(page, shownRun.source))), 'the hint at the moment clicked');
       const at = scrubbed.match(/([\d.]+ (?:B|KiB|MiB)) live at (\d+\.\d\d s)/);
-      if (!at || at[1] === want.peak) {
+      if (!at || at[1] === shownRun.peak) {
         fail(`the hint at a moment does not show that moment's bytes: ${JSON.stringify(scrubbed)}`);
       }
       await waitFor(async () => (await statusText(page)).includes(`· at ${at[2]}`), 'the status bar to name the moment');
       await waitFor(async () => (await shownOnTimeline(chart)).includes(`live bytes at ${at[2]}`), 'the timeline to say which moment');
       log(`timeline scrub ok: ${JSON.stringify(at[0])}; status bar: ${JSON.stringify((await statusText(page)).match(/[^\n]*· at [^\n]*/)[0].trim())}`);
       // The hover says which moment, and pictures the line over the run.
-      const momentHover = await hoverLine(page, want.source);
+      const momentHover = await hoverLine(page, shownRun.source);
       for (const part of [`${at[1]} live at ${at[2]}`, `Shown: the moment ${at[2]}`, 'Live over the run:']) {
         if (!momentHover.includes(part)) {
           fail(`hover at the moment lacks ${JSON.stringify(part)}: ${JSON.stringify(momentHover)}`);
@@ -603,12 +676,12 @@ async function trustedSession(ctx) {
       await screenshot(page, runDir, 'vscode-moment');
       // Jump to Peak: the heaviest line at the peak, the peak's figures.
       await runFromPalette(page, 'memlens: Jump to Peak');
-      await waitForHint(page, want.source, `${want.peak} at peak`);
+      await waitForHint(page, shownRun.source, `${shownRun.peak} at peak`);
       await waitFor(async () => (await statusText(page)).includes('· at peak'), 'the status bar to say "at peak"');
       log('jump to peak ok');
       // Back to the whole run's figures.
       await runFromPalette(page, 'memlens: Show Whole-Run Figures');
-      await waitForHint(page, want.source, want.label);
+      await waitForHint(page, shownRun.source, shownRun.label);
       await waitFor(async () => !(await statusText(page)).includes('· at '), 'the status bar to leave the moment');
       log('whole-run figures ok');
       // The view stays open beside the editor (the editor has the focus: no Ctrl+W here).
@@ -622,6 +695,26 @@ async function trustedSession(ctx) {
         fail('Toggle Annotations wrote .vscode/settings.json into the project');
       }
       log('toggle annotations ok');
+
+      // 7. A test suite's run beside the program's: pytest --memlens makes the newest run, yet
+      // the program keeps its own run (and baseline); the test file shows the test run, and
+      // the status bar says which run each file shows.
+      fs.writeFileSync(path.join(workspace, 'test_leaky.py'), TEST_FILE);
+      execFileSync(PYTHON, ['-m', 'pytest', '--memlens', '-p', 'no:cacheprovider', '-q', 'test_leaky.py'], {
+        cwd: workspace,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      await openFile(page, 'test_leaky.py');
+      await waitFor(async () => /pytest [\d.]+ (B|KiB|MiB) peak/.test(await statusText(page)), 'the status bar to show the test run');
+      const testLenses = await lensesAtEnd(page, (l) => l.some((t) => /^test peak /.test(t.trim())));
+      if (!testLenses.some((t) => /^test peak /.test(t.trim()))) {
+        fail(`no test lens: ${JSON.stringify(testLenses)}`);
+      }
+      log(`test run ok: ${JSON.stringify((await statusText(page)).match(/[^\n]*pytest[^\n]*/)[0].trim())}, lenses ${JSON.stringify(testLenses)}`);
+      await openFile(page, 'leaky_cache.py');
+      await waitFor(async () => /leaky_cache\.py [\d.]+ (B|KiB|MiB) peak .* vs baseline/.test(await statusText(page)), 'the status bar to show the program run again');
+      await waitForHint(page, want.source, ' at peak · ');
+      log(`program run kept: ${JSON.stringify((await statusText(page)).match(/[^\n]*leaky_cache\.py[^\n]*/)[0].trim())}`);
     }
   } catch (err) {
     await failWithScreenshot(page, runDir, 'trusted', err);

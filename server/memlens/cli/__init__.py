@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 #: only when it runs, or for --help).
 COMMANDS: dict[str, str] = {
     "run": "memlens.cli.run",
+    "attach": "memlens.cli.attach",
     "show": "memlens.cli.show",
     "annotate": "memlens.cli.annotate",
     "flow": "memlens.cli.flow",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memlens.cli.options import add_dir, add_run_spec
-from memlens.layout import printable
+from memlens.layout import KINDS, pointer_name, printable
 from memlens.runfile import reader
-from memlens.store import Store
+from memlens.store import Store, warn
 
-HELP = "set, show or clear the baseline run (`baseline set RUN`)"
+HELP = "set, show or clear the baseline run of each kind (`baseline set RUN`)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="set RUN as the baseline, show it, or clear it",
     )
     add_run_spec(parser)
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        help="show or clear only the baseline of program runs or of test runs (default: both); "
+        "`set` sets the baseline of RUN's kind",
+    )
     add_dir(parser)
 
 
@@ -29,15 +36,29 @@ def run(args: argparse.Namespace) -> int:
         path = store.resolve(args.run)
         reader.read_info(path)  # refuse an unreadable run with a clear message
         adopted = store.adopt(path)  # a run from elsewhere is copied into the store
-        store.set_pointer("baseline", adopted)
-        print(f"memlens: baseline set to {printable(adopted.stem)}", file=sys.stderr)
+        kind = store.set_baseline(adopted)
+        print(f"memlens: baseline of {kind} runs set to {printable(adopted.stem)}", file=sys.stderr)
     elif args.action == "clear":
-        store.clear_pointer("baseline")
-        print("memlens: baseline cleared", file=sys.stderr)
+        kinds = [args.kind] if args.kind else list(KINDS)
+        for kind in kinds:
+            store.clear_pointer(pointer_name("baseline", kind))
+        print(f"memlens: baseline of {' and '.join(kinds)} runs cleared", file=sys.stderr)
     else:
-        path = store.resolve("baseline")
-        info = reader.read_info(path)
-        started = info.started[:19].replace("T", " ")
-        print(printable(f"{path.stem}  {started}  {' '.join(info.command)}"))
-        print(printable(str(path)))
+        problems: list[tuple[Path, str]] = []
+        quiet = Store(args.dir, on_problem=lambda path, why: problems.append((path, why)))
+        shown = 0
+        for kind in [args.kind] if args.kind else list(KINDS):
+            found = quiet.baseline(kind)
+            if found is None:
+                continue
+            info = reader.read_info(found)
+            started = info.started[:19].replace("T", " ")
+            which = "  (baseline of test runs)" if kind == "tests" else ""
+            print(printable(f"{found.stem}  {started}  {' '.join(info.command)}{which}"))
+            print(printable(str(found)))
+            shown += 1
+        if not shown:  # one line: why (an ignored pointer, or none set)
+            store.resolve("baseline" if args.kind != "tests" else "baseline-tests")
+        for path, why in dict.fromkeys(problems):
+            warn(path, why)
     return 0

@@ -14,11 +14,11 @@ from rich.text import Text
 from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
 from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
 from memlens.errors import MemlensError
-from memlens.layout import display_path, printable
+from memlens.layout import display_path, pointer_name, printable
 from memlens.model import NAMED_FIGURES
 from memlens.moment import SYNTAX, resolve, run_at
 from memlens.runfile import reader
-from memlens.store import Store
+from memlens.store import Store, run_kind
 from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
 
 if TYPE_CHECKING:
@@ -79,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
         d = diff_runs(run_at(whole, start), run_at(whole, end))
         by = "live"
     else:
-        path_a, path_b = store.resolve(args.a or "baseline"), store.resolve(args.b or "latest")
+        path_b = store.resolve(args.b or "latest")
+        a = args.a or "baseline"
+        if a == "baseline":
+            # Like with like: the baseline of the new run's kind (a test run's, a program's).
+            a = pointer_name("baseline", run_kind(reader.read_info(path_b)))
+        path_a = store.resolve(a)
         d = diff_runs(reader.read(path_a), reader.read(path_b))
         by = args.by or "peak"
     figure = NAMED_FIGURES[by]

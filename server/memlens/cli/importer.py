@@ -49,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise MemlensError(f"cannot write {out}: {exc.strerror or exc}") from None
     if not args.output:
-        store.set_pointer("latest", out)
+        store.point_latest(out)
     print(f"memlens: imported {args.file} as {out}", file=sys.stderr)
     return 0

@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-run",
         action="store_true",
-        help="let agents run scripts of the workspace under memlens (profile_script)",
+        help="let agents run scripts of the workspace under memlens (profile_script) and attach "
+        "to running processes (attach_process)",
     )
     parser.add_argument(
         "--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio"

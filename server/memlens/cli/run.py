@@ -287,28 +287,7 @@ def run(args: Namespace) -> int:
     if args.json not in (None, "-"):
         args.json = _json_path(args.json, target)
 
-    from memlens.layout import RUNS_DIR, STORE_DIR
-
-    store_root = os.path.abspath(args.dir)
-    runs_dir = os.path.join(os.path.realpath(store_root), STORE_DIR, RUNS_DIR)
-    if args.output:
-        out_path = os.path.abspath(args.output)
-        if os.path.isdir(out_path):
-            raise MemlensError(f"-o {args.output}: is a directory")
-        # A run written into the store by hand still becomes the latest one.
-        in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
-    else:
-        from memlens.layout import new_run_path
-
-        out_path = new_run_path(runs_dir)
-        in_store = True
-    try:
-        os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    except OSError as exc:
-        raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    if not os.access(os.path.dirname(out_path), os.W_OK):
-        # Found out now, not after a long run.
-        raise MemlensError(f"cannot write {out_path}: permission denied")
+    out_path, in_store = output_path(args.dir, args.output)
     command = target.command()
     # The live status line works (allocates) at moments of its own, which would move a sampled
     # run's samples (any sampled run can be repeated with its seed): the one line at the start
@@ -398,6 +377,34 @@ def run(args: Namespace) -> int:
     return runner.run(
         target, on_exit, on_start=on_start, on_end=follow.end_children if following else None
     )
+
+
+def output_path(store: str, output: str | None, pid: int | None = None) -> tuple[str, bool]:
+    """Where a run goes (``-o OUTPUT``, else a new name in the store of ``store``, named after
+    ``pid``: this process by default), and whether that is in the store (a run written there
+    becomes latest); its folder made, and checked writable now, not after a long run."""
+    from memlens.errors import MemlensError
+    from memlens.layout import RUNS_DIR, STORE_DIR
+
+    runs_dir = os.path.join(os.path.realpath(os.path.abspath(store)), STORE_DIR, RUNS_DIR)
+    if output:
+        out_path = os.path.abspath(output)
+        if os.path.isdir(out_path):
+            raise MemlensError(f"-o {output}: is a directory")
+        # A run written into the store by hand still becomes the latest one.
+        in_store = os.path.realpath(os.path.dirname(out_path)) == runs_dir
+    else:
+        from memlens.layout import new_run_path
+
+        out_path = new_run_path(runs_dir, pid=pid)
+        in_store = True
+    try:
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    except OSError as exc:
+        raise MemlensError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    if not os.access(os.path.dirname(out_path), os.W_OK):
+        raise MemlensError(f"cannot write {out_path}: permission denied")
+    return out_path, in_store
 
 
 #: Set across the one re-execution that makes a sampled run repeatable (see _repeatable): "1"

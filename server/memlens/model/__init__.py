@@ -28,6 +28,7 @@ from memlens.model.figures import (
     TEST_FIGURE_WORDS,
     TEST_FIGURES,
     TEST_LINE_FIGURE,
+    TEST_LINE_WORDS,
     TEST_LINES_TITLE,
     TEST_MARKER_LIMITS,
     Figure,
@@ -54,6 +55,7 @@ __all__ = [
     "TEST_FIGURE_WORDS",
     "TEST_LINES_TITLE",
     "TEST_LINE_FIGURE",
+    "TEST_LINE_WORDS",
     "TEST_MARKER_LIMITS",
     "CallNode",
     "CallTree",
@@ -62,6 +64,7 @@ __all__ = [
     "FunctionStats",
     "LineStats",
     "Moments",
+    "NotebookCell",
     "ProcessInfo",
     "Run",
     "RunInfo",
@@ -248,24 +251,33 @@ class TestFailure(Value):
     """Why a test failed on memory: ``figure`` (a name of :data:`TEST_FIGURES`) was ``value``
     bytes, over ``limit``. ``kind`` is ``"limit"`` (the test's ``memlens`` marker) or
     ``"increase"`` (more than the allowed growth over ``baseline``, the figure of the same test
-    in the baseline run; None for limits)."""
+    in the baseline run; None for limits). ``lines`` are the lines responsible, heaviest first:
+    (absolute file, 1-based line, bytes their figure grew by during the test)."""
 
     __test__ = False  # not a test class, whatever pytest's name patterns say
-    __slots__ = ("baseline", "figure", "kind", "limit", "value")
+    __slots__ = ("baseline", "figure", "kind", "limit", "lines", "value")
     figure: str
     value: int
     limit: int
     kind: str
     baseline: int | None
+    lines: tuple[tuple[str, int, int], ...]
 
     def __init__(
-        self, figure: str, value: int, limit: int, kind: str, baseline: int | None = None
+        self,
+        figure: str,
+        value: int,
+        limit: int,
+        kind: str,
+        baseline: int | None = None,
+        lines: tuple[tuple[str, int, int], ...] = (),
     ) -> None:
         _set(self, "figure", figure)
         _set(self, "value", value)
         _set(self, "limit", limit)
         _set(self, "kind", kind)
         _set(self, "baseline", baseline)
+        _set(self, "lines", lines)
 
 
 class TestStats(Value):
@@ -371,6 +383,35 @@ class ProcessInfo(Value):
         _set(self, "peak_traced_bytes", peak_traced_bytes)
 
 
+class NotebookCell(Value):
+    """The notebook cell a run profiled (``%%memlens`` or ``%memlens`` in IPython or Jupyter).
+
+    ``file`` is the cell's key in :attr:`Run.files` (``In [5]``; its recorded text is the
+    cell's, magic line included, so that line numbers are the cell's own); ``execution_count``
+    its number; ``notebook`` the notebook's absolute path ("" when the kernel does not know
+    it, e.g. in a terminal); ``cell_id`` the front end's id for the cell (VS Code: the cell
+    document's URI; JupyterLab: the nbformat cell id; "" when none was sent); ``sha256`` the
+    digest of the recorded cell text (:func:`memlens.source.text_digest`), so that an editor
+    finds a cell's runs from their headers alone.
+    """
+
+    __slots__ = ("cell_id", "execution_count", "file", "notebook", "sha256")
+    file: str
+    execution_count: int
+    notebook: str
+    cell_id: str
+    sha256: str
+
+    def __init__(
+        self, file: str, execution_count: int, notebook: str, cell_id: str, sha256: str
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "execution_count", execution_count)
+        _set(self, "notebook", notebook)
+        _set(self, "cell_id", cell_id)
+        _set(self, "sha256", sha256)
+
+
 class RunInfo(Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -385,9 +426,17 @@ class RunInfo(Value):
     child processes (the run's own process first), and is empty for a run of one process.
     ``peak_at_s`` says when the peak happened (seconds since the start, to within the tracer's
     timeline resolution; None when unknown: imports, older runs).
+    ``checkpoint`` is True for a checkpoint: the run so far of a program still running (or
+    killed before its end), never compared as a final run.
+    ``attached`` is true for a run of a process that was already running (``memlens
+    attach``): what it allocated before is not in the figures, and "live" means live at detach.
+    ``cell`` is the notebook cell the run profiled (None for a program).
     """
 
     __slots__ = (
+        "attached",
+        "cell",
+        "checkpoint",
         "command",
         "complete",
         "cwd",
@@ -433,6 +482,9 @@ class RunInfo(Value):
     tests: tuple[TestStats, ...]
     processes: tuple[ProcessInfo, ...]
     peak_at_s: float | None
+    checkpoint: bool
+    attached: bool
+    cell: NotebookCell | None
 
     def __init__(
         self,
@@ -458,6 +510,9 @@ class RunInfo(Value):
         tests: tuple[TestStats, ...] = (),
         processes: tuple[ProcessInfo, ...] = (),
         peak_at_s: float | None = None,
+        checkpoint: bool = False,
+        attached: bool = False,
+        cell: NotebookCell | None = None,
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -481,6 +536,9 @@ class RunInfo(Value):
         _set(self, "tests", tests)
         _set(self, "processes", processes)
         _set(self, "peak_at_s", peak_at_s)
+        _set(self, "checkpoint", checkpoint)
+        _set(self, "attached", attached)
+        _set(self, "cell", cell)
 
 
 class Run(Value):

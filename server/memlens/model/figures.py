@@ -110,8 +110,14 @@ SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not
 def calls_figure(name: str) -> str:
     """The figure a call site shows for figure ``name``, what it holds through its callees:
     the inclusive counterpart (an inclusive figure is its own)."""
-    incl = NAMED_FIGURES[name].incl
-    return next(n for n, f in NAMED_FIGURES.items() if f.line == incl)
+    return _CALLS[name]
+
+
+#: calls_figure's answers (it is asked per line of every hint).
+_CALLS: dict[str, str] = {
+    name: next(n for n, f in NAMED_FIGURES.items() if f.line == fig.incl)
+    for name, fig in NAMED_FIGURES.items()
+}
 
 
 #: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
@@ -135,4 +141,9 @@ TEST_LINE_FIGURE: dict[str, str] = {
 TEST_LINES_TITLE: dict[str, str] = {
     "live_bytes": "lines still holding memory the test allocated",
     "alloc_bytes": "lines that allocated most during the test",
+}
+#: What one of those lines did, after its size (``10.0 MiB still held after the test``).
+TEST_LINE_WORDS: dict[str, str] = {
+    "live_bytes": "still held after the test",
+    "alloc_bytes": "allocated during the test",
 }

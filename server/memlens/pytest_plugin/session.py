@@ -143,7 +143,7 @@ def _command(config: pytest.Config) -> tuple[str, ...]:
 
 
 def _point_latest_at(run_path: str) -> None:
-    problem = point_latest_at(run_path)
+    problem = point_latest_at(run_path, "tests")
     if problem is not None:
         print(f"memlens: {problem}", file=sys.stderr)
 
@@ -267,7 +267,7 @@ class MemlensSession:
         spec = self.config.getoption("memlens_baseline")
         store = Store(self.config.getoption("memlens_dir"), on_problem=lambda path, why: None)
         try:
-            path = store.resolve(spec, default="baseline")
+            path = store.resolve(spec, default="baseline-tests")
             info = reader.read_info(path)
         except (MemlensError, RunFileError) as exc:
             if spec is not None:  # asked for by name: it must be there
@@ -636,27 +636,40 @@ def _kept_in_window(t_open: float, t_close: float) -> int:
 
 
 def _failure_message(window: _Window) -> str:
-    """Why the test failed: each figure against its limit, then the lines responsible."""
-    out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
+    """Why the test failed: each figure against its limit, then the lines responsible (which
+    the window's failures keep, for the editor)."""
     wanted = []
     for f in window.failures:
         if TEST_LINE_FIGURE[f.figure] not in wanted:
             wanted.append(TEST_LINE_FIGURE[f.figure])
-    for figure, rows in _responsible_lines(window.snapshot, wanted).items():
+    grown = _responsible_lines(window.snapshot, wanted)
+    window.failures = tuple(
+        replace(f, lines=tuple(row[:3] for row in grown.get(TEST_LINE_FIGURE[f.figure], ())))
+        for f in window.failures
+    )
+    out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
+    for figure, rows in grown.items():
         out.append(f"{TEST_LINES_TITLE[figure]}:")
-        out.extend(rows or ["  (none of them in code memlens charges: see the run)"])
+        out.extend(
+            f"  {fmt_bytes(delta):>10}  {display_path(path)}:{line}  {printable(source[:80])}"
+            for path, line, delta, source in rows
+        )
+        if not rows:
+            out.append("  (none of them in code memlens charges: see the run)")
     return "\n".join(out)
 
 
-def _responsible_lines(start: Any, figures: list[str]) -> dict[str, list[str]]:
-    """Per line figure, the lines whose figure grew most since the ``start`` snapshot, as
-    rows ``  10.0 MiB  tests/test_x.py:12  code``."""
+def _responsible_lines(
+    start: Any, figures: list[str]
+) -> dict[str, list[tuple[str, int, int, str]]]:
+    """Per line figure, the lines whose figure grew most since the ``start`` snapshot:
+    (file, line, bytes grown, the line's code)."""
     session = tracer._session
     if start is None or session is None:
         return {}
     before = tracer._build_run(start, session, None, None, False)
     after = tracer._build_run(_tracer.snapshot(), session, None, None, False)
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[tuple[str, int, int, str]]] = {}
     for figure in figures:
         grown = []
         for path, sf in after.files.items():
@@ -672,9 +685,7 @@ def _responsible_lines(start: Any, figures: list[str]) -> dict[str, list[str]]:
         for delta, path, line in grown[:TOP_LINES]:
             text = after.files[path].text or ""
             source = text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
-            rows.append(
-                f"  {fmt_bytes(delta):>10}  {display_path(path)}:{line}  {printable(source[:80])}"
-            )
+            rows.append((after.files[path].path, line, delta, source))
         out[figure] = rows
     return out
 

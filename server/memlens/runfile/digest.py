@@ -8,7 +8,8 @@ in; the reader from the rows it fetches anyway (:class:`memlens.runfile.reader.R
 from __future__ import annotations
 
 import hashlib
-import json
+
+from memlens.runfile.jsontext import compact
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
@@ -22,12 +23,16 @@ def digest_json(rows: Sequence[Sequence[Any]]) -> bytes:
     """A chunk of rows as the digest hashes them: compact JSON (UTF-8, no ASCII escaping,
     separators ``,`` and ``:``) without the enclosing brackets; a BLOB as the hex SHA-256 of
     its bytes (version 2's tree parts)."""
-    if any(isinstance(v, bytes) for r in rows for v in r):
+    try:
+        # Most chunks hold no BLOB: JSON refuses bytes, and only then are they looked for
+        # (a scan of every value costs more than the JSON itself on a big run).
+        text = compact(rows)
+    except TypeError:
         rows = [
             [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r] for r in rows
         ]
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))[1:-1]
-    return text.encode("utf-8", "surrogatepass")
+        text = compact(rows)
+    return text[1:-1].encode("utf-8", "surrogatepass")
 
 
 class Digest:

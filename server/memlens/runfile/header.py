@@ -5,12 +5,19 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from memlens.errors import RunFileError
 from memlens.layout import printable
-from memlens.model import TEST_FIGURES, ProcessInfo, RunInfo, TestFailure, TestStats
+from memlens.model import (
+    TEST_FIGURES,
+    NotebookCell,
+    ProcessInfo,
+    RunInfo,
+    TestFailure,
+    TestStats,
+)
+from memlens.runfile.jsontext import plain
 from memlens.runfile.schema import MAX_NAME_CHARS
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
@@ -59,6 +66,9 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "tests": (dict,),
     "processes": (list,),
     "peak_at_s": (int, float, type(None)),
+    "checkpoint": (bool,),
+    "attached": (bool,),
+    "cell": (dict,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -93,18 +103,21 @@ def header_json(info: RunInfo) -> str:
         del fields["processes"]  # a run of one process: the header is as before
     if fields["peak_at_s"] is None:
         del fields["peak_at_s"]  # unknown (imports): the header is as before
-    return json.dumps(fields)
+    if not fields["checkpoint"]:
+        del fields["checkpoint"]  # final runs: the header is as before
+    if not fields["attached"]:
+        del fields["attached"]  # a run that started with its program: the header is as before
+    if fields["cell"] is not None:
+        fields["cell"] = fields["cell"].as_dict()
+    else:
+        del fields["cell"]  # a program's run: the header is as before
+    return plain(fields)
 
 
-def parse_header(header: object, name: str) -> RunInfo:
-    """The run header of the file ``name`` (meta ``run``, untrusted) as a RunInfo; a
-    RunFileError naming what is wrong with it."""
-    if not isinstance(header, str):
-        raise RunFileError(name, "no run header")
-    try:
-        raw = json.loads(header)
-    except ValueError:
-        raise RunFileError(name, "bad run header (not JSON)") from None
+def parse_header(raw: object, name: str) -> RunInfo:
+    """The run header of the file ``name`` (meta ``run``, untrusted, decoded from its JSON by
+    the reader: the writer's path never imports ``json``) as a RunInfo; a RunFileError naming
+    what is wrong with it."""
     if not isinstance(raw, dict):
         raise RunFileError(name, "bad run header")
     missing = REQUIRED_RUN_KEYS - raw.keys()
@@ -129,7 +142,36 @@ def parse_header(header: object, name: str) -> RunInfo:
             raise RunFileError(name, "bad run header: peak_at_s is not a finite number >= 0")
     if "tests" in raw:
         raw["tests"] = read_tests(raw["tests"], name)
+    if "cell" in raw:
+        raw["cell"] = read_cell(raw["cell"], name)
     return RunInfo(**raw)
+
+
+#: The keys of the header's ``cell`` (a notebook cell's run), with their JSON types.
+CELL_TYPES: dict[str, tuple[type, ...]] = {
+    "file": (str,),
+    "execution_count": (int,),
+    "notebook": (str,),
+    "cell_id": (str,),
+    "sha256": (str,),
+}
+
+
+def read_cell(value: dict[str, object], name: str) -> NotebookCell:
+    """The header's ``cell`` (untrusted): every key of :data:`CELL_TYPES`, of its type,
+    bounded (unknown keys are ignored), else RunFileError."""
+    values = {k: value.get(k) for k in CELL_TYPES}
+    for key, types in CELL_TYPES.items():
+        found = values[key]
+        if not is_a(found, types):
+            raise RunFileError(name, f"bad run header: cell: {key} is {type(found).__name__}")
+        if isinstance(found, str) and len(found) > MAX_NAME_CHARS:
+            raise RunFileError(name, f"bad run header: cell: {key} is too long")
+    count = values["execution_count"]
+    assert isinstance(count, int)
+    if not 0 <= count < 2**63:
+        raise RunFileError(name, "bad run header: cell: execution_count is out of range")
+    return NotebookCell(**values)  # type: ignore[arg-type]
 
 
 # -- per-test figures (the header's ``tests``: pytest --memlens) --------------------------------
@@ -137,6 +179,8 @@ def parse_header(header: object, name: str) -> RunInfo:
 #: Most tests a run header may hold, and most failures one test may list.
 MAX_TESTS = 100_000
 MAX_TEST_FAILURES = 16
+#: Most lines responsible one failure may list.
+MAX_FAILURE_LINES = 16
 #: Largest byte figure or limit of a test (figures are 64-bit in the run file's tables too).
 _MAX_TEST_BYTES = 2**63 - 1
 _MAX_LINE = 2**31 - 1
@@ -161,6 +205,7 @@ def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
             "failures": [
                 {"figure": f.figure, "value": f.value, "limit": f.limit, "kind": f.kind}
                 | ({} if f.baseline is None else {"baseline": f.baseline})
+                | ({"lines": [list(row) for row in f.lines]} if f.lines else {})
                 for f in t.failures
             ],
         }
@@ -219,6 +264,25 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
             if figure not in TEST_FIGURES:
                 raise bad(f"{where}: a failure names {clip(figure)}, not a test figure")
             baseline = failure.get("baseline")
+            lines = failure.get("lines", [])
+            if not isinstance(lines, list) or len(lines) > MAX_FAILURE_LINES:
+                raise bad(
+                    f"{where}: a failure's lines are not a list of at most {MAX_FAILURE_LINES}"
+                )
+            rows = []
+            for row in lines:
+                if not (
+                    isinstance(row, list)
+                    and len(row) == 3
+                    and isinstance(row[0], str)
+                    and len(row[0]) <= MAX_NAME_CHARS
+                    and is_a(row[1], (int,))
+                    and 0 < row[1] <= _MAX_LINE
+                    and is_a(row[2], (int,))
+                    and 0 <= row[2] <= _MAX_TEST_BYTES
+                ):
+                    raise bad(f"{where}: a failure's line is not [file, line, bytes]")
+                rows.append((row[0], row[1], row[2]))
             read_failures.append(
                 TestFailure(
                     figure,
@@ -228,6 +292,7 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                     None
                     if baseline is None
                     else number(failure, "baseline", 0, _MAX_TEST_BYTES, where),
+                    tuple(rows),
                 )
             )
         out.append(

@@ -46,7 +46,7 @@ except ImportError as _exc:
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
     import types
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
     from memlens.model import Run, SourceFile
@@ -66,6 +66,7 @@ _RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "
 class _Session:
     __slots__ = (
         "argv",
+        "attached",
         "exclude",
         "hidden",
         "include",
@@ -74,6 +75,7 @@ class _Session:
         "pid",
         "sample_interval",
         "seed",
+        "sources",
         "started",
         "workspace_root",
     )
@@ -88,8 +90,12 @@ class _Session:
         hidden: tuple[str, ...],
         seed: int | None = None,
         workspace_root: str = "",
+        attached: bool = False,
+        sources: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.mode = mode
+        self.attached = attached
+        self.sources = dict(sources or {})
         self.workspace_root = workspace_root
         self.seed = seed
         self.libraries = libraries
@@ -126,6 +132,8 @@ def start(
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
     workspace_root: str = "",
+    attached: bool = False,
+    sources: Mapping[str, tuple[str, str]] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -146,7 +154,11 @@ def start(
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
-    Python 3.12+ (for comparisons; figures are the same either way).
+    Python 3.12+ (for comparisons; figures are the same either way). ``attached``: the
+    process was already running (``memlens attach``), as its run's header says. ``sources``
+    maps code file names that have no file to read (notebook cells: ``<ipython-input-5-...>``)
+    to the name and text the run records for them; they are always charged, as the program's
+    own.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -175,6 +187,8 @@ def start(
         hidden=tuple(os.path.realpath(h) for h in hidden),
         seed=seed,
         workspace_root=workspace_root,
+        attached=attached,
+        sources=sources,
     )
     try:
         _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
@@ -314,10 +328,12 @@ def block_signals() -> None:
 def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
     """Write the run so far to ``path`` (incomplete); False when it could not be written.
     The caller's thread must be paused."""
+    from memlens.model import replace
     from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
+    run = replace(run, info=replace(run.info, checkpoint=True))
     try:
         writer.write(run, path)
     except OSError as exc:
@@ -499,8 +515,11 @@ class _Filter:
         exclude: Sequence[str],
         libraries: bool,
         hidden: Sequence[str] = (),
+        sources: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.hidden = frozenset(hidden)
+        #: Code file name -> the name it is recorded under (files with a given text).
+        self.given = {name: recorded for name, (recorded, _text) in (sources or {}).items()}
         self._real: dict[str, str] = {}
         self._passes: dict[str, bool] = {}
         self.include = [os.path.abspath(p) if os.sep in p else p for p in include]
@@ -510,7 +529,7 @@ class _Filter:
     def realpath(self, filename: str) -> str:
         real = self._real.get(filename)
         if real is None:
-            real = os.path.realpath(filename) if filename else ""
+            real = self.given.get(filename) or (os.path.realpath(filename) if filename else "")
             self._real[filename] = real
         return real
 
@@ -521,6 +540,8 @@ class _Filter:
         return known
 
     def _decide(self, filename: str) -> bool:
+        if filename in self.given:
+            return True  # a notebook cell: the program itself
         if not filename or filename.startswith("<"):
             return False  # frozen modules, exec'd strings: no source to show
         real = self.realpath(filename)
@@ -568,9 +589,12 @@ def _build_run(
         SourceFile,
         TimelinePoint,
     )
-    from memlens.source import read_source
+    from memlens.source import read_source, text_digest
 
-    flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
+    flt = _Filter(
+        session.include, session.exclude, session.libraries, session.hidden, session.sources
+    )
+    given = dict(session.sources.values())  # recorded name -> text
     codes = snap.codes
     charged = [flt.realpath(c[0]) if flt.passes(c[0]) else None for c in codes]
     # File ids in path order, the order of run.files: the call tree's file column is then
@@ -618,7 +642,11 @@ def _build_run(
     run_files: dict[str, SourceFile] = {}
     for fid in range(len(paths)):  # (every charged file has nodes: it was on a stack)
         path = paths[fid]
-        sha, text = read_source(path) or ("", None)
+        text: str | None
+        if path in given:
+            sha, text = text_digest(given[path]), given[path]
+        else:
+            sha, text = read_source(path) or ("", None)
         run_files[path] = SourceFile(
             path=path,
             sha256=sha,
@@ -656,6 +684,7 @@ def _build_run(
         max_depth=0,
         seed=session.seed,
         peak_at_s=snap_info["peak_t"],
+        attached=session.attached,
     )
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]

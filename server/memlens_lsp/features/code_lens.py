@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from memlens_lsp import convert, views
+from memlens_lsp import convert, notebooks, views
 from memlens_lsp.features import pytest_results
 from memlens_lsp.staleness import buffer_lines
 from memlens_lsp.state import MemlensServer, Method, guarded
@@ -19,6 +19,8 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
     items: list[views.LensItem] = []
     if ctx is not None:
         lines = ctx.lines
+        # A test function has one lens, its test's figures (not also its function's).
+        tests = pytest_results.tests_by_line(ctx.view.run, ctx.view.key)
         items.extend(
             views.function_lenses(
                 ctx.view,
@@ -27,9 +29,16 @@ async def code_lens(ls: MemlensServer, params: lsp.CodeLensParams) -> list[lsp.C
                 ls.settings,
                 has_baseline=ctx.folder.baseline is not None,
                 moment=ls.moment,
+                skip=tests.keys(),
             )
         )
         items.extend(pytest_results.lens_items(ctx.view, ctx.mapping, len(lines)))
+        quiet = views.peak_elsewhere_lens(ctx.view, ls.settings)
+        if quiet is not None:
+            items.append(quiet)
+        cell = notebooks.cell_lens(ctx.view)  # a profiled notebook cell: its totals
+        if cell is not None:
+            items.append(views.LensItem(0, cell))
     else:
         doc = ls.document(uri)
         if doc is None:

@@ -25,8 +25,9 @@ from memlens import moment as memlens_moment
 from memlens import timeline as memlens_timeline
 from memlens.errors import MemlensError, RunFileError
 from memlens.launch import ProfiledProgram
+from memlens.layout import KINDS, pointer_name
 from memlens.runfile import reader
-from memlens.store import Store
+from memlens.store import Store, run_kind
 from memlens_lsp import convert, protocol, views
 from memlens_lsp.background import in_thread
 from memlens_lsp.features import runs
@@ -68,6 +69,33 @@ def _folder(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
     return ls.index.folders[0]
 
 
+def _shown(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
+    """The folder state (one kind of run) a command is about: ``kind`` when given, else the
+    kind whose run shows the document ``uri``, else the program runs when there is one, else
+    the test runs."""
+    folder = _folder(ls, a)
+    kind = a.get("kind")
+    if kind not in KINDS:
+        doc = a.get("uri")
+        path = to_fs_path(doc) if isinstance(doc, str) else None
+        found = ls.index.lookup(canonical(path)) if path is not None else None
+        if found is not None and found[0].uri == folder.uri:
+            return found[0]
+        program = ls.index.get(folder.uri, "program")
+        kind = "program" if program is not None and program.run is not None else "tests"
+    return ls.index.get(folder.uri, kind) or folder
+
+
+def _kind_arg(a: dict[str, Any]) -> list[str]:
+    """The kinds a command acts on: ``kind`` when given, else all."""
+    kind = a.get("kind")
+    if kind is None:
+        return list(KINDS)
+    if kind not in KINDS:
+        raise JsonRpcInvalidParams(message=f'memlens: "kind" must be one of {", ".join(KINDS)}')
+    return [kind]
+
+
 def _resolve(folder: FolderState, spec: object) -> Path:
     """The run file a spec names: a regular file that reads as a run (checked off the loop:
     never a device, FIFO or directory, whatever a path or pointer says)."""
@@ -101,40 +129,75 @@ async def _run_path(folder: FolderState, spec: object) -> Path:
         raise JsonRpcInvalidParams(message=f"memlens: cannot read {spec}: timed out") from None
 
 
+async def _kind_of(path: Path) -> str:
+    info = await in_thread(reader.read_info, path, name="memlens-resolve")
+    return run_kind(info)
+
+
 async def set_baseline(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    """The run becomes the baseline of its kind (program runs, test runs)."""
     a = _arg(args)
     folder = _folder(ls, a)
     path = await _run_path(folder, a.get("run", "latest"))
-    Store(folder.root).set_pointer("baseline", path)
+    kind = await _kind_of(path)
+    Store(folder.root).set_pointer(pointer_name("baseline", kind), path)
     await runs.reload(ls, [folder.uri])
-    state = ls.index.get(folder.uri)
+    state = ls.index.get(folder.uri, kind)
     return views.run_summary(state.baseline if state else None)
 
 
 async def clear_baseline(ls: MemlensServer, *args: object) -> None:
-    folder = _folder(ls, _arg(args))
-    Store(folder.root).clear_pointer("baseline")
+    a = _arg(args)
+    folder = _folder(ls, a)
+    store = Store(folder.root)
+    for kind in _kind_arg(a):
+        store.clear_pointer(pointer_name("baseline", kind))
     await runs.reload(ls, [folder.uri])
 
 
 async def choose_run(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    """Show the run in place of the latest of its kind (until a new run of that kind)."""
     a = _arg(args)
     folder = _folder(ls, a)
     path = await _run_path(folder, a.get("run"))
-    latest = Store(folder.root).latest()
-    await runs.choose(ls, folder.uri, None if path == latest else path, latest)
-    state = ls.index.get(folder.uri)
+    kind = await _kind_of(path)
+    latest = await in_thread(Store(folder.root).latest, kind, name="memlens-resolve")
+    await runs.choose(ls, folder.uri, kind, None if path == latest else path, latest)
+    state = ls.index.get(folder.uri, kind)
     return views.run_summary(state.run if state else None)
+
+
+async def document_run(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
+    """Which run a document's figures come from: ``{"workspace", "kind", "run"}``, or null
+    when none has figures for it (the status bar shows that run)."""
+    a = _arg(args)
+    uri = a.get("uri")
+    path = to_fs_path(uri) if isinstance(uri, str) else None
+    found = ls.index.lookup(canonical(path)) if path is not None else None
+    if found is None:
+        return None
+    state = found[0]
+    return {"workspace": state.uri, "kind": state.kind, "run": views.run_summary(state.run)}
 
 
 async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEntry]:
     folder = _folder(ls, _arg(args))
     store = Store(folder.root)
-    baseline = store.baseline()
-    loaded = folder.run.path if folder.run else None
+
+    def baselines() -> dict[str, Path | None]:
+        return {kind: store.baseline(kind) for kind in KINDS}
+
+    baseline = await in_thread(baselines, name="memlens-list")
+    loaded = [
+        state.run.path.resolve()
+        for kind in KINDS
+        if (state := ls.index.get(folder.uri, kind)) is not None and state.run is not None
+    ]
     out: list[protocol.RunListEntry] = []
     for e in await in_thread(store.entries, name="memlens-list"):
         info = e.info
+        kind = run_kind(info) if info else None
+        base = baseline.get(kind) if kind else None
         out.append(
             {
                 "id": e.id,
@@ -144,8 +207,9 @@ async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEn
                 "peak_traced_bytes": info.peak_traced_bytes if info else None,
                 "duration_s": info.duration_s if info else None,
                 "complete": info.complete if info else None,
-                "isBaseline": baseline is not None and e.path.resolve() == baseline.resolve(),
-                "isLoaded": loaded is not None and e.path.resolve() == loaded.resolve(),
+                "kind": kind,
+                "isBaseline": base is not None and e.path.resolve() == base.resolve(),
+                "isLoaded": e.path.resolve() in loaded,
                 "error": e.error,
             }
         )
@@ -153,17 +217,18 @@ async def list_runs(ls: MemlensServer, *args: object) -> list[protocol.RunListEn
 
 
 async def summary(ls: MemlensServer, *args: object) -> dict[str, Any]:
-    folder = _folder(ls, _arg(args))
+    folder = _shown(ls, _arg(args))
     settings = ls.settings
     top: list[dict[str, Any]] = []
     gone: list[dict[str, Any]] = []
     if folder.run is not None:
         run = folder.run
         top = views.top_lines(run, settings.figure)
-        if folder.baseline is not None:
+        if folder.baseline is not None and not run.run.info.checkpoint:
             top, gone = await in_thread(views.compare_summary, folder, top, settings)
     delta = None
-    if folder.run is not None and folder.baseline is not None:
+    final = folder.run is not None and not folder.run.run.info.checkpoint
+    if final and folder.run is not None and folder.baseline is not None:
         delta = folder.run.run.info.peak_traced_bytes - folder.baseline.run.info.peak_traced_bytes
     return {
         "run": views.run_summary(folder.run),
@@ -188,7 +253,9 @@ async def line_changes(ls: MemlensServer, *args: object) -> dict[str, Any]:
     changes = views.line_changes(ctx.view, ctx.mapping, ls.settings, size)
     gone = views.gone_lines(ctx.view, ctx.mapping, ls.settings, size)
     return {
-        "changes": [{"line": c.line, "kind": c.kind, "delta": c.delta} for c in changes],
+        "changes": [
+            {"line": c.line, "kind": c.kind, "delta": c.delta, "level": c.level} for c in changes
+        ],
         "gone": [
             {"line": g.line, "baselineLine": g.baseline_line, "text": g.text, "label": g.label}
             for g in gone
@@ -199,7 +266,7 @@ async def line_changes(ls: MemlensServer, *args: object) -> dict[str, Any]:
 async def timeline(ls: MemlensServer, *args: object) -> dict[str, Any]:
     """Memory over time of the shown run: an SVG (peak marked, the lines that held most at
     the peak beside it) and the same facts as data."""
-    folder = _folder(ls, _arg(args))
+    folder = _shown(ls, _arg(args))
     run = folder.run
     if run is None:
         raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
@@ -242,7 +309,7 @@ async def set_moment(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
         return None
     if not isinstance(spec, str):
         raise JsonRpcInvalidParams(message='memlens: "moment" must be a string or null')
-    folder = _folder(ls, a)
+    folder = _shown(ls, a)
     try:
         memlens_moment.parse(spec)
         if folder.run is not None:
@@ -257,7 +324,7 @@ async def set_moment(ls: MemlensServer, *args: object) -> dict[str, Any] | None:
 async def jump_to_peak(ls: MemlensServer, *args: object) -> dict[str, Any]:
     """The peak moment is shown (as ``memlens.setMoment`` with ``peak``); the result names the
     line that held the most then, for the client to open."""
-    folder = _folder(ls, _arg(args))
+    folder = _shown(ls, _arg(args))
     run = folder.run
     if run is None:
         raise JsonRpcInvalidParams(message="memlens: no run is loaded in this folder")
@@ -379,4 +446,5 @@ HANDLERS: dict[str, Handler] = {
     protocol.LINE_CHANGES: line_changes,
     protocol.SET_MOMENT: set_moment,
     protocol.JUMP_TO_PEAK: jump_to_peak,
+    protocol.DOCUMENT_RUN: document_run,
 }

@@ -1,9 +1,9 @@
 """Leak warnings: lines that still hold a lot at exit (push diagnostics, source ``memlens``).
 
 Published when a document opens or changes and after every reload or settings change. The
-threshold is ``memlens.leakWarning.minBytes``. Publishing waits for the document's line
-re-mapping, which runs off the event loop; per document only the newest publication runs
-(an edit cancels the one for the version before).
+threshold is ``memlens.leakWarning.minBytes``. Publishing waits a moment (``DELAY_S``) and for
+the document's line re-mapping, which runs off the event loop; per document only the newest
+publication runs (an edit cancels the one for the version before).
 """
 
 from __future__ import annotations
@@ -23,16 +23,24 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
     items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    items += pytest_results.diagnostic_items(ctx.view, ctx.mapping, ctx.lines)
-    if ls.settings.compare_with_baseline and ctx.folder.baseline is not None:
+    items += pytest_results.diagnostic_items(
+        ctx.view, ctx.mapping, ctx.lines, related=ls.features.related_information
+    )
+    if views.comparing(ctx.view, ls.settings, ctx.folder.baseline is not None):
         items += views.gone_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
     return ctx.version, ls.each(
         "diagnostic", items, lambda item: convert.diagnostic(item, ctx.codec, ctx.lines)
     )
 
 
+#: Seconds a publication waits before it computes: a newer edit (typing) replaces it for free,
+#: and the requests a client makes as it opens a file (its first hints) are answered first.
+DELAY_S = 0.1
+
+
 async def _publish(ls: MemlensServer, uri: str) -> None:
     try:
+        await asyncio.sleep(DELAY_S)
         version, diags = await diagnostics_for(ls, uri)
     except asyncio.CancelledError:
         raise
@@ -40,7 +48,7 @@ async def _publish(ls: MemlensServer, uri: str) -> None:
         ls.log_message(f"memlens: diagnostics for {uri} failed: {exc}", "error")
         doc = ls.document(uri)
         version, diags = (doc.version if doc is not None else None), []
-    if uri in ls.workspace.text_documents:
+    if ls.document(uri) is not None:
         ls.text_document_publish_diagnostics(convert.publish(uri, version, diags))
 
 

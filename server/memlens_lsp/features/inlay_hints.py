@@ -19,7 +19,7 @@ from memlens_lsp.state import MemlensServer, Method, guarded
 OPTIONS = convert.INLAY_HINT_OPTIONS
 
 
-async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
+async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> convert.Prebuilt | None:
     uri = params.text_document.uri
     ctx = await ls.context(uri)
     if ctx is None:
@@ -48,30 +48,32 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> list[ls
     )
     made = cache.lines
 
-    def make(item: views.HintItem) -> lsp.InlayHint:
+    def make(item: views.HintItem) -> dict[str, Any]:
         hint = made.get(item.line)
         if hint is None:
             # data = [document state, recorded line]: compact, as big files send many hints.
             data = [cache.token, item.recorded_line]
-            hint = made[item.line] = convert.inlay_hint(item, ctx.codec, ctx.lines, data)
+            hint = made[item.line] = convert.inlay_hint_json(item, ctx.codec, ctx.lines, data)
         return hint
 
-    out = ls.each("inlay hint", items, make)
+    # Written as JSON here, once: a whole file's answer is kept as it is sent.
+    out = convert.prebuilt(ls.each("inlay hint", items, make))
     if whole:
         cache.whole = out
     return out
 
 
 class HintCache:
-    """Converted hints of one document state (version, run, settings, encoding)."""
+    """Converted hints of one document state (version, run, settings, encoding): per line, and
+    the whole file's answer as sent."""
 
     __slots__ = ("key", "lines", "token", "whole")
 
     def __init__(self, key: tuple[Any, ...], token: int) -> None:
         self.key = key
         self.token = token
-        self.lines: dict[int, lsp.InlayHint] = {}
-        self.whole: list[lsp.InlayHint] | None = None
+        self.lines: dict[int, dict[str, Any]] = {}
+        self.whole: convert.Prebuilt | None = None
 
 
 #: How many document states' tokens resolve still understands.

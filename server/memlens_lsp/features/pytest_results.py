@@ -9,12 +9,14 @@ follow the document's edits like every figure (the run's line mapping).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
 from memlens.annotate import failure_text, label_for_tests
 from memlens.layout import printable
-from memlens.model import TestStats
+from memlens.model import TEST_LINE_FIGURE, TEST_LINE_WORDS, TestStats
+from memlens.units import fmt_bytes
 from memlens_lsp import views
 from memlens_lsp.index import FileView, RunData
 from memlens_lsp.staleness import LineMapping
@@ -51,9 +53,11 @@ def lens_items(view: FileView, mapping: LineMapping, buffer_size: int) -> list[v
 
 
 def diagnostic_items(
-    view: FileView, mapping: LineMapping, lines: Sequence[str]
+    view: FileView, mapping: LineMapping, lines: Sequence[str], *, related: bool = True
 ) -> list[views.DiagnosticItem]:
-    """An error on the name of each test function whose test (or case) failed on memory."""
+    """An error on the name of each test function whose test (or case) failed on memory, with
+    the lines responsible as related information (links; for a client that cannot show
+    related information, the heaviest one is named in the message)."""
     out = []
     for first, tests in tests_by_line(view.run, view.key).items():
         failed = [t for t in tests if t.failures]
@@ -63,12 +67,38 @@ def diagnostic_items(
         row, start, end = _name_span(lines, line - 1, failed[0].function)
         for test in failed:
             reasons = "; ".join(failure_text(f) for f in test.failures)
+            places = _responsible(view, test)
+            if places and not related:
+                path, line, what = places[0]
+                reasons += f"; most: {os.path.basename(path)}:{line + 1} ({what})"
+            message = printable(f"{test.nodeid}: {reasons}")
             out.append(
                 views.DiagnosticItem(
-                    row, start, end, printable(f"{test.nodeid}: {reasons}"), code="test"
+                    row, start, end, message, code="test", related=places if related else ()
                 )
             )
     return out
+
+
+def _responsible(view: FileView, test: TestStats) -> tuple[tuple[str, int, str], ...]:
+    """The lines responsible for a test's failures, as related information: (local path,
+    0-based line, ``10.0 MiB still held after the test: HELD.append(...)``)."""
+    run = view.run
+    out: list[tuple[str, int, str]] = []
+    seen = set()
+    for failure in test.failures:
+        did = TEST_LINE_WORDS[TEST_LINE_FIGURE[failure.figure]]
+        for file, line, size in failure.lines:
+            if (file, line) in seen:
+                continue
+            seen.add((file, line))
+            sf = run.run.files.get(file)
+            path = run.local_path(file) if sf is not None else file
+            text = sf.text.splitlines() if sf is not None and sf.text is not None else []
+            code = text[line - 1].strip()[:80] if 0 < line <= len(text) else ""
+            message = f"{fmt_bytes(size)} {did}" + (f": {code}" if code else "")
+            out.append((path, line - 1, printable(message)))
+    return tuple(out)
 
 
 def _name_span(lines: Sequence[str], first: int, qualname: str) -> tuple[int, int, int]:

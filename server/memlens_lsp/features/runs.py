@@ -1,7 +1,8 @@
 """Loading runs, and reloading them when the run store changes.
 
-Per workspace folder the server shows the run ``latest`` points at (or the one chosen with
-``memlens.chooseRun``, until a new run appears) and the ``baseline``. Changes are noticed two
+Per workspace folder and kind of run (a program's, a test suite's: :data:`memlens.layout.KINDS`)
+the server shows the latest run of that kind (or the one chosen with ``memlens.chooseRun``,
+until a new run of that kind appears) and the baseline of that kind. Changes are noticed two
 ways: ``workspace/didChangeWatchedFiles`` (registered dynamically when the client can) and a
 cheap poll of the store every second (directory and pointer ``stat``), so it works in every
 client. A reload builds a new :class:`FolderState` off the event loop, swaps it in, then
@@ -29,13 +30,14 @@ from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
 from memlens.errors import RunFileError
+from memlens.layout import KINDS, POINTERS
 from memlens.merge import split_by_process
 from memlens.runfile import reader
 from memlens.store import Store
 from memlens_lsp import convert, protocol, settings, views
 from memlens_lsp.background import in_thread
 from memlens_lsp.features import diagnostics
-from memlens_lsp.index import FolderState, Index, RunData
+from memlens_lsp.index import FolderState, Index, Memo, RunData
 from memlens_lsp.state import ClientFeatures, MemlensServer, Method
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
@@ -50,7 +52,7 @@ def store_signature(root: Path) -> tuple[Any, ...]:
     """A cheap fingerprint of a folder's run store: changes when runs or pointers change."""
     runs = root / ".memlens" / "runs"
     out: list[Any] = []
-    for p in (runs, runs / "latest", runs / "baseline"):
+    for p in (runs, *(runs / name for name in POINTERS)):
         try:
             st = p.lstat()  # a pointer that is a link is ignored, not followed (memlens.store)
             out.append((st.st_mtime_ns, st.st_size, st.st_ino))
@@ -89,17 +91,17 @@ def load_folder(prev: FolderState) -> tuple[FolderState, list[tuple[Path, str]]]
     errors: list[tuple[Path, str]] = []
     # A hostile pointer (a FIFO, a link to /dev/zero...) is ignored and reported once.
     store = Store(prev.root, on_problem=lambda p, why: errors.append((p, f"ignoring {p}: {why}")))
-    latest = store.latest()
+    latest = store.latest(prev.kind)
     chosen = prev.chosen
     if chosen is not None and (prev.chosen_latest != latest or not chosen.is_file()):
         chosen = None
     run = _load(chosen or latest, prev.run, prev.root, errors)
     problem = errors[0][1] if errors else None  # the run to show could not be read
-    base_path = store.baseline()
+    base_path = store.baseline(prev.kind)
     base = _load(base_path, prev.baseline, prev.root, errors, split=False)
     state = prev.with_runs(run, base, problem)
     if chosen is None and prev.chosen is not None:
-        state = FolderState(state.root, state.uri, state.run, state.baseline, problem=problem)
+        state = replace(state, chosen=None, chosen_latest=None, memo=Memo())
     return state, errors
 
 
@@ -114,7 +116,8 @@ def _identity(state: FolderState | None) -> tuple[Any, ...]:
 
 # -- reloading --------------------------------------------------------------------------------
 def folder_states(ls: MemlensServer) -> list[FolderState]:
-    """Folder states for the workspace's folders (keeping loaded runs of known ones)."""
+    """Folder states for the workspace's folders, one per kind of run (keeping loaded runs of
+    known ones)."""
     ws = ls.workspace
     uris = [f.uri for f in ws.folders.values()]
     if not uris and ws.root_uri:
@@ -124,7 +127,9 @@ def folder_states(ls: MemlensServer) -> list[FolderState]:
         path = to_fs_path(uri)
         if path is None:
             continue
-        out.append(ls.index.get(uri) or FolderState(Path(path).resolve(), uri))
+        root = Path(path).resolve()
+        for kind in KINDS:
+            out.append(ls.index.get(uri, kind) or FolderState(root, uri, kind=kind))
     return out
 
 
@@ -152,11 +157,13 @@ async def reload(ls: MemlensServer, uris: list[str] | None = None, *, force: boo
         _loaded()
 
 
-async def choose(ls: MemlensServer, uri: str, chosen: Path | None, latest: Path | None) -> None:
-    """Show run ``chosen`` in folder ``uri`` (None: the latest again) until the ``latest``
-    pointer leaves ``latest`` (its target when the choice was made); reload the folder."""
+async def choose(
+    ls: MemlensServer, uri: str, kind: str, chosen: Path | None, latest: Path | None
+) -> None:
+    """Show run ``chosen`` (of ``kind``) in folder ``uri`` (None: the latest again) until the
+    latest of that kind leaves ``latest`` (its target when the choice was made); reload."""
     async with _lock(ls):
-        folder = ls.index.get(uri)
+        folder = ls.index.get(uri, kind)
         if folder is None:
             return
         swap(ls, ls.index.replace_folder(replace(folder, chosen=chosen, chosen_latest=latest)))
@@ -168,12 +175,17 @@ async def choose(ls: MemlensServer, uri: str, chosen: Path | None, latest: Path 
 async def _reload(ls: MemlensServer, uris: list[str] | None, force: bool) -> bool:
     """Reload (under the lock) the folders ``uris`` (None: all); whether any changed."""
     states = folder_states(ls)
-    known = {f.uri for f in ls.index.folders}
-    if {s.uri for s in states} != known:
+    known = {(f.uri, f.kind) for f in ls.index.folders}
+    if {(s.uri, s.kind) for s in states} != known:
         swap(ls, Index(tuple(states)))
         force = True
-    todo = [s for s in states if uris is None or s.uri in uris]
-    return any(await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in todo)))
+    by_folder: dict[str, list[FolderState]] = {}
+    for state in states:
+        if uris is None or state.uri in uris:
+            by_folder.setdefault(state.uri, []).append(state)
+    return any(
+        await asyncio.gather(*(_reload_folder(ls, prev, force) for prev in by_folder.values()))
+    )
 
 
 def _loaded() -> None:
@@ -182,35 +194,57 @@ def _loaded() -> None:
     gc.freeze()
 
 
-async def _reload_folder(ls: MemlensServer, prev: FolderState, force: bool) -> bool:
-    """Load one folder; when what it shows changed, swap it in and tell the client."""
-    if prev.uri in ls.loading:
+def load_kinds(
+    prev: list[FolderState],
+) -> tuple[list[FolderState], list[tuple[Path, str]]]:
+    """:func:`load_folder` for each kind of run of one folder (one thread does both)."""
+    states: list[FolderState] = []
+    errors: list[tuple[Path, str]] = []
+    for state in prev:
+        new, problems = load_folder(state)
+        states.append(new)
+        errors.extend(p for p in problems if p not in errors)
+    return states, errors
+
+
+async def _reload_folder(ls: MemlensServer, prev: list[FolderState], force: bool) -> bool:
+    """Load one folder's runs (each kind); when what it shows changed, swap it in and tell the
+    client (one ``memlens/runLoaded`` for the folder)."""
+    uri, root = prev[0].uri, prev[0].root
+    if uri in ls.loading:
         return False  # an earlier read of this folder is still stuck
-    ls.signatures[prev.uri] = store_signature(prev.root)
-    ls.loading.add(prev.uri)
-    work = asyncio.ensure_future(in_thread(load_folder, prev, name="memlens-load"))
-    done: Callable[[object], None] = lambda _: ls.loading.discard(prev.uri)  # noqa: E731
+    ls.signatures[uri] = store_signature(root)
+    ls.loading.add(uri)
+    work = asyncio.ensure_future(in_thread(load_kinds, prev, name="memlens-load"))
+    done: Callable[[object], None] = lambda _: ls.loading.discard(uri)  # noqa: E731
     work.add_done_callback(done)
     try:
         new, errors = await asyncio.wait_for(asyncio.shield(work), LOAD_TIMEOUT_S)
     except asyncio.TimeoutError:
         work.add_done_callback(lambda f: f.cancelled() or f.exception())
         ls.warn(
-            f"load-timeout:{prev.uri}",
-            f"memlens: the runs of {prev.root} could not be read within {LOAD_TIMEOUT_S:.0f} s; "
+            f"load-timeout:{uri}",
+            f"memlens: the runs of {root} could not be read within {LOAD_TIMEOUT_S:.0f} s; "
             "skipping that folder",
         )
         return False
     for path, message in errors:
         _report_bad_run(ls, path, message)
-    current = ls.index.get(prev.uri)
-    if current is None:
-        return False  # the folder was removed meanwhile
-    if not (force or _identity(new) != _identity(current) or new.chosen != current.chosen):
+    changed = []
+    for state in new:
+        current = ls.index.get(state.uri, state.kind)
+        if current is None:
+            return False  # the folder was removed meanwhile
+        if force or _identity(state) != _identity(current) or state.chosen != current.chosen:
+            changed.append(state)
+    if not changed:
         return False
-    swap(ls, ls.index.replace_folder(new))
+    index = ls.index
+    for state in changed:
+        index = index.replace_folder(state)
+    swap(ls, index)
     diagnostics.publish_all(ls)
-    notify_loaded(ls, new)
+    notify_loaded(ls, uri)
     # Not awaited: a slow or silent client must not hold up the next reload.
     task = asyncio.create_task(refresh(ls))
     ls.background.add(task)
@@ -223,14 +257,22 @@ def _report_bad_run(ls: MemlensServer, path: Path, message: str) -> None:
     ls.warn(f"bad-run:{path}", f"memlens: {message}", error=False)
 
 
-def notify_loaded(ls: MemlensServer, state: FolderState) -> None:
-    params: protocol.RunLoadedParams = {
-        "workspace": state.uri,
-        "run": views.run_summary(state.run),  # type: ignore[typeddict-item]
-        "baseline": views.run_summary(state.baseline),  # type: ignore[typeddict-item]
-        "problem": state.problem,
-        "moment": views.moment_info(state.run, ls.moment),  # type: ignore[typeddict-item]
-    }
+def notify_loaded(ls: MemlensServer, uri: str) -> None:
+    """``memlens/runLoaded`` for folder ``uri``: its program runs (``run``, ``baseline``,
+    ``problem``, as before kinds, and ``moment``: the moment shown, as the program run has it)
+    and its test runs (``tests``, the same three)."""
+
+    def shown(state: FolderState | None) -> dict[str, Any]:
+        return {
+            "run": views.run_summary(state.run if state else None),
+            "baseline": views.run_summary(state.baseline if state else None),
+            "problem": state.problem if state else None,
+        }
+
+    program = ls.index.get(uri, "program")
+    params = {"workspace": uri, **shown(program)}
+    params["moment"] = views.moment_info(program.run if program else None, ls.moment)
+    params["tests"] = shown(ls.index.get(uri, "tests"))
     ls.protocol.notify(protocol.RUN_LOADED, params)
 
 
@@ -270,6 +312,7 @@ async def poll(ls: MemlensServer) -> None:
 # -- handlers ----------------------------------------------------------------------------------
 def initialize(ls: MemlensServer, params: lsp.InitializeParams) -> None:
     ls.features = ClientFeatures.from_capabilities(params.capabilities)
+    ls.first_load = asyncio.Event()
     _apply_settings(ls, params.initialization_options)
     interval = os.environ.get("MEMLENS_LSP_POLL_INTERVAL")
     if interval:
@@ -314,7 +357,11 @@ async def initialized(ls: MemlensServer, params: lsp.InitializedParams) -> None:
             )
         except Exception as exc:  # noqa: BLE001 - the poll covers it
             ls.log_message(f"memlens: cannot register a file watcher ({exc}); polling", "info")
-    await reload(ls, force=True)
+    try:
+        await reload(ls, force=True)
+    finally:
+        if ls.first_load is not None:
+            ls.first_load.set()
     if ls.poll_task is None:
         ls.poll_task = asyncio.create_task(poll(ls))
 

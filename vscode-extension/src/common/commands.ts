@@ -49,18 +49,6 @@ export function runSpec(
   return { command: interpreter, args: ['-m', 'memlens', 'run', file, ...args], cwd: folder };
 }
 
-/**
- * The command line a shell runs for `spec`: each word quoted for POSIX shells (bash, zsh, sh,
- * fish: `'…'` with `'\''` for a quote) or PowerShell (`& '…'` with `''` for a quote).
- */
-export function shellCommand(spec: RunSpec, platform: string): string {
-  const words = [spec.command, ...spec.args];
-  if (platform === 'win32') {
-    return '& ' + words.map((w) => `'${w.replace(/'/g, "''")}'`).join(' ');
-  }
-  return words.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(' ');
-}
-
 /** Splits an argument line the way a POSIX shell would for simple quoting. */
 export function splitArgs(line: string): string[] {
   const out: string[] = [];
@@ -120,7 +108,7 @@ export async function pickRun(
     return undefined;
   }
   if (picked.clear) {
-    await link.execute(CLEAR_BASELINE, [where]);
+    await link.execute(CLEAR_BASELINE, [picked.kind ? { ...where, kind: picked.kind } : where]);
     return '';
   }
   await link.execute(action === 'baseline' ? SET_BASELINE : CHOOSE_RUN, [{ run: picked.run, ...where }]);
@@ -131,6 +119,8 @@ export interface SummaryTop {
   file: string;
   line: number;
   label: string;
+  /** The line's code as profiled. */
+  text?: string;
   /** With a baseline: the change in bytes, null when the line is new since the baseline. */
   delta?: number | null;
 }
@@ -143,7 +133,7 @@ export interface SummaryGone {
 }
 
 export interface SummaryResult {
-  run: { id: string; peak_traced_bytes: number } | null;
+  run: { id: string; peak_traced_bytes: number; kind?: string; checkpoint?: boolean } | null;
   baseline: { id: string; peak_traced_bytes: number } | null;
   delta?: number | null;
   top: SummaryTop[];
@@ -170,10 +160,14 @@ export function summaryText(summary: SummaryResult): string {
   if (!summary.run) {
     return 'memlens: no run loaded.';
   }
-  const delta = summary.baseline
-    ? `, ${changeText(summary.delta ?? summary.run.peak_traced_bytes - summary.baseline.peak_traced_bytes)}`
-    : '';
-  return `memlens run ${summary.run.id}: ${formatBytes(summary.run.peak_traced_bytes)} peak${delta}`;
+  const run = summary.run;
+  const delta = run.checkpoint
+    ? ' (in progress: not compared)'
+    : summary.baseline
+      ? `, ${changeText(summary.delta ?? run.peak_traced_bytes - summary.baseline.peak_traced_bytes)}`
+      : '';
+  const what = run.kind === 'tests' ? 'test run' : 'run';
+  return `memlens ${what} ${run.id}: ${formatBytes(run.peak_traced_bytes)} peak${delta}`;
 }
 
 export interface SummaryPickItem {
@@ -194,6 +188,7 @@ export function summaryPickItems(summary: SummaryResult): SummaryPickItem[] {
     return {
       label: `${baseName(t.file)}:${t.line}`,
       description: change ? `${t.label} · ${change}` : t.label,
+      ...(t.text ? { detail: t.text } : {}),
       file: t.file,
       line: t.line,
     };
@@ -210,9 +205,13 @@ export function summaryPickItems(summary: SummaryResult): SummaryPickItem[] {
   return items;
 }
 
-/** memlens: Show Run Summary — the run, its baseline and its heaviest lines; opens a picked line. */
-export async function showSummary(api: VsCodeApi, link: ServerLink, workspace?: string): Promise<string> {
-  const summary = (await link.execute(SUMMARY, [workspace ? { workspace } : {}])) as SummaryResult | null;
+/**
+ * memlens: Show Run Summary — the run shown for `uri` (the active file: a program's run, or a
+ * test suite's), its baseline and its heaviest lines with their code; opens a picked line.
+ */
+export async function showSummary(api: VsCodeApi, link: ServerLink, workspace?: string, uri?: string): Promise<string> {
+  const args = { ...(workspace ? { workspace } : {}), ...(uri ? { uri } : {}) };
+  const summary = (await link.execute(SUMMARY, [args])) as SummaryResult | null;
   if (!summary || !summary.run) {
     const text = summaryText({ run: null, baseline: null, top: [] });
     await api.showInfo(text);

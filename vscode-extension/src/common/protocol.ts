@@ -16,3 +16,4 @@ export const TIMELINE = 'memlens.timeline';
 export const LINE_CHANGES = 'memlens.lineChanges';
 export const SET_MOMENT = 'memlens.setMoment';
 export const JUMP_TO_PEAK = 'memlens.jumpToPeak';
+export const DOCUMENT_RUN = 'memlens.documentRun';

@@ -10,6 +10,8 @@ export interface ListedRun {
   peak_traced_bytes: number | null;
   duration_s: number | null;
   complete: boolean | null;
+  /** 'program' or 'tests' (null when unreadable): each kind has its own baseline. */
+  kind?: string | null;
   isBaseline: boolean;
   isLoaded: boolean;
   error?: string | null;
@@ -22,7 +24,11 @@ export interface RunPickItem {
   /** What the server gets back: the run's path, or '' for "clear the baseline". */
   run: string;
   clear?: boolean;
+  /** For "clear the baseline": the kind of runs whose baseline goes. */
+  kind?: string;
 }
+
+const KIND_WORDS: Record<string, string> = { program: 'program runs', tests: 'test runs' };
 
 /**
  * The runs newest first (ids start with the UTC start time), the shown run and the baseline
@@ -36,7 +42,12 @@ export function runPickItems(runs: ListedRun[], now: Date = new Date()): RunPick
       if (r.error || r.peak_traced_bytes === null || r.duration_s === null) {
         return { label, description: 'unreadable', detail: r.error ?? '', run: r.path };
       }
-      const marks = [r.isLoaded ? 'shown' : '', r.isBaseline ? 'baseline' : '', r.complete === false ? 'incomplete' : '']
+      const marks = [
+        r.kind === 'tests' ? 'test run' : '',
+        r.isLoaded ? 'shown' : '',
+        r.isBaseline ? 'baseline' : '',
+        r.complete === false ? 'incomplete' : '',
+      ]
         .filter(Boolean)
         .join(', ');
       const age = r.started ? formatAge(r.started, now) : '';
@@ -45,11 +56,16 @@ export function runPickItems(runs: ListedRun[], now: Date = new Date()): RunPick
     });
 }
 
-/** The baseline picker: the runs, plus "clear the baseline" first when one is set. */
+/**
+ * The baseline picker: the runs (a run becomes the baseline of its kind: program runs or test
+ * runs), plus "clear the baseline" first for each kind that has one.
+ */
 export function baselinePickItems(runs: ListedRun[], now: Date = new Date()): RunPickItem[] {
   const items = runPickItems(runs, now);
-  if (runs.some((r) => r.isBaseline)) {
-    items.unshift({ label: '$(close) No baseline', description: 'clear the baseline', detail: '', run: '', clear: true });
+  const kinds = [...new Set(runs.filter((r) => r.isBaseline).map((r) => r.kind ?? 'program'))].sort().reverse();
+  for (const kind of kinds) {
+    const words = KIND_WORDS[kind] ?? kind;
+    items.unshift({ label: `$(close) No baseline for ${words}`, description: `clear the baseline of ${words}`, detail: '', run: '', clear: true, kind });
   }
   return items;
 }

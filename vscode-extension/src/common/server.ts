@@ -41,7 +41,12 @@ export function createClient(
     options: { cwd },
   };
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ scheme: 'file', language: 'python' }],
+    // Python files, and the Python cells of notebooks (their figures come from %%memlens runs;
+    // the server asks for notebook document sync, LSP 3.17).
+    documentSelector: [
+      { scheme: 'file', language: 'python' },
+      { scheme: 'vscode-notebook-cell', language: 'python' },
+    ],
     initializationOptions: settings,
     outputChannel: output,
     synchronize: { configurationSection: 'memlens' },

@@ -12,8 +12,10 @@ export interface ServerSettings {
     calls: boolean;
     callMinBytes: number;
     style: 'full' | 'compact';
+    importMinBytes: number;
   };
   compareWithBaseline: boolean;
+  compare: { minBytes: number; minRatio: number; minShare: number };
   leakWarning: { minBytes: number };
   codeLens: { minBytes: number };
   trace: { server: 'off' | 'messages' | 'verbose' };
@@ -33,8 +35,14 @@ export function readSettings(get: Getter): ServerSettings {
       calls: get<boolean>('inlayHints.calls', true),
       callMinBytes: get<number>('inlayHints.callMinBytes', 1048576),
       style: get<string>('inlayHints.style', 'full') === 'compact' ? 'compact' : 'full',
+      importMinBytes: get<number>('inlayHints.importMinBytes', 1048576),
     },
     compareWithBaseline: get<boolean>('compareWithBaseline', false),
+    compare: {
+      minBytes: get<number>('compare.minBytes', 4096),
+      minRatio: get<number>('compare.minRatio', 0.01),
+      minShare: get<number>('compare.minShare', 0.0001),
+    },
     leakWarning: { minBytes: get<number>('leakWarning.minBytes', 1048576) },
     codeLens: { minBytes: get<number>('codeLens.minBytes', 1048576) },
     trace: { server: trace === 'messages' || trace === 'verbose' ? trace : 'off' },

@@ -8,7 +8,7 @@
 
 import { RUN_FILE } from './protocol';
 
-export const RUN_COMMANDS = ['memlens.runCurrentFile', 'memlens.runFileWithArgs'];
+export const RUN_COMMANDS = ['memlens.runCurrentFile', 'memlens.runFileWithArgs', 'memlens.attachToProcess'];
 
 /** Server commands that start the user's program. */
 export const SERVER_RUN_COMMANDS = [RUN_FILE];

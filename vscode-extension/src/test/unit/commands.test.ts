@@ -1,6 +1,6 @@
 import * as assert from 'assert';
 import * as sinon from 'sinon';
-import { pickRun, runSpec, shellCommand, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
+import { pickRun, runSpec, showSummary, splitArgs, summaryPickItems, summaryText } from '../../common/commands';
 import { debounce } from '../../common/debounce';
 import { baselinePickItems, runPickItems } from '../../common/runs';
 import { VsCodeApi } from '../../common/vscodeapi';
@@ -47,14 +47,6 @@ describe('commands', () => {
     });
     assert.strictEqual(api.showError.called, false);
   });
-  it('quotes the command line for the shell it is typed into', () => {
-    const spec = { command: '/opt/my python/bin/python', args: ['-m', 'memlens', 'run', "/w/it's.py", '--n=3', ''], cwd: '/w' };
-    assert.strictEqual(
-      shellCommand(spec, 'linux'),
-      "'/opt/my python/bin/python' -m memlens run '/w/it'\\''s.py' --n=3 ''",
-    );
-    assert.strictEqual(shellCommand(spec, 'win32'), "& '/opt/my python/bin/python' '-m' 'memlens' 'run' '/w/it''s.py' '--n=3' ''");
-  });
   it('asks for a file when none is open, and refuses files outside the workspace', () => {
     const api = fakeApi();
     assert.strictEqual(runSpec(api, '/py', undefined, '/w', []), undefined);
@@ -77,7 +69,7 @@ describe('commands', () => {
     assert.deepStrictEqual(
       items.map((i) => [i.label, i.run, i.clear ?? false]),
       [
-        ['$(close) No baseline', '', true],
+        ['$(close) No baseline for program runs', '', true],
         ['$(eye) 2026b', '/r/b.mlrun', false],
         ['$(pin) 2026a', '/r/a.mlrun', false],
         ['2025c', '/r/c.mlrun', false],
@@ -85,6 +77,16 @@ describe('commands', () => {
     );
     const none = baselinePickItems(runs.map((r) => ({ ...r, isBaseline: false })), NOW);
     assert.deepStrictEqual(none.map((i) => i.run), ['/r/b.mlrun', '/r/a.mlrun', '/r/c.mlrun']);
+    // Each kind of run has its own baseline, cleared on its own; test runs are marked.
+    const both = baselinePickItems([...runs, { ...runs[0], id: '2026t', path: '/r/t.mlrun', kind: 'tests' }], NOW);
+    assert.deepStrictEqual(
+      both.slice(0, 3).map((i) => [i.label, i.kind, i.description]),
+      [
+        ['$(close) No baseline for program runs', 'program', 'clear the baseline of program runs'],
+        ['$(close) No baseline for test runs', 'tests', 'clear the baseline of test runs'],
+        ['$(pin) 2026t', undefined, '1.0 KiB peak · 1.00 s · 2h ago · test run, baseline'],
+      ],
+    );
   });
   it('sets the picked run as baseline in the given workspace', async () => {
     const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[2]) });
@@ -101,7 +103,7 @@ describe('commands', () => {
     const execute = sinon.stub();
     execute.withArgs('memlens.listRuns').resolves(runs);
     assert.strictEqual(await pickRun(api, { execute }, 'baseline'), '');
-    assert.deepStrictEqual(execute.secondCall.args, ['memlens.clearBaseline', [{}]]);
+    assert.deepStrictEqual(execute.secondCall.args, ['memlens.clearBaseline', [{ kind: 'program' }]]);
   });
   it('shows the picked run', async () => {
     const api = fakeApi({ showQuickPick: sinon.stub().callsFake(async (items: { run: string }[]) => items[0]) });
@@ -132,6 +134,11 @@ describe('commands', () => {
       top: [{ file: '/w/app.py', line: 12, label: '48.2 MiB peak' }],
     });
     assert.strictEqual(text, 'memlens run r1: 3.0 MiB peak, +3.0 MiB vs baseline');
+    const progress = { id: 'r2', peak_traced_bytes: 1024, checkpoint: true, kind: 'tests' };
+    assert.strictEqual(
+      summaryText({ run: progress, baseline: { id: 'b1', peak_traced_bytes: 2048 }, top: [] }),
+      'memlens test run r2: 1.0 KiB peak (in progress: not compared)',
+    );
     assert.strictEqual(summaryText({ run: null, baseline: null, top: [] }), 'memlens: no run loaded.');
   });
   it('shows the summary as a pick of the heaviest lines and opens the picked one', async () => {
@@ -143,6 +150,13 @@ describe('commands', () => {
         { file: '/w/lib/io.py', line: 3, label: '1.0 KiB peak' },
       ],
     };
+    assert.deepStrictEqual(summaryPickItems({ ...summary, top: [{ ...summary.top[0], text: 'x = load()' }] })[0], {
+      label: 'app.py:12',
+      description: '48.2 MiB peak',
+      detail: 'x = load()',
+      file: '/w/app.py',
+      line: 12,
+    });
     assert.deepStrictEqual(summaryPickItems(summary), [
       { label: 'app.py:12', description: '48.2 MiB peak', file: '/w/app.py', line: 12 },
       { label: 'io.py:3', description: '1.0 KiB peak', file: '/w/lib/io.py', line: 3 },

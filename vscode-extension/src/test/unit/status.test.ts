@@ -1,5 +1,5 @@
 import * as assert from 'assert';
-import { formatAge, formatBytes, statusText } from '../../common/status';
+import { formatAge, formatBytes, pickState, RunLoaded, runName, splitLoaded, stateKey, statusText } from '../../common/status';
 
 const run = {
   id: '20261122-100000-1',
@@ -28,16 +28,19 @@ describe('status bar', () => {
     const now = new Date('2026-11-22T10:05:00Z');
     const baseline = { ...run, id: 'b', peak_traced_bytes: 60 * 1024 * 1024 };
     const { text, tooltip } = statusText({ run, baseline }, now);
-    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
-    assert.strictEqual(tooltip, 'memlens run 20261122-100000-1: python app.py\nbaseline b: 60.0 MiB peak\nClick to choose a run.');
+    assert.strictEqual(text, '$(pulse) app.py 48.0 MiB peak · 5m ago · vs baseline −12.0 MiB');
+    assert.strictEqual(
+      tooltip,
+      'memlens program run 20261122-100000-1: python app.py\nbaseline of program runs b: 60.0 MiB peak\nClick to choose a run.',
+    );
   });
   it('says which moment the editor shows', () => {
     const now = new Date('2026-11-22T10:05:00Z');
     const moment = { kind: 'time' as const, name: '0.25 s', spec: '0.250000s', t: 0.25, traced_bytes: 1024 * 1024 };
     const { text, tooltip } = statusText({ run, baseline: null, moment }, now);
-    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 5m ago · at 0.25 s');
+    assert.strictEqual(text, '$(pulse) app.py 48.0 MiB peak · 5m ago · at 0.25 s');
     assert.ok(tooltip.includes("Shown: each line's live bytes at 0.25 s (1.0 MiB traced)"));
-    assert.strictEqual(statusText({ run, baseline: null, moment: null }, now).text, '$(pulse) 48.0 MiB peak · 5m ago');
+    assert.strictEqual(statusText({ run, baseline: null, moment: null }, now).text, '$(pulse) app.py 48.0 MiB peak · 5m ago');
   });
   it('names the problem when the run cannot be read', () => {
     const { text, tooltip } = statusText(
@@ -50,6 +53,43 @@ describe('status bar', () => {
   it('says when there is no run, and marks incomplete runs', () => {
     assert.strictEqual(statusText(undefined, new Date()).text, '$(pulse) memlens: no run');
     const { text } = statusText({ run: { ...run, complete: false }, baseline: null }, new Date('2026-11-22T10:00:10Z'));
-    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · 10s ago (incomplete)');
+    assert.strictEqual(text, '$(pulse) app.py 48.0 MiB peak · 10s ago (incomplete)');
+  });
+  it('shows a checkpoint as in progress and never compares it', () => {
+    const checkpoint = { ...run, complete: false, checkpoint: true };
+    const baseline = { ...run, id: 'b', peak_traced_bytes: 60 * 1024 * 1024 };
+    const { text, tooltip } = statusText({ run: checkpoint, baseline }, new Date('2026-11-22T10:00:10Z'));
+    assert.strictEqual(text, '$(pulse) app.py 48.0 MiB peak · 10s ago (in progress)');
+    assert.match(tooltip, /A checkpoint: .* not compared with the baseline/);
+  });
+  it('names the run: the script, the module, or pytest for a test run', () => {
+    assert.strictEqual(runName({ ...run, command: "python '/w/my app.py' -v" }), 'my app.py');
+    assert.strictEqual(runName({ ...run, command: 'python -m pkg.tool --x' }), '-m pkg.tool');
+    assert.strictEqual(runName({ ...run, command: 'pytest -q tests', kind: 'tests' }), 'pytest');
+    const tests = { ...run, id: 't', command: 'pytest -q', kind: 'tests', peak_traced_bytes: 20 * 1024 * 1024 };
+    const { text, tooltip } = statusText({ kind: 'tests', run: tests, baseline: null }, new Date('2026-11-22T10:01:00Z'));
+    assert.strictEqual(text, '$(beaker) pytest 20.0 MiB peak · 1m ago');
+    assert.match(tooltip, /^memlens test run t: pytest -q/);
+  });
+  it('shows the run of the kind the active file shows, else the program run', () => {
+    const states = new Map<string, RunLoaded>();
+    const program: RunLoaded = { workspace: 'file:///w', kind: 'program', run, baseline: null };
+    const tests: RunLoaded = { workspace: 'file:///w', kind: 'tests', run: { ...run, id: 't', kind: 'tests' }, baseline: null };
+    states.set(stateKey('file:///w', 'tests'), tests);
+    states.set(stateKey('file:///w', 'program'), program);
+    assert.strictEqual(pickState(states, null), program);
+    assert.strictEqual(pickState(states, { workspace: 'file:///w', kind: 'tests' }), tests);
+    assert.strictEqual(pickState(states, { workspace: 'file:///other', kind: 'tests' }), program);
+    assert.strictEqual(pickState(new Map(), null), undefined);
+  });
+  it('reads the program runs and the test runs of one runLoaded', () => {
+    const tests = { run: { ...run, kind: 'tests' }, baseline: null, problem: null };
+    assert.deepStrictEqual(splitLoaded({ workspace: 'file:///w', run, baseline: null, problem: null, tests }), [
+      { workspace: 'file:///w', kind: 'program', run, baseline: null, problem: null },
+      { ...tests, workspace: 'file:///w', kind: 'tests' },
+    ]);
+    assert.deepStrictEqual(splitLoaded({ workspace: 'file:///w', run, baseline: null }), [
+      { workspace: 'file:///w', kind: 'program', run, baseline: null },
+    ]);
   });
 });
