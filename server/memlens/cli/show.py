@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from memlens.cli.options import add_by, add_dir, add_run_spec, add_top, top_rows
+from memlens.cli.options import add_by, add_dir, add_listing, add_run_spec, add_top, top_rows
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
 from memlens.report import find_file, render
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the figures of one process of a run that followed child processes",
     )
     add_top(parser)
+    add_listing(parser)
     add_by(parser)
     add_dir(parser)
 
@@ -44,10 +45,17 @@ def run(args: argparse.Namespace) -> int:
     result = reader.read(path)
     if args.process is not None:
         result = reader.read(process_run(str(path), result.info, args.process))
-    if args.timeline:
+    if args.timeline or args.svg or args.html:  # (a file asked for is the timeline's)
         return show(result, args)
     file = find_file(result, args.file) if args.file else None
-    render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file)
+    render(
+        result,
+        sys.stdout,
+        by=args.by,
+        top=top_rows(args.top),
+        file=file,
+        show_listing=not args.no_listing,
+    )
     return 0
 
 
