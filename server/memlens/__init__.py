@@ -8,6 +8,9 @@ Public API::
         work()
     run = p.run                       # a memlens.model.Run
 
+    with memlens.profile(save=True):  # also into the store: memlens show, the editor
+        work()
+
     memlens.start(include=["myproj/*"])
     work()
     run = memlens.stop()
@@ -48,6 +51,7 @@ def profile(
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
     native: bool = True,
+    save: bool | str | os.PathLike[str] = False,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -59,7 +63,10 @@ def profile(
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
     stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
-    libraries allocate through the C allocator. See :func:`memlens.tracing.tracer.start`.
+    libraries allocate through the C allocator. With ``save=True`` the run is also written into
+    the store of the working directory (``.memlens/runs/``, ``save="path"``: the store rooted
+    there) when the block ends, and becomes ``latest``: ``memlens show`` and the editor show it;
+    ``p.path`` is its file. See :func:`memlens.tracing.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracing.tracer import Profile
@@ -80,6 +87,7 @@ def start(
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
     native: bool = True,
+    save: bool | str | os.PathLike[str] = False,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
@@ -91,7 +99,8 @@ def start(
 def stop(
     command: Sequence[str] | None = None, exit_code: int | None = 0, complete: bool = True
 ) -> Run:
-    """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`.
+    """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`
+    (started with ``save``: written into the store too, as ``latest``).
 
     ``command``, ``exit_code`` and ``complete`` are recorded in the run's header (default: this
     process's ``sys.argv``, 0, True).

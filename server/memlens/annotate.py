@@ -109,6 +109,14 @@ def change_kind(value: int, old: int | None, noise: Noise = NOISE, run_peak: int
     return "more" if value > old else "less"
 
 
+def figure_text(stats: LineStats, figure: str) -> str:
+    """A line's figure as labels and tables show it: ``48.2 MiB``, or sampled with its error,
+    ``~12.0 MiB ±8%``."""
+    value = figure_value(stats, figure)
+    rel = relative_error(stats, figure)
+    return f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
+
+
 def line_label(
     stats: LineStats,
     figure: str = "peak",
@@ -140,8 +148,7 @@ def line_label(
     """
     shown = calls_figure(figure) if calls else figure
     value = figure_value(stats, shown)
-    rel = relative_error(stats, shown)
-    size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
+    size = figure_text(stats, shown)
     short = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
     full = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
     head = (short,) if compact else (full, short)

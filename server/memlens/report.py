@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memlens import growth
-from memlens.annotate import line_label
+from memlens.annotate import figure_text, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
 from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo
@@ -124,18 +124,25 @@ def listing(
     by: str = "peak",
     context: int = 2,
     whole: bool = False,
+    lines: int | None = None,
     words: str | None = None,
 ) -> list[ListingRow]:
-    """The source of ``file`` with a label beside each line that has figures.
+    """The source of ``file`` with a label beside each line that has figures (with ``lines``,
+    only the ``lines`` lines with the largest ``by`` figure, then the most allocated).
 
-    Unless ``whole``, only lines with figures and ``context`` lines around them are kept;
-    gaps are shown as one row with line 0 and text ``...``.
+    Unless ``whole``, only labelled lines and ``context`` lines around them are kept; gaps
+    are shown as one row with line 0 and text ``...``.
     """
     sf = run.files[file]
     src = _source_lines(run, file)
     if not src:
         src = [""] * max(sf.lines, default=0)
-    labels = {ln: line_label(st, by, words=words) for ln, st in sf.lines.items() if _shown(st, by)}
+    attr = NAMED_FIGURES[by].line
+    shown = [(ln, st) for ln, st in sf.lines.items() if _shown(st, by)]
+    if lines is not None:
+        shown.sort(key=lambda e: (-e[1].figure(attr), -e[1].alloc_bytes, e[0]))
+        shown = shown[:lines]
+    labels = {ln: line_label(st, by, words=words) for ln, st in shown}
     if whole:
         keep = set(range(1, len(src) + 1))
     else:
@@ -236,14 +243,18 @@ def _headers(by: str, at: Moment | None = None, growth: bool = False) -> list[st
     return [titles.get(c, c) for c in _columns(by, at, growth)]
 
 
-def _cells(row: TopRow, by: str, at: Moment | None = None, growth: bool = False) -> tuple[str, ...]:
+def _cells(
+    row: TopRow, by: str, sampled: bool, at: Moment | None = None, growth: bool = False
+) -> tuple[str, ...]:
+    """A row of a table; a sampling run's figures are estimates, shown with ``~`` (and their
+    standard error where the run has one), as the labels show them."""
     values = {
         "#": str(row.rank),
         "line": f"{display_path(row.file)}:{row.line}",
-        "{by}": fmt_bytes(row.value),
-        "allocs": fmt_count(row.stats.alloc_count),
+        "{by}": figure_text(row.stats, by),
+        "allocs": ("~" if sampled else "") + fmt_count(row.stats.alloc_count),
         "share of peak": f"{row.share_of_peak:.0%}",
-        "live": fmt_bytes(row.stats.live_bytes),
+        "live": figure_text(row.stats, "live"),
         "share of traced": f"{row.value / at.traced_bytes:.0%}" if at and at.traced_bytes else "",
         "growth": row.growth,
         "code": row.source[:60],
@@ -265,7 +276,8 @@ def render(
     """Print the report: summary, top lines, and the annotated hottest (or given) file.
 
     Unless the table is ranked by live memory, lines that still held memory at exit and
-    are not in it follow in a second table (:func:`leak_lines`). ``top`` None: every line.
+    are not in it follow in a second table (:func:`leak_lines`). ``top`` None: every line;
+    otherwise the listing labels the file's ``top`` lines with the largest figure too.
     ``at``: the report of one moment instead (``memlens show --at``): each line's live bytes
     then, and their share of what was traced then.
     """
@@ -282,7 +294,7 @@ def render(
     first = tables[0][1] or tables[-1][1]
     target = file or (first[0].file if first else None)
     use_rich = out.isatty() if rich_output is None else rich_output
-    view = _View(summary, at, bool(run.moments) and at is None)
+    view = _View(summary, at, bool(run.moments) and at is None, top)
     if use_rich:
         _render_rich(run, tables, target, by, out, show_listing, view)
     else:
@@ -290,6 +302,19 @@ def render(
 
 
 Tables = Sequence[tuple[str, Sequence[TopRow]]]
+
+
+def share_note(run: Run, rows: Sequence[TopRow]) -> str | None:
+    """Why the *share of peak* column adds up past 100%, when it does: a run of several
+    processes counts each process's lines at that process's own peak."""
+    if len(run.info.processes) < 2 or sum(r.share_of_peak for r in rows) <= 1.0:
+        return None
+    return (
+        "(share of peak adds up past 100%: each process's lines count at that process's own "
+        "peak, and the processes peaked at different moments)"
+    )
+
+
 NOTHING = "no allocations were attributed to any line"
 NOTHING_AT = "no line held memory at this moment"
 
@@ -301,6 +326,7 @@ class _View:
     summary: str
     at: Moment | None
     growth: bool  # the live tables say the leak rule's word on each line
+    top: int | None  # the listing labels this many lines (None: all)
 
     @property
     def nothing(self) -> str:
@@ -323,9 +349,10 @@ def _render_plain(
         if i:
             print(_leaks_title(run), file=out)
         columns = _columns(rank_by, view.at, view.growth)
+        sampled = run.info.mode == "sampling"
         table = [
             tuple(_headers(rank_by, view.at, view.growth)),
-            *(_cells(r, rank_by, view.at, view.growth) for r in rows),
+            *(_cells(r, rank_by, sampled, view.at, view.growth) for r in rows),
         ]
         widths = [max(len(r[i]) for r in table) for i in range(len(columns) - 1)]
         for r in table:
@@ -334,10 +361,13 @@ def _render_plain(
                 for i in range(len(widths))
             ]
             print(("  " + "  ".join(cells) + "  " + r[-1]).rstrip(), file=out)
+        note = share_note(run, rows)
+        if note is not None:
+            print(f"  {note}", file=out)
     if show and target is not None:
         print(file=out)
         print(f"{display_path(target)}:", file=out)
-        rows_l = listing(run, target, by, words=view.words)
+        rows_l = listing(run, target, by, lines=view.top, words=view.words)
         width = len(str(max((r.line for r in rows_l), default=1)))
         for lr in rows_l:
             if lr.line == 0:
@@ -360,7 +390,8 @@ def _render_rich(
             console.print(Text(f"\n{_leaks_title(run)}", style="bold"))
         columns = _columns(rank_by, view.at, view.growth)
         table = Table(show_edge=False, header_style="bold")
-        cells = [_cells(r, rank_by, view.at, view.growth) for r in rows]
+        sampled = run.info.mode == "sampling"
+        cells = [_cells(r, rank_by, sampled, view.at, view.growth) for r in rows]
         headers = _headers(rank_by, view.at, view.growth)
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
         # The figures never wrap; the code column gives way (or goes) when the terminal is
@@ -381,9 +412,12 @@ def _render_rich(
         for c in cells:
             table.add_row(*(Text(x) for x in c[:shown]))  # Text: code like "[x]" is not markup
         console.print(table)
+        note = share_note(run, rows)
+        if note is not None:
+            console.print(Text(note, style="dim"))
     if show and target is not None:
         console.print(Text(f"\n{display_path(target)}:", style="bold"))
-        rows_l = listing(run, target, by, words=view.words)
+        rows_l = listing(run, target, by, lines=view.top, words=view.words)
         width = len(str(max((r.line for r in rows_l), default=1)))
         for lr in rows_l:
             line = Text()

@@ -241,12 +241,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeline", action="store_true", help="draw memory over time, the peak marked"
     )
-    parser.add_argument("--svg", metavar="FILE", help="with --timeline: write it as SVG")
-    parser.add_argument("--html", metavar="FILE", help="with --timeline: write an HTML page")
+    parser.add_argument(
+        "--svg", metavar="FILE", help="write the timeline as SVG to FILE (implies --timeline)"
+    )
+    parser.add_argument(
+        "--html", metavar="FILE", help="write the timeline as an HTML page (implies --timeline)"
+    )
 
 
 def show(run: Run, args: argparse.Namespace) -> int:
-    """``memlens show --timeline [--svg FILE] [--html FILE]``."""
+    """``memlens show --timeline``, ``--svg FILE``, ``--html FILE`` (either file instead of
+    the terminal's drawing)."""
     for path, text in ((args.svg, svg(run)), (args.html, html_page(run))):
         if path:
             try:

@@ -99,6 +99,7 @@ def create_server(ws: Workspace) -> Server[Any]:
                     ),
                 )
                 for t in TOOLS
+                if t.read_only or ws.allow_run  # what runs programs only with --allow-run
             ]
         )
 

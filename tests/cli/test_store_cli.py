@@ -400,6 +400,13 @@ def test_show_timeline_draws_the_peak_in_the_terminal_and_as_svg(tmp_path: Path)
     assert written.returncode == 0
     assert (tmp_path / "t.svg").read_text().startswith("<svg ")
     assert "<svg " in (tmp_path / "t.html").read_text()
+    # A file asked for is the timeline's: --timeline goes without saying.
+    for option, name in (("--svg", "u.svg"), ("--html", "u.html")):
+        alone = memlens("show", option, name, cwd=tmp_path)
+        assert alone.returncode == 0, alone.stderr
+        assert alone.stdout == ""
+        assert alone.stderr == f"memlens: timeline written to {name}\n"
+        assert "<svg " in (tmp_path / name).read_text()
     bad = memlens("show", "--timeline", "--svg", str(tmp_path / "no" / "dir.svg"), cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.startswith("memlens: cannot write")

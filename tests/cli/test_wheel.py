@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from memlens._version import __version__
 from tests.cli.memlens_cmd import command
 from tests.cli.test_run_startup import FUTURE, PROBE, RUN_PATH
 
@@ -49,10 +50,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout")
     checkout = _copy_of_checkout(tmp_path_factory.mktemp("checkout"))
+    # Wheels built earlier: this version's for another Python stays, another version's goes.
+    dist = checkout / "dist"
+    dist.mkdir()
+    other_python = dist / f"memlens-{__version__}-cp399-cp399-manylinux_2_17_x86_64.whl"
+    other_version = dist / "memlens-0.0.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    other_python.write_bytes(b"")
+    other_version.write_bytes(b"")
     # The tests' own virtual environment builds it (it has the build tools: no download).
     env = dict(os.environ, MEMLENS_VENV=sys.prefix)
-    _sh("bash", checkout / "dev", "wheel", cwd=checkout, env=env)
-    wheels = sorted((checkout / "dist").glob("memlens-*.whl"))
+    _sh("bash", checkout / "dev", "wheel", "--python", sys.executable, cwd=checkout, env=env)
+    assert other_python.exists()
+    assert not other_version.exists()
+    other_python.unlink()
+    wheels = sorted(dist.glob("memlens-*.whl"))
     assert len(wheels) == 1, wheels
     # A plain build is out of tree: no build/ folder appeared in the checkout.
     assert not (checkout / "build").exists()

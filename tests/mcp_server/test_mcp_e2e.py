@@ -24,10 +24,13 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
+import tomllib
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
+from packaging.requirements import Requirement
 
+from memlens.cli import mcp as mcp_command
 from memlens.model import LineStats, replace
 from memlens.runfile import writer
 from memlens.store import Store
@@ -46,6 +49,9 @@ TOOL_ORDER = [
     "attach_process",
 ]
 TOOLS = set(TOOL_ORDER)
+#: What a server started without --allow-run lists: the tools it will answer.
+READ_ONLY_TOOLS = TOOLS - {"profile_script"}
+ROOT = Path(__file__).resolve().parents[2]
 MB = 1_000_000
 
 #: One line keeps 10 MB to the end; another allocates 50 MB in passing and keeps nothing.
@@ -151,6 +157,9 @@ def two_runs(root: Path) -> tuple[Path, Path]:
 async def test_tools_and_resources_are_listed_with_schemas(tmp_path: Path) -> None:
     profiled_keeper(tmp_path)
     async with connect(tmp_path) as client:
+        # Only the tools this server answers: profile_script needs --allow-run.
+        assert {t.name for t in (await client.list_tools()).tools} == READ_ONLY_TOOLS
+    async with connect(tmp_path, "--allow-run") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         templates = (await client.list_resource_templates()).resource_templates
         resources = (await client.list_resources()).resources
@@ -613,7 +622,7 @@ async def test_streamable_http(tmp_path: Path) -> None:
         # DNS rebinding: a page of another site that resolves to 127.0.0.1 is refused.
         foreign = _post_status(url, "attacker.example:80")
     assert foreign == 421
-    assert tools == TOOLS
+    assert tools == READ_ONLY_TOOLS
     assert top["run"]["id"] == run_file.stem
     assert top["lines"][0]["line"] == KEEP_LINE
 
@@ -629,13 +638,16 @@ def test_http_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert len(out.stderr.splitlines()) == 1
 
 
-def test_without_the_sdk_memlens_mcp_says_how_to_install_it(tmp_path: Path) -> None:
-    hide_sdk = (
-        "import sys; sys.modules['mcp'] = None; "  # as if the SDK were not installed
+@pytest.mark.parametrize("module", ["mcp", "anyio", "pydantic", "uvicorn", "starlette"])
+def test_without_the_sdk_memlens_mcp_says_how_to_install_it(tmp_path: Path, module: str) -> None:
+    """A normal install (memlens without its [mcp] extra) lacks the SDK and its dependencies;
+    whichever is missing first, the message is one line naming a command that installs them."""
+    hide = (
+        f"import sys; sys.modules[{module!r}] = None; "  # as if it were not installed
         "from memlens.cli import main; raise SystemExit(main(['mcp']))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", hide_sdk],
+        [sys.executable, "-c", hide],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -645,9 +657,18 @@ def test_without_the_sdk_memlens_mcp_says_how_to_install_it(tmp_path: Path) -> N
     assert out.returncode == 2
     assert out.stdout == ""
     assert out.stderr == (
-        "memlens: the MCP server needs the MCP Python SDK, which is not installed: "
-        "pip install 'memlens[mcp]'\n"
+        "memlens: the MCP server needs the MCP Python SDK, which is not installed (no module "
+        f"named {module!r}): {sys.executable} -m pip install 'mcp<3,>=2.3'\n"
     )
+
+
+def test_the_install_named_is_memlens_mcp_extra() -> None:
+    """The requirement named comes from the installed metadata, which pyproject.toml's [mcp]
+    extra wrote; the fallback (no metadata) says the same."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (extra,) = pyproject["project"]["optional-dependencies"]["mcp"]
+    assert Requirement(mcp_command.sdk_requirement()) == Requirement(extra)
+    assert Requirement(mcp_command.SDK_REQUIREMENT) == Requirement(extra)
 
 
 def test_bad_start_up_options_are_one_line(tmp_path: Path) -> None:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import memlens
 from memlens.errors import MemlensError
+from memlens.runfile import reader
 from memlens.tracing import tracer
+from tests.cli.memlens_cmd import memlens as memlens_command
 
 #: tracer.start's parameters that memlens run (or attach) alone uses (its launcher, the command
 #: it ran, pointing the store's `latest` at each checkpoint, a process that was running before).
@@ -43,3 +50,79 @@ def test_profile_takes_its_options_as_keywords() -> None:
         memlens.profile(sampling=True)  # type: ignore[call-arg]
     with pytest.raises(MemlensError, match="the seed must be an integer from 1 to"):
         memlens.start("sampling", seed=-1)
+
+
+def test_a_profile_saved_into_the_store_is_latest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allocator_hooks_restored: None
+) -> None:
+    """``save=True``: the run goes into the store of the working directory, where `memlens
+    show` and the editor find it; ``save=PATH``: the store rooted there."""
+    monkeypatch.chdir(tmp_path)
+    with memlens.profile(save=True) as p:
+        data = [bytearray(100_000) for _ in range(50)]
+    assert len(data) == 50
+    assert p.run is not None
+    assert p.path is not None
+    runs = tmp_path / ".memlens" / "runs"
+    assert Path(p.path).parent == runs
+    assert (runs / "latest").read_text().strip() == Path(p.path).name
+    saved = reader.read(p.path)
+    assert saved.info.workspace_root == os.path.realpath(tmp_path)
+    assert saved.info.peak_traced_bytes == p.run.info.peak_traced_bytes >= 5_000_000
+    shown = memlens_command("show", "--no-listing", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "test_api.py" in shown.stdout
+
+    elsewhere = tmp_path / "proj"
+    memlens.start(save=elsewhere)
+    kept = bytearray(1_000_000)
+    run = memlens.stop()
+    assert len(kept) == 1_000_000
+    (saved_path,) = (elsewhere / ".memlens" / "runs").glob("*.mlrun")
+    assert reader.read(saved_path).info.peak_traced_bytes == run.info.peak_traced_bytes
+    assert (elsewhere / ".memlens" / "runs" / "latest").read_text().strip() == saved_path.name
+    with memlens.profile() as plain_profile:
+        pass
+    assert plain_profile.path is None
+    assert sorted(p.name for p in runs.glob("*.mlrun")) == [Path(p.path).name]
+
+
+FORKS = """\
+import contextlib
+import os
+import sys
+import threading
+import time
+
+import memlens
+
+if sys.argv[1] == "thread":
+    threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+traced = memlens.profile(checkpoint="ck.mlrun") if sys.argv[2] == "memlens" else contextlib.nullcontext()
+with traced:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+print("forked")
+"""
+
+
+@pytest.mark.parametrize("threads", ["none", "thread"])
+def test_forking_under_the_api_warns_as_without_memlens(tmp_path: Path, threads: str) -> None:
+    """Python 3.12+ warns at os.fork in a multi-threaded process (an error under -W error):
+    memlens's own threads (the timeline's, the checkpoints') do not make it warn."""
+    (tmp_path / "forks.py").write_text(FORKS)
+
+    def forks(tracing: str, *options: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, *options, "forks.py", threads, tracing]
+        return subprocess.run(
+            argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    for options in ((), ("-W", "error::DeprecationWarning")):
+        reference, traced = forks("plain", *options), forks("memlens", *options)
+        assert (traced.returncode, traced.stdout) == (reference.returncode, reference.stdout)
+        assert re.sub(r"pid=\d+", "", traced.stderr) == re.sub(r"pid=\d+", "", reference.stderr)
+        if sys.version_info >= (3, 12) and sys.platform == "linux" and not options:
+            assert ("multi-threaded" in traced.stderr) == (threads == "thread"), traced.stderr

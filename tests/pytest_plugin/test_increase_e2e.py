@@ -148,3 +148,122 @@ def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
         assert lines[0].startswith(message), (args, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout
         assert not list((cwd / ".memlens" / "runs").glob("*.mlrun")), args
+
+
+TEST_GATES = """\
+import os
+
+import pytest
+
+
+def grow(name):
+    return bytearray(int(os.environ.get(name, "4096")) * 1024)
+
+
+@pytest.mark.memlens(increase="150%")
+def test_wide():
+    assert grow("WIDE_KIB")
+
+
+@pytest.mark.memlens(increase=False)
+def test_left_out():
+    assert grow("OUT_KIB")
+
+
+def test_plain():
+    assert grow("PLAIN_KIB")
+
+
+@pytest.mark.memlens(compare=("alloc", "leaks"))
+def test_overlap():
+    # As threads whose lifetimes overlap differently from run to run: the same allocations,
+    # held together or one after the other.
+    held = []
+    for _ in range(64):
+        chunk = bytearray(64 * 1024)
+        if os.environ.get("HOLD") == "1":
+            held.append(chunk)
+"""
+
+
+def _gated(cwd: Path, *args: str, **kib: str) -> tuple[int, str, str]:
+    proc = pytest_session(cwd, "--memlens", *args, env={**os.environ, **kib})
+    return proc.returncode, proc.stdout, summary(proc)
+
+
+def test_a_tests_own_tolerance_exemption_and_figures(tmp_path: Path) -> None:
+    """The marker and the command line widen the gate for one test, or leave it out; a test
+    whose peak changes with how its work overlaps is compared on what it allocates."""
+    cwd = project(tmp_path, **{"test_gate.py": TEST_GATES})
+    code, out, result = _gated(cwd)
+    assert (code, result) == (0, "4 passed"), out
+    assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
+    baseline = (cwd / ".memlens" / "runs" / "baseline-tests").read_text().strip()
+
+    doubled = {"WIDE_KIB": "8192", "OUT_KIB": "8192", "PLAIN_KIB": "8192", "HOLD": "1"}
+    code, out, result = _gated(cwd, "--memlens-fail-on-increase", **doubled)
+    assert (code, result) == (1, "1 failed, 3 passed"), out
+    assert "FAILED test_gate.py::test_plain - " in out
+    # The failure says how to widen the gate for this test, or leave it out.
+    lines = out.split("memlens: peak 8.0 MiB, +", 1)[1].splitlines()
+    assert lines[1:4] == [
+        (
+            'to allow it more: @pytest.mark.memlens(increase="120%") on the test, or '
+            "--memlens-tolerance='test_gate.py::test_plain=120%'"
+        ),
+        (
+            "to leave it out of the comparison: @pytest.mark.memlens(increase=False), or "
+            "--memlens-exempt='test_gate.py::test_plain'"
+        ),
+        (
+            'a peak that changes with how its threads overlap: compare=("alloc", "leaks") '
+            '(docs/pytest.md: "What varies between unchanged runs")'
+        ),
+    ], out
+    assert _memlens_lines(out)[-2] == (
+        f"memlens: 3 tests compared with .memlens/runs/{baseline} (allowed growth +10%, at "
+        "least 256.0 KiB; 2 with a tolerance of its own; 1 left out): 1 grew beyond it, 0 new"
+    )
+
+    # The command line does the same for the tests it names (globs, files).
+    for args in (
+        ("--memlens-exempt=test_gate.py::test_plain",),
+        ("--memlens-tolerance=test_gate.py::test_pl*=120%",),
+        ("--memlens-tolerance=test_gate.py=5", "--memlens-tolerance=test_gate.py=120%"),
+    ):
+        code, out, result = _gated(cwd, "--memlens-fail-on-increase", *args, **doubled)
+        assert (code, result) == (0, "4 passed"), (args, out)
+    # Without its marker, the test that overlaps its work fails on its peak.
+    cwd.joinpath("test_gate.py").write_text(
+        TEST_GATES.replace('@pytest.mark.memlens(compare=("alloc", "leaks"))\n', "")
+    )
+    code, out, result = _gated(cwd, "--memlens-fail-on-increase", **doubled)
+    assert (code, result) == (1, "2 failed, 2 passed"), out
+    assert "FAILED test_gate.py::test_overlap - " in out
+
+
+def test_bad_gate_options_are_usage_errors(tmp_path: Path) -> None:
+    cases = [
+        ('increase="lots"', "increase: 'lots' is not a percentage (write it as \"50%\")"),
+        ("increase=-5", 'increase: -5 is not a percentage (write it as "50%")'),
+        ('compare="held"', "compare: unknown figure 'held' (use peak, alloc, leaks)"),
+        ("compare=()", 'compare=(): name the figures, e.g. compare=("alloc", "leaks")'),
+        ("tolerance=5", "unknown keyword 'tolerance' (use peak=, leaks=, increase= and compare=)"),
+    ]
+    for n, (marker, message) in enumerate(cases):
+        (tmp_path / f"case{n}").mkdir()
+        cwd = project(
+            tmp_path / f"case{n}",
+            **{
+                "test_m.py": f"import pytest\n\n\n@pytest.mark.memlens({marker})\ndef test_a():\n    pass\n"
+            },
+        )
+        proc = pytest_session(cwd, "--memlens")
+        assert proc.returncode == 4, (marker, proc.stdout, proc.stderr)
+        assert f"ERROR: memlens: test_m.py::test_a: @pytest.mark.memlens: {message}" in proc.stderr
+    proc = pytest_session(cwd, "--memlens", "--memlens-tolerance=150%")
+    assert proc.returncode == 4
+    assert (
+        "ERROR: memlens: --memlens-tolerance: '150%' is not PATTERN=PERCENT (e.g. "
+        "'tests/test_x.py::test_threads=150%')"
+    ) in proc.stderr

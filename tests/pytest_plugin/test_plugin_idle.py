@@ -1,10 +1,8 @@
-"""Without ``--memlens`` the plugin does nothing and loads nothing; under pytest-xdist it
-refuses the session with a usage error (it does not work there yet)."""
+"""Without ``--memlens`` the plugin does nothing and loads nothing; with an old pytest it says
+what it needs."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import subprocess
 import sys
@@ -12,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from memlens import pytest_plugin
 from tests.pytest_plugin.session import project, pytest_session, summary
 
 IDLE = """\
@@ -61,61 +58,8 @@ def test_docs_list_every_option(tmp_path: Path) -> None:
     docs = (Path(__file__).parents[2] / "docs" / "pytest.md").read_text()
     table = docs.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
     in_docs = re.findall(r"^\| `(--memlens[a-z-]*)", table, re.MULTILINE)
-    assert len(in_help) == 7
+    assert len(in_help) == 9
     assert in_docs == in_help
-
-
-FAKE_XDIST = """\
-def pytest_addoption(parser):
-    group = parser.getgroup("xdist")  # as pytest-xdist adds them (-n is a reserved letter)
-    group._addoption(
-        "-n",
-        "--numprocesses",
-        dest="numprocesses",
-        default=None,
-        type=lambda n: n if n in ("auto", "logical") else int(n),
-    )
-    group.addoption("--dist", dest="dist", default="no")
-"""
-
-
-def test_under_xdist_it_is_a_usage_error_and_writes_no_run(tmp_path: Path) -> None:
-    """pytest-xdist's options (its controller) and its workers' environment, played by a
-    plugin with the same options (xdist is not a dependency: the plugin does not support it).
-    Refused, so that a CI gate run with -n cannot pass tests over their limits."""
-    cwd = project(tmp_path, **{"test_idle.py": "def test_a():\n    pass\n", "xd.py": FAKE_XDIST})
-    proc = pytest_session(cwd, "-p", "xd", "--memlens", "-n", "2")
-    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
-    assert (
-        "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): run without -n "
-        "(or with -n 0) to profile the tests"
-    ) in proc.stderr
-    assert "1 passed" not in proc.stdout
-    assert not list(cwd.glob(".memlens/runs/*.mlrun"))
-    worker = pytest_session(
-        cwd, "-p", "xd", "--memlens", env={**os.environ, "PYTEST_XDIST_WORKER": "gw0"}
-    )
-    assert worker.returncode == 0, worker.stdout
-    assert not list(cwd.glob(".memlens/runs/*.mlrun"))
-    # -n 0 is no distribution: profiled as usual.
-    plain = pytest_session(cwd, "-p", "xd", "--memlens", "-n", "0")
-    assert plain.returncode == 0, plain.stdout
-    assert len(list(cwd.glob(".memlens/runs/*.mlrun"))) == 1
-
-
-@pytest.mark.parametrize(
-    ("options", "distributed"),
-    [
-        ({}, False),
-        ({"numprocesses": None, "dist": "no"}, False),
-        ({"numprocesses": 0, "dist": "no"}, False),
-        ({"numprocesses": 4, "dist": "load"}, True),
-        ({"numprocesses": "auto", "dist": "no"}, True),
-        ({"numprocesses": None, "dist": "each"}, True),
-    ],
-)
-def test_distributed(options: dict[str, object], distributed: bool) -> None:
-    assert pytest_plugin._distributed(argparse.Namespace(**options)) is distributed
 
 
 def test_an_old_pytest_gets_a_usage_error_not_a_broken_plugin(tmp_path: Path) -> None:

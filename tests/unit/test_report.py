@@ -9,7 +9,7 @@ import rich.console
 
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
-from memlens.model import LineStats, Run, replace
+from memlens.model import LineStats, ProcessInfo, Run, replace
 from memlens.report import display_path, find_file, listing, render, top_lines
 from tests.runs import new_run, source
 
@@ -270,3 +270,77 @@ def test_imported_runs_say_what_was_not_recorded() -> None:
     assert out.getvalue().splitlines()[0] == (
         "memlens: peak 100.0 MiB traced · peak RSS 120.0 MiB · 2.50 s · imported from pymemtrace"
     )
+
+
+def _many_lines_run() -> Run:
+    text = "".join(f"x{n} = bytearray({n})\n" for n in range(1, 31))
+    lines = {
+        n: LineStats(alloc_bytes=n * 100, alloc_count=1, peak_bytes=n * 100) for n in range(1, 31)
+    }
+    lines[31] = LineStats(alloc_bytes=10, alloc_count=1)  # allocated, held nothing at the peak
+    return new_run([source(MAIN, text + "del x1\n", lines)], peak_traced_bytes=100_000)
+
+
+def test_the_listing_labels_the_top_lines_and_can_be_left_out() -> None:
+    """A big file's listing labels the --top lines with the largest figure, not every line
+    that allocated; --no-listing leaves it out."""
+    out = io.StringIO()
+    render(_many_lines_run(), out, top=3, rich_output=False)
+    listed = out.getvalue().split(f"\n{MAIN}:\n", 1)[1].splitlines()
+    labelled = [line.split()[0] for line in listed if "  # " in line]
+    assert labelled == ["28", "29", "30"]
+    assert listed[0] == "  26  x26 = bytearray(26)"  # (two lines of context before)
+    everything = io.StringIO()
+    render(_many_lines_run(), everything, top=None, rich_output=False)
+    assert everything.getvalue().count(" at peak · ") == 31
+    for rich_output in (False, True):
+        bare = io.StringIO()
+        render(_many_lines_run(), bare, top=3, rich_output=rich_output, show_listing=False)
+        assert f"\n{MAIN}:\n" not in bare.getvalue()
+        assert "main.py:30" in bare.getvalue()  # the table is there
+
+
+def test_sampled_figures_are_shown_as_estimates() -> None:
+    stats = LineStats(
+        alloc_bytes=8 * MiB, alloc_count=1200, peak_bytes=8 * MiB, peak_err=0.4 * MiB,
+        live_bytes=4 * MiB, live_err=0.2 * MiB,
+    )  # fmt: skip
+    run = new_run(
+        [source(MAIN, "data = load()\n", {1: stats})],
+        mode="sampling",
+        sample_interval_bytes=128 * 1024,
+        peak_traced_bytes=10 * MiB,
+    )
+    out = io.StringIO()
+    render(run, out, rich_output=False, show_listing=False)
+    row = out.getvalue().splitlines()[3]
+    assert row.split() == [
+        "1", f"{MAIN}:1", "~8.0", "MiB", "±5%", "~1.2k", "80%", "~4.0", "MiB", "±5%", "data",
+        "=", "load()",
+    ]  # fmt: skip
+
+
+def test_shares_past_the_peak_of_several_processes_are_explained() -> None:
+    each = LineStats(alloc_bytes=60 * MiB, alloc_count=1, peak_bytes=60 * MiB)
+    processes = (
+        ProcessInfo(10, 1, ("app",), True, 60 * MiB),
+        ProcessInfo(11, 10, ("w",), True, 60 * MiB),
+    )
+    run = new_run(
+        [source(MAIN, "a = f()\nb = g()\n", {1: each, 2: each})],
+        peak_traced_bytes=80 * MiB,  # the two processes peaked at different moments
+        processes=processes,
+    )
+    for rich_output in (False, True):
+        out = io.StringIO()
+        render(run, out, rich_output=rich_output, show_listing=False)
+        text = " ".join(out.getvalue().split())
+        assert "75% " in text
+        assert (
+            "(share of peak adds up past 100%: each process's lines count at that process's "
+            "own peak, and the processes peaked at different moments)"
+        ) in text
+    alone = new_run([source(MAIN, "a = f()\n", {1: each})], peak_traced_bytes=60 * MiB)
+    out = io.StringIO()
+    render(alone, out, rich_output=False, show_listing=False)
+    assert "adds up past 100%" not in out.getvalue()

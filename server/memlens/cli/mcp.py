@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from importlib import metadata
 
 from memlens.cli.options import add_dir
 from memlens.errors import MemlensError
+from memlens.layout import printable
 
 HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
+
+#: The SDK's requirement when memlens's own metadata cannot say it (pyproject.toml's ``mcp``
+#: extra is the one place it is written; tests/cli/test_mcp_missing_sdk.py checks the two).
+SDK_REQUIREMENT = "mcp>=2.3,<3"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,11 +40,33 @@ def run(args: argparse.Namespace) -> int:
         # The MCP SDK is an optional extra (memlens[mcp]): loaded when `memlens mcp` starts.
         from memlens_mcp import server  # noqa: PLC0415 - the optional SDK, only here
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise MemlensError(
-            "the MCP server needs the MCP Python SDK, which is not installed: "
-            "pip install 'memlens[mcp]'"
-        ) from None
+        missing = exc.name or ""
+        if missing == "memlens" or missing.startswith(("memlens.", "memlens_")):
+            raise  # memlens itself is broken: not a missing extra
+        # The SDK or one of its own dependencies (anyio, pydantic, uvicorn...) is missing.
+        raise MemlensError(missing_sdk(missing.split(".")[0])) from None
     server.serve(args.dir, allow_run=args.allow_run, http=args.http, port=args.port)
     return 0
+
+
+def missing_sdk(module: str) -> str:
+    """Why ``memlens mcp`` cannot start without the module ``module``, and the command that
+    installs what it needs into this interpreter (memlens is not on the package index: the
+    SDK's own requirement, as memlens's ``mcp`` extra names it, always installs)."""
+    return (
+        f"the MCP server needs the MCP Python SDK, which is not installed (no module named "
+        f"{module!r}): {printable(sys.executable)} -m pip install '{sdk_requirement()}'"
+    )
+
+
+def sdk_requirement() -> str:
+    """The requirement of memlens's ``mcp`` extra, from the installed metadata."""
+    try:
+        requires = metadata.requires("memlens") or []
+    except metadata.PackageNotFoundError:
+        return SDK_REQUIREMENT
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        if marker.replace("'", '"').replace(" ", "") == 'extra=="mcp"':
+            return spec.strip().replace(" ", "")
+    return SDK_REQUIREMENT

@@ -18,6 +18,15 @@ if TYPE_CHECKING:
     #: An option as flags and argparse keywords.
     Option = tuple[tuple[str, ...], dict[str, Any]]
 
+#: ``--no-listing``: the reports (``run``, ``show``) leave out the annotated file.
+LISTING_OPTION: Option = (
+    ("--no-listing",),
+    {
+        "action": "store_true",
+        "help": "leave out the annotated listing of the hottest file (or --file) after the tables",
+    },
+)
+
 #: ``--dir DIR``: the store root of every command that reads or writes runs.
 DIR_OPTION: Option = (
     ("--dir",),
@@ -37,7 +46,7 @@ TOP_OPTION: Option = (
         "type": int,
         "default": 10,
         "metavar": "N",
-        "help": "lines in each table; 0: all (default: 10)",
+        "help": "lines in each table, and lines annotated in the listing; 0: all (default: 10)",
     },
 )
 
@@ -89,6 +98,10 @@ def add_by(parser: argparse.ArgumentParser, default: str = "peak") -> None:
 
 def add_top(parser: argparse.ArgumentParser) -> None:
     add_option(parser, TOP_OPTION)
+
+
+def add_listing(parser: argparse.ArgumentParser) -> None:
+    add_option(parser, LISTING_OPTION)
 
 
 def top_rows(top: int) -> int | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from memlens.cli.options import TOP_OPTION, top_rows
+from memlens.cli.options import LISTING_OPTION, TOP_OPTION, top_rows
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         },
     ),
     TOP_OPTION,
+    LISTING_OPTION,
     (
         ("--by",),
         {
@@ -562,7 +563,13 @@ def _save_and_report(
         elif not args.no_report:
             from memlens.report import render
 
-            render(result, sys.stdout, by=args.by, top=top_rows(args.top))
+            render(
+                result,
+                sys.stdout,
+                by=args.by,
+                top=top_rows(args.top),
+                show_listing=not args.no_listing,
+            )
         sys.stdout.flush()
     except OSError:
         # `memlens run app.py | head`: the reader left (BrokenPipeError); or the terminal hung

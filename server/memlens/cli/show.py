@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from memlens.cli.options import add_by, add_dir, add_run_spec, add_top, top_rows
+from memlens.cli.options import add_by, add_dir, add_listing, add_run_spec, add_top, top_rows
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
 from memlens.moment import SYNTAX, resolve
@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the figures of one process of a run that followed child processes",
     )
     add_top(parser)
+    add_listing(parser)
     add_by(parser)
     parser.add_argument(
         "--at",
@@ -50,13 +51,21 @@ def run(args: argparse.Namespace) -> int:
     result = reader.read(path)
     if args.process is not None:
         result = reader.read(process_run(str(path), result.info, args.process))
-    if args.timeline:
+    if args.timeline or args.svg or args.html:  # (a file asked for is the timeline's)
         if args.at is not None:
             raise MemlensError("--at and --timeline are two views: give one of them")
         return show(result, args)
     at = resolve(result, args.at) if args.at is not None else None
     file = find_file(result, args.file) if args.file else None
-    render(result, sys.stdout, by=args.by, top=top_rows(args.top), file=file, at=at)
+    render(
+        result,
+        sys.stdout,
+        by=args.by,
+        top=top_rows(args.top),
+        file=file,
+        at=at,
+        show_listing=not args.no_listing,
+    )
     return 0
 
 

@@ -122,6 +122,12 @@ _CALLS: dict[str, str] = {
 
 #: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
 TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+#: The names of the per-test figures in a ``memlens`` marker's ``compare=`` (pytest).
+TEST_FIGURE_KEYWORDS: dict[str, str] = {
+    "peak": "peak_bytes",
+    "alloc": "alloc_bytes",
+    "leaks": "leaked_bytes",
+}
 #: How each per-test figure is named in labels and messages.
 TEST_FIGURE_WORDS: dict[str, str] = {
     "peak_bytes": "peak",

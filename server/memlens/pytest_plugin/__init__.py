@@ -64,6 +64,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"test (default {DEFAULT_MIN_INCREASE})",
     )
     group.addoption(
+        "--memlens-tolerance",
+        metavar="PATTERN=PERCENT",
+        action="append",
+        default=[],
+        help="with --memlens-fail-on-increase: tests whose node id matches PATTERN (a glob, "
+        "a file or a folder) may grow by PERCENT (e.g. 'tests/test_x.py::test_threads=150%%'); "
+        "may be given several times",
+    )
+    group.addoption(
+        "--memlens-exempt",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help="with --memlens-fail-on-increase: tests whose node id matches PATTERN are not "
+        "compared with the baseline (their marker limits still hold); may be given several "
+        "times",
+    )
+    group.addoption(
         "--memlens-baseline",
         metavar="RUN",
         default=None,
@@ -82,28 +100,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Start tracing before the initial conftest files are imported (they usually import the
-    code under test), unless ``--memlens`` is off or pytest-xdist distributes the tests."""
+    code under test). A pytest-xdist worker learns where its run goes later, from its
+    controller (in :func:`pytest_configure`)."""
     options = early_config.known_args_namespace
-    if getattr(options, "memlens", False) and not _distributed(options):
-        _session_module().start_tracing(options, early_config)
+    if getattr(options, "memlens", False):
+        worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+        _session_module().start_tracing(options, early_config, path_later=worker)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "memlens(peak=None, leaks=None): under pytest --memlens, fail the test when its peak "
-        'or leaked memory is over the size given (e.g. peak="5 MiB", leaks="1 MiB")',
+        "memlens(peak=None, leaks=None, increase=None, compare=None): under pytest "
+        "--memlens, fail the test when its peak or leaked memory is over the size given (e.g. "
+        'peak="5 MiB", leaks="1 MiB"); under --memlens-fail-on-increase, its own allowed '
+        'growth (increase="50%", or False: not compared) and the figures compared '
+        '(compare=("alloc", "leaks"))',
     )
     if not config.getoption("memlens"):
         return
-    if _distributed(config.option):
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            return  # (the controller refused already: a worker of an older memlens's session)
-        # Refused, not ignored: a CI gate run with -n would pass tests over their limits.
-        raise pytest.UsageError(DISTRIBUTED)
     session = _session_module()
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and session.WORKER_INPUT in workerinput:
+        # A pytest-xdist worker: its tests are measured and judged here, its run goes into
+        # the controller's processes folder.
+        session.start_tracing(config.option, config, path_later=True)
+        session.start_worker_checkpoints(workerinput[session.WORKER_INPUT])
+        config.pluginmanager.register(session.MemlensSession(config, worker=True), NAME)
+        return
     session.start_tracing(config.option, config)
-    config.pluginmanager.register(session.MemlensSession(config), "memlens-session")
+    if _distributed(config):
+        config.pluginmanager.register(session.DistributedSession(config), NAME)
+    else:
+        config.pluginmanager.register(session.MemlensSession(config), NAME)
+
+
+#: The name the session's hooks are registered under.
+NAME = "memlens-session"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -134,18 +167,10 @@ def _session_module() -> Any:
     return session
 
 
-#: Why ``--memlens`` refuses a session that pytest-xdist distributes.
-DISTRIBUTED = (
-    "memlens: --memlens does not work with pytest-xdist yet (-n/--dist): run without -n "
-    "(or with -n 0) to profile the tests"
-)
-
-
-def _distributed(options: Any) -> bool:
-    """Whether pytest-xdist runs the tests (this process is a worker, or the controller of
-    workers): not supported yet (docs/pytest.md)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return True
-    processes = getattr(options, "numprocesses", None)
-    dist = getattr(options, "dist", None)
-    return bool(processes) or dist not in (None, "no")
+def _distributed(config: pytest.Config) -> bool:
+    """Whether pytest-xdist distributes this session's tests to workers (this process is
+    their controller): as pytest-xdist itself decides (its options are final by now)."""
+    if not config.pluginmanager.has_plugin("xdist"):
+        return False
+    dist = getattr(config.option, "dist", "no")
+    return dist != "no" and not config.getoption("collectonly")

@@ -29,6 +29,7 @@ How a test's window works (the figures are the native tracer's running totals,
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 
@@ -41,16 +42,21 @@ from memlens.errors import MemlensError, RunFileError
 from memlens.layout import (
     RUNS_DIR,
     STORE_DIR,
+    clear_processes,
     display_path,
     new_run_path,
     point_latest_at,
     printable,
+    process_run_name,
+    processes_folder,
 )
 from memlens.model import (
+    TEST_FIGURE_KEYWORDS,
     TEST_FIGURES,
     TEST_LINE_FIGURE,
     TEST_LINES_TITLE,
     TEST_MARKER_LIMITS,
+    ProcessInfo,
     TestFailure,
     TestStats,
     replace,
@@ -58,11 +64,12 @@ from memlens.model import (
 from memlens.runfile import reader, writer
 from memlens.store import Store
 from memlens.tracing import tracer
+from memlens.tracing.follow import merge_folder
 from memlens.units import fmt_bytes, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator, Sequence
     from typing import Any
 
     from memlens.model import Run
@@ -81,14 +88,24 @@ JUDGED_LEAK_MIN = 64 * 1024
 #: Where the run of this session goes, and its command (set when tracing starts).
 _run_path: str | None = None
 _run_command: tuple[str, ...] = ()
+#: Whether this plugin started the tracer (a pytest-xdist worker starts it before it knows
+#: where its run goes: ``_run_path`` is None until then).
+_started = False
 
 
-def start_tracing(options: Any, config: pytest.Config) -> None:
-    """Start the tracer for this session (once), writing checkpoints to the run's file."""
-    global _run_path, _run_command
+def start_tracing(options: Any, config: pytest.Config, path_later: bool = False) -> None:
+    """Start the tracer for this session (once), writing checkpoints to the run's file in the
+    store. With ``path_later`` (a pytest-xdist worker, told where its run goes by its
+    controller: :func:`start_worker_checkpoints`), no run file is chosen yet."""
+    global _run_path, _run_command, _started
     command = _command(config)
 
-    if _run_path is not None and tracer.is_tracing():
+    if _started and tracer.is_tracing():
+        if _run_path is None and not path_later:
+            # Started as a worker would be, but this session is not one (a pytest started by
+            # a worker's test inherits its environment): its run goes into the store.
+            _run_path, pointing = _store_run(options)
+            tracer.start_checkpoints(_run_path, command=command, on_checkpoint=pointing)
         return
     interval = None
     if options.memlens_sample is not None:
@@ -96,6 +113,27 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
             interval = parse_size(options.memlens_sample)
         except ValueError as exc:
             raise pytest.UsageError(f"memlens: --memlens-sample: {exc}") from None
+    path: str | None = None
+    first_checkpoint: Callable[[], None] | None = None
+    if not path_later:
+        path, first_checkpoint = _store_run(options)
+    try:
+        tracer.start(
+            mode="sampling" if interval else "exact",
+            sample_interval=interval,
+            checkpoint=path,
+            command=command,
+            on_checkpoint=first_checkpoint,
+            workspace_root=os.path.realpath(options.memlens_dir),
+        )
+    except MemlensError as exc:
+        raise pytest.UsageError(f"memlens: {exc}") from None
+    _run_path, _run_command, _started = path, command, True
+
+
+def _store_run(options: Any) -> tuple[str, Callable[[], None]]:
+    """A new run file in the store, and what its first checkpoint does: point ``latest`` at
+    it (so that a session killed from then on leaves the run that ``latest`` names)."""
     # The store's root is the workspace the run belongs to: editors map the run's absolute
     # paths onto a copy of that folder (as for memlens run; checkpoints carry it too).
     root = os.path.realpath(options.memlens_dir)
@@ -112,28 +150,27 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
             pointed[0] = True
             _point_latest_at(path)
 
-    try:
-        tracer.start(
-            mode="sampling" if interval else "exact",
-            sample_interval=interval,
-            checkpoint=path,
-            command=command,
-            on_checkpoint=first_checkpoint,
-            workspace_root=root,
-        )
-    except MemlensError as exc:
-        raise pytest.UsageError(f"memlens: {exc}") from None
-    _run_path, _run_command = path, command
+    return path, first_checkpoint
+
+
+def start_worker_checkpoints(folder: str) -> str:
+    """In a pytest-xdist worker: its run goes into its controller's processes ``folder`` (named
+    by this process's id, as a followed child's): checkpoints from now on. Returns the path."""
+    global _run_path
+    path = os.path.join(folder, process_run_name(os.getpid()))
+    if _run_path is None and tracer.is_tracing():
+        tracer.start_checkpoints(path, command=_run_command)
+        _run_path = path
+    return path
 
 
 def stop_tracing() -> Run | None:
     """Stop the tracer if this plugin started it; the run, or None."""
-    global _run_path
+    global _run_path, _started
 
-    if _run_path is None or not tracer.is_tracing():
-        _run_path = None
+    started, _started, _run_path = _started, False, None
+    if not started or not tracer.is_tracing():
         return None
-    _run_path = None
     return tracer.stop(command=_run_command)
 
 
@@ -244,24 +281,36 @@ class _Paused:
         _tracer.set_thread_paused(self._previous)
 
 
-class MemlensSession:
-    """The hooks of a ``pytest --memlens`` session (registered by
-    :func:`memlens.pytest_plugin.pytest_configure`)."""
+class _SessionRun:
+    """What every ``pytest --memlens`` session has: the baseline it compares with, the run it
+    writes, the summary it prints (:class:`MemlensSession` runs tests,
+    :class:`DistributedSession` is pytest-xdist's controller)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.tests: list[TestStats] = []
-        self.limits: dict[str, dict[str, int]] = {}  # node id -> figure -> bytes
-        self._window: _Window | None = None
-        self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
         self.run_path: str | None = None
         self.problem: str | None = None  # why no run was written
         self.increase = _increase_options(config)
+        self.tolerances = _tolerance_options(config)
+        self.exempt: list[str] = config.getoption("memlens_exempt") or []
+        self.gates: dict[str, Gate] = {}  # node id -> how it is compared with the baseline
         self.baseline: dict[str, TestStats] | None = None
         self.baseline_name: str | None = None
         self.baseline_problem: str | None = None
         if self.increase is not None:
             self._load_baseline()
+
+    def command_line_gate(self, nodeid: str) -> Gate:
+        """How the command line compares the test ``nodeid`` with the baseline: exempt
+        (``--memlens-exempt``), its own percentage (the last ``--memlens-tolerance`` that
+        matches) or the session's."""
+        if any(_matches(nodeid, pattern) for pattern in self.exempt):
+            return Gate(exempt=True)
+        for pattern, percent in reversed(self.tolerances):
+            if _matches(nodeid, pattern):
+                return Gate(percent=percent)
+        return Gate()
 
     def _load_baseline(self) -> None:
         spec = self.config.getoption("memlens_baseline")
@@ -283,12 +332,113 @@ class MemlensSession:
             return
         self.baseline = {t.nodeid: t for t in info.tests}
 
+    def _stop(self, exitstatus: int) -> tuple[Run, str] | None:
+        """Stop tracing: this session's run (exit code and completeness set) and its path, or
+        None (and why: :attr:`problem`) when no run is to be written."""
+        path = _run_path
+
+        try:
+            run = stop_tracing()
+        except MemlensError as exc:  # e.g. a forked child that ends the session
+            self.problem = f"no run written: {exc}"
+            return None
+        if run is None or path is None:
+            self.problem = "no run written: tracing had stopped"
+            return None
+        status = int(exitstatus)
+        if status == int(pytest.ExitCode.USAGE_ERROR):
+            # Nothing ran: no run (and no checkpoint of this session left behind).
+            self.problem = "no run written (usage error)"
+            if os.path.isfile(path):
+                os.unlink(path)
+            return None
+        info = replace(
+            run.info, exit_code=status, complete=status != int(pytest.ExitCode.INTERRUPTED)
+        )
+        return replace(run, info=info), path
+
+    def _write(self, run: Run, path: str, point_latest: bool = True) -> None:
+        try:
+            writer.write_final(run, path)
+        except (OSError, ValueError) as exc:
+            self.problem = f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
+            return
+        if point_latest:
+            _point_latest_at(path)
+        self.run_path = path
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("=", "memlens")
+        for line in _heaviest(self.tests, self.config.getoption("memlens_top")):
+            write(line)
+        if self.increase is not None:
+            write(f"memlens: {self._comparison()}")
+        if self.run_path is not None:
+            write(
+                f"memlens: run written to {display_path(self.run_path)} "
+                f"({self._counted()}; memlens show, or open the folder in "
+                "your editor)"
+            )
+        else:
+            write(f"memlens: {self.problem or 'no run written'}", red=True)
+
+    def _counted(self) -> str:
+        return _plural(len(self.tests), "test")
+
+    def _comparison(self) -> str:
+        if self.baseline is None:
+            return f"no test compared: {self.baseline_problem}"
+        known = [t for t in self.tests if t.nodeid in self.baseline]
+        exempt = [t for t in known if self._gate(t.nodeid).exempt]
+        own = [t for t in known if not self._gate(t.nodeid).default and t not in exempt]
+        grown = [t for t in known if any(f.kind == "increase" for f in t.failures)]
+        percent, floor = self.increase or (0.0, 0)
+        special = [f"{len(own)} with a tolerance of its own"] if own else []
+        special += [f"{len(exempt)} left out"] if exempt else []
+        return (
+            f"{_plural(len(known) - len(exempt), 'test')} compared with {self.baseline_name} "
+            f"(allowed growth +{percent:g}%, at least {fmt_bytes(floor)}"
+            f"{''.join('; ' + s for s in special)}): "
+            f"{len(grown)} grew beyond it, {len(self.tests) - len(known)} new"
+        )
+
+    def _gate(self, nodeid: str) -> Gate:
+        return self.gates.get(nodeid) or self.command_line_gate(nodeid)
+
+
+class MemlensSession(_SessionRun):
+    """The hooks of a ``pytest --memlens`` session that runs tests (registered by
+    :func:`memlens.pytest_plugin.pytest_configure`): without pytest-xdist, or in one of its
+    workers (``worker``), whose run goes into its controller's processes folder."""
+
+    def __init__(self, config: pytest.Config, worker: bool = False) -> None:
+        super().__init__(config)
+        self.worker = worker
+        self.limits: dict[str, dict[str, int]] = {}  # node id -> figure -> bytes
+        self._window: _Window | None = None
+        self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
+        self.bad_markers: dict[str, str] = {}  # node id -> why its marker is wrong (workers)
+        self._in_body = False  # a test phase's body runs (traced)
+
     # -- collection: the limits of memlens markers --------------------------------------
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             marker = item.get_closest_marker("memlens")
-            if marker is not None:
-                self.limits[item.nodeid] = _marker_limits(item.nodeid, marker)
+            self.gates[item.nodeid] = self.command_line_gate(item.nodeid)
+            if marker is None:
+                continue
+            try:
+                limits, gate = _marker_options(item.nodeid, marker)
+                if limits:
+                    self.limits[item.nodeid] = limits
+                self.gates[item.nodeid] = _merge_gates(gate, self.gates[item.nodeid])
+            except pytest.UsageError as exc:
+                if not self.worker:
+                    raise
+                # A pytest-xdist worker cannot end the session with a usage error (its
+                # controller would take it for a crash): the test errors instead.
+                self.bad_markers[item.nodeid] = str(exc)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_pycollect_makeitem(self) -> Generator[None, object, object]:
@@ -303,7 +453,9 @@ class MemlensSession:
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
         paused = _tracer.set_thread_paused(True)
-        judged = item.nodeid in self.limits or item.nodeid in (self.baseline or ())
+        gate = self.gates.get(item.nodeid)
+        compared = item.nodeid in (self.baseline or ()) and not (gate and gate.exempt)
+        judged = item.nodeid in self.limits or compared
         self._window = window = _Window(judged)
         try:
             return (yield)
@@ -325,6 +477,8 @@ class MemlensSession:
         window = self._window
         if window is not None and not window.opened:
             window.open()
+        if item.nodeid in self.bad_markers:
+            pytest.fail(self.bad_markers[item.nodeid], pytrace=False)
         return (yield from self._traced())
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -344,9 +498,11 @@ class MemlensSession:
         if self._window is None:
             return (yield)
         _tracer.set_thread_paused(False)
+        self._in_body = True
         try:
             return (yield)
         finally:
+            self._in_body = False
             _tracer.set_thread_paused(True)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -374,11 +530,33 @@ class MemlensSession:
         if held is not None and self._window is not None:
             self._window.outer -= held
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    # -- reports made while a test's body runs: subtests ---------------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A report made while a test's body runs is a subtest's (pytest's ``subtests``
+        fixture, unittest's ``subTest``, pytest-subtests): pytest keeps it to the end of the
+        session, so it is no allocation of the test's. Untraced from its making (the subtest
+        copies the report it gets from this hook) until it is logged."""
+        if self._in_body:
+            _tracer.set_thread_paused(True)  # resumed when the report has been logged
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         window = self._window
-        if window is not None:
-            window.reports.append(report)
+        if window is None:
+            return (yield)
+        if not self._in_body:
+            window.reports.append(report)  # the test's setup, call or teardown
+            return (yield)
+        # A subtest's report (not the test's own: its outcome and duration are the call's).
+        _tracer.set_thread_paused(True)
+        try:
+            return (yield)
+        finally:
+            _tracer.set_thread_paused(False)  # back to the test's body
 
     # -- judging: this plugin runs the protocol of the tests it judges -------------------
     @pytest.hookimpl(specname="pytest_runtest_protocol", tryfirst=True)
@@ -412,9 +590,12 @@ class MemlensSession:
             if figures[figure] > limit
         ]
         base = (self.baseline or {}).get(nodeid)
-        if base is not None and self.increase is not None:
+        gate = self.gates.get(nodeid) or Gate()
+        if base is not None and self.increase is not None and not gate.exempt:
             percent, floor = self.increase
-            for figure in COMPARED:
+            if gate.percent is not None:
+                percent = gate.percent
+            for figure in gate.figures or COMPARED:
                 old: int = getattr(base, figure)
                 allowed = max(int(old * (1 + percent / 100)), old + floor)
                 if figures[figure] > allowed:
@@ -428,7 +609,7 @@ class MemlensSession:
     ) -> list[pytest.TestReport]:
         """The reports with the test's call failed for its memory (a call that failed by
         itself keeps its failure, with memlens's message beside it)."""
-        message = _failure_message(window)
+        message = _failure_message(window, item.nodeid)
         out = []
         for report in reports:
             if report.when == "call" and report.passed:
@@ -457,65 +638,118 @@ class MemlensSession:
     # -- the end: the run, the summary -----------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        path = _run_path
-
-        try:
-            run = stop_tracing()
-        except MemlensError as exc:  # e.g. a forked child that ends the session
-            self.problem = f"no run written: {exc}"
+        ended = self._stop(exitstatus)
+        if ended is None:
             return
-        if run is None or path is None:
-            self.problem = "no run written: tracing had stopped"
-            return
-        status = int(exitstatus)
-        if status == int(pytest.ExitCode.USAGE_ERROR):
-            # Nothing ran: no run (and no checkpoint of this session left behind).
-            self.problem = "no run written (usage error)"
-            if os.path.isfile(path):
-                os.unlink(path)
-            return
-        info = replace(
-            run.info,
-            exit_code=status,
-            complete=status != int(pytest.ExitCode.INTERRUPTED),
-            tests=tuple(self.tests),
-        )
-        try:
-            writer.write_final(replace(run, info=info), path)
-        except (OSError, ValueError) as exc:
-            self.problem = f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
-            return
-        _point_latest_at(path)
-        self.run_path = path
+        run, path = ended
+        info = replace(run.info, tests=tuple(self.tests))
+        if self.worker:
+            # A pytest-xdist worker's run is one process of its controller's: it says which.
+            me = ProcessInfo(os.getpid(), os.getppid(), _command(self.config), True, 0)
+            info = replace(info, processes=(replace(me, peak_traced_bytes=info.peak_traced_bytes),))
+        self._write(replace(run, info=info), path, point_latest=not self.worker)
+        if self.worker:  # the controller's summary counts what the markers said
+            self.config.workeroutput[WORKER_GATES] = {  # type: ignore[attr-defined]
+                nodeid: (g.exempt, g.percent, g.figures)
+                for nodeid, g in self.gates.items()
+                if not g.default
+            }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        write = terminalreporter.write_line
-        terminalreporter.write_sep("=", "memlens")
-        for line in _heaviest(self.tests, self.config.getoption("memlens_top")):
-            write(line)
-        if self.increase is not None:
-            write(f"memlens: {self._comparison()}")
-        if self.run_path is not None:
-            write(
-                f"memlens: run written to {display_path(self.run_path)} "
-                f"({_plural(len(self.tests), 'test')}; memlens show, or open the folder in "
-                "your editor)"
+        if not self.worker:  # (a worker's terminal is not the user's: its controller's is)
+            super().pytest_terminal_summary(terminalreporter)
+
+
+#: The key of pytest-xdist's ``workerinput`` that tells a worker where its run goes.
+WORKER_INPUT = "memlens_processes"
+#: The key of a worker's ``workeroutput`` that tells its controller how its markers compare
+#: tests with the baseline.
+WORKER_GATES = "memlens_gates"
+
+
+class DistributedSession(_SessionRun):
+    """The hooks of a ``pytest --memlens`` session that pytest-xdist distributes, in its
+    controller (which runs no test). Each worker traces its own session and judges its tests
+    as without pytest-xdist (:class:`MemlensSession`), writing its run into this session's
+    processes folder (as ``memlens run``'s followed children do); at the end, the controller's
+    own run is merged with theirs (:func:`memlens.tracing.follow.merge_folder`: sums per line,
+    function and call path) and their tests' figures are put together."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        super().__init__(config)
+        self.order: dict[str, int] = {}  # node id -> when its first report reached us
+        self.workers = 0
+        self.folder = processes_folder(_run_path or "")
+        problem = clear_processes(self.folder)
+        if problem is None:
+            try:
+                os.makedirs(self.folder, exist_ok=True)
+            except OSError as exc:
+                problem = f"{self.folder}: {exc.strerror or exc}"
+        if problem is not None:
+            raise pytest.UsageError(f"memlens: cannot write the workers' runs: {problem}")
+
+    def _counted(self) -> str:
+        return f"{_plural(len(self.tests), 'test')} from {_plural(self.workers, 'pytest-xdist worker')}"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_INPUT] = self.folder
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.order.setdefault(report.nodeid, len(self.order))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        gates = getattr(node, "workeroutput", {}).get(WORKER_GATES) or {}
+        for nodeid, (exempt, percent, figures) in gates.items():
+            self.gates[nodeid] = Gate(exempt, percent, tuple(figures))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        ended = self._stop(exitstatus)
+        if ended is None:
+            return
+        run, path = ended
+        merged, workers = merge_folder(run, self.folder, _run_command)
+        self.workers = len(workers)
+        self.tests = merge_tests([w.info.tests for w in workers], self.order)
+        self._write(replace(merged, info=replace(merged.info, tests=tuple(self.tests))), path)
+
+
+#: Outcomes from the worst: a test run by several workers (``--dist each``) is recorded once,
+#: with its worst outcome.
+_OUTCOME_ORDER = ("interrupted", "failed", "error", "xpassed", "passed", "xfailed", "skipped")
+
+
+def merge_tests(
+    per_worker: Sequence[Sequence[TestStats]], order: dict[str, int]
+) -> list[TestStats]:
+    """The tests of every worker as one session's, in ``order`` (node id -> rank; the others
+    after them, as the workers ran them). A test several workers ran is one entry: the
+    largest of each figure and duration, the worst outcome, every failure."""
+    merged: dict[str, TestStats] = {}
+    for tests in per_worker:
+        for t in tests:
+            seen = merged.get(t.nodeid)
+            if seen is None:
+                merged[t.nodeid] = t
+                continue
+            worst = min(
+                (seen.outcome, t.outcome),
+                key=lambda o: _OUTCOME_ORDER.index(o) if o in _OUTCOME_ORDER else 99,
             )
-        else:
-            write(f"memlens: {self.problem or 'no run written'}", red=True)
-
-    def _comparison(self) -> str:
-        if self.baseline is None:
-            return f"no test compared: {self.baseline_problem}"
-        compared = [t for t in self.tests if t.nodeid in self.baseline]
-        grown = [t for t in compared if any(f.kind == "increase" for f in t.failures)]
-        percent, floor = self.increase or (0.0, 0)
-
-        return (
-            f"{_plural(len(compared), 'test')} compared with {self.baseline_name} "
-            f"(allowed growth +{percent:g}%, at least {fmt_bytes(floor)}): "
-            f"{len(grown)} grew beyond it, {len(self.tests) - len(compared)} new"
-        )
+            merged[t.nodeid] = replace(
+                seen,
+                outcome=worst,
+                duration_s=max(seen.duration_s, t.duration_s),
+                failures=seen.failures + t.failures,
+                **{f: max(getattr(seen, f), getattr(t, f)) for f in TEST_FIGURES},
+            )
+    ranked = sorted(
+        enumerate(merged.values()), key=lambda e: (order.get(e[1].nodeid, len(order)), e[0])
+    )
+    return [t for _, t in ranked]
 
 
 def _plural(n: int, noun: str) -> str:
@@ -544,8 +778,32 @@ def _increase_options(config: pytest.Config) -> tuple[float, int] | None:
     return percent, floor
 
 
-def _marker_limits(nodeid: str, marker: pytest.Mark) -> dict[str, int]:
-    """The limits of a ``memlens`` marker in bytes; a UsageError naming the test if bad."""
+class Gate:
+    """How one test is compared with the baseline under ``--memlens-fail-on-increase``:
+    left out (``exempt``), with its own allowed growth in percent (``percent``; None: the
+    session's), on its own figures (``figures``, test figure names; empty: :data:`COMPARED`)."""
+
+    __slots__ = ("exempt", "figures", "percent")
+
+    def __init__(
+        self, exempt: bool = False, percent: float | None = None, figures: tuple[str, ...] = ()
+    ) -> None:
+        self.exempt = exempt
+        self.percent = percent
+        self.figures = figures
+
+    @property
+    def default(self) -> bool:
+        return not self.exempt and self.percent is None and not self.figures
+
+
+#: The names the ``compare=`` keyword of a ``memlens`` marker takes: test figures.
+COMPARABLE = TEST_FIGURE_KEYWORDS
+
+
+def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], Gate]:
+    """The limits of a ``memlens`` marker in bytes, and how it compares the test with the
+    baseline (``increase=``, ``compare=``); a UsageError naming the test if bad."""
 
     def bad(why: str) -> pytest.UsageError:
         return pytest.UsageError(f"memlens: {nodeid}: @pytest.mark.memlens: {why}")
@@ -553,10 +811,29 @@ def _marker_limits(nodeid: str, marker: pytest.Mark) -> dict[str, int]:
     if marker.args:
         raise bad('limits are keywords: peak="5 MiB", leaks="1 MiB"')
     limits = {}
+    gate = Gate()
     for key, value in marker.kwargs.items():
+        if key == "increase":
+            if value is False:
+                gate.exempt = True
+            elif value is not None:
+                try:
+                    gate.percent = _percent(value)
+                except ValueError as exc:
+                    raise bad(f"increase: {exc}") from None
+            continue
+        if key == "compare":
+            names = (value,) if isinstance(value, str) else value
+            if not isinstance(names, (tuple, list)) or not names:
+                raise bad(f'compare={value!r}: name the figures, e.g. compare=("alloc", "leaks")')
+            unknown = [n for n in names if n not in COMPARABLE]
+            if unknown:
+                raise bad(f"compare: unknown figure {unknown[0]!r} (use {', '.join(COMPARABLE)})")
+            gate.figures = tuple(COMPARABLE[n] for n in names)
+            continue
         figure = TEST_MARKER_LIMITS.get(key)
         if figure is None:
-            raise bad(f"unknown limit {key!r} (use peak= and leaks=)")
+            raise bad(f"unknown keyword {key!r} (use peak=, leaks=, increase= and compare=)")
         if value is None:
             continue
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
@@ -568,7 +845,85 @@ def _marker_limits(nodeid: str, marker: pytest.Mark) -> dict[str, int]:
             limits[figure] = parse_size(value, zero=True)
         except ValueError as exc:
             raise bad(f"{key}: {exc}") from None
-    return limits
+    return limits, gate
+
+
+def _merge_gates(marker: Gate, command_line: Gate) -> Gate:
+    """The marker's say, then the command line's where the marker says nothing (it is the
+    test's own statement; the command line's exemption holds all the same)."""
+    return Gate(
+        exempt=marker.exempt or command_line.exempt,
+        percent=marker.percent if marker.percent is not None else command_line.percent,
+        figures=marker.figures or command_line.figures,
+    )
+
+
+def _percent(value: object) -> float:
+    """A percentage: ``"50%"``, ``"50"`` or a number (50); ValueError if not one."""
+    why = f'{value!r} is not a percentage (write it as "50%")'
+    if isinstance(value, str):
+        value = value.strip().removesuffix("%").strip()
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        value = ""  # (refused below)
+    try:
+        percent = float(value)
+    except ValueError:
+        raise ValueError(why) from None
+    if not 0 <= percent < float("inf"):
+        raise ValueError(why)
+    return percent
+
+
+def _tolerance_options(config: pytest.Config) -> list[tuple[str, float]]:
+    """``--memlens-tolerance PATTERN=PERCENT`` options, as (pattern, percent)."""
+    out = []
+    for text in config.getoption("memlens_tolerance") or []:
+        pattern, sep, percent = text.rpartition("=")
+        try:
+            if not sep or not pattern:
+                raise ValueError("")
+            out.append((pattern, _percent(percent)))
+        except ValueError:
+            raise pytest.UsageError(
+                f"memlens: --memlens-tolerance: {text!r} is not PATTERN=PERCENT (e.g. "
+                "'tests/test_x.py::test_threads=150%')"
+            ) from None
+    return out
+
+
+def _matches(nodeid: str, pattern: str) -> bool:
+    """A node id matches a pattern of the command line: the same, or its glob (``*``, ``?``,
+    ``[...]``), or a file or folder of tests it is in."""
+    return (
+        nodeid == pattern
+        or fnmatch.fnmatchcase(nodeid, pattern)
+        or nodeid.startswith(pattern.rstrip("/") + ("::" if pattern.endswith(".py") else "/"))
+    )
+
+
+def _widening_hints(nodeid: str, grown: list[TestFailure]) -> list[str]:
+    """How to let a test that grew past the baseline pass, or leave it out (docs/pytest.md):
+    empty when it did not grow."""
+    if not grown:
+        return []
+    needed = max(100 * (f.value - (f.baseline or 0)) / max(f.baseline or 0, 1) for f in grown)
+    wider = min(int(needed // 10) * 10 + 20, 10**6)
+    out = [
+        (
+            f'to allow it more: @pytest.mark.memlens(increase="{wider}%") on the test, or '
+            f"--memlens-tolerance='{nodeid}={wider}%'"
+        ),
+        (
+            "to leave it out of the comparison: @pytest.mark.memlens(increase=False), or "
+            f"--memlens-exempt='{nodeid}'"
+        ),
+    ]
+    if any(f.figure == "peak_bytes" for f in grown):
+        out.append(
+            'a peak that changes with how its threads overlap: compare=("alloc", "leaks") '
+            '(docs/pytest.md: "What varies between unchanged runs")'
+        )
+    return [printable(line) for line in out]
 
 
 def _location(item: pytest.Item) -> tuple[str, int, str]:
@@ -635,9 +990,9 @@ def _kept_in_window(t_open: float, t_close: float) -> int:
     return growth.kept_in_window(run.moments, t_open, t_close)
 
 
-def _failure_message(window: _Window) -> str:
-    """Why the test failed: each figure against its limit, then the lines responsible (which
-    the window's failures keep, for the editor)."""
+def _failure_message(window: _Window, nodeid: str) -> str:
+    """Why the test failed: each figure against its limit, how to widen or exempt a test that
+    grew, then the lines responsible (which the window's failures keep, for the editor)."""
     wanted = []
     for f in window.failures:
         if TEST_LINE_FIGURE[f.figure] not in wanted:
@@ -648,6 +1003,7 @@ def _failure_message(window: _Window) -> str:
         for f in window.failures
     )
     out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
+    out.extend(_widening_hints(nodeid, [f for f in window.failures if f.kind == "increase"]))
     for figure, rows in grown.items():
         out.append(f"{TEST_LINES_TITLE[figure]}:")
         out.extend(

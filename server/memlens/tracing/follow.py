@@ -105,13 +105,25 @@ def collect(run: Run, run_path: str, wait_s: float) -> Run:
     folder = config["folder"]
     if not os.path.isdir(folder):
         return run
+    return merge_folder(run, folder, child.command(), _wait(folder, wait_s))[0]
+
+
+def merge_folder(
+    run: Run, folder: str, command: Sequence[str], claims: set[str] | None = None
+) -> tuple[Run, list[Run]]:
+    """``run``, this process's own (its command ``command``), merged with the runs in the
+    processes folder ``folder`` (the processes whose names are in ``claims`` did not end:
+    incomplete), and the runs read from it. The own run is written into the folder too, so
+    that every process has its run there. ``run`` itself when the folder holds no process.
+    ``memlens run`` merges the children it followed so, and ``pytest --memlens`` its
+    pytest-xdist workers."""
     from memlens.errors import RunFileError
     from memlens.layout import process_run_name
     from memlens.merge import merge
     from memlens.model import ProcessInfo, replace
     from memlens.runfile import reader, writer
 
-    claims = _wait(folder, wait_s)
+    claims = claims or set()
     runs: list[Run] = []
     processes: list[ProcessInfo] = []
     for name in _run_names(folder, claims):
@@ -127,14 +139,14 @@ def collect(run: Run, run_path: str, wait_s: float) -> Run:
         if process_run is not None:
             runs.append(process_run)
     if not processes:
-        return run
-    root = ProcessInfo(os.getpid(), os.getppid(), child.command(), True, run.info.peak_traced_bytes)
+        return run, runs
+    root = ProcessInfo(os.getpid(), os.getppid(), tuple(command), True, run.info.peak_traced_bytes)
     own = replace(run, info=replace(run.info, processes=(root,)))
     try:
         writer.write(own, os.path.join(folder, process_run_name(os.getpid())))
     except OSError as exc:
         say(f"memlens: cannot write the program's own run into {folder}: {exc}")
-    return merge([run, *runs], [root, *processes])
+    return merge([run, *runs], [root, *processes]), runs
 
 
 def _wait(folder: str, wait_s: float) -> set[str]:

@@ -267,8 +267,6 @@ def guard_forks() -> None:
 
     def block() -> None:
         held[_thread.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
-        if sys.version_info >= (3, 12):
-            _fork_warning_as_without_memlens()
 
     def restore() -> None:
         mask = held.pop(_thread.get_ident(), None)
@@ -276,56 +274,6 @@ def guard_forks() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     os.register_at_fork(before=block, after_in_parent=restore, after_in_child=restore)
-
-
-#: Python 3.12+ warns at os.fork when the process has more than one thread.
-_FORK_WARNING = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
-
-
-def _fork_warning_as_without_memlens() -> None:
-    """Before a fork (3.12+): Python's warning that the process is multi-threaded is given
-    as without memlens. Its own threads (named ``memlens-...``) do not count: while the
-    program's threads are fewer than two, a filter ignores the warning; otherwise it goes.
-    Linux (elsewhere Python does not count threads the same way: nothing changes)."""
-    from memlens import _tracer
-
-    paused = _tracer.set_thread_paused(True)  # memlens's work, in the program's thread
-    try:
-        program = _program_threads()
-        if program is None:
-            return
-        import warnings
-
-        ours = [f for f in warnings.filters if getattr(f[1], "pattern", None) == _FORK_WARNING]
-        if program < 2 and not ours:
-            warnings.filterwarnings("ignore", _FORK_WARNING, DeprecationWarning)
-        elif program >= 2 and ours:
-            for f in ours:
-                warnings.filters.remove(f)  # type: ignore[attr-defined]
-            warnings._filters_mutated()  # type: ignore[attr-defined]
-    finally:
-        _tracer.set_thread_paused(paused)
-
-
-def _program_threads() -> int | None:
-    """The process's threads less memlens's own (None when they cannot be listed)."""
-    task = "/proc/self/task"
-    try:
-        tids = os.listdir(task)
-    except OSError:
-        return None
-    count = 0
-    for tid in tids:
-        try:
-            fd = os.open(f"{task}/{tid}/comm", os.O_RDONLY)
-        except OSError:
-            continue  # ended meanwhile
-        try:
-            name = os.read(fd, 64)
-        finally:
-            os.close(fd)
-        count += not name.startswith(b"memlens-")
-    return count
 
 
 def _join_threads() -> None:

@@ -74,6 +74,7 @@ class _Session:
         "mode",
         "pid",
         "sample_interval",
+        "save_to",
         "seed",
         "sources",
         "started",
@@ -97,6 +98,7 @@ class _Session:
         self.attached = attached
         self.sources = dict(sources or {})
         self.workspace_root = workspace_root
+        self.save_to: str | None = None  # the run file in the store (start's ``save``)
         self.seed = seed
         self.libraries = libraries
         self.hidden = hidden
@@ -109,6 +111,7 @@ class _Session:
 
 
 _session: _Session | None = None
+_last_saved: str | None = None
 
 
 def is_tracing() -> bool:
@@ -134,6 +137,7 @@ def start(
     workspace_root: str = "",
     attached: bool = False,
     sources: Mapping[str, tuple[str, str]] | None = None,
+    save: bool | str | os.PathLike[str] = False,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -158,9 +162,12 @@ def start(
     process was already running (``memlens attach``), as its run's header says. ``sources``
     maps code file names that have no file to read (notebook cells: ``<ipython-input-5-...>``)
     to the name and text the run records for them; they are always charged, as the program's
-    own.
+    own. With ``save`` (True: the store of the working directory; a path: the store rooted
+    there), :func:`stop` writes the run into the store (``.memlens/runs/``, named as ``memlens
+    run`` names its runs, when tracing started) and points ``latest`` at it, where ``memlens
+    show`` and the editor find it; the store's root is the run's workspace root.
     """
-    global _session
+    global _session, _last_saved
     if mode not in ("exact", "sampling"):
         raise MemlensError(f"unknown mode {mode!r} (use 'exact' or 'sampling')")
     interval = 0
@@ -178,6 +185,11 @@ def start(
         _unwatch_numpy()
     if _session is not None:
         raise MemlensError("memlens is already tracing this process")
+    save_to = None
+    if save is not False:
+        root = os.path.realpath("." if save is True else os.fspath(save))
+        save_to = _store_run_path(root)
+        workspace_root = workspace_root or root
     session = _Session(
         mode=mode,
         sample_interval=interval or None,
@@ -190,6 +202,8 @@ def start(
         attached=attached,
         sources=sources,
     )
+    session.save_to = save_to
+    _last_saved = save_to
     try:
         _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
     except RuntimeError as exc:
@@ -200,6 +214,22 @@ def start(
         _start_checkpoints(
             session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
         )
+
+
+def start_checkpoints(
+    path: str,
+    interval_s: float = 5.0,
+    command: Sequence[str] | None = None,
+    on_checkpoint: Callable[[], None] | None = None,
+) -> None:
+    """From now on, write the run so far to ``path`` every ``interval_s`` seconds, as
+    :func:`start`'s ``checkpoint`` does, in a trace started without one (a pytest-xdist worker
+    learns where its run goes after its tracing started)."""
+    if _session is None:
+        raise MemlensError("memlens is not tracing")
+    if _checkpointer is not None:
+        raise MemlensError("memlens is writing checkpoints already")
+    _start_checkpoints(_session, path, interval_s, command, on_checkpoint)
 
 
 #: Seeds are 1 to 2**64 - 1 (the native tracer reads 0 as "seed from the clock").
@@ -238,7 +268,38 @@ def stop(
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    return _build_run(snap, session, command, exit_code, complete)
+    run = _build_run(snap, session, command, exit_code, complete)
+    if session.save_to is not None:
+        _save(run, session.save_to)
+    return run
+
+
+def _store_run_path(root: str) -> str:
+    """A new run file in the store rooted at ``root`` (``start``'s ``save``)."""
+    from memlens.layout import RUNS_DIR, STORE_DIR, new_run_path
+
+    runs_dir = os.path.join(root, STORE_DIR, RUNS_DIR)
+    try:
+        os.makedirs(runs_dir, exist_ok=True)
+    except OSError as exc:
+        raise MemlensError(f"cannot write {runs_dir}: {exc.strerror or exc}") from None
+    return new_run_path(runs_dir)
+
+
+def _save(run: Run, path: str) -> None:
+    """Write ``run`` into the store at ``path`` and point ``latest`` at it."""
+    from memlens.layout import point_latest_at
+    from memlens.runfile import writer
+
+    try:
+        writer.write_final(run, path)
+    except (OSError, ValueError) as exc:
+        raise MemlensError(
+            f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    problem = point_latest_at(path)
+    if problem is not None:
+        print(f"memlens: {problem}", file=sys.stderr)
 
 
 def abandon() -> None:
@@ -357,9 +418,61 @@ _held_for_fork: Any = None
 
 def _before_fork() -> None:
     global _held_for_fork
+    if sys.version_info >= (3, 12):
+        _fork_warning_as_without_memlens()
     if _checkpointer is not None:
         _held_for_fork = _checkpointer[2]
         _held_for_fork.acquire()
+
+
+#: Python 3.12+ warns at os.fork when the process has more than one thread.
+_FORK_WARNING = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+
+
+def _fork_warning_as_without_memlens() -> None:
+    """Before a fork (3.12+): Python's warning that the process is multi-threaded is given
+    as without memlens. Its own threads (named ``memlens-...``) do not count: while the
+    program's threads are fewer than two, a filter ignores the warning; otherwise it goes.
+    Linux (elsewhere Python does not count threads the same way: nothing changes). Every
+    process memlens traces, whoever started the tracer (``memlens run``, ``pytest --memlens``,
+    ``memlens.profile()``), forks so."""
+    paused = _tracer.set_thread_paused(True)  # memlens's work, in the program's thread
+    try:
+        program = _program_threads()
+        if program is None:
+            return
+        import warnings
+
+        ours = [f for f in warnings.filters if getattr(f[1], "pattern", None) == _FORK_WARNING]
+        if program < 2 and not ours:
+            warnings.filterwarnings("ignore", _FORK_WARNING, DeprecationWarning)
+        elif program >= 2 and ours:
+            for f in ours:
+                warnings.filters.remove(f)  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+    finally:
+        _tracer.set_thread_paused(paused)
+
+
+def _program_threads() -> int | None:
+    """The process's threads less memlens's own (None when they cannot be listed)."""
+    task = "/proc/self/task"
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return None
+    count = 0
+    for tid in tids:
+        try:
+            fd = os.open(f"{task}/{tid}/comm", os.O_RDONLY)
+        except OSError:
+            continue  # ended meanwhile
+        try:
+            name = os.read(fd, 64)
+        finally:
+            os.close(fd)
+        count += not name.startswith(b"memlens-")
+    return count
 
 
 def _after_fork_in_parent() -> None:
@@ -465,9 +578,13 @@ class Profile:
     def __init__(self, **options: Any) -> None:
         self._options = options
         self.run: Run | None = None
+        #: With ``save``, the run file in the store (named when the block starts).
+        self.path: str | None = None
 
     def __enter__(self) -> Profile:  # noqa: PYI034 - typing.Self needs Python 3.11
         start(**self._options)
+        if self._options.get("save", False) is not False:
+            self.path = _last_saved
         return self
 
     def __exit__(
