@@ -187,13 +187,6 @@ NB_MODULE(_tracer, m) {
         },
         "Copy of the recorded call tree and totals.");
     m.def("reset", &memlens::reset, "Drop recorded data (not while tracing).");
-    m.def(
-        "mark_moment",
-        []() -> nb::object {
-            double t = memlens::mark_moment();
-            return t < 0 ? nb::none() : nb::object(nb::float_(t));
-        },
-        "Begin a moment now (seconds since start), or None when not tracing.");
     m.def("is_active", &memlens::is_active);
     m.def("hooks_installed", &memlens::hooks_installed);
     m.def("leftovers", &memlens::leftovers,

@@ -95,9 +95,6 @@ void append_slow(Log& log, const Entry& e) {
 
 bool bump(double t) {
     Guard g(g_bounds_lock);
-    if (g_kept > 0 && t < g_bounds[g_kept - 1].t) {
-        t = g_bounds[g_kept - 1].t;  // two bumpers (the timeline thread, a mark) read the clock
-    }
     uint32_t raw = __atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&g_moment, raw, __ATOMIC_RELAXED);
     g_bounds[g_kept++] = Bound{raw, t, traced_total()};

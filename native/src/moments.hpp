@@ -1,7 +1,6 @@
 // Moments: each node's live bytes at moments of the run, O(1) per event.
 //
-// The timeline thread (timeline.cpp), and a mark (tracer.hpp: mark_moment, a pytest test's
-// window opening and closing), bump a raw moment counter at moment boundaries, and
+// The timeline thread (timeline.cpp) bumps a raw moment counter at moment boundaries, and
 // records each boundary (raw number, time, traced total). Every node remembers the raw moment
 // its live bytes last changed in; the first event at a node in a later moment appends
 // (node, that moment, live bytes before this event) to a log: what the node held from the end
@@ -14,8 +13,9 @@
 // into its neighbour) and the thread bumps half as often, so moments stay evenly spaced over
 // the run, however long. Log entries that a dropped boundary makes redundant (two entries of a
 // node with no kept boundary between them) are removed when the log is compacted, at snapshot
-// time (the GIL and g_table_lock held: no writer runs). Appending never calls a hooked allocator: a full chunk is followed by one from libc
-// directly (our own module's calls are never rerouted, native.cpp). Should the log reach
+// time (the GIL and g_table_lock held: no writer runs). Appending never calls a hooked
+// allocator: a full chunk is followed by one from libc directly (our own module's calls are
+// never rerouted, native.cpp). Should the log reach
 // kMaxChunks (64M entries), or libc have no memory, the run's moments are dropped (the
 // snapshot says so): a moment is only worth showing when exact.
 //

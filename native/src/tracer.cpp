@@ -180,15 +180,6 @@ void stop() {
     stack::stop_monitoring();
 }
 
-double mark_moment() {
-    if (!g_active.load()) {
-        return -1;
-    }
-    double t = timeline::elapsed();  // the moments' clock (it starts a little after ours)
-    moments::bump(t);
-    return t;
-}
-
 void restart_sampling() {
     if (!g_sampling || !g_active.load()) {
         return;

@@ -59,10 +59,6 @@ const char* native_problem();
 // a handler of ours onto numpy's default handler, in every thread. `api_capsule` is numpy's
 // `_multiarray_umath._ARRAY_API`. Returns "" or why it could not. Requires the GIL.
 std::string numpy_attach(void* api_capsule);
-// Begins a moment now (moments.hpp), as the timeline thread does; the pytest plugin marks each
-// test's start and end so. Returns when (seconds since start), or -1 when not tracing.
-// Requires the GIL.
-double mark_moment();
 // What of the tracer is still installed in the process once stopped (none after a clean stop(); memlens
 // attach reports anything else): allocator or arena hooks left below another tool's hook,
 // numpy's handler when the program set one of its own, the C allocator interposition, the

@@ -190,10 +190,8 @@ _SAME = (", same as baseline", " (same)")
 
 
 def label_for_test(test: TestStats) -> str:
-    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``, and what it
-    allocated once and kept when it did: ``… · kept 32.0 MiB``."""
-    kept = f" · kept {fmt_bytes(test.kept_bytes)}" if test.kept_bytes else ""
-    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}{kept}"
+    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``."""
+    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}"
 
 
 def label_for_tests(tests: Sequence[TestStats]) -> str:

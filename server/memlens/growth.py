@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memlens.model import Moments, Run, value_at
+from memlens.model import Run
 from memlens.moment import seconds, series
 from memlens.units import fmt_bytes, fmt_count
 
@@ -117,33 +117,3 @@ def short(verdict: Verdict) -> str:
     """The verdict in a table's cell: ``grew`` (a likely leak), ``kept`` (allocated once and
     kept), ``late``; "" when the run cannot tell."""
     return SHORT[verdict.kind]
-
-
-def kept_in_window(moments: Moments, t_open: float, t_close: float) -> int:
-    """What the lines gained in a test's window, from the moment that began at ``t_open`` to
-    the one that began at ``t_close`` (the last), without growing in that time: each line's
-    live bytes at the moments of the window, counted from what it held when the window opened,
-    judged by :func:`judge`. Only lines found :data:`KEPT` count: a line that grew is a leak,
-    and one that first held memory in the window's last moments (:data:`LATE`) cannot be told
-    from one, so it counts as a leak too (a test too short for the run's moments keeps its
-    whole leak)."""
-    times = list(moments.t)
-    start = max((k for k, t in enumerate(times) if t <= t_open), default=None)
-    if start is None:
-        return 0
-    window = [k for k in range(start, len(times)) if times[k] <= t_close]
-    kept = 0
-    for lines in moments.line_changes().values():
-        for changes in lines.values():
-            # A moment's row holds what the line held at its end: at the window's opening, the
-            # line held what it held at the end of the moment before.
-            before = value_at(changes, start - 1) if start > 0 else None
-            base = before[1] if before is not None else 0
-            points = []
-            for k in window:
-                found = value_at(changes, k)
-                points.append((times[k], (found[1] if found is not None else 0) - base))
-            gained = points[-1][1]
-            if gained > 0 and judge(points).kind == KEPT:
-                kept += gained
-    return kept

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from memlens import _tracer
 from memlens.model import Run
 
 from . import programs
@@ -154,25 +153,3 @@ def test_moments_stay_bounded_and_evenly_spread() -> None:
     # Merged evenly: the moments of the end are no denser than those of the start.
     assert times[-1] > 0.9 * run.info.duration_s - 0.1
     assert max(gaps) < 0.25
-
-
-def test_a_mark_begins_a_moment_now() -> None:
-    """``_tracer.mark_moment`` (the pytest plugin marks each test's window so) begins a moment
-    at once and says when; outside a run it does nothing."""
-    assert _tracer.mark_moment() is None
-
-    def marked() -> list[float | None]:
-        time.sleep(0.01)
-        marks = []
-        for _ in range(3):
-            marks.append(_tracer.mark_moment())
-            time.sleep(0.002)
-        return marks
-
-    run, marks = profiled(marked)
-    assert all(isinstance(t, float) for t in marks)
-    assert marks == sorted(marks)
-    times = list(run.moments.t)
-    for t in marks:
-        assert t in times
-    assert _tracer.mark_moment() is None

@@ -38,7 +38,6 @@ LEAKY = TestStats(
             lines=(("/work/tests/test_mem.py", 9, 10 * MIB), ("/work/app.py", 3, 57)),
         ),
     ),
-    kept_bytes=3 * MIB,
 )
 GROWN = TestStats(
     "tests/test_mem.py::TestCache::test_fill[big]",
@@ -70,7 +69,6 @@ def test_round_trip_and_header(tmp_path: Path) -> None:
         "peak_bytes": 10 * MIB + 300,
         "alloc_bytes": 10 * MIB + 900,
         "leaked_bytes": 10 * MIB + 57,
-        "kept_bytes": 3 * MIB,
         "duration_s": 0.25,
         "file": "/work/tests/test_mem.py",
         "line": 7,
@@ -123,7 +121,6 @@ def test_export_has_the_tests_in_its_run() -> None:
         "alloc_bytes": 4096,
     }
     assert tests[PLAIN.nodeid]["leaked_bytes"] == 0
-    assert (tests[PLAIN.nodeid]["kept_bytes"], tests[LEAKY.nodeid]["kept_bytes"]) == (0, 3 * MIB)
     assert tests[PLAIN.nodeid]["duration_s"] == 0.001
     assert tests[LEAKY.nodeid]["file"] == "/work/tests/test_mem.py"
     assert tests[LEAKY.nodeid]["line"] == 7
@@ -133,7 +130,7 @@ def test_export_has_the_tests_in_its_run() -> None:
 
 def test_labels_and_failure_texts() -> None:
     assert label_for_test(PLAIN) == "test peak 2.0 KiB · leaked 0 B"
-    assert label_for_test(LEAKY) == "test peak 10.0 MiB · leaked 10.0 MiB · kept 3.0 MiB"
+    assert label_for_test(LEAKY) == "test peak 10.0 MiB · leaked 10.0 MiB"
     assert failure_text(LEAKY.failures[0]) == "leaked 10.0 MiB, over its limit of 1.0 MiB"
     assert failure_text(GROWN.failures[0]) == (
         "peak 12.0 MiB, +50% over the baseline's 8.0 MiB (allowed: up to 9.0 MiB)"
@@ -188,7 +185,6 @@ def _failure(**changes: object) -> dict[str, object]:
         ({"t": _entry(peak_bytes=-1)}, "t: peak_bytes is not an integer from 0 to"),
         ({"t": _entry(peak_bytes=1.5)}, "t: peak_bytes is not an integer"),
         ({"t": _entry(leaked_bytes=True)}, "t: leaked_bytes is not an integer"),
-        ({"t": _entry(kept_bytes=-5)}, "t: kept_bytes is not an integer from 0 to"),
         ({"t": _entry(alloc_bytes=2**63)}, "t: alloc_bytes is not an integer"),
         ({"t": _entry(line=-3)}, "t: line is not an integer"),
         ({"t": _entry(outcome=None)}, "t: outcome is not a string"),
@@ -250,11 +246,3 @@ def test_unknown_keys_of_a_test_are_ignored(tmp_path: Path) -> None:
     """A newer writer may add keys to a test's entry; readers ignore them (format versioning)."""
     path = _with_tests(tmp_path, {LEAKY.nodeid: _entry(rss_bytes=5, note="x")})
     assert reader.read_info(path).tests == (LEAKY,)
-
-
-def test_a_test_without_kept_bytes_kept_nothing(tmp_path: Path) -> None:
-    """Runs written before the leak rule have no ``kept_bytes``: all they left is leaked."""
-    entry = _entry()
-    del entry["kept_bytes"]
-    path = _with_tests(tmp_path, {LEAKY.nodeid: entry})
-    assert reader.read_info(path).tests == (replace(LEAKY, kept_bytes=0),)

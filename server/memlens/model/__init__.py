@@ -287,10 +287,7 @@ class TestStats(Value):
 
     ``peak_bytes``: the most traced memory held during the test above what was live when it
     started; ``alloc_bytes``: bytes allocated during it; ``leaked_bytes``: bytes still live
-    after its teardown that were not live before it (never below 0), on lines whose live
-    bytes grew during the test (the leak rule, :mod:`memlens.growth`); ``kept_bytes``: the
-    rest, on lines that reached their size and kept it (allocated once and kept: a first-use
-    buffer, a memo). ``outcome`` is one of
+    after its teardown that were not live before it (never below 0). ``outcome`` is one of
     ``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``, ``interrupted``. ``file``
     (absolute, as :attr:`Run.files` keys; "" when unknown) and ``line`` (1-based first line of
     the test function, decorators included; 0 when unknown) say where ``function`` (its
@@ -304,7 +301,6 @@ class TestStats(Value):
         "failures",
         "file",
         "function",
-        "kept_bytes",
         "leaked_bytes",
         "limits",
         "line",
@@ -323,7 +319,6 @@ class TestStats(Value):
     function: str
     limits: tuple[tuple[str, int], ...]
     failures: tuple[TestFailure, ...]
-    kept_bytes: int
 
     def __init__(
         self,
@@ -338,7 +333,6 @@ class TestStats(Value):
         function: str = "",
         limits: tuple[tuple[str, int], ...] = (),
         failures: tuple[TestFailure, ...] = (),
-        kept_bytes: int = 0,
     ) -> None:
         _set(self, "nodeid", nodeid)
         _set(self, "outcome", outcome)
@@ -351,7 +345,6 @@ class TestStats(Value):
         _set(self, "function", function)
         _set(self, "limits", limits)
         _set(self, "failures", failures)
-        _set(self, "kept_bytes", kept_bytes)
 
 
 class ProcessInfo(Value):

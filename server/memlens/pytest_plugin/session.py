@@ -18,9 +18,7 @@ How a test's window works (the figures are the native tracer's running totals,
 * The window closes after the whole protocol, when pytest has dropped the test's fixture
   values. Peak: the most traced memory during the window above what was live at its start;
   allocated: bytes allocated in it; leaked: live at its end less live at its start, plus what
-  wider fixtures torn down in it held, never below 0, less what the leak rule calls kept
-  (:mod:`memlens.growth`: lines whose live bytes did not grow during the test, judged over the
-  run's moments in the window, which begins and ends a moment of its own); kept: that part.
+  wider fixtures torn down in it held, never below 0.
 * A test judged on memory (a ``memlens`` marker with limits, or ``--memlens-fail-on-increase``)
   is run by this plugin's own protocol: reports are logged after the window closed, so that a
   test over a limit is reported as failed (not as an error of its teardown). A snapshot taken
@@ -36,7 +34,7 @@ import sys
 import pytest
 from _pytest.runner import runtestprotocol
 
-from memlens import _tracer, growth
+from memlens import _tracer
 from memlens.annotate import failure_text
 from memlens.errors import MemlensError, RunFileError
 from memlens.layout import (
@@ -78,9 +76,6 @@ if TYPE_CHECKING:
 COMPARED = ("peak_bytes", "leaked_bytes")
 #: Lines named in a failure message, per figure.
 TOP_LINES = 5
-#: A test leaving at least this much live is judged by the leak rule (smaller leaks are
-#: reported as they are: judging builds a run of the session so far).
-JUDGED_LEAK_MIN = 64 * 1024
 
 
 # -- tracing ---------------------------------------------------------------------------------
@@ -205,7 +200,6 @@ class _Window:
         "setup_held",
         "snapshot",
         "stats",
-        "t_open",
     )
 
     def __init__(self, judged: bool) -> None:
@@ -222,13 +216,11 @@ class _Window:
         self.failures: tuple[TestFailure, ...] = ()
         self.current0 = 0
         self.alloc0 = 0
-        self.t_open: float | None = None
 
     def open(self) -> None:
         """Start the window (as the test's setup starts)."""
         self.opened = True
         self.current0, _, self.alloc0 = _tracer.window(True)
-        self.t_open = _tracer.mark_moment()
         self.take_snapshot()
 
     def take_snapshot(self) -> None:
@@ -252,19 +244,12 @@ class _Window:
         if self.stats is None:
             current, peak, allocated = _tracer.window(False)
             base = self.current0 + self.setup_held
-            leaked = max(0, current - self.current0 - self.outer) if self.opened else 0
-            kept = 0
-            if leaked >= JUDGED_LEAK_MIN and self.t_open is not None:
-                t_close = _tracer.mark_moment()
-                if t_close is not None:
-                    kept = min(leaked, _kept_in_window(self.t_open, t_close))
             self.stats = {
                 "peak_bytes": max(0, peak - base) if self.opened else 0,
                 "alloc_bytes": max(0, allocated - self.alloc0 - self.outer_alloc)
                 if self.opened
                 else 0,
-                "leaked_bytes": leaked - kept,
-                "kept_bytes": kept,
+                "leaked_bytes": max(0, current - self.current0 - self.outer) if self.opened else 0,
             }
         return self.stats
 
@@ -970,7 +955,6 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
         figures["peak_bytes"],
         figures["alloc_bytes"],
         figures["leaked_bytes"],
-        kept_bytes=figures["kept_bytes"],
         duration_s=float(sum(r.duration for r in window.reports)),
         file=file,
         line=line,
@@ -978,16 +962,6 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
         limits=tuple((f, limits[f]) for f in TEST_FIGURES if f in limits),
         failures=window.failures,
     )
-
-
-def _kept_in_window(t_open: float, t_close: float) -> int:
-    """What the session's lines gained in a test's window without growing during it
-    (:func:`memlens.growth.kept_in_window` over a run of the session so far)."""
-    session = tracer._session
-    if session is None:
-        return 0
-    run = tracer._build_run(_tracer.snapshot(), session, None, None, False)
-    return growth.kept_in_window(run.moments, t_open, t_close)
 
 
 def _failure_message(window: _Window, nodeid: str) -> str:
@@ -1052,14 +1026,10 @@ def _heaviest(tests: list[TestStats], top: int) -> list[str]:
     if not ranked:
         return []
     rows = ["heaviest tests (peak during the test, above what was live when it started):"]
-    kept = any(t.kept_bytes for t in ranked)
-    kept_head = f"  {'kept':>10}" if kept else ""
-    rows.append(f"  {'peak':>10}  {'allocated':>10}  {'leaked':>10}{kept_head}  {'time':>7}  test")
+    rows.append(f"  {'peak':>10}  {'allocated':>10}  {'leaked':>10}  {'time':>7}  test")
     for t in ranked:
-        kept_cell = f"  {fmt_bytes(t.kept_bytes):>10}" if kept else ""
         rows.append(
             f"  {fmt_bytes(t.peak_bytes):>10}  {fmt_bytes(t.alloc_bytes):>10}  "
-            f"{fmt_bytes(t.leaked_bytes):>10}{kept_cell}  {t.duration_s:>6.2f}s  "
-            f"{printable(t.nodeid)}"
+            f"{fmt_bytes(t.leaked_bytes):>10}  {t.duration_s:>6.2f}s  {printable(t.nodeid)}"
         )
     return rows

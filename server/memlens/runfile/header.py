@@ -196,7 +196,6 @@ def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
             "peak_bytes": t.peak_bytes,
             "alloc_bytes": t.alloc_bytes,
             "leaked_bytes": t.leaked_bytes,
-            "kept_bytes": t.kept_bytes,
             "duration_s": t.duration_s,
             "file": t.file,
             "line": t.line,
@@ -308,9 +307,6 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                 function=text(entry, "function", MAX_NAME_CHARS, where),
                 limits=tuple(limits.items()),
                 failures=tuple(read_failures),
-                kept_bytes=number(entry, "kept_bytes", 0, _MAX_TEST_BYTES, where)
-                if "kept_bytes" in entry
-                else 0,
             )
         )
     return tuple(out)
