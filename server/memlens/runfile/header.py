@@ -10,7 +10,7 @@ import math
 
 from memlens.errors import RunFileError
 from memlens.layout import printable
-from memlens.model import TEST_FIGURES, ProcessInfo, RunInfo, TestFailure, TestStats
+from memlens.model import TEST_FIGURES, GpuDevice, ProcessInfo, RunInfo, TestFailure, TestStats
 from memlens.runfile.schema import MAX_NAME_CHARS
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
@@ -58,6 +58,8 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "workspace_root": (str,),
     "tests": (dict,),
     "processes": (list,),
+    "gpu_peak_bytes": (int,),
+    "gpus": (list,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -68,6 +70,22 @@ PROCESS_TYPES: dict[str, tuple[type, ...]] = {
     "complete": (bool,),
     "peak_traced_bytes": (int,),
 }
+
+
+#: The keys of each entry of the header's ``gpus`` list (a run's GPU devices), with their
+#: JSON types.
+GPU_TYPES: dict[str, tuple[type, ...]] = {
+    "device": (int,),
+    "peak_bytes": (int,),
+    "alloc_bytes": (int,),
+    "alloc_count": (int,),
+    "live_bytes": (int,),
+    "reserved_peak_bytes": (int,),
+    "complete": (bool,),
+}
+#: Most GPU devices a run header lists.
+MAX_GPUS = 4096
+_MAX_BYTES = 2**63 - 1
 
 
 def is_a(value: object, types: tuple[type, ...]) -> bool:
@@ -90,6 +108,10 @@ def header_json(info: RunInfo) -> str:
         ]
     else:
         del fields["processes"]  # a run of one process: the header is as before
+    if fields["gpus"] or fields["gpu_peak_bytes"]:
+        fields["gpus"] = [g.as_dict() for g in fields["gpus"]]
+    else:  # no GPU memory recorded: the header is as before
+        del fields["gpus"], fields["gpu_peak_bytes"]
     return json.dumps(fields)
 
 
@@ -117,6 +139,10 @@ def parse_header(header: object, name: str) -> RunInfo:
     raw["command"] = tuple(raw["command"])
     if "processes" in raw:
         raw["processes"] = processes(name, raw["processes"])
+    if "gpus" in raw:
+        raw["gpus"] = gpus(name, raw["gpus"])
+    if not 0 <= raw.get("gpu_peak_bytes", 0) <= _MAX_BYTES:
+        raise RunFileError(name, "bad run header: gpu_peak_bytes out of range")
     raw["duration_s"] = float(raw["duration_s"])
     if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
@@ -256,6 +282,24 @@ def processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
             raise RunFileError(name, "bad run header: processes (a process id out of range)")
         values["command"] = tuple(values["command"])
         out.append(ProcessInfo(**values))
+    return tuple(out)
+
+
+def gpus(name: str, entries: list[object]) -> tuple[GpuDevice, ...]:
+    """The header's ``gpus``: each entry an object with the keys of :data:`GPU_TYPES`, of
+    their exact types, figures from 0 to 2**63 - 1 (unknown keys are ignored)."""
+    if len(entries) > MAX_GPUS:
+        raise RunFileError(name, f"bad run header: more than {MAX_GPUS} GPU devices")
+    out: list[GpuDevice] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not GPU_TYPES.keys() <= entry.keys():
+            raise RunFileError(name, "bad run header: gpus")
+        values = {k: entry[k] for k in GPU_TYPES}
+        if not all(is_a(values[k], t) for k, t in GPU_TYPES.items()):
+            raise RunFileError(name, "bad run header: gpus")
+        if not all(0 <= v <= _MAX_BYTES for k, v in values.items() if k != "complete"):
+            raise RunFileError(name, "bad run header: gpus (a figure out of range)")
+        out.append(GpuDevice(**values))
     return tuple(out)
 
 

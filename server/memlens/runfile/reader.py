@@ -26,6 +26,7 @@ from memlens.model import (
     CallNode,
     CallTree,
     FunctionStats,
+    GpuDeviceLine,
     LineStats,
     Run,
     RunInfo,
@@ -378,7 +379,13 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, "corrupt file (files names a file twice)")
         ids[fid] = len(paths)
         paths.append(fpath)
-        files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
+        files[fpath] = {
+            "sha256": sha,
+            "text": text,
+            "lines": {},
+            "functions": [],
+            "gpu_devices": {},
+        }
     by_id = [files[p] for p in paths]
 
     def entry(fid: int, table: str) -> dict[str, Any]:
@@ -398,6 +405,11 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         if v1:  # no native figures then
             row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
         current_lines[row[1]] = LineStats(*row[2:])
+    if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
+        for fid, line, *figures in digest.rows(tables["gpu_devices"]):
+            entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
+                GpuDeviceLine(*figures)
+            )
     for row in digest.rows(tables["functions"]):
         entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
     if v1:
@@ -431,6 +443,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                 text=d["text"],
                 lines=d["lines"],
                 functions=tuple(d["functions"]),
+                gpu_devices={line: tuple(each) for line, each in d["gpu_devices"].items()},
             )
             for p, d in files.items()
         },
