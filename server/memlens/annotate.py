@@ -14,6 +14,7 @@ from memlens.model import (
     TestFailure,
     TestStats,
     calls_figure,
+    gpu_figure,
 )
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
@@ -45,6 +46,8 @@ def line_label(
     compare: bool = False,
     calls: bool = False,
     compact: bool = False,
+    gpu: bool = True,
+    gpu_calls: bool | None = None,
 ) -> str:
     """A short label such as ``48.2 MiB at peak · 1.2k allocs``.
 
@@ -54,24 +57,85 @@ def line_label(
     as baseline``, ``…, new since baseline`` (no line in the baseline). Sampled figures carry
     their error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
     ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB (−12.0 MiB)``.
+
+    A GPU figure (``gpu_peak``...) reads ``GPU 64.0 MiB at peak · 4 allocs``. A line that
+    holds GPU memory too gets its GPU figure after the host one, when ``gpu``:
+    ``12.0 KiB at peak · 5 allocs · GPU 64.0 MiB at peak`` (:func:`gpu_part`; ``gpu_calls``
+    says whether that part is the call site's, by default as ``calls``).
     """
+    fig = NAMED_FIGURES[figure]
     shown = calls_figure(figure) if calls else figure
     value = figure_value(stats, shown)
     rel = relative_error(stats, shown)
     size = f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
+    if fig.device:
+        size = f"{fig.device} {size}"
     if compact:
         label = f"{size} in calls" if calls else f"{size} {NAMED_FIGURES[shown].short}"
     else:
-        label = f"{size} {NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
+        label = f"{size} {fig.words}" + (" in calls" if calls else "")
+    extra = ""
+    if gpu and not fig.device:
+        part = gpu_part(
+            stats,
+            figure,
+            baseline,
+            compare=compare,
+            calls=calls if gpu_calls is None else gpu_calls,
+            compact=compact,
+        )
+        extra = f" · {part}" if part else ""
+        if part and not (value or stats.alloc_bytes or (baseline is not None and compare)):
+            return part  # the line holds GPU memory only: "0 B at peak" would be noise
     if compare:
         change = _change(value, figure_value(baseline, shown) if baseline is not None else None)
         if compact:
-            return f"{label} ({change[0]})"
-        return f"{label}, {change[1]}"
-    if stats.alloc_count and not calls and not compact:
-        noun = "alloc" if stats.alloc_count == 1 else "allocs"
-        label += f" · {fmt_count(stats.alloc_count)} {noun}"
+            return f"{label} ({change[0]}){extra}"
+        return f"{label}, {change[1]}{extra}"
+    count = stats.gpu_alloc_count if fig.device else stats.alloc_count
+    if count and not calls and not compact:
+        noun = "alloc" if count == 1 else "allocs"
+        label += f" · {fmt_count(count)} {noun}"
+    return label + extra
+
+
+def gpu_part(
+    stats: LineStats,
+    figure: str = "peak",
+    baseline: LineStats | None = None,
+    *,
+    compare: bool = False,
+    calls: bool = False,
+    compact: bool = False,
+) -> str | None:
+    """The GPU memory of a line as a label goes with host figure ``figure``: its GPU
+    counterpart (``GPU 64.0 MiB at peak``; ``GPU 136.0 MiB in calls`` for a call site), or,
+    when that is 0 but the line still holds GPU memory at the end, that (``GPU 16.0 MiB
+    live``); with ``compare`` the change since the baseline follows in parentheses. None when
+    the line has no GPU figure to show."""
+    name = gpu_shown(stats, figure, calls=calls)
+    if name is None:
+        return None
+    value = figure_value(stats, name)
+    old = figure_value(baseline, name) if baseline is not None else None
+    if value <= 0 and not (compare and old):
+        return None
+    fig = NAMED_FIGURES[name]
+    if calls:
+        label = f"GPU {fmt_bytes(value)} in calls"
+    else:
+        label = f"GPU {fmt_bytes(value)} {fig.short if compact else fig.words}"
+    if compare:
+        label += f" ({_change(value, old)[0]})"
     return label
+
+
+def gpu_shown(stats: LineStats, figure: str, *, calls: bool = False) -> str | None:
+    """The GPU figure a label shows beside host figure ``figure`` (see :func:`gpu_part`)."""
+    name = gpu_figure(calls_figure(figure) if calls else figure)
+    if name is not None and not calls and figure_value(stats, name) <= 0 < stats.gpu_live_bytes:
+        return "gpu_live"
+    return name
 
 
 def _change(value: int, old: int | None) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memlens.model import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     GPU_FIGURES,
@@ -65,7 +66,7 @@ def function_figures(fn: FunctionStats, gpu: bool = False) -> dict[str, str | in
 
 def device_figures(each: tuple[GpuDeviceLine, ...]) -> list[dict[str, int]]:
     """A line's GPU figures per device (runs that used several devices)."""
-    return [d.as_dict() for d in each]
+    return [{"device": d.device, **{f: getattr(d, f) for f in DEVICE_FIGURES}} for d in each]
 
 
 def run_header(info: RunInfo) -> dict[str, Any]:

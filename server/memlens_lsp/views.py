@@ -16,8 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlens.annotate import figure_value, line_label
-from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
+from memlens.annotate import figure_value, gpu_part, gpu_shown, line_label
+from memlens.model import (
+    GPU_SELF_FIGURES,
+    NAMED_FIGURES,
+    SELF_FIGURES,
+    FunctionStats,
+    GpuDeviceLine,
+    LineStats,
+    calls_figure,
+)
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 from memlens_lsp import markdown as md
 from memlens_lsp.index import FileView, FolderState, RunData, canonical, is_def
@@ -57,37 +65,87 @@ class DiagnosticItem:
 
 
 # -- inlay hints --------------------------------------------------------------------------
-def is_call_site(stats: LineStats, settings: Settings) -> bool:
-    """Whether the line shows what its callees hold: its own figure is small (under a tenth)
-    next to its inclusive one, which is significant (``inlayHints.callMinBytes``)."""
-    if not settings.call_hints or NAMED_FIGURES[settings.figure].inclusive:
+def is_call_site(stats: LineStats, settings: Settings, figure: str | None = None) -> bool:
+    """Whether the line shows what its callees hold: its own figure (``figure``, by default
+    the settings') is small (under a tenth) next to its inclusive one, which is significant
+    (``inlayHints.callMinBytes``)."""
+    figure = figure or settings.figure
+    if not settings.call_hints or NAMED_FIGURES[figure].inclusive:
         return False
-    own = figure_value(stats, settings.figure)
-    incl = figure_value(stats, calls_figure(settings.figure))
+    own = figure_value(stats, figure)
+    incl = figure_value(stats, calls_figure(figure))
     return incl >= max(settings.min_bytes, settings.call_min_bytes) and own * 10 < incl
 
 
-def hint_label(
-    stats: LineStats, base: LineStats | None, settings: Settings, peak_total: int, compare: bool
-) -> str | None:
-    """The hint of a line, or None when its figure is below the thresholds."""
-    calls = is_call_site(stats, settings)
-    figure = calls_figure(settings.figure) if calls else settings.figure
-    value = figure_value(stats, figure)
-    old = figure_value(base, figure) if (compare and base is not None) else 0
+def _significant(value: int, old: int, settings: Settings, total: int) -> bool:
+    """Whether a figure (or its baseline's) reaches the hint thresholds; ``total`` is the
+    run's peak of that kind of memory (``inlayHints.minShare``)."""
     biggest = max(value, old)
     if biggest <= 0 or biggest < settings.min_bytes:
-        return None
-    if settings.min_share > 0 and peak_total > 0 and biggest / peak_total < settings.min_share:
-        return None
-    return line_label(
-        stats,
-        settings.figure,
-        base,
-        compare=compare,
-        calls=calls,
-        compact=settings.hint_style == "compact",
-    )
+        return False
+    return not (settings.min_share > 0 and total > 0 and biggest / total < settings.min_share)
+
+
+def hint_figure(
+    stats: LineStats,
+    base: LineStats | None,
+    settings: Settings,
+    totals: tuple[int, int],
+    compare: bool,
+) -> tuple[str | None, str | None, bool]:
+    """Which figures a line's hint shows: (the settings' figure or its call-site counterpart,
+    when significant; the GPU figure beside it, when significant; whether that GPU figure is
+    the call site's). ``totals`` are the run's peaks: (traced, GPU)."""
+    compare = compare and base is not None
+    fig = NAMED_FIGURES[settings.figure]
+    calls = is_call_site(stats, settings)
+    host: str | None = calls_figure(settings.figure) if calls else settings.figure
+    assert host is not None
+    old = figure_value(base, host) if compare and base is not None else 0
+    if not _significant(figure_value(stats, host), old, settings, totals[bool(fig.device)]):
+        host = None
+    gpu, gpu_calls = None, False
+    if not fig.device and (stats.has_gpu() or (compare and base is not None and base.has_gpu())):
+        counterpart = gpu_shown(stats, settings.figure)
+        if counterpart is not None:
+            gpu_calls = is_call_site(stats, settings, counterpart)
+            gpu = gpu_shown(stats, settings.figure, calls=gpu_calls)
+        if gpu is not None:
+            old = figure_value(base, gpu) if compare and base is not None else 0
+            if not _significant(figure_value(stats, gpu), old, settings, totals[1]):
+                gpu = None
+    return host, gpu, gpu_calls
+
+
+def hint_label(
+    stats: LineStats,
+    base: LineStats | None,
+    settings: Settings,
+    peak_total: int,
+    compare: bool,
+    gpu_total: int = 0,
+) -> str | None:
+    """The hint of a line, or None when its figures are below the thresholds. A line that
+    holds GPU memory shows it after its host figure (``12.0 KiB at peak · GPU 64.0 MiB at
+    peak``), alone when the host figure is below the thresholds (``GPU 64.0 MiB at peak``)."""
+    host, gpu, gpu_calls = hint_figure(stats, base, settings, (peak_total, gpu_total), compare)
+    compact = settings.hint_style == "compact"
+    if host is not None:
+        return line_label(
+            stats,
+            settings.figure,
+            base,
+            compare=compare,
+            calls=host != settings.figure,
+            compact=compact,
+            gpu=gpu is not None,
+            gpu_calls=gpu_calls,
+        )
+    if gpu is not None:
+        return gpu_part(
+            stats, settings.figure, base, compare=compare, calls=gpu_calls, compact=compact
+        )
+    return None
 
 
 def hint_items(
@@ -104,6 +162,7 @@ def hint_items(
         return []
     compare = settings.compare_with_baseline and has_baseline
     peak_total = view.run.run.info.peak_traced_bytes
+    gpu_total = view.run.run.info.gpu_peak_bytes
     lines = view.lines
     base_lines = view.baseline_lines if compare else {}
     out: list[HintItem] = []
@@ -124,7 +183,7 @@ def hint_items(
             label = memo[rec]
         else:
             label = memo[rec] = hint_label(
-                lines[rec], base_lines.get(rec), settings, peak_total, compare
+                lines[rec], base_lines.get(rec), settings, peak_total, compare, gpu_total
             )
         if label is not None:
             out.append(HintItem(buffer_line - 1, label, rec))
@@ -157,16 +216,17 @@ def line_changes(
     """Per line with a hint, how its figure changed against the baseline (for colours)."""
     out: list[ChangeItem] = []
     base_lines = view.baseline_lines
-    peak_total = view.run.run.info.peak_traced_bytes
+    info = view.run.run.info
+    totals = (info.peak_traced_bytes, info.gpu_peak_bytes)
     for rec, stats in view.lines.items():
         line = mapping.buffer_line(rec)
         if line is None or not 1 <= line <= buffer_size:
             continue
         base = base_lines.get(rec)
-        if hint_label(stats, base, settings, peak_total, True) is None:
+        host, gpu, _gpu_calls = hint_figure(stats, base, settings, totals, True)
+        figure = host or gpu  # the figure the hint leads with
+        if figure is None:
             continue
-        calls = is_call_site(stats, settings)
-        figure = calls_figure(settings.figure) if calls else settings.figure
         value = figure_value(stats, figure)
         if base is None:
             out.append(ChangeItem(line - 1, "new", value))
@@ -311,6 +371,7 @@ def hover_markdown(
     rows = [
         (f.title, stats.figure(f.line), stats.figure(f.incl))
         for f in (NAMED_FIGURES[name] for name in SELF_FIGURES)
+        if not f.device
     ]
     out = [f"**memlens** · {lead}", ""]
     native = (stats.native_peak_bytes, stats.native_alloc_bytes, stats.native_live_bytes)
@@ -337,11 +398,17 @@ def hover_markdown(
             "libxml2) while this line ran."
         )
         out.append("")
+    if stats.has_gpu():
+        out.extend(_gpu_table(stats))
+        out.extend(_device_table(view.source.gpu_devices.get(line, ())))
     facts = []
     if stats.alloc_count:
         facts.append(f"Average size {fmt_bytes(stats.alloc_bytes / stats.alloc_count)}")
     if info.peak_traced_bytes > 0:
         facts.append(f"{stats.peak_bytes / info.peak_traced_bytes * 100:.1f}% of the run's peak")
+    if info.gpu_peak_bytes > 0 and stats.gpu_peak_bytes > 0:
+        share = stats.gpu_peak_bytes / info.gpu_peak_bytes * 100
+        facts.append(f"{share:.1f}% of the run's GPU peak")
     if facts:
         out.append(" · ".join(facts))
         out.append("")
@@ -350,11 +417,17 @@ def hover_markdown(
         if base is None:
             out.append("vs baseline: new (no figures on this line in the baseline)")
         else:
-            out.append(
+            text = (
                 f"vs baseline: peak {_delta(stats.peak_bytes, base.peak_bytes)} · "
                 f"allocated {_delta(stats.alloc_bytes, base.alloc_bytes)} · "
                 f"live {_delta(stats.live_bytes, base.live_bytes)}"
             )
+            if stats.has_gpu() or base.has_gpu():
+                text += (
+                    f" · GPU peak {_delta(stats.gpu_peak_bytes, base.gpu_peak_bytes)} · "
+                    f"GPU live {_delta(stats.gpu_live_bytes, base.gpu_live_bytes)}"
+                )
+            out.append(text)
         out.append("")
     paths = call_paths(view.run, view.key, line)
     if paths:
@@ -399,6 +472,34 @@ def hover_markdown(
     return "\n".join(out)
 
 
+def _gpu_table(stats: LineStats) -> list[str]:
+    """The hover's table of a line's GPU memory (PyTorch CUDA), self and incl. calls."""
+    out = ["| GPU memory | self | incl. calls |", "|:--|--:|--:|"]
+    for name in GPU_SELF_FIGURES:
+        f = NAMED_FIGURES[name]
+        title = f.title.removeprefix("GPU ")
+        out.append(
+            f"| {title} | {fmt_bytes(stats.figure(f.line))} | {fmt_bytes(stats.figure(f.incl))} |"
+        )
+    out.append(f"| allocations | {fmt_count(stats.gpu_alloc_count)} | |")
+    out.append("")
+    return out
+
+
+def _device_table(each: Sequence[GpuDeviceLine]) -> list[str]:
+    """A line's GPU memory per device (runs that used several GPUs)."""
+    if not each:
+        return []
+    out = ["By GPU:", "", "| device | peak | allocated | live at exit |", "|:--|--:|--:|--:|"]
+    out.extend(
+        f"| cuda:{d.device} | {fmt_bytes(d.peak_bytes)} | {fmt_bytes(d.alloc_bytes)} "
+        f"| {fmt_bytes(d.live_bytes)} |"
+        for d in each
+    )
+    out.append("")
+    return out
+
+
 # -- scopes --------------------------------------------------------------------------------
 _IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
 
@@ -440,7 +541,8 @@ def function_lenses(
     base_fns = view.baseline_functions if has_baseline else {}
     threshold = max(1, settings.lens_min_bytes)
     for fn in view.source.functions:
-        if max(fn.peak_bytes, fn.alloc_bytes) < threshold or not is_function(view, fn):
+        biggest = max(fn.peak_bytes, fn.alloc_bytes, fn.gpu_peak_bytes, fn.gpu_alloc_bytes)
+        if biggest < threshold or not is_function(view, fn):
             continue
         line = mapping.buffer_line(fn.first_line)
         if line is None or not 1 <= line <= buffer_size:
@@ -455,9 +557,20 @@ def function_lenses(
             else:
                 title += f" ({fmt_delta_bytes(fn.peak_bytes - base.peak_bytes)} vs baseline)"
         title += f" · {fmt_bytes(fn.alloc_bytes)} allocated, incl. calls"
+        if fn.gpu_peak_bytes or fn.gpu_alloc_bytes:
+            title += _gpu_lens(fn, base_fns.get(fn.qualname) if has_baseline else None)
         out.append(LensItem(line - 1, title))
     out.sort(key=lambda item: item.line)
     return out
+
+
+def _gpu_lens(fn: FunctionStats, base: FunctionStats | None) -> str:
+    """The GPU part of a function's lens: `` · GPU 287.4 MiB at peak (+16.0 MiB vs baseline),
+    1.6 GiB allocated``."""
+    text = f" · GPU {fmt_bytes(fn.gpu_peak_bytes)} at peak"
+    if base is not None and base.gpu_peak_bytes != fn.gpu_peak_bytes:
+        text += f" ({fmt_delta_bytes(fn.gpu_peak_bytes - base.gpu_peak_bytes)} vs baseline)"
+    return text + f", {fmt_bytes(fn.gpu_alloc_bytes)} allocated"
 
 
 def main_block_lenses(uri: str, lines: Sequence[str]) -> list[LensItem]:

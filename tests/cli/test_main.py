@@ -59,6 +59,8 @@ OWN_MEANING = {
     # DIR_OPTION and BY_OPTION of memlens.cli, as it takes TOP_OPTION
     ("run", "--dir"),
     ("run", "--by"),
+    # a flow graph is of the call tree, which holds the process's own memory: no GPU figures
+    ("flow", "--by"),
 }
 
 

@@ -158,9 +158,10 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (
         ("--by",),
         {
-            "choices": ("peak", "alloc", "live"),
+            "choices": ("peak", "alloc", "live", "gpu_peak", "gpu_alloc", "gpu_live"),
             "default": "peak",
-            "help": "rank lines by peak, allocated or live-at-exit bytes (default: peak)",
+            "help": "rank lines by peak, allocated or live-at-exit bytes, or the same of GPU "
+            "memory (gpu_peak, gpu_alloc, gpu_live) (default: peak)",
         },
     ),
     (

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from memlens.model.figures import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TREE_COLUMNS",
+    "DEVICE_FIGURES",
     "ERRORS",
     "FIGURES",
     "FUNCTION_FIGURES",

@@ -55,6 +55,10 @@ SUMS: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "live_count
 #: callees allocated and held), in the order the run file and the export use.
 FUNCTION_FIGURES: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
 
+#: A line's self GPU figures on one device (:class:`memlens.model.GpuDeviceLine`): the same
+#: four a function has, in the order the run file and the export use.
+DEVICE_FIGURES: tuple[str, ...] = FUNCTION_FIGURES
+
 
 class Figure(Value):
     """A figure users name (``--by``, ``memlens.inlayHints.figure``, the MCP tools' ``by``)

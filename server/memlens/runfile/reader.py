@@ -22,6 +22,7 @@ from urllib.parse import quote
 from memlens.errors import RunFileError, one_line, os_error_reason
 from memlens.layout import open_regular
 from memlens.model import (
+    DEVICE_FIGURES,
     FIGURES,
     CallNode,
     CallTree,
@@ -406,9 +407,9 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
         current_lines[row[1]] = LineStats(*row[2:])
     if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
-        for fid, line, *figures in digest.rows(tables["gpu_devices"]):
+        for fid, line, device, *figures in digest.rows(tables["gpu_devices"]):
             entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
-                GpuDeviceLine(*figures)
+                GpuDeviceLine(device, **dict(zip(DEVICE_FIGURES, figures, strict=True)))
             )
     for row in digest.rows(tables["functions"]):
         entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))

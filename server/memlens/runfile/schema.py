@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 
 from memlens.model import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
@@ -208,9 +209,7 @@ V3: tuple[Table, ...] = (
     ),
     Table(
         "gpu_devices",
-        _ints(
-            "file_id", "line", "device", "alloc_bytes", "alloc_count", "live_bytes", "peak_bytes"
-        ),
+        _ints("file_id", "line", "device", *DEVICE_FIGURES),
         "file_id, line, device",
         key="file_id, line, device",
         without_rowid=True,

@@ -14,6 +14,7 @@ from array import array
 from memlens.errors import one_line
 from memlens.layout import replace_file
 from memlens.model import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
@@ -151,7 +152,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                 for line, st in sorted(sf.lines.items())
             )
             gpu_devices.extend(
-                (i, line, d.device, d.alloc_bytes, d.alloc_count, d.live_bytes, d.peak_bytes)
+                (i, line, d.device, *(int(getattr(d, f)) for f in DEVICE_FIGURES))
                 for line, each in sorted(sf.gpu_devices.items())
                 for d in sorted(each, key=lambda d: d.device)
             )

@@ -23,6 +23,7 @@ import sys
 import time
 
 from memlens.errors import MemlensError
+from memlens.tracing import cuda
 
 
 def _no_tracer(exc: ImportError) -> str:
@@ -182,6 +183,7 @@ def start(
         raise MemlensError(str(exc)) from None
     _session = session
     _watch_numpy()
+    cuda.watch()
     if checkpoint is not None:
         _start_checkpoints(
             session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
@@ -220,11 +222,12 @@ def stop(
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_numpy()
+    gpu = cuda.take()  # PyTorch's CUDA memory, before anything is torn down (untraced)
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    return _build_run(snap, session, command, exit_code, complete)
+    return _build_run(snap, session, command, exit_code, complete, gpu)
 
 
 def abandon() -> None:
@@ -237,6 +240,7 @@ def abandon() -> None:
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_numpy()
+    cuda.take()  # recording off
     _tracer.reset()
 
 
@@ -546,11 +550,14 @@ def _build_run(
     command: Sequence[str] | None,
     exit_code: int | None,
     complete: bool,
+    gpu: object = None,
 ) -> Run:
     """The run of a native snapshot: the filters decide, per code object, which file it is
     charged to; the native side collapses the call tree onto lines and sums the figures
     (time and memory linear in the tree's nodes); here only per-line, per-function and
-    per-file objects are made. The call tree stays in typed columns."""
+    per-file objects are made. The call tree stays in typed columns. ``gpu``: PyTorch's
+    snapshot of the GPU memory (:func:`memlens.tracing.cuda.take`), charged by the same
+    filters."""
     from array import array
     from datetime import datetime, timedelta, timezone
 
@@ -658,4 +665,7 @@ def _build_run(
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
-    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
+    run = Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
+    if gpu is not None:
+        run = cuda.attach(run, gpu, lambda f: flt.realpath(f) if flt.passes(f) else None)
+    return run
