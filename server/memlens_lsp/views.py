@@ -547,9 +547,14 @@ def function_lenses(
         line = mapping.buffer_line(fn.first_line)
         if line is None or not 1 <= line <= buffer_size:
             continue
+        base = base_fns.get(fn.qualname)
+        gpu = _gpu_lens(fn, base) if fn.gpu_peak_bytes or fn.gpu_alloc_bytes else ""
+        if gpu and not (fn.peak_bytes or fn.alloc_bytes):
+            # GPU memory only (an imported GPU snapshot): no "0 B at peak" before it.
+            out.append(LensItem(line - 1, f"memlens: {gpu}, incl. calls"))
+            continue
         title = f"memlens: {fmt_bytes(fn.peak_bytes)} at peak"
         if has_baseline:
-            base = base_fns.get(fn.qualname)
             if base is None:
                 title += " (new since baseline)"
             elif base.peak_bytes == fn.peak_bytes:
@@ -557,20 +562,18 @@ def function_lenses(
             else:
                 title += f" ({fmt_delta_bytes(fn.peak_bytes - base.peak_bytes)} vs baseline)"
         title += f" · {fmt_bytes(fn.alloc_bytes)} allocated, incl. calls"
-        if fn.gpu_peak_bytes or fn.gpu_alloc_bytes:
-            title += _gpu_lens(fn, base_fns.get(fn.qualname) if has_baseline else None)
-        out.append(LensItem(line - 1, title))
+        out.append(LensItem(line - 1, f"{title} · {gpu}" if gpu else title))
     out.sort(key=lambda item: item.line)
     return out
 
 
 def _gpu_lens(fn: FunctionStats, base: FunctionStats | None) -> str:
-    """The GPU part of a function's lens: `` · GPU 287.4 MiB at peak (+16.0 MiB vs baseline),
-    1.6 GiB allocated``."""
-    text = f" · GPU {fmt_bytes(fn.gpu_peak_bytes)} at peak"
+    """The GPU part of a function's lens: ``GPU 274.1 MiB at peak (+16.0 MiB vs baseline) ·
+    1.6 GiB allocated`` (the change only when the baseline has the function)."""
+    text = f"GPU {fmt_bytes(fn.gpu_peak_bytes)} at peak"
     if base is not None and base.gpu_peak_bytes != fn.gpu_peak_bytes:
         text += f" ({fmt_delta_bytes(fn.gpu_peak_bytes - base.gpu_peak_bytes)} vs baseline)"
-    return text + f", {fmt_bytes(fn.gpu_alloc_bytes)} allocated"
+    return text + f" · {fmt_bytes(fn.gpu_alloc_bytes)} allocated"
 
 
 def main_block_lenses(uri: str, lines: Sequence[str]) -> list[LensItem]:
@@ -622,6 +625,7 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
         "duration_s": info.duration_s,
         "complete": info.complete,
         "mode": info.mode,
+        "gpu_peak_bytes": info.gpu_peak_bytes,
     }
 
 

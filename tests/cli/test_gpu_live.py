@@ -25,7 +25,7 @@ from memlens.model import Run
 from tests.cli.memlens_cmd import command, latest_run, memlens
 
 FAKE_TORCH = Path(__file__).resolve().parents[1] / "data" / "fake_torch" / "torch"
-FIXTURE = Path("/work/shared/fixtures/torch-cuda")
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "torch_cuda"
 MIB = 1 << 20
 
 PROGRAM = """\
@@ -168,9 +168,6 @@ def test_cuda_initialised_before_tracing_starts_is_armed_at_start(tmp_path: Path
     assert plain.stdout == f"{3 * MIB} {2 * MIB}\n"
 
 
-@pytest.mark.skipif(
-    not (FIXTURE / "train.py").is_file(), reason="the shared fixture is not on this machine"
-)
 def test_real_pytorch_on_a_gpu(tmp_path: Path) -> None:
     """The fixture's training loop under PyTorch on a real GPU: the figures its snapshot
     gives (tests/unit/test_gpu.py), live."""
