@@ -153,8 +153,10 @@ def _change(value: int, old: int | None) -> tuple[str, str]:
 
 
 def label_for_test(test: TestStats) -> str:
-    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``."""
-    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}"
+    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B`` (`` · GPU peak
+    64.0 MiB`` after it for a test that used GPU memory)."""
+    gpu = f" · GPU peak {fmt_bytes(test.gpu_peak_bytes)}" if test.gpu_peak_bytes else ""
+    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}{gpu}"
 
 
 def label_for_tests(tests: Sequence[TestStats]) -> str:
@@ -164,7 +166,11 @@ def label_for_tests(tests: Sequence[TestStats]) -> str:
         return label_for_test(tests[0])
     peak = max(t.peak_bytes for t in tests)
     leaked = max(t.leaked_bytes for t in tests)
-    return f"{len(tests)} tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}"
+    gpu_peak = max(t.gpu_peak_bytes for t in tests)
+    gpu = f" · GPU peak up to {fmt_bytes(gpu_peak)}" if gpu_peak else ""
+    return (
+        f"{len(tests)} tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}{gpu}"
+    )
 
 
 def failure_text(failure: TestFailure) -> str:

@@ -555,6 +555,18 @@ def _with_gpu_functions(
 # -- per-test windows (pytest --memlens) -------------------------------------------------------
 
 
+def window(history: History, start: int, end: int) -> History:
+    """The part of ``history`` between ``start`` and ``end`` (microseconds since the epoch):
+    what :func:`build` charges to lines as allocated during it (a test)."""
+    out = History()
+    out.stacks, out._ids = history.stacks, history._ids
+    for device in history.devices:
+        part = DeviceHistory(device.device)
+        part.events = [e for e in device.events if start <= e[4] <= end]
+        out.devices.append(part)
+    return out
+
+
 def window_peaks(history: History, windows: Sequence[tuple[int, int]]) -> list[int]:
     """For each window (start and end time in microseconds since the epoch, as the events'
     ``time_us``; windows in time order, not overlapping), the most GPU memory (all devices)

@@ -12,7 +12,6 @@ training loop on a real GPU where there is one, and says why it skips elsewhere.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,8 +22,8 @@ import pytest
 
 from memlens.model import Run
 from tests.cli.memlens_cmd import command, latest_run, memlens
+from tests.fake_torch import environment
 
-FAKE_TORCH = Path(__file__).resolve().parents[1] / "data" / "fake_torch" / "torch"
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "torch_cuda"
 MIB = 1 << 20
 
@@ -50,22 +49,10 @@ print(total, len(keep), len(cache), torch.cuda.is_initialized())
 """
 
 
-def _environment(tmp_path: Path) -> dict[str, str]:
-    """This process's environment with the stand-in PyTorch importable from a site-packages
-    folder (memlens's library filter treats the user site folder as a library)."""
-    base = tmp_path / "userbase"
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    site = base / "lib" / version / "site-packages"
-    shutil.copytree(FAKE_TORCH, site / "torch")
-    env = dict(os.environ, PYTHONUSERBASE=str(base), PYTHONPATH=str(site))
-    env.pop("PYTHONSAFEPATH", None)
-    return env
-
-
 def _run(tmp_path: Path, program: str, *args: str) -> tuple[subprocess.CompletedProcess[str], ...]:
     script = tmp_path / "prog.py"
     script.write_text(program)
-    env = _environment(tmp_path)
+    env = environment(tmp_path)
     plain = command([sys.executable, script], cwd=tmp_path, env=env)
     profiled = memlens("run", "--no-report", *args, str(script), cwd=tmp_path, env=env)
     return plain, profiled
@@ -161,7 +148,7 @@ def test_cuda_initialised_before_tracing_starts_is_armed_at_start(tmp_path: Path
     )
     script = tmp_path / "early.py"
     script.write_text(program)
-    plain = command([sys.executable, script], cwd=tmp_path, env=_environment(tmp_path))
+    plain = command([sys.executable, script], cwd=tmp_path, env=environment(tmp_path))
     assert plain.returncode == 0, plain.stderr
     # The history starts with recording: `late` is on its line; `early`, allocated before,
     # is on none, but counts in the peak (the snapshot's blocks say it was held).

@@ -353,6 +353,8 @@ class TestStats(Value):
     (absolute, as :attr:`Run.files` keys; "" when unknown) and ``line`` (1-based first line of
     the test function, decorators included; 0 when unknown) say where ``function`` (its
     qualified name) is. ``limits`` maps figure names to the marker's limits in bytes.
+    ``gpu_peak_bytes``: the most GPU memory (PyTorch CUDA) allocated during the test above what
+    was allocated when it started (0 without GPU memory).
     """
 
     __test__ = False
@@ -362,6 +364,7 @@ class TestStats(Value):
         "failures",
         "file",
         "function",
+        "gpu_peak_bytes",
         "leaked_bytes",
         "limits",
         "line",
@@ -380,6 +383,7 @@ class TestStats(Value):
     function: str
     limits: tuple[tuple[str, int], ...]
     failures: tuple[TestFailure, ...]
+    gpu_peak_bytes: int
 
     def __init__(
         self,
@@ -394,6 +398,7 @@ class TestStats(Value):
         function: str = "",
         limits: tuple[tuple[str, int], ...] = (),
         failures: tuple[TestFailure, ...] = (),
+        gpu_peak_bytes: int = 0,
     ) -> None:
         _set(self, "nodeid", nodeid)
         _set(self, "outcome", outcome)
@@ -406,6 +411,7 @@ class TestStats(Value):
         _set(self, "function", function)
         _set(self, "limits", limits)
         _set(self, "failures", failures)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
 
 
 class ProcessInfo(Value):

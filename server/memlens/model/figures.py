@@ -172,25 +172,33 @@ def calls_figure(name: str) -> str:
     return next(n for n, f in NAMED_FIGURES.items() if f.line == incl)
 
 
-#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
-TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use
+#: (``gpu_peak_bytes``: the most GPU memory the test held, PyTorch CUDA).
+TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes", "gpu_peak_bytes")
 #: How each per-test figure is named in labels and messages.
 TEST_FIGURE_WORDS: dict[str, str] = {
     "peak_bytes": "peak",
     "alloc_bytes": "allocated",
     "leaked_bytes": "leaked",
+    "gpu_peak_bytes": "GPU peak",
 }
 #: The figures a ``memlens`` marker limits: its keyword -> test figure.
-TEST_MARKER_LIMITS: dict[str, str] = {"peak": "peak_bytes", "leaks": "leaked_bytes"}
+TEST_MARKER_LIMITS: dict[str, str] = {
+    "peak": "peak_bytes",
+    "leaks": "leaked_bytes",
+    "gpu_peak": "gpu_peak_bytes",
+}
 #: Which line figure names the lines responsible for a test figure: what is still live for a
-#: leak; what was allocated during the test for a peak.
+#: leak; what was allocated during the test for a peak (GPU memory for the GPU peak).
 TEST_LINE_FIGURE: dict[str, str] = {
     "leaked_bytes": "live_bytes",
     "peak_bytes": "alloc_bytes",
     "alloc_bytes": "alloc_bytes",
+    "gpu_peak_bytes": "gpu_alloc_bytes",
 }
 #: The title of those lines in a failure message, by line figure.
 TEST_LINES_TITLE: dict[str, str] = {
     "live_bytes": "lines still holding memory the test allocated",
     "alloc_bytes": "lines that allocated most during the test",
+    "gpu_alloc_bytes": "lines that allocated most GPU memory during the test",
 }

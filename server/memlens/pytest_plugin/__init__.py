@@ -91,8 +91,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "memlens(peak=None, leaks=None): under pytest --memlens, fail the test when its peak "
-        'or leaked memory is over the size given (e.g. peak="5 MiB", leaks="1 MiB")',
+        "memlens(peak=None, leaks=None, gpu_peak=None): under pytest --memlens, fail the test "
+        "when its peak, leaked or GPU peak memory (PyTorch CUDA) is over the size given (e.g. "
+        'peak="5 MiB", leaks="1 MiB", gpu_peak="2 GiB")',
     )
     if not config.getoption("memlens"):
         return

@@ -182,6 +182,8 @@ def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
                 for f in t.failures
             ],
         }
+        if t.gpu_peak_bytes:  # a test that used no GPU memory is written as before
+            entry["gpu_peak_bytes"] = t.gpu_peak_bytes
         out[t.nodeid] = entry
     return out
 
@@ -261,6 +263,9 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                 function=text(entry, "function", MAX_NAME_CHARS, where),
                 limits=tuple(limits.items()),
                 failures=tuple(read_failures),
+                gpu_peak_bytes=number(entry, "gpu_peak_bytes", 0, _MAX_TEST_BYTES, where)
+                if "gpu_peak_bytes" in entry
+                else 0,
             )
         )
     return tuple(out)

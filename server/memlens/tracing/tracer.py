@@ -538,6 +538,16 @@ class _Filter:
         return not any(_match(real, p) for p in self.exclude)
 
 
+def gpu_charge() -> Callable[[str], str | None]:
+    """Where GPU memory is charged while tracing: the file a frame's file is charged to by
+    this session's filters, or None when it is transparent (as for host memory)."""
+    session = _session
+    if session is None:
+        raise MemlensError("memlens is not tracing")
+    flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
+    return lambda f: flt.realpath(f) if flt.passes(f) else None
+
+
 def _match(path: str, pattern: str) -> bool:
     import fnmatch
 
