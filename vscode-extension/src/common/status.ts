@@ -10,6 +10,8 @@ export interface RunSummary {
   duration_s: number;
   complete: boolean;
   mode?: string;
+  /** The run's GPU memory peak (PyTorch CUDA); 0 or absent without GPU memory. */
+  gpu_peak_bytes?: number;
 }
 
 export interface RunLoaded {
@@ -61,7 +63,8 @@ export function statusText(state: RunLoaded | undefined, now: Date): { text: str
   }
   const run = state.run;
   const incomplete = run.complete ? '' : ' (incomplete)';
-  let text = `$(pulse) ${formatBytes(run.peak_traced_bytes)} peak · ${formatAge(run.started, now)}${incomplete}`;
+  const gpu = run.gpu_peak_bytes ? ` · GPU ${formatBytes(run.gpu_peak_bytes)}` : '';
+  let text = `$(pulse) ${formatBytes(run.peak_traced_bytes)} peak${gpu} · ${formatAge(run.started, now)}${incomplete}`;
   let tooltip = `memlens run ${run.id}: ${run.command}`;
   if (state.baseline) {
     const delta = run.peak_traced_bytes - state.baseline.peak_traced_bytes;
