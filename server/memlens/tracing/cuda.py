@@ -2,19 +2,19 @@
 taken at the end (docs/how-it-works.md, "GPU memory").
 
 Profiling changes nothing, so memlens neither imports torch nor initialises CUDA itself. While
-tracing, an import hook waits for the program's own ``import torch`` (which imports
-``torch.cuda``); then it asks ``torch.cuda._lazy_call`` to run :func:`_arm` when CUDA is
-initialised (at once if it already is): PyTorch runs such calls at the end of its lazy CUDA
-initialisation, before the first allocation is served. :func:`_arm` turns on the caching
+tracing, the tracer's import watcher waits for the program's own ``import torch`` (which
+imports ``torch.cuda``); then :func:`arm_when_initialised` asks ``torch.cuda._lazy_call`` to
+run :func:`_arm` when CUDA is initialised (at once if it already is): PyTorch runs such calls
+at the end of its lazy CUDA initialisation, before the first allocation is served. :func:`_arm` turns on the caching
 allocator's history (``torch.cuda.memory._record_memory_history``: every allocation with its
 Python frames, at most :data:`MAX_EVENTS` events in a ring buffer). When tracing stops,
 :func:`take` asks for the history (``torch.cuda.memory._snapshot()``, plain dicts, before the
 interpreter tears anything down) and turns recording off; :mod:`memlens.gpu` charges it to the
 program's lines, as ``memlens import torch-snapshot`` does for one recorded elsewhere.
 
-A program that never imports torch, or never uses CUDA, pays for a meta-path finder that
-declines every other import (one string comparison) and nothing else. Imported at the start of
-every traced program: only ``sys`` here.
+A program that never imports torch, or never uses CUDA, pays for nothing more than the import
+watcher numpy needs anyway (one dict lookup per import). Imported at the start of every traced
+program: only ``sys`` here.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: holds its Python stack, a few hundred bytes of the program's host memory (native, charged
 #: to the line that allocated on the GPU), so at most a few tens of MB.
 MAX_EVENTS = 100_000
-#: The module whose import starts the watch (``import torch`` imports it).
+#: The module whose import arms recording (``import torch`` imports it).
 TORCH_CUDA = "torch.cuda"
 
 #: Whether this process asked PyTorch to record (CUDA was initialised while tracing).
@@ -66,7 +66,9 @@ def _arm() -> None:
         _warn("GPU memory is not recorded", exc)
 
 
-def _arm_when_initialised(module: types.ModuleType) -> None:
+def arm_when_initialised(module: types.ModuleType) -> None:
+    """Ask ``torch.cuda`` (``module``, the program's own import) to turn recording on when CUDA
+    is initialised, at once if it is already (the tracer's import watcher calls this)."""
     lazy_call = getattr(module, "_lazy_call", None)
     if lazy_call is None:
         return  # not a PyTorch this knows
@@ -76,62 +78,10 @@ def _arm_when_initialised(module: types.ModuleType) -> None:
         _warn("GPU memory is not recorded", exc)
 
 
-class _ArmingLoader:
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self._loader.exec_module(module)
-        _arm_when_initialised(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-
-class _TorchCudaWatcher:
-    """A meta-path finder that declines every import but ``torch.cuda``'s, whose loader it
-    wraps so that recording is armed once the module has run."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != TORCH_CUDA:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _ArmingLoader(spec.loader)
-                return spec
-        return None
-
-
-_watcher = _TorchCudaWatcher()
-
-
-def watch() -> None:
-    """Record PyTorch's CUDA memory from when the program initialises CUDA (tracing starts)."""
-    module = sys.modules.get(TORCH_CUDA)
-    if module is not None:
-        _arm_when_initialised(module)
-    elif _watcher not in sys.meta_path:
-        sys.meta_path.insert(0, _watcher)
-
-
-def unwatch() -> None:
-    if _watcher in sys.meta_path:
-        sys.meta_path.remove(_watcher)
-
-
 def take() -> dict[str, Any] | None:
     """The allocator's history (``torch.cuda.memory._snapshot()``), and recording turned off;
     None when nothing was recorded (no CUDA, or not in this process)."""
     global _armed
-    unwatch()
     if not _armed:
         return None
     _armed = False

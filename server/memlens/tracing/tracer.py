@@ -164,7 +164,7 @@ def start(
         # A child forked while its parent traced starts a run of its own: its copy of the
         # parent's session is dropped (the native tracer drops the parent's figures).
         _session = None
-        _unwatch_numpy()
+        _unwatch_imports()
     if _session is not None:
         raise MemlensError("memlens is already tracing this process")
     session = _Session(
@@ -182,8 +182,7 @@ def start(
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
-    _watch_numpy()
-    cuda.watch()
+    _watch_imports()
     if checkpoint is not None:
         _start_checkpoints(
             session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
@@ -221,7 +220,7 @@ def stop(
     _session = None
     _stop_checkpoints()
     _tracer.stop()
-    _unwatch_numpy()
+    _unwatch_imports()
     gpu = cuda.take()  # PyTorch's CUDA memory, before anything is torn down (untraced)
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
@@ -239,7 +238,7 @@ def abandon() -> None:
     _session = None
     _stop_checkpoints()
     _tracer.stop()
-    _unwatch_numpy()
+    _unwatch_imports()
     cuda.take()  # recording off
     _tracer.reset()
 
@@ -376,7 +375,8 @@ if hasattr(os, "register_at_fork"):
 
 # numpy allocates array data through its own handler, not PEP 445: the native module can
 # chain a handler of ours onto numpy's (NEP 49). numpy is usually imported by the program
-# after tracing started, so a meta-path finder attaches right after numpy's core loads.
+# after tracing started, so a meta-path finder attaches right after numpy's core loads (and
+# arms PyTorch's CUDA memory recording right after torch.cuda loads).
 _NUMPY_CORE = ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath")
 
 
@@ -390,24 +390,41 @@ def _attach_numpy(module: types.ModuleType) -> None:
         print(f"memlens: numpy array data is not traced: {exc}", file=sys.stderr)
 
 
-class _AttachingLoader:
-    def __init__(self, loader: Any) -> None:
+#: What memlens does once a module the program imports has run: numpy's core gets our data
+#: handler; ``torch.cuda`` asks to record PyTorch's CUDA memory when CUDA is initialised
+#: (:mod:`memlens.tracing.cuda`).
+_ON_IMPORT: dict[str, Callable[[types.ModuleType], None]] = {
+    **dict.fromkeys(_NUMPY_CORE, _attach_numpy),
+    cuda.TORCH_CUDA: cuda.arm_when_initialised,
+}
+
+
+class _ActingLoader:
+    """A module's loader, then memlens's action on the module."""
+
+    def __init__(self, loader: Any, act: Callable[[types.ModuleType], None]) -> None:
         self._loader = loader
+        self._act = act
 
     def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
         self._loader.exec_module(module)
-        _attach_numpy(module)
+        self._act(module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
-class _NumpyWatcher:
+class _ImportWatcher:
+    """A meta-path finder that declines every import but those of :data:`_ON_IMPORT`, whose
+    loader it wraps so that memlens acts once the module has run (one dict lookup per
+    import)."""
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in _NUMPY_CORE:
+        act = _ON_IMPORT.get(name)
+        if act is None:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -416,26 +433,29 @@ class _NumpyWatcher:
             spec = find(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _AttachingLoader(spec.loader)
+                    spec.loader = _ActingLoader(spec.loader, act)
                 return spec
         return None
 
 
-_numpy_watcher = _NumpyWatcher()
+_import_watcher = _ImportWatcher()
 
 
-def _watch_numpy() -> None:
-    for name in _NUMPY_CORE:
+def _watch_imports() -> None:
+    """Act on the watched modules the program imported already; watch for the others."""
+    acted = set()  # numpy's two names for its core: one attach
+    for name, act in _ON_IMPORT.items():
         module = sys.modules.get(name)
-        if module is not None:
-            _attach_numpy(module)
-            return
-    sys.meta_path.insert(0, _numpy_watcher)
+        if module is not None and act not in acted:
+            act(module)
+            acted.add(act)
+    if _import_watcher not in sys.meta_path:
+        sys.meta_path.insert(0, _import_watcher)
 
 
-def _unwatch_numpy() -> None:
-    if _numpy_watcher in sys.meta_path:
-        sys.meta_path.remove(_numpy_watcher)
+def _unwatch_imports() -> None:
+    if _import_watcher in sys.meta_path:
+        sys.meta_path.remove(_import_watcher)
 
 
 def _stop_at_exit() -> None:
