@@ -4,15 +4,19 @@ start), several devices, per-test windows, and the figures added to a run."""
 
 from __future__ import annotations
 
+import json
 import pickle
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memlens import gpu
+from memlens.errors import RunFileError
 from memlens.imports._build import Sources
 from memlens.model import FunctionStats, GpuDeviceLine, LineStats
+from memlens.runfile import reader, writer
 from tests import runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torch_cuda"
@@ -289,3 +293,44 @@ def test_the_real_snapshots_backward_pass() -> None:
     assert sum(device.by_stack[s][2] for s in cut if s in device.by_stack) == 67_129_344
     assert device.summary.peak_bytes == 320_966_660
     assert device.summary.live_bytes == 286_343_168  # as the snapshot's blocks say
+
+
+DEVICE = {
+    "device": 0,
+    "peak_bytes": 1,
+    "alloc_bytes": 1,
+    "alloc_count": 1,
+    "live_bytes": 0,
+    "reserved_peak_bytes": 2,
+    "complete": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("gpus", "not a list", "bad run header: gpus is str"),
+        ("gpus", [[0, 1]], "bad run header: gpus"),
+        ("gpus", [{"device": 0}], "bad run header: gpus"),
+        ("gpus", [{**DEVICE, "complete": 1}], "bad run header: gpus"),
+        ("gpus", [{**DEVICE, "peak_bytes": True}], "bad run header: gpus"),
+        ("gpus", [{**DEVICE, "peak_bytes": -1}], "bad run header: gpus (a figure out of range)"),
+        ("gpus", [{**DEVICE, "live_bytes": 2**63}], "bad run header: gpus (a figure out of range)"),
+        ("gpus", [DEVICE] * 4097, "bad run header: more than 4096 GPU devices"),
+        ("gpu_peak_bytes", 1.5, "bad run header: gpu_peak_bytes is float"),
+        ("gpu_peak_bytes", -1, "bad run header: gpu_peak_bytes out of range"),
+    ],
+    ids=lambda v: str(v)[:30],
+)
+def test_a_bad_gpu_header_is_one_line(tmp_path: Path, key: str, value: object, reason: str) -> None:
+    path = tmp_path / "r.mlrun"
+    writer.write(runs.sample_run(), path)
+    con = sqlite3.connect(path)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    header[key] = value
+    con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
+    con.commit()
+    con.close()
+    with pytest.raises(RunFileError) as err:
+        reader.read_info(path)
+    assert str(err.value) == f"cannot read {path}: {reason}"

@@ -276,11 +276,7 @@ def processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
     :data:`PROCESS_TYPES`, of their exact types (unknown keys are ignored)."""
     out: list[ProcessInfo] = []
     for entry in entries:
-        if not isinstance(entry, dict) or not PROCESS_TYPES.keys() <= entry.keys():
-            raise RunFileError(name, "bad run header: processes")
-        values = {k: entry[k] for k in PROCESS_TYPES}
-        if not all(is_a(values[k], t) for k, t in PROCESS_TYPES.items()):
-            raise RunFileError(name, "bad run header: processes")
+        values = _typed(name, entry, PROCESS_TYPES, "processes")
         if not all(isinstance(c, str) for c in values["command"]):
             raise RunFileError(name, "bad run header: processes")
         if not (0 <= values["pid"] < 2**63 and 0 <= values["parent_pid"] < 2**63):
@@ -290,6 +286,19 @@ def processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
     return tuple(out)
 
 
+def _typed(
+    name: str, entry: object, types: dict[str, tuple[type, ...]], key: str
+) -> dict[str, Any]:
+    """The keys of ``types`` of one entry of the header's list ``key``, each of its exact
+    types (unknown keys are ignored), else a RunFileError."""
+    if not isinstance(entry, dict) or not types.keys() <= entry.keys():
+        raise RunFileError(name, f"bad run header: {key}")
+    values = {k: entry[k] for k in types}
+    if not all(is_a(values[k], t) for k, t in types.items()):
+        raise RunFileError(name, f"bad run header: {key}")
+    return values
+
+
 def gpus(name: str, entries: list[object]) -> tuple[GpuDevice, ...]:
     """The header's ``gpus``: each entry an object with the keys of :data:`GPU_TYPES`, of
     their exact types, figures from 0 to 2**63 - 1 (unknown keys are ignored)."""
@@ -297,11 +306,7 @@ def gpus(name: str, entries: list[object]) -> tuple[GpuDevice, ...]:
         raise RunFileError(name, f"bad run header: more than {MAX_GPUS} GPU devices")
     out: list[GpuDevice] = []
     for entry in entries:
-        if not isinstance(entry, dict) or not GPU_TYPES.keys() <= entry.keys():
-            raise RunFileError(name, "bad run header: gpus")
-        values = {k: entry[k] for k in GPU_TYPES}
-        if not all(is_a(values[k], t) for k, t in GPU_TYPES.items()):
-            raise RunFileError(name, "bad run header: gpus")
+        values = _typed(name, entry, GPU_TYPES, "gpus")
         if not all(0 <= v <= _MAX_BYTES for k, v in values.items() if k != "complete"):
             raise RunFileError(name, "bad run header: gpus (a figure out of range)")
         out.append(GpuDevice(**values))
