@@ -114,6 +114,32 @@ def test_the_export_and_show_have_the_gpu_figures(tmp_path: Path) -> None:
     assert listed.endswith(" · GPU 4.0 MiB at peak")
 
 
+def test_no_gpu_leaves_gpu_memory_out(tmp_path: Path) -> None:
+    plain, profiled = _run(tmp_path, PROGRAM, "--no-gpu")
+    assert profiled.stdout == plain.stdout
+    run = latest_run(tmp_path)
+    assert (run.info.gpu_peak_bytes, run.info.gpus) == (0, ())
+    assert not any(st.has_gpu() for sf in run.files.values() for st in sf.lines.values())
+
+
+def test_recording_never_starts_after_tracing_stopped(tmp_path: Path) -> None:
+    # CUDA initialised after the profiled block: the call memlens queued does nothing then.
+    program = textwrap.dedent(
+        """        import memlens
+
+        with memlens.profile() as p:
+            import torch
+        t = torch.empty(1 << 20, device="cuda")
+        print(torch.cuda.is_initialized(), torch.cuda.memory._recording, p.run.info.gpus)
+        """
+    )
+    script = tmp_path / "late.py"
+    script.write_text(program)
+    proc = command([sys.executable, script], cwd=tmp_path, env=environment(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "True False ()\n"
+
+
 def test_a_program_that_never_uses_cuda_is_left_alone(tmp_path: Path) -> None:
     # Importing torch arms nothing: memlens never initialises CUDA itself, and a run without
     # CUDA has no GPU figures.

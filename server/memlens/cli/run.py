@@ -102,6 +102,14 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         },
     ),
     (
+        ("--no-gpu",),
+        {
+            "action": "store_true",
+            "help": "leave out GPU memory (PyTorch CUDA), which is recorded by default from "
+            "when the program initialises CUDA",
+        },
+    ),
+    (
         ("--no-report",),
         {
             "action": "store_true",
@@ -356,6 +364,7 @@ def run(args: Namespace) -> int:
         "exclude": args.exclude,
         "libraries": args.libraries,
         "native": not args.no_native,
+        "gpu": not args.no_gpu,
         "timeline_interval_ms": args.timeline_interval,
         "checkpoint_interval_s": args.checkpoint_interval,
     }

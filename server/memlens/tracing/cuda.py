@@ -36,6 +36,8 @@ MAX_EVENTS = 100_000
 #: The module whose import arms recording (``import torch`` imports it).
 TORCH_CUDA = "torch.cuda"
 
+#: Whether to record at all (``memlens run --no-gpu``, ``memlens.start(gpu=False)``).
+enabled = True
 #: Whether this process asked PyTorch to record (CUDA was initialised while tracing).
 _armed = False
 #: The history :func:`take` last turned into figures (the pytest plugin's per-test windows).
@@ -53,8 +55,8 @@ def _arm() -> None:
     global _armed
     try:
         memory: Any = sys.modules.get("torch.cuda.memory")
-        if memory is None:
-            return
+        if memory is None or not enabled or _armed:
+            return  # (tracing restarted with gpu=False, or armed already)
         options = {"context": "alloc", "stacks": "python", "max_entries": MAX_EVENTS}
         try:
             # free_requested events are not needed (free_completed are): half the history.
@@ -70,8 +72,8 @@ def arm_when_initialised(module: types.ModuleType) -> None:
     """Ask ``torch.cuda`` (``module``, the program's own import) to turn recording on when CUDA
     is initialised, at once if it is already (the tracer's import watcher calls this)."""
     lazy_call = getattr(module, "_lazy_call", None)
-    if lazy_call is None:
-        return  # not a PyTorch this knows
+    if lazy_call is None or not enabled:
+        return  # not a PyTorch this knows, or GPU memory left out
     try:
         lazy_call(_arm)
     except Exception as exc:  # noqa: BLE001 - as in _arm
@@ -79,9 +81,10 @@ def arm_when_initialised(module: types.ModuleType) -> None:
 
 
 def take() -> dict[str, Any] | None:
-    """The allocator's history (``torch.cuda.memory._snapshot()``), and recording turned off;
-    None when nothing was recorded (no CUDA, or not in this process)."""
-    global _armed
+    """The allocator's history (``torch.cuda.memory._snapshot()``), and recording turned off
+    (tracing stops); None when nothing was recorded (no CUDA, or not in this process)."""
+    global _armed, enabled
+    enabled = False  # a call PyTorch still has queued (CUDA not initialised yet) does nothing
     if not _armed:
         return None
     _armed = False

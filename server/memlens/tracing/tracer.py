@@ -127,6 +127,7 @@ def start(
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
     workspace_root: str = "",
+    gpu: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -147,7 +148,9 @@ def start(
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
-    Python 3.12+ (for comparisons; figures are the same either way).
+    Python 3.12+ (for comparisons; figures are the same either way). ``gpu=False`` leaves out
+    PyTorch's CUDA memory (:mod:`memlens.tracing.cuda`), recorded by default from when the
+    program initialises CUDA.
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -182,6 +185,7 @@ def start(
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
+    cuda.enabled = gpu
     _watch_imports()
     if checkpoint is not None:
         _start_checkpoints(
