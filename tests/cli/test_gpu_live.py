@@ -114,6 +114,21 @@ def test_the_export_and_show_have_the_gpu_figures(tmp_path: Path) -> None:
     assert listed.endswith(" · GPU 4.0 MiB at peak")
 
 
+def test_a_followed_childs_gpu_memory_is_in_the_run(tmp_path: Path) -> None:
+    # A worker process (as a DDP worker per GPU) started with the same interpreter.
+    (tmp_path / "worker.py").write_text(
+        "import torch\nheld = torch.empty(3 << 20, device='cuda')\nprint('worker', held.nbytes)\n"
+    )
+    program = "import subprocess, sys\nsubprocess.run([sys.executable, 'worker.py'], check=True)\n"
+    plain, profiled = _run(tmp_path, program)
+    assert profiled.returncode == 0, profiled.stderr
+    assert profiled.stdout == plain.stdout == f"worker {3 * MIB}\n"
+    run = latest_run(tmp_path)
+    assert len(run.info.processes) == 2
+    assert _lines(run, "worker.py") == {2: (3 * MIB, 1, 3 * MIB, 3 * MIB)}
+    assert run.info.gpu_peak_bytes == 3 * MIB
+
+
 def test_no_gpu_leaves_gpu_memory_out(tmp_path: Path) -> None:
     plain, profiled = _run(tmp_path, PROGRAM, "--no-gpu")
     assert profiled.stdout == plain.stdout
