@@ -300,6 +300,13 @@ def render(
 
 Tables = Sequence[tuple[str, Sequence[TopRow], str]]
 NOTHING = "no allocations were attributed to any line"
+NO_GPU = "the run recorded no GPU memory (PyTorch CUDA)"
+
+
+def _nothing(run: Run, by: str) -> str:
+    """What the report says when no line has figures to rank by ``by``."""
+    gpu_asked = bool(NAMED_FIGURES[by].device)
+    return NO_GPU if gpu_asked and not (run.info.gpus or run.info.gpu_peak_bytes) else NOTHING
 
 
 def _render_plain(
@@ -307,7 +314,7 @@ def _render_plain(
 ) -> None:
     print(f"memlens: {summary_line(run)}", file=out)
     if not any(rows for _, rows, _ in tables):
-        print(f"memlens: {NOTHING}", file=out)
+        print(f"memlens: {_nothing(run, by)}", file=out)
         return
     for rank_by, rows, title in tables:
         if not rows:
@@ -343,7 +350,7 @@ def _render_rich(
     console = Console(file=out)
     console.print(Text("memlens", style="bold") + Text(f": {summary_line(run)}"))
     if not any(rows for _, rows, _ in tables):
-        console.print(Text(NOTHING))
+        console.print(Text(_nothing(run, by)))
         return
     for i, (rank_by, rows, title) in enumerate(tables):
         if not rows:

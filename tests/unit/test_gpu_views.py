@@ -184,3 +184,11 @@ def test_the_report_has_a_gpu_table() -> None:
         "#", "line", "GPU", "peak", "allocs", "share", "of", "GPU", "peak", "GPU", "live", "at", "exit", "code",
     ]  # fmt: skip
     assert text[at + 2].split()[:6] == ["1", "/w/train.py:4", "64.0", "MiB", "4", "100%"]
+
+
+def test_ranking_by_gpu_memory_a_run_without_any_says_so() -> None:
+    out = io.StringIO()
+    render(runs.sample_run(), out, by="gpu_peak", rich_output=False)
+    assert (
+        out.getvalue().splitlines()[1] == "memlens: the run recorded no GPU memory (PyTorch CUDA)"
+    )

@@ -243,3 +243,11 @@ def test_keys_whose_hashes_collide_cannot_make_insertion_quadratic() -> None:
     assert time.monotonic() - began < 30  # bounded by the limit (no absolute timing: a hang)
     with pytest.raises(PickleRefused, match="a set of more than"):
         loads(pickle.dumps(set(keys), protocol=4))
+
+
+def test_many_short_text_arguments_take_linear_time() -> None:
+    # Protocol 0 strings end at a newline: finding it must not copy what follows each time.
+    data = pickle.dumps(["x"] * 50_000, protocol=0)
+    began = time.monotonic()
+    assert loads(data) == ["x"] * 50_000
+    assert time.monotonic() - began < 60  # quadratic copying would take hours

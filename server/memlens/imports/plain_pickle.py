@@ -69,7 +69,7 @@ class _Machine:
     """The stack machine of one pickle: ``run`` interprets it to its STOP."""
 
     def __init__(self, data: bytes, max_items: int) -> None:
-        self.data = memoryview(data)
+        self.data = bytes(data)
         self.pos = 0
         self.stack: list[object] = []
         self.marks: list[int] = []  # stack lengths at each MARK
@@ -79,7 +79,7 @@ class _Machine:
         self._table()
 
     # -- reading the data ---------------------------------------------------------------------
-    def take(self, n: int) -> memoryview:
+    def take(self, n: int) -> bytes:
         if n < 0 or n > len(self.data) - self.pos:
             raise PickleRefused("the data is cut short")
         out = self.data[self.pos : self.pos + n]
@@ -92,13 +92,15 @@ class _Machine:
         return self.text_line(MAX_DIGITS + 4)
 
     def text_line(self, limit: int) -> bytes:
-        end = bytes(self.data[self.pos : self.pos + limit + 1]).find(b"\n")
+        # Searched in place: a copy of up to ``limit`` bytes per argument would make many short
+        # protocol-0 strings cost quadratic time.
+        end = self.data.find(b"\n", self.pos, self.pos + limit + 1)
         if end < 0:
             if len(self.data) - self.pos <= limit:
                 raise PickleRefused("the data is cut short")
             raise PickleRefused("a text argument is too long")
-        out = bytes(self.data[self.pos : self.pos + end])
-        self.pos += end + 1
+        out = self.data[self.pos : end]
+        self.pos = end + 1
         return out
 
     def uint(self, size: int) -> int:
@@ -456,7 +458,7 @@ class _Machine:
         this loop (a handler call each would make reading several times slower); the rest go
         through :attr:`handlers`."""
         handlers, stack, marks, memo = self.handlers, self.stack, self.marks, self.memo
-        data = bytes(self.data)
+        data = self.data
         end = len(data)
         unpack_h = struct.Struct("<H").unpack_from
         unpack_i = struct.Struct("<I").unpack_from
