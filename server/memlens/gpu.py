@@ -92,12 +92,14 @@ class History:
     """A snapshot's history: ``stacks`` (id -> frames, innermost first; id 0 has none) and the
     devices that recorded events or hold blocks."""
 
-    __slots__ = ("_ids", "devices", "stacks")
+    __slots__ = ("_ids", "attributed", "devices", "stacks")
 
     def __init__(self) -> None:
         self.stacks: list[tuple[Frame, ...]] = [()]
         self._ids: dict[tuple[Frame, ...], int] = {(): 0}
         self.devices: list[DeviceHistory] = []
+        #: Whether :func:`attribute` gave the frameless allocations their stacks already.
+        self.attributed = False
 
     def intern(self, frames: tuple[Frame, ...]) -> int:
         found = self._ids.get(frames)
@@ -256,7 +258,10 @@ def attribute(history: History) -> int:
     came since from outside every backward pass. Such an allocation gets the opening stack cut
     at the entry, so it is charged to the line that called ``backward()`` (and the call path
     shows it went through ``torch``'s backward). Frameless allocations outside a backward pass
-    keep no stack (charged to no line)."""
+    keep no stack (charged to no line). Done once per history (0 the next times)."""
+    if history.attributed:
+        return 0
+    history.attributed = True
     streams = [((e[4], i, e) for i, e in enumerate(d.events)) for d in history.devices if d.events]
     stacks = history.stacks
     cut_of: dict[int, int] = {}  # stack id -> id of its backward cut, or -1
@@ -557,9 +562,11 @@ def _with_gpu_functions(
 
 def window(history: History, start: int, end: int) -> History:
     """The part of ``history`` between ``start`` and ``end`` (microseconds since the epoch):
-    what :func:`build` charges to lines as allocated during it (a test)."""
+    what :func:`build` charges to lines as allocated during it (a test). Frameless allocations
+    are attributed on the whole history first (their backward pass may have begun before)."""
+    attribute(history)
     out = History()
-    out.stacks, out._ids = history.stacks, history._ids
+    out.stacks, out._ids, out.attributed = history.stacks, history._ids, True
     for device in history.devices:
         part = DeviceHistory(device.device)
         part.events = [e for e in device.events if start <= e[4] <= end]
