@@ -26,6 +26,8 @@ INTERPRETER_DEPENDENT = (
     "cli/test_follow_e2e.py",
     "cli/test_other_tracers.py",
     "cli/test_sampling_seed.py",
+    "cli/test_gpu_live.py",
+    "pytest_plugin/test_gpu_limits_e2e.py",
 )
 _TESTS = Path(__file__).parent
 
