@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
 from memlens.model import (
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
     CallNode,
     FunctionStats,
+    GpuDevice,
+    GpuDeviceLine,
     LineStats,
     Run,
     RunInfo,
@@ -26,7 +30,9 @@ from memlens.model import (
     replace,
 )
 from memlens.runfile import reader, writer
+from memlens.runfile.schema import FORMAT_VERSION
 from tests.data.formats.make_v2 import golden_v2_run
+from tests.data.formats.make_v3 import golden_v3_run
 from tests.runs import MIB, info, new_run, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -45,8 +51,18 @@ line_stats = st.builds(
     alloc_err=st.floats(min_value=0, max_value=1e12),
     live_err=st.floats(min_value=0, max_value=1e12),
     peak_err=st.floats(min_value=0, max_value=1e12),
+    **{f: st.just(0) | sizes for f in GPU_FIGURES},
 )
 texts = st.text(max_size=200)
+gpu_devices = st.builds(
+    GpuDevice, st.integers(0, 64), sizes, sizes, sizes, sizes, sizes, st.booleans()
+)
+device_lines = st.lists(
+    st.builds(GpuDeviceLine, st.integers(0, 64), sizes, sizes, sizes, sizes),
+    min_size=1,
+    max_size=3,
+    unique_by=lambda d: d.device,
+).map(lambda each: tuple(sorted(each, key=lambda d: d.device)))  # in device order, as read
 figure_names = st.sampled_from(["peak_bytes", "alloc_bytes", "leaked_bytes"])
 test_stats = st.builds(
     TestStats,
@@ -97,11 +113,13 @@ def runs(draw: st.DrawFn) -> Run:
                             sizes,
                             sizes,
                             sizes,
+                            *(st.just(0) | sizes for _ in GPU_FUNCTION_FIGURES),
                         ),
                         max_size=3,
                     )
                 )
             ),
+            gpu_devices=draw(st.dictionaries(st.integers(1, 100_000), device_lines, max_size=3)),
         )
         for p in paths
     }
@@ -143,6 +161,8 @@ def runs(draw: st.DrawFn) -> Run:
         seed=draw(st.none() | st.integers(1, 2**64 - 1)),
         # One entry per node id, in the order they ran.
         tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
+        gpu_peak_bytes=draw(st.just(0) | sizes),
+        gpus=tuple(draw(st.lists(gpu_devices, max_size=3))),
     )
     return new_run(files, nodes, timeline, run_info=run_info)
 
@@ -228,6 +248,44 @@ def test_golden_v2_file() -> None:
     assert reader.read_info(GOLDEN_V2) == run.info
 
 
+GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
+GOLDEN_V3_SHA256 = "340d77002c0be9b5d7de996cfe8bb64bd8c8fb74b5bda8a17001d797bc50a62b"
+
+
+def test_golden_v3_file() -> None:
+    # Written once by tests/data/formats/make_v3.py with format version 3. Never regenerate.
+    assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
+    run = reader.read(GOLDEN_V3)
+    assert run == golden_v3_run()
+    # Spelled out where version 3 differs from version 2: GPU figures per line, function and
+    # device, the run's GPU peak and devices.
+    sf = run.files["/work/train.py"]
+    assert [sf.lines[n].gpu_live_bytes for n in (4, 5, 8)] == [16 * MIB, 8 * MIB, 0]
+    assert sf.lines[8].incl_gpu_peak_bytes == 40 * MIB
+    assert sf.lines[4].alloc_bytes == 2048  # host figures as in version 2
+    assert sf.functions[0].gpu_peak_bytes == 40 * MIB
+    assert sf.gpu_devices[4] == (
+        GpuDeviceLine(0, 32 * MIB, 2, 8 * MIB, 24 * MIB),
+        GpuDeviceLine(1, 16 * MIB, 1, 8 * MIB, 8 * MIB),
+    )
+    assert run.info.gpu_peak_bytes == 40 * MIB
+    assert [(g.device, g.peak_bytes, g.complete) for g in run.info.gpus] == [
+        (0, 32 * MIB, True),
+        (1, 8 * MIB, False),
+    ]
+    assert reader.read_info(GOLDEN_V3) == run.info
+
+
+def test_runs_without_gpu_figures_keep_their_header(tmp_path: Path) -> None:
+    # A run that recorded no GPU memory writes the header it wrote before version 3.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    con = sqlite3.connect(path)
+    (header,) = con.execute("SELECT value FROM meta WHERE key = 'run'").fetchone()
+    con.close()
+    assert "gpu" not in header
+    assert reader.read(path) == sample_run()
+
+
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
@@ -296,9 +354,13 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
-    _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
+    newer = FORMAT_VERSION + 1
+    _edit(path, f"UPDATE meta SET value = '{newer}' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
-    reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
+    reason = (
+        f"format version {newer} is newer than this memlens understands ({FORMAT_VERSION}); "
+        "upgrade memlens"
+    )
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
         reader.read_info(path)
@@ -331,7 +393,10 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
         (
             "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
-            "corrupt file (unexpected schema: table timeline is not as format version 2 defines it)",
+            (
+                "corrupt file (unexpected schema: table timeline is not as format version "
+                f"{FORMAT_VERSION} defines it)"
+            ),
         ),
         (
             "UPDATE tree SET data = x'00' WHERE column = 'parent'",
@@ -510,7 +575,7 @@ def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
     con.close()
     assert rows["format"] == "memlens-run"
-    assert rows["version"] == "2"
+    assert rows["version"] == str(FORMAT_VERSION)
     assert json.loads(rows["run"])["command"] == ["python", "app.py"]
 
 

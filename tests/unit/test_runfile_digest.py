@@ -24,7 +24,7 @@ from tests.runs import sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
-#: The digest as docs/file-format.md spells it (version 2), written independently of the
+#: The digest as docs/file-format.md spells it (version 3), written independently of the
 #: reader's code: tables in this order, meta last; a BLOB as the hex SHA-256 of its bytes.
 _SPEC = (
     ("files", "id, path, sha256, text", "id"),
@@ -33,13 +33,21 @@ _SPEC = (
         "file_id, line, "
         + ", ".join(FIGURES)
         + ", native_alloc_bytes, native_live_bytes, native_peak_bytes"
-        + ", alloc_err, live_err, peak_err",
+        + ", alloc_err, live_err, peak_err"
+        + ", gpu_alloc_bytes, gpu_alloc_count, gpu_live_bytes, gpu_peak_bytes"
+        + ", incl_gpu_alloc_bytes, incl_gpu_live_bytes, incl_gpu_peak_bytes",
         "file_id, line",
+    ),
+    (
+        "gpu_devices",
+        "file_id, line, device, alloc_bytes, alloc_count, live_bytes, peak_bytes",
+        "file_id, line, device",
     ),
     (
         "functions",
         (
-            "file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, live_bytes, peak_bytes"
+            "file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, live_bytes, "
+            "peak_bytes, gpu_alloc_bytes, gpu_alloc_count, gpu_live_bytes, gpu_peak_bytes"
         ),
         "rowid",
     ),

@@ -130,11 +130,15 @@ def _total_line(d: RunDiff) -> str | None:
     totals = d.totals()
     if "peak_traced_bytes" not in totals:
         return None
-    c = totals["peak_traced_bytes"]
-    return (
-        f"run peak: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
-        f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
-    )
+    out = []
+    for key, what in (("peak_traced_bytes", "run peak"), ("gpu_peak_bytes", "run GPU peak")):
+        c = totals.get(key)
+        if c is not None:
+            out.append(
+                f"{what}: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
+                f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
+            )
+    return "\n".join(out)
 
 
 def _print_plain(

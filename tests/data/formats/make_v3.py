@@ -1,0 +1,113 @@
+"""Writes tests/data/formats/v3.mlrun: run ONCE when format version 3 was current.
+
+The file is committed and must be readable by every later memlens forever
+(tests/unit/test_runfile.py::test_golden_v3_file, which spells out what it holds). Do not
+regenerate it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from memlens.runfile import writer  # noqa: E402
+from memlens.model import (  # noqa: E402
+    CallNode,
+    FunctionStats,
+    GpuDevice,
+    GpuDeviceLine,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
+
+MIB = 1024 * 1024
+
+
+def golden_v3_run() -> Run:
+    """A training step on two GPUs: host figures as in version 2, GPU figures per line
+    (self and inclusive), per function, per device, and the run's GPU devices."""
+    train = SourceFile(
+        path="/work/train.py",
+        sha256="ef" * 32,
+        text=(
+            "import torch\n\ndef step(model, x):\n    y = model(x)\n    y.sum().backward()\n"
+            "    return y\n\nstep(torch.nn.Linear(8, 8).cuda(), torch.ones(8, device='cuda'))\n"
+        ),
+        lines={
+            4: LineStats(
+                2048, 4, 1024, 2, 2048, 2048, 1024, 2048,
+                gpu_alloc_bytes=48 * MIB, gpu_alloc_count=3, gpu_live_bytes=16 * MIB,
+                gpu_peak_bytes=32 * MIB, incl_gpu_alloc_bytes=48 * MIB,
+                incl_gpu_live_bytes=16 * MIB, incl_gpu_peak_bytes=32 * MIB,
+            ),
+            5: LineStats(
+                512, 1, 0, 0, 512, 512, 0, 512,
+                gpu_alloc_bytes=8 * MIB, gpu_alloc_count=2, gpu_live_bytes=8 * MIB,
+                gpu_peak_bytes=8 * MIB, incl_gpu_alloc_bytes=8 * MIB,
+                incl_gpu_live_bytes=8 * MIB, incl_gpu_peak_bytes=8 * MIB,
+            ),
+            8: LineStats(
+                0, 0, 0, 0, 0, 2560, 1024, 2560,
+                incl_gpu_alloc_bytes=56 * MIB, incl_gpu_live_bytes=24 * MIB,
+                incl_gpu_peak_bytes=40 * MIB,
+            ),
+        },  # fmt: skip
+        functions=(
+            FunctionStats(
+                "step", 3, 6, 2560, 5, 1024, 2560,
+                gpu_alloc_bytes=56 * MIB, gpu_alloc_count=5, gpu_live_bytes=24 * MIB,
+                gpu_peak_bytes=40 * MIB,
+            ),
+        ),  # fmt: skip
+        gpu_devices={
+            4: (
+                GpuDeviceLine(0, 32 * MIB, 2, 8 * MIB, 24 * MIB),
+                GpuDeviceLine(1, 16 * MIB, 1, 8 * MIB, 8 * MIB),
+            ),
+            5: (GpuDeviceLine(0, 8 * MIB, 2, 8 * MIB, 8 * MIB),),
+        },
+    )
+    nodes = (
+        CallNode(0, -1, "/work/train.py", 8, "<module>", 0, 0, 0, 0),
+        CallNode(1, 0, "/work/train.py", 4, "step", 2048, 4, 1024, 2048),
+        CallNode(2, 0, "/work/train.py", 5, "step", 512, 1, 0, 512),
+    )
+    info = RunInfo(
+        command=("python", "train.py"),
+        python="3.12.3",
+        platform="Linux-test",
+        started="2026-11-26T10:00:00+00:00",
+        ended="2026-11-26T10:00:03+00:00",
+        duration_s=3.0,
+        pid=4444,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=2560,
+        peak_rss_bytes=900 * MIB,
+        complete=True,
+        cwd="/work",
+        memlens_version="0.3.0",
+        max_depth=0,
+        gpu_peak_bytes=40 * MIB,
+        gpus=(
+            GpuDevice(0, 32 * MIB, 40 * MIB, 4, 16 * MIB, 40 * MIB, True),
+            GpuDevice(1, 8 * MIB, 16 * MIB, 1, 8 * MIB, 20 * MIB, False),
+        ),
+    )
+    return Run(
+        info=info,
+        files={train.path: train},
+        call_tree=nodes,
+        timeline=(TimelinePoint(0.0, 0, 400 * MIB), TimelinePoint(3.0, 2560, 900 * MIB)),
+    )
+
+
+if __name__ == "__main__":
+    writer.write(golden_v3_run(), HERE / "v3.mlrun")
