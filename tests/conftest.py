@@ -28,6 +28,8 @@ INTERPRETER_DEPENDENT = (
     "cli/test_sampling_seed.py",
     "cli/test_attach_e2e.py",
     "notebooks/",
+    "cli/test_gpu_live.py",
+    "pytest_plugin/test_gpu_limits_e2e.py",
 )
 _TESTS = Path(__file__).parent
 

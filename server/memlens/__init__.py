@@ -52,6 +52,7 @@ def profile(
     watch_exits: bool = True,
     native: bool = True,
     save: bool | str | os.PathLike[str] = False,
+    gpu: bool = True,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -63,7 +64,8 @@ def profile(
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
     stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
-    libraries allocate through the C allocator. With ``save=True`` the run is also written into
+    libraries allocate through the C allocator; ``gpu=False`` PyTorch's CUDA memory (recorded
+    from when the program initialises CUDA). With ``save=True`` the run is also written into
     the store of the working directory (``.memlens/runs/``, ``save="path"``: the store rooted
     there) when the block ends, and becomes ``latest``: ``memlens show`` and the editor show it;
     ``p.path`` is its file. See :func:`memlens.tracing.tracer.start`.
@@ -88,6 +90,7 @@ def start(
     watch_exits: bool = True,
     native: bool = True,
     save: bool | str | os.PathLike[str] = False,
+    gpu: bool = True,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)

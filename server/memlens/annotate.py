@@ -14,6 +14,7 @@ from memlens.model import (
     TestFailure,
     TestStats,
     calls_figure,
+    gpu_figure,
 )
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
@@ -129,6 +130,8 @@ def line_label(
     noise: Noise | None = None,
     run_peak: int = 0,
     width: int | None = None,
+    gpu: bool = True,
+    gpu_calls: bool | None = None,
     words: str | None = None,
 ) -> str:
     """A short label such as ``48.2 MiB at peak · 1.2k allocs``.
@@ -142,27 +145,95 @@ def line_label(
     error: ``~12.0 MiB ±8% at peak``. ``compact`` gives the short form for long lines:
     ``48.2 MiB peak``, ``136.0 MiB in calls``, ``48.2 MiB peak (−12.0 MiB)``. ``width``: the
     label fits in that many characters (:func:`fit`; the editor's hints use
-    :data:`HINT_WIDTH`), shorter forms standing in for the long ones. ``words`` replaces the
+    :data:`HINT_WIDTH`), shorter forms standing in for the long ones.
+
+    A GPU figure (``gpu_peak``...) reads ``GPU 64.0 MiB at peak · 4 allocs``. A line that
+    holds GPU memory too gets its GPU figure after the host one, when ``gpu``:
+    ``12.0 KiB at peak · 5 allocs · GPU 64.0 MiB at peak`` (:func:`gpu_part`; ``gpu_calls``
+    says whether that part is the call site's, by default as ``calls``). ``words`` replaces the
     figure's words, for a moment's figures (:attr:`memlens.moment.Moment.words`): ``30.0 MiB
-    live at 0.25 s``, ``136.0 MiB live at 0.25 s in calls``.
+    live at 0.25 s``, ``136.0 MiB live at 0.25 s in calls`` (no GPU part: moments are host
+    memory).
     """
+    fig = NAMED_FIGURES[figure]
     shown = calls_figure(figure) if calls else figure
     value = figure_value(stats, shown)
     size = figure_text(stats, shown)
+    if fig.device:
+        size = f"{fig.device} {size}"
     short = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
-    full = f"{size} {words or NAMED_FIGURES[figure].words}" + (" in calls" if calls else "")
+    full = f"{size} {words or fig.words}" + (" in calls" if calls else "")
     head = (short,) if compact else (full, short)
+    extra: tuple[str, ...] = ()
+    if gpu and not fig.device and words is None:
+        part = gpu_part(
+            stats,
+            figure,
+            baseline,
+            compare=compare,
+            calls=calls if gpu_calls is None else gpu_calls,
+            compact=compact,
+            noise=noise,
+            run_peak=run_peak,
+        )
+        if part and not (value or stats.alloc_bytes or (baseline is not None and compare)):
+            return fit((part,), width=width)  # GPU memory only: "0 B at peak" would be noise
+        # (one form: where the label must be short, the count and the change's words go first)
+        extra = (f" · {part}",) if part else ()
     if compare:
         old = figure_value(baseline, shown) if baseline is not None else None
         tail = _change(value, old, edited, noise or NOISE, run_peak)
         if compact:
             tail = tuple(form for form in tail if form.startswith(" ("))
-        return fit(head, tail, width=width)
+        return fit(head, tail, extra, width=width)
     allocs: tuple[str, ...] = ()
-    if stats.alloc_count and not calls and not compact:
-        noun = "alloc" if stats.alloc_count == 1 else "allocs"
-        allocs = (f" · {fmt_count(stats.alloc_count)} {noun}", "")
-    return fit(head, allocs, width=width)
+    count = stats.gpu_alloc_count if fig.device else stats.alloc_count
+    if count and not calls and not compact:
+        noun = "alloc" if count == 1 else "allocs"
+        allocs = (f" · {fmt_count(count)} {noun}", "")
+    return fit(head, allocs, extra, width=width)
+
+
+def gpu_part(
+    stats: LineStats,
+    figure: str = "peak",
+    baseline: LineStats | None = None,
+    *,
+    compare: bool = False,
+    calls: bool = False,
+    compact: bool = False,
+    noise: Noise | None = None,
+    run_peak: int = 0,
+) -> str | None:
+    """The GPU memory of a line as a label goes with host figure ``figure``: its GPU
+    counterpart (``GPU 64.0 MiB at peak``; ``GPU 136.0 MiB in calls`` for a call site), or,
+    when that is 0 but the line still holds GPU memory at the end, that (``GPU 16.0 MiB
+    live``); with ``compare`` the change since the baseline follows in parentheses. None when
+    the line has no GPU figure to show."""
+    name = gpu_shown(stats, figure, calls=calls)
+    if name is None:
+        return None
+    value = figure_value(stats, name)
+    old = figure_value(baseline, name) if baseline is not None else None
+    if value <= 0 and not (compare and old):
+        return None
+    fig = NAMED_FIGURES[name]
+    if calls:
+        label = f"GPU {fmt_bytes(value)} in calls"
+    else:
+        label = f"GPU {fmt_bytes(value)} {fig.short if compact else fig.words}"
+    if compare:
+        forms = _change(value, old, False, noise or NOISE, run_peak)
+        label += next(form for form in forms if form.startswith(" ("))
+    return label
+
+
+def gpu_shown(stats: LineStats, figure: str, *, calls: bool = False) -> str | None:
+    """The GPU figure a label shows beside host figure ``figure`` (see :func:`gpu_part`)."""
+    name = gpu_figure(calls_figure(figure) if calls else figure)
+    if name is not None and not calls and figure_value(stats, name) <= 0 < stats.gpu_live_bytes:
+        return "gpu_live"
+    return name
 
 
 def _change(
@@ -190,8 +261,10 @@ _SAME = (", same as baseline", " (same)")
 
 
 def label_for_test(test: TestStats) -> str:
-    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B``."""
-    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}"
+    """A test's figures in one short label: ``test peak 12.1 MiB · leaked 0 B`` (`` · GPU peak
+    64.0 MiB`` after it for a test that used GPU memory)."""
+    gpu = f" · GPU peak {fmt_bytes(test.gpu_peak_bytes)}" if test.gpu_peak_bytes else ""
+    return f"test peak {fmt_bytes(test.peak_bytes)} · leaked {fmt_bytes(test.leaked_bytes)}{gpu}"
 
 
 def label_for_tests(tests: Sequence[TestStats]) -> str:
@@ -201,7 +274,11 @@ def label_for_tests(tests: Sequence[TestStats]) -> str:
         return label_for_test(tests[0])
     peak = max(t.peak_bytes for t in tests)
     leaked = max(t.leaked_bytes for t in tests)
-    return f"{len(tests)} tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}"
+    gpu_peak = max(t.gpu_peak_bytes for t in tests)
+    gpu = f" · GPU peak up to {fmt_bytes(gpu_peak)}" if gpu_peak else ""
+    return (
+        f"{len(tests)} tests: peak up to {fmt_bytes(peak)} · leaked up to {fmt_bytes(leaked)}{gpu}"
+    )
 
 
 def failure_text(failure: TestFailure) -> str:

@@ -22,6 +22,8 @@ from memlens.mapping import line_map
 from memlens.model import (
     FIGURES,
     FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
     FunctionStats,
     LineStats,
     Run,
@@ -76,7 +78,7 @@ class LineDiff:
     matched_by: str = MATCHED_BY_TEXT
 
     def figure(self, figure: str) -> Change:
-        """Both sides of one figure of :data:`memlens.model.FIGURES`."""
+        """Both sides of one figure of :data:`memlens.model.FIGURES` (or ``GPU_FIGURES``)."""
         return Change(
             self.a.figure(figure) if self.a else 0, self.b.figure(figure) if self.b else 0
         )
@@ -90,7 +92,9 @@ class LineDiff:
         return self.figure(figure).ratio
 
     def changes(self) -> dict[str, Change]:
-        return {f: self.figure(f) for f in FIGURES}
+        """Every figure's change; the GPU figures too when either side has some."""
+        gpu = any(st is not None and st.has_gpu() for st in (self.a, self.b))
+        return {f: self.figure(f) for f in (*FIGURES, *(GPU_FIGURES if gpu else ()))}
 
     @property
     def status(self) -> str:
@@ -122,7 +126,7 @@ class FunctionDiff:
     b: FunctionStats | None
 
     def figure(self, figure: str) -> Change:
-        if figure not in FUNCTION_FIGURES:
+        if figure not in FUNCTION_FIGURES and figure not in GPU_FUNCTION_FIGURES:
             raise KeyError(figure)
         return Change(
             int(getattr(self.a, figure)) if self.a else 0,
@@ -136,7 +140,14 @@ class FunctionDiff:
         return self.figure(figure).ratio
 
     def changes(self) -> dict[str, Change]:
-        return {f: self.figure(f) for f in FUNCTION_FIGURES}
+        """Every figure's change; the GPU figures too when either side has some."""
+        gpu = any(
+            fn is not None and any(getattr(fn, f) for f in GPU_FUNCTION_FIGURES)
+            for fn in (self.a, self.b)
+        )
+        return {
+            f: self.figure(f) for f in (*FUNCTION_FIGURES, *(GPU_FUNCTION_FIGURES if gpu else ()))
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,15 +172,18 @@ class RunDiff:
     info_b: RunInfo | None = None
 
     def totals(self) -> dict[str, Change]:
-        """Run totals: peak traced bytes and peak RSS."""
+        """Run totals: peak traced bytes and peak RSS; the GPU peak when either run has one."""
         if self.info_a is None or self.info_b is None:
             return {}
-        return {
+        out = {
             "peak_traced_bytes": Change(
                 self.info_a.peak_traced_bytes, self.info_b.peak_traced_bytes
             ),
             "peak_rss_bytes": Change(self.info_a.peak_rss_bytes, self.info_b.peak_rss_bytes),
         }
+        if self.info_a.gpu_peak_bytes or self.info_b.gpu_peak_bytes:
+            out["gpu_peak_bytes"] = Change(self.info_a.gpu_peak_bytes, self.info_b.gpu_peak_bytes)
+        return out
 
 
 def matching(a: SourceFile, b: SourceFile) -> tuple[dict[int, int], str]:
@@ -294,7 +308,7 @@ def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> d
     """The ``memlens diff --json`` document (documented in docs/file-format.md).
 
     With ``by`` (a figure both lines and functions have: ``alloc_bytes``, ``live_bytes``,
-    ``peak_bytes``), lines and functions are sorted by the absolute change of that figure and
+    ``peak_bytes``, and their ``gpu_`` counterparts), lines and functions are sorted by the absolute change of that figure and
     the first ``top`` of each are kept (None: all); without, every pair in file order.
     """
     lines: Sequence[LineDiff] = d.lines

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
+from memlens.model import (
+    DEVICE_FIGURES,
+    ERRORS,
+    FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
+    NATIVE,
+    FunctionStats,
+    GpuDeviceLine,
+    LineStats,
+    Run,
+    RunInfo,
+    SourceFile,
+)
 from memlens.runfile.header import tests_json
 from memlens.runfile.schema import MAGIC
 
@@ -17,18 +30,27 @@ from memlens.runfile.schema import MAGIC
 EXPORT_VERSION = 1
 
 
-def line_figures(stats: LineStats, mode: str) -> dict[str, int | float]:
+def has_gpu(info: RunInfo) -> bool:
+    """Whether the run recorded GPU memory: then its lines and functions carry GPU figures."""
+    return bool(info.gpus) or info.gpu_peak_bytes > 0
+
+
+def line_figures(stats: LineStats, mode: str, gpu: bool = False) -> dict[str, int | float]:
     """One line's figures under the export's names (with the native part of the self figures:
-    what C libraries allocated themselves); the error estimates in sampling mode."""
+    what C libraries allocated themselves); the error estimates in sampling mode; with
+    ``gpu`` (a run that recorded GPU memory) the GPU figures."""
     out: dict[str, int | float] = {f: getattr(stats, f) for f in (*FIGURES, *NATIVE)}
     if mode == "sampling":
         out.update((e, getattr(stats, e)) for e in ERRORS)
+    if gpu:
+        out.update((f, getattr(stats, f)) for f in GPU_FIGURES)
     return out
 
 
-def function_figures(fn: FunctionStats) -> dict[str, str | int]:
-    """One function's entry of the export: its name, lines and inclusive figures."""
-    return {
+def function_figures(fn: FunctionStats, gpu: bool = False) -> dict[str, str | int]:
+    """One function's entry of the export: its name, lines and inclusive figures (with
+    ``gpu``, its GPU figures too, as ``incl_gpu_*``)."""
+    out: dict[str, str | int] = {
         "qualname": fn.qualname,
         "first_line": fn.first_line,
         "last_line": fn.last_line,
@@ -37,6 +59,14 @@ def function_figures(fn: FunctionStats) -> dict[str, str | int]:
         "incl_live_bytes": fn.live_bytes,
         "incl_peak_bytes": fn.peak_bytes,
     }
+    if gpu:
+        out.update((f"incl_{f}", getattr(fn, f)) for f in GPU_FUNCTION_FIGURES)
+    return out
+
+
+def device_figures(each: tuple[GpuDeviceLine, ...]) -> list[dict[str, int]]:
+    """A line's GPU figures per device (runs that used several devices)."""
+    return [{"device": d.device, **{f: getattr(d, f) for f in DEVICE_FIGURES}} for d in each]
 
 
 def run_header(info: RunInfo) -> dict[str, Any]:
@@ -72,11 +102,23 @@ def run_header(info: RunInfo) -> dict[str, Any]:
             for p in info.processes
         ],
         "cell": info.cell.as_dict() if info.cell is not None else None,
+        "gpu_peak_bytes": info.gpu_peak_bytes,
+        "gpus": [g.as_dict() for g in info.gpus],
     }
 
 
 def to_json_dict(run: Run) -> dict[str, Any]:
     info = run.info
+    gpu = has_gpu(info)
+
+    def lines(sf: SourceFile) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for line, st in sorted(sf.lines.items()):
+            out[str(line)] = entry = dict[str, Any](line_figures(st, info.mode, gpu))
+            if line in sf.gpu_devices:
+                entry["gpu_devices"] = device_figures(sf.gpu_devices[line])
+        return out
+
     return {
         "format": MAGIC,
         "version": EXPORT_VERSION,
@@ -84,10 +126,8 @@ def to_json_dict(run: Run) -> dict[str, Any]:
         "files": {
             path: {
                 "sha256": sf.sha256,
-                "lines": {
-                    str(line): line_figures(st, info.mode) for line, st in sorted(sf.lines.items())
-                },
-                "functions": [function_figures(fn) for fn in sf.functions],
+                "lines": lines(sf),
+                "functions": [function_figures(fn, gpu) for fn in sf.functions],
             }
             for path, sf in run.files.items()
         },

@@ -25,7 +25,10 @@ from memlens.units import fmt_bytes
 Site = tuple[str, int]
 ROOT: Site = ("", 0)
 
-_NODE_FIELD = {name: NAMED_FIGURES[name].node for name in SELF_FIGURES}
+#: The call tree holds the process's own memory: GPU figures have no node figure.
+_NODE_FIELD = {
+    name: NAMED_FIGURES[name].node for name in SELF_FIGURES if not NAMED_FIGURES[name].device
+}
 
 
 @dataclass(frozen=True, slots=True)

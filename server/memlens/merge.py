@@ -13,7 +13,9 @@ The rule (docs/how-it-works.md, "Child processes"):
   line's live bytes at the processes' moments, summed over the processes alive then) and when
   the merged peak happened;
 - a process that left only a checkpoint (killed, crashed, still running) counts with what the
-  checkpoint held; one that left no run counts with nothing.
+  checkpoint held; one that left no run counts with nothing;
+- GPU memory (PyTorch CUDA) likewise per line and function; the run's GPU peak is the sum of
+  each process's own (processes usually use their own devices), and its devices are theirs.
 
 Standard library only; run after the program ended, so imports cost nothing it measures.
 """
@@ -27,14 +29,18 @@ from memlens.calltree import TreeBuilder
 from memlens.errors import RunFileError
 from memlens.layout import process_runs
 from memlens.model import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
     NATIVE,
     SUMS,
     CallTree,
     FunctionKey,
     FunctionStats,
+    GpuDeviceLine,
     LineStats,
     Moments,
     ProcessInfo,
@@ -47,7 +53,7 @@ from memlens.runfile import reader
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 #: Most points of a merged timeline (as the tracer's own timelines).
 MAX_TIMELINE_POINTS = 4096
@@ -76,6 +82,8 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
         peak_rss_bytes=max(peak_rss, *(r.info.peak_rss_bytes for r in runs)),
         processes=tuple(listed(p) for p in processes[:MAX_LISTED_PROCESSES]),
         peak_at_s=peak_at if len(runs) > 1 else root.info.peak_at_s,
+        gpu_peak_bytes=sum(r.info.gpu_peak_bytes for r in runs),
+        gpus=tuple(g for r in runs for g in r.info.gpus),
     )
     return Run(
         info=info,
@@ -114,7 +122,7 @@ def split_by_process(run_path: str, run: Run, limit: int = MAX_SPLIT_PROCESSES) 
                 continue
             lines = found.setdefault(path, {})
             for line, st in sf.lines.items():
-                if st.alloc_bytes or st.peak_bytes or st.live_bytes:
+                if st.alloc_bytes or st.peak_bytes or st.live_bytes or st.has_gpu():
                     lines.setdefault(line, []).append((process, st))
     return {
         path: {line: tuple(each) for line, each in lines.items() if len(each) > 1}
@@ -137,7 +145,9 @@ def listed(process: ProcessInfo) -> ProcessInfo:
 
 def add_lines(a: LineStats, b: LineStats) -> LineStats:
     """The figures of one line in two processes: sums (errors in quadrature)."""
-    sums: dict[str, float] = {f: getattr(a, f) + getattr(b, f) for f in (*FIGURES, *NATIVE)}
+    sums: dict[str, float] = {
+        f: getattr(a, f) + getattr(b, f) for f in (*FIGURES, *NATIVE, *GPU_FIGURES)
+    }
     sums.update((e, math.hypot(getattr(a, e), getattr(b, e))) for e in ERRORS)
     return LineStats(**sums)  # type: ignore[arg-type]  # figures are ints, errors floats
 
@@ -155,12 +165,45 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
             fn
             if mine_fn is None
             else replace(
-                mine_fn, **{f: getattr(mine_fn, f) + getattr(fn, f) for f in FUNCTION_FIGURES}
+                mine_fn,
+                **{
+                    f: getattr(mine_fn, f) + getattr(fn, f)
+                    for f in (*FUNCTION_FIGURES, *GPU_FUNCTION_FIGURES)
+                },
             )
         )
     # The recorded source is the first process's: the same file, read at its end.
     text, sha = (a.text, a.sha256) if a.text is not None else (b.text, b.sha256)
-    return SourceFile(a.path, sha, text, dict(sorted(lines.items())), tuple(functions.values()))
+    return SourceFile(
+        a.path,
+        sha,
+        text,
+        dict(sorted(lines.items())),
+        tuple(functions.values()),
+        gpu_devices=_merge_devices(a.gpu_devices, b.gpu_devices),
+    )
+
+
+def _merge_devices(
+    a: Mapping[int, tuple[GpuDeviceLine, ...]], b: Mapping[int, tuple[GpuDeviceLine, ...]]
+) -> dict[int, tuple[GpuDeviceLine, ...]]:
+    """Lines' GPU figures per device of two processes: summed per device index."""
+    out: dict[int, dict[int, GpuDeviceLine]] = {}
+    for split in (a, b):
+        for line, each in split.items():
+            devices = out.setdefault(line, {})
+            for d in each:
+                mine = devices.get(d.device)
+                devices[d.device] = (
+                    d
+                    if mine is None
+                    else replace(
+                        mine, **{f: getattr(mine, f) + getattr(d, f) for f in DEVICE_FIGURES}
+                    )
+                )
+    return {
+        line: tuple(v for _, v in sorted(devices.items())) for line, devices in sorted(out.items())
+    }
 
 
 def _merge_trees(trees: Sequence[CallTree]) -> CallTree:

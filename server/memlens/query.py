@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from memlens.calltree import CallTreeIndex
+from memlens.export import device_figures, has_gpu, run_header
 from memlens.export import function_figures as function_export
 from memlens.export import line_figures as line_export
-from memlens.export import run_header
 from memlens.model import FUNCTION_FIGURES, NAMED_FIGURES, FunctionStats, Run, SourceFile
 from memlens.moment import Moment, run_at
 from memlens.report import top_lines as ranked_lines
@@ -106,20 +106,23 @@ def _function_of(tree: CallTreeIndex, sf: SourceFile, line: int) -> str | None:
 
 
 def _line_entry(run: Run, tree: CallTreeIndex, sf: SourceFile, line: int) -> dict[str, Any]:
-    return {
+    entry: dict[str, Any] = {
         "path": sf.path,
         "line": line,
         "code": _code(sf, line),
         "function": _function_of(tree, sf, line),
-        **line_export(sf.lines[line], run.info.mode),
+        **line_export(sf.lines[line], run.info.mode, has_gpu(run.info)),
     }
+    if line in sf.gpu_devices:
+        entry["gpu_devices"] = device_figures(sf.gpu_devices[line])
+    return entry
 
 
 def top_lines(
     run: Run, by: str = "peak", limit: int | None = 20, include_library: bool = False
 ) -> list[dict[str, Any]]:
-    """The lines with the largest self figure ``by`` (peak, alloc or live), largest first;
-    lines with 0 are left out. ``limit`` None: all."""
+    """The lines with the largest self figure ``by`` (peak, alloc, live or a GPU figure),
+    largest first; lines with 0 are left out. ``limit`` None: all."""
     keep = None if include_library else (lambda path: not is_library_path(path))
     rows = ranked_lines(run, by, limit, keep=keep)
     tree = CallTreeIndex(run.call_tree)
@@ -199,7 +202,7 @@ def function_figures(
         own = [
             n for n in nodes.get((path, fn.qualname), ()) if fn.first_line <= n.line <= fn.last_line
         ]
-        entry: dict[str, Any] = {"path": path, **function_export(fn)}
+        entry: dict[str, Any] = {"path": path, **function_export(fn, has_gpu(run.info))}
         entry.update((f, sum(getattr(n, f) for n in own)) for f in FUNCTION_FIGURES)
         out.append(entry)
     return out

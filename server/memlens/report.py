@@ -20,7 +20,7 @@ from memlens import growth
 from memlens.annotate import figure_text, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
-from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo
+from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo, gpu_figure
 from memlens.moment import Moment, run_at
 from memlens.units import fmt_bytes, fmt_count
 
@@ -57,8 +57,10 @@ def top_lines(
 ) -> list[TopRow]:
     """The ``n`` lines (None: all) with the largest ``by`` figure (self), largest first; lines
     with 0 are left out, and so are files for which ``keep`` says False."""
-    attr = NAMED_FIGURES[by].line
-    peak = run.info.peak_traced_bytes or 1
+    fig = NAMED_FIGURES[by]
+    attr = fig.line
+    gpu = bool(fig.device)
+    peak = (run.info.gpu_peak_bytes if gpu else run.info.peak_traced_bytes) or 1
     rows: list[tuple[int, str, int, LineStats]] = []
     for file, sf in run.files.items():
         if keep is not None and not keep(file):
@@ -78,7 +80,7 @@ def top_lines(
                 line=line,
                 value=value,
                 stats=st,
-                share_of_peak=st.peak_bytes / peak,
+                share_of_peak=(st.gpu_peak_bytes if gpu else st.peak_bytes) / peak,
                 source=src[line - 1].strip() if 0 < line <= len(src) else "",
                 growth=growth.short(growth.line_verdict(run, file, line))
                 if by == "live" and run.moments
@@ -88,14 +90,17 @@ def top_lines(
     return out
 
 
-def leak_lines(run: Run, shown: Sequence[TopRow], n: int | None = 10) -> list[TopRow]:
+def leak_lines(
+    run: Run, shown: Sequence[TopRow], n: int | None = 10, live_by: str = "live"
+) -> list[TopRow]:
     """The lines that held the most at exit, when the ``shown`` rows miss some of them.
 
     A table ranked by peak or allocations can leave out a line that allocated after the
     peak and kept it to the end (its peak figure is 0): the report lists the ``n`` lines that
-    held the most at exit. Empty when ``shown`` has all of them already.
+    held the most at exit (``live_by``: ``gpu_live`` for GPU memory). Empty when ``shown`` has
+    all of them already.
     """
-    live = top_lines(run, "live", n)
+    live = top_lines(run, live_by, n)
     seen = {(r.file, r.line) for r in shown}
     return [] if all((r.file, r.line) in seen for r in live) else live
 
@@ -160,7 +165,12 @@ def listing(
 
 
 def _shown(st: LineStats, by: str) -> bool:
-    return st.figure(NAMED_FIGURES[by].line) > 0 or st.alloc_bytes > 0
+    return (
+        st.figure(NAMED_FIGURES[by].line) > 0
+        or st.alloc_bytes > 0
+        or st.gpu_alloc_bytes > 0
+        or st.gpu_live_bytes > 0
+    )
 
 
 NOT_RECORDED = "not recorded"
@@ -190,10 +200,27 @@ def summary_line(run: Run) -> str:
     state = "" if info.complete else " · INCOMPLETE (the program did not finish)"
     if info.attached:
         state += " · attached: what the process allocated before is not counted"
+    host = f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
+    if info.gpus and info.mode == "imported" and not info.peak_traced_bytes:
+        host = ""  # a GPU snapshot: no host memory was recorded
     return (
-        f"peak {fmt_bytes(info.peak_traced_bytes)} traced · peak RSS {rss_text(info)} · "
-        f"{duration_text(info)} · {printable(mode)}{processes_text(info)}{state}"
+        f"{host}{gpu_text(info)}{duration_text(info)} · {printable(mode)}"
+        f"{processes_text(info)}{state}"
     )
+
+
+def gpu_text(info: RunInfo) -> str:
+    """``GPU peak 306.1 MiB · `` for a run that recorded GPU memory (with its devices when
+    there are several, and a note when the history misses its start); "" otherwise."""
+    if not info.gpus and not info.gpu_peak_bytes:
+        return ""
+    text = f"GPU peak {fmt_bytes(info.gpu_peak_bytes)}"
+    if len(info.gpus) > 1:
+        text += " (" + ", ".join(f"cuda:{g.device} {fmt_bytes(g.peak_bytes)}" for g in info.gpus)
+        text += ")"
+    if any(not g.complete for g in info.gpus):
+        text += " (the GPU history misses its start: allocations before it are not counted)"
+    return text + " · "
 
 
 def processes_text(info: RunInfo) -> str:
@@ -227,17 +254,32 @@ def _leaks_title(run: Run) -> str:
     return LEAKS_TITLE_ATTACHED if run.info.attached else LEAKS_TITLE
 
 
+#: Headings of the GPU tables (PyTorch's CUDA memory), and of their second table.
+GPU_TITLE = "GPU memory (PyTorch CUDA):"
+GPU_LEAKS_TITLE = "GPU memory live at exit (still allocated when the program ended):"
+
+
+def _live(by: str) -> str:
+    """The live-at-exit figure of the kind of memory ``by`` ranks (host or GPU)."""
+    return "gpu_live" if NAMED_FIGURES[by].device else "live"
+
+
 def _columns(by: str, at: Moment | None = None, growth: bool = False) -> tuple[str, ...]:
     if at is not None:
         return _AT_COLUMNS
-    columns = [c for c in _COLUMNS if not (c == "live" and by == "live")]
+    columns = [c for c in _COLUMNS if not (c == "live" and by == _live(by))]
     if by == "live" and growth:
         columns.insert(columns.index("{by}") + 1, "growth")
     return tuple(columns)
 
 
 def _headers(by: str, at: Moment | None = None, growth: bool = False) -> list[str]:
-    titles = {"{by}": NAMED_FIGURES[by].title, "live": NAMED_FIGURES["live"].title}
+    gpu = "GPU " if NAMED_FIGURES[by].device else ""
+    titles = {
+        "{by}": NAMED_FIGURES[by].title,
+        "live": NAMED_FIGURES[_live(by)].title,
+        "share of peak": f"share of {gpu}peak",
+    }
     if at is not None:
         titles["{by}"] = at.words
     return [titles.get(c, c) for c in _columns(by, at, growth)]
@@ -247,14 +289,16 @@ def _cells(
     row: TopRow, by: str, sampled: bool, at: Moment | None = None, growth: bool = False
 ) -> tuple[str, ...]:
     """A row of a table; a sampling run's figures are estimates, shown with ``~`` (and their
-    standard error where the run has one), as the labels show them."""
+    standard error where the run has one), as the labels show them (GPU figures are exact)."""
+    gpu = bool(NAMED_FIGURES[by].device)
     values = {
         "#": str(row.rank),
         "line": f"{display_path(row.file)}:{row.line}",
         "{by}": figure_text(row.stats, by),
-        "allocs": ("~" if sampled else "") + fmt_count(row.stats.alloc_count),
+        "allocs": ("~" if sampled and not gpu else "")
+        + fmt_count(row.stats.gpu_alloc_count if gpu else row.stats.alloc_count),
         "share of peak": f"{row.share_of_peak:.0%}",
-        "live": figure_text(row.stats, "live"),
+        "live": figure_text(row.stats, "gpu_live" if gpu else "live"),
         "share of traced": f"{row.value / at.traced_bytes:.0%}" if at and at.traced_bytes else "",
         "growth": row.growth,
         "code": row.source[:60],
@@ -278,20 +322,32 @@ def render(
     Unless the table is ranked by live memory, lines that still held memory at exit and
     are not in it follow in a second table (:func:`leak_lines`). ``top`` None: every line;
     otherwise the listing labels the file's ``top`` lines with the largest figure too.
-    ``at``: the report of one moment instead (``memlens show --at``): each line's live bytes
-    then, and their share of what was traced then.
+    A run that recorded GPU memory gets the same tables for it, ranked by its GPU counterpart
+    of ``by`` (``gpu_peak`` for ``peak``), after the host ones. ``at``: the report of one
+    moment instead (``memlens show --at``): each line's live bytes then, and their share of
+    what was traced then (host memory: no GPU tables).
     """
+    tables: list[tuple[str, Sequence[TopRow], str]] = []
     if at is not None:
         summary = f"{summary_line(run)}\nmemlens: at {at.describe()}"
         run, by = run_at(run, at), "live"
+        tables.append((by, top_lines(run, by, top), ""))
     else:
         summary = summary_line(run)
-    tables = [(by, top_lines(run, by, top))]
-    if by != "live":
-        leaks = leak_lines(run, tables[0][1], top)
-        if leaks:
-            tables.append(("live", leaks))
-    first = tables[0][1] or tables[-1][1]
+        ranks = [by]
+        if not NAMED_FIGURES[by].device and (run.info.gpus or run.info.gpu_peak_bytes):
+            ranks.append(gpu_figure(by) or "gpu_peak")
+        for rank in ranks:
+            rows = top_lines(run, rank, top)
+            gpu = bool(NAMED_FIGURES[rank].device)
+            tables.append((rank, rows, GPU_TITLE if gpu else ""))
+            if rank != _live(rank):
+                leaks = leak_lines(run, rows, top, _live(rank))
+                if leaks:
+                    title = GPU_LEAKS_TITLE if gpu else _leaks_title(run)
+                    tables.append((_live(rank), leaks, title))
+        tables = [t for t in tables if t[1] or t[0] == by]
+    first = next((rows for _, rows, _ in tables if rows), [])
     target = file or (first[0].file if first else None)
     use_rich = out.isatty() if rich_output is None else rich_output
     view = _View(summary, at, bool(run.moments) and at is None, top)
@@ -301,7 +357,7 @@ def render(
         _render_plain(run, tables, target, by, out, show_listing, view)
 
 
-Tables = Sequence[tuple[str, Sequence[TopRow]]]
+Tables = Sequence[tuple[str, Sequence[TopRow], str]]
 
 
 def share_note(run: Run, rows: Sequence[TopRow]) -> str | None:
@@ -317,6 +373,13 @@ def share_note(run: Run, rows: Sequence[TopRow]) -> str | None:
 
 NOTHING = "no allocations were attributed to any line"
 NOTHING_AT = "no line held memory at this moment"
+NO_GPU = "the run recorded no GPU memory (PyTorch CUDA)"
+
+
+def _nothing(run: Run, by: str) -> str:
+    """What the report says when no line has figures to rank by ``by``."""
+    gpu_asked = bool(NAMED_FIGURES[by].device)
+    return NO_GPU if gpu_asked and not (run.info.gpus or run.info.gpu_peak_bytes) else NOTHING
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,9 +391,8 @@ class _View:
     growth: bool  # the live tables say the leak rule's word on each line
     top: int | None  # the listing labels this many lines (None: all)
 
-    @property
-    def nothing(self) -> str:
-        return NOTHING_AT if self.at is not None else NOTHING
+    def nothing(self, run: Run, by: str) -> str:
+        return NOTHING_AT if self.at is not None else _nothing(run, by)
 
     @property
     def words(self) -> str | None:
@@ -341,13 +403,15 @@ def _render_plain(
     run: Run, tables: Tables, target: str | None, by: str, out: TextIO, show: bool, view: _View
 ) -> None:
     print(f"memlens: {view.summary}", file=out)
-    if not any(rows for _, rows in tables):
-        print(f"memlens: {view.nothing}", file=out)
+    if not any(rows for _, rows, _ in tables):
+        print(f"memlens: {view.nothing(run, by)}", file=out)
         return
-    for i, (rank_by, rows) in enumerate(tables):
+    for rank_by, rows, title in tables:
+        if not rows:
+            continue
         print(file=out)
-        if i:
-            print(_leaks_title(run), file=out)
+        if title:
+            print(title, file=out)
         columns = _columns(rank_by, view.at, view.growth)
         sampled = run.info.mode == "sampling"
         table = [
@@ -382,12 +446,14 @@ def _render_rich(
 ) -> None:
     console = Console(file=out)
     console.print(Text("memlens", style="bold") + Text(f": {view.summary}"))
-    if not any(rows for _, rows in tables):
-        console.print(Text(view.nothing))
+    if not any(rows for _, rows, _ in tables):
+        console.print(Text(view.nothing(run, by)))
         return
-    for i, (rank_by, rows) in enumerate(tables):
-        if i:
-            console.print(Text(f"\n{_leaks_title(run)}", style="bold"))
+    for i, (rank_by, rows, title) in enumerate(tables):
+        if not rows:
+            continue
+        if title:
+            console.print(Text(f"\n{title}" if i else title, style="bold"))
         columns = _columns(rank_by, view.at, view.growth)
         table = Table(show_edge=False, header_style="bold")
         sampled = run.info.mode == "sampling"

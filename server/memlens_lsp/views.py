@@ -17,8 +17,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from memlens import growth
-from memlens.annotate import HINT_WIDTH, change_kind, figure_value, line_label
-from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
+from memlens.annotate import (
+    HINT_WIDTH,
+    change_kind,
+    figure_value,
+    fit,
+    gpu_part,
+    gpu_shown,
+    line_label,
+)
+from memlens.model import (
+    GPU_SELF_FIGURES,
+    NAMED_FIGURES,
+    SELF_FIGURES,
+    FunctionStats,
+    GpuDeviceLine,
+    LineStats,
+    calls_figure,
+)
 from memlens.moment import Moment, seconds, series
 from memlens.store import run_kind
 from memlens.timeline import sparkline
@@ -65,14 +81,67 @@ class DiagnosticItem:
 
 
 # -- inlay hints --------------------------------------------------------------------------
-def is_call_site(stats: LineStats, settings: Settings) -> bool:
-    """Whether the line shows what its callees hold: its own figure is small (under a tenth)
-    next to its inclusive one, which is significant (``inlayHints.callMinBytes``)."""
-    if not settings.call_hints or NAMED_FIGURES[settings.figure].inclusive:
+def is_call_site(stats: LineStats, settings: Settings, figure: str | None = None) -> bool:
+    """Whether the line shows what its callees hold: its own figure (``figure``, by default
+    the settings') is small (under a tenth) next to its inclusive one, which is significant
+    (``inlayHints.callMinBytes``)."""
+    figure = figure or settings.figure
+    if not settings.call_hints or NAMED_FIGURES[figure].inclusive:
         return False
-    own = figure_value(stats, settings.figure)
-    incl = figure_value(stats, calls_figure(settings.figure))
+    own = figure_value(stats, figure)
+    incl = figure_value(stats, calls_figure(figure))
     return incl >= max(settings.min_bytes, settings.call_min_bytes) and own * 10 < incl
+
+
+def _significant(value: int, old: int, settings: Settings, total: int, floor: int) -> bool:
+    """Whether a figure (or its baseline's) reaches the hint thresholds: at least ``floor``
+    bytes and ``inlayHints.minShare`` of ``total``, the run's peak of that kind of memory."""
+    biggest = max(value, old)
+    if biggest <= 0 or biggest < floor:
+        return False
+    return not (settings.min_share > 0 and total > 0 and biggest / total < settings.min_share)
+
+
+def hint_figure(
+    stats: LineStats,
+    base: LineStats | None,
+    settings: Settings,
+    totals: tuple[int, int],
+    compare: bool,
+    *,
+    text: str | None = None,
+) -> tuple[str | None, str | None, bool]:
+    """Which figures a line's hint shows: (the settings' figure or its call-site counterpart,
+    when significant; the GPU figure beside it, when significant; whether that GPU figure is
+    the call site's). ``totals`` are the run's peaks: (traced, GPU).
+
+    ``text`` is the line's source: a decorator line gets no hint (what it allocates is the
+    decoration, made once at import), an import line one from ``inlayHints.importMinBytes``."""
+    floor = settings.min_bytes
+    if text is not None:
+        if is_decorator(text):
+            return None, None, False
+        if _IMPORT.match(text):
+            floor = max(floor, settings.import_min_bytes)
+    compare = compare and base is not None
+    fig = NAMED_FIGURES[settings.figure]
+    calls = is_call_site(stats, settings)
+    host: str | None = calls_figure(settings.figure) if calls else settings.figure
+    assert host is not None
+    old = figure_value(base, host) if compare and base is not None else 0
+    if not _significant(figure_value(stats, host), old, settings, totals[bool(fig.device)], floor):
+        host = None
+    gpu, gpu_calls = None, False
+    if not fig.device and (stats.has_gpu() or (compare and base is not None and base.has_gpu())):
+        counterpart = gpu_shown(stats, settings.figure)
+        if counterpart is not None:
+            gpu_calls = is_call_site(stats, settings, counterpart)
+            gpu = gpu_shown(stats, settings.figure, calls=gpu_calls)
+        if gpu is not None:
+            old = figure_value(base, gpu) if compare and base is not None else 0
+            if not _significant(figure_value(stats, gpu), old, settings, totals[1], floor):
+                gpu = None
+    return host, gpu, gpu_calls
 
 
 def hint_label(
@@ -81,43 +150,48 @@ def hint_label(
     settings: Settings,
     peak_total: int,
     compare: bool,
+    gpu_total: int = 0,
     *,
     edited: bool = False,
     text: str | None = None,
 ) -> str | None:
-    """The hint of a line, or None when its figure is below the thresholds.
-
-    ``text`` is the line's source: a decorator line gets no hint (what it allocates is the
-    decoration, made once at import), an import line one from ``inlayHints.importMinBytes``.
-    ``edited``: ``base`` is the figure of the baseline's line this one replaced in place.
-    Labels fit VS Code's default hint width (:data:`memlens.annotate.HINT_WIDTH`)."""
-    calls = is_call_site(stats, settings)
-    figure = calls_figure(settings.figure) if calls else settings.figure
-    value = figure_value(stats, figure)
-    old = figure_value(base, figure) if (compare and base is not None) else 0
-    biggest = max(value, old)
-    floor = settings.min_bytes
-    if text is not None:
-        if is_decorator(text):
-            return None
-        if _IMPORT.match(text):
-            floor = max(floor, settings.import_min_bytes)
-    if biggest <= 0 or biggest < floor:
-        return None
-    if settings.min_share > 0 and peak_total > 0 and biggest / peak_total < settings.min_share:
-        return None
-    return line_label(
-        stats,
-        settings.figure,
-        base,
-        compare=compare,
-        calls=calls,
-        compact=settings.hint_style == "compact",
-        edited=edited,
-        noise=settings.noise,
-        run_peak=peak_total,
-        width=HINT_WIDTH,
-    )
+    """The hint of a line, or None when its figures are below the thresholds
+    (:func:`hint_figure`). A line that holds GPU memory shows it after its host figure
+    (``12.0 KiB at peak · GPU 64.0 MiB at peak``), alone when the host figure is below the
+    thresholds (``GPU 64.0 MiB at peak``). ``edited``: ``base`` is the figure of the
+    baseline's line this one replaced in place. Labels fit VS Code's default hint width
+    (:data:`memlens.annotate.HINT_WIDTH`)."""
+    totals = (peak_total, gpu_total)
+    host, gpu, gpu_calls = hint_figure(stats, base, settings, totals, compare, text=text)
+    compact = settings.hint_style == "compact"
+    if host is not None:
+        return line_label(
+            stats,
+            settings.figure,
+            base,
+            compare=compare,
+            calls=host != settings.figure,
+            compact=compact,
+            edited=edited,
+            noise=settings.noise,
+            run_peak=peak_total,
+            width=HINT_WIDTH,
+            gpu=gpu is not None,
+            gpu_calls=gpu_calls,
+        )
+    if gpu is not None:
+        label = gpu_part(
+            stats,
+            settings.figure,
+            base,
+            compare=compare,
+            calls=gpu_calls,
+            compact=compact,
+            noise=settings.noise,
+            run_peak=gpu_total,
+        )
+        return None if label is None else fit((label,), width=HINT_WIDTH)
+    return None
 
 
 def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> str | None:
@@ -183,6 +257,7 @@ def hint_items(
     at = view.run.moment(moment)
     compare = comparing(view, settings, has_baseline) and at is None
     peak_total = view.run.run.info.peak_traced_bytes
+    gpu_total = view.run.run.info.gpu_peak_bytes
     lines = view.lines if at is None else view.lines_at(at)
     text = view.text_lines or ()
     out: list[HintItem] = []
@@ -207,7 +282,14 @@ def hint_items(
             base, edited = baseline_of(view, rec) if compare else (None, False)
             source = text[rec - 1] if 0 < rec <= len(text) else None
             label = memo[rec] = hint_label(
-                lines[rec], base, settings, peak_total, compare, edited=edited, text=source
+                lines[rec],
+                base,
+                settings,
+                peak_total,
+                compare,
+                gpu_total,
+                edited=edited,
+                text=source,
             )
         if label is not None:
             out.append(HintItem(buffer_line - 1, label, rec))
@@ -253,25 +335,27 @@ def line_changes(
         return []
     out: list[ChangeItem] = []
     peak_total = view.run.run.info.peak_traced_bytes
+    totals = (peak_total, view.run.run.info.gpu_peak_bytes)
     noise = settings.noise
     text = view.text_lines or ()
     for rec, stats in view.lines.items():
         line = mapping.buffer_line(rec)
         if line is None or not 1 <= line <= buffer_size:
             continue
-        base, edited = baseline_of(view, rec)
+        base, _edited = baseline_of(view, rec)
         source = text[rec - 1] if 0 < rec <= len(text) else None
-        if hint_label(stats, base, settings, peak_total, True, edited=edited, text=source) is None:
+        host, gpu, _gpu_calls = hint_figure(stats, base, settings, totals, True, text=source)
+        figure = host or gpu  # the figure the hint leads with
+        if figure is None:
             continue
-        calls = is_call_site(stats, settings)
-        figure = calls_figure(settings.figure) if calls else settings.figure
+        total = totals[bool(NAMED_FIGURES[figure].device)]
         value = figure_value(stats, figure)
         old = figure_value(base, figure) if base is not None else None
-        kind = change_kind(value, old, noise, peak_total)
+        kind = change_kind(value, old, noise, total)
         delta = value - (old or 0)
-        if kind == "same" or (kind == "new" and not noise.real(value, 0, peak_total)):
+        if kind == "same" or (kind == "new" and not noise.real(value, 0, total)):
             continue
-        out.append(ChangeItem(line - 1, kind, delta, change_level(delta, peak_total)))
+        out.append(ChangeItem(line - 1, kind, delta, change_level(delta, total)))
     out.sort(key=lambda c: c.line)
     return out
 
@@ -394,11 +478,17 @@ def _baseline_rows(view: FileView, line: int, stats: LineStats, settings: Settin
             f"{fmt_bytes(base.alloc_bytes)}."
         )
         rows.append("")
-    rows.append(
+    text = (
         f"vs baseline: peak {_delta(stats.peak_bytes, base.peak_bytes)} · "
         f"allocated {_delta(stats.alloc_bytes, base.alloc_bytes)} · "
         f"live {_delta(stats.live_bytes, base.live_bytes)}"
     )
+    if stats.has_gpu() or base.has_gpu():
+        text += (
+            f" · GPU peak {_delta(stats.gpu_peak_bytes, base.gpu_peak_bytes)} · "
+            f"GPU live {_delta(stats.gpu_live_bytes, base.gpu_live_bytes)}"
+        )
+    rows.append(text)
     figure = calls_figure(settings.figure) if is_call_site(stats, settings) else settings.figure
     value, old = figure_value(stats, figure), figure_value(base, figure)
     if value != old and not settings.noise.real(value, old, view.run.run.info.peak_traced_bytes):
@@ -467,6 +557,7 @@ def hover_markdown(
     rows = [
         (f.title, stats.figure(f.line), stats.figure(f.incl))
         for f in (NAMED_FIGURES[name] for name in SELF_FIGURES)
+        if not f.device
     ]
     out = [f"**memlens** · {lead}", ""]
     if at is not None:
@@ -501,11 +592,17 @@ def hover_markdown(
             "libxml2) while this line ran."
         )
         out.append("")
+    if stats.has_gpu():
+        out.extend(_gpu_table(stats))
+        out.extend(_device_table(view.source.gpu_devices.get(line, ())))
     facts = []
     if stats.alloc_count:
         facts.append(f"Average size {fmt_bytes(stats.alloc_bytes / stats.alloc_count)}")
     if info.peak_traced_bytes > 0:
         facts.append(f"{stats.peak_bytes / info.peak_traced_bytes * 100:.1f}% of the run's peak")
+    if info.gpu_peak_bytes > 0 and stats.gpu_peak_bytes > 0:
+        share = stats.gpu_peak_bytes / info.gpu_peak_bytes * 100
+        facts.append(f"{share:.1f}% of the run's GPU peak")
     if facts:
         out.append(" · ".join(facts))
         out.append("")
@@ -576,6 +673,34 @@ def over_the_run(view: FileView, line: int) -> str | None:
     return f"Live over the run: `{sparkline(points)}` {peak}, {fmt_bytes(end)} at exit"
 
 
+def _gpu_table(stats: LineStats) -> list[str]:
+    """The hover's table of a line's GPU memory (PyTorch CUDA), self and incl. calls."""
+    out = ["| GPU memory | self | incl. calls |", "|:--|--:|--:|"]
+    for name in GPU_SELF_FIGURES:
+        f = NAMED_FIGURES[name]
+        title = f.title.removeprefix("GPU ")
+        out.append(
+            f"| {title} | {fmt_bytes(stats.figure(f.line))} | {fmt_bytes(stats.figure(f.incl))} |"
+        )
+    out.append(f"| allocations | {fmt_count(stats.gpu_alloc_count)} | |")
+    out.append("")
+    return out
+
+
+def _device_table(each: Sequence[GpuDeviceLine]) -> list[str]:
+    """A line's GPU memory per device (runs that used several GPUs)."""
+    if not each:
+        return []
+    out = ["By GPU:", "", "| device | peak | allocated | live at exit |", "|:--|--:|--:|--:|"]
+    out.extend(
+        f"| cuda:{d.device} | {fmt_bytes(d.peak_bytes)} | {fmt_bytes(d.alloc_bytes)} "
+        f"| {fmt_bytes(d.live_bytes)} |"
+        for d in each
+    )
+    out.append("")
+    return out
+
+
 # -- scopes --------------------------------------------------------------------------------
 _IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
 
@@ -638,16 +763,22 @@ def function_lenses(
         return out
     noise, peak_total = settings.noise, view.run.run.info.peak_traced_bytes
     for fn in view.source.functions:
-        if max(fn.peak_bytes, fn.alloc_bytes) < threshold or not is_function(view, fn):
+        biggest = max(fn.peak_bytes, fn.alloc_bytes, fn.gpu_peak_bytes, fn.gpu_alloc_bytes)
+        if biggest < threshold or not is_function(view, fn):
             continue
         if fn.first_line in skip:
             continue
         line = mapping.buffer_line(fn.first_line)
         if line is None or not 1 <= line <= buffer_size:
             continue
+        base = base_fns.get(fn.qualname)
+        gpu = _gpu_lens(fn, base) if fn.gpu_peak_bytes or fn.gpu_alloc_bytes else ""
+        if gpu and not (fn.peak_bytes or fn.alloc_bytes):
+            # GPU memory only (an imported GPU snapshot): no "0 B at peak" before it.
+            out.append(LensItem(line - 1, f"memlens: {gpu}, incl. calls"))
+            continue
         title = f"memlens: {fmt_bytes(fn.peak_bytes)} at peak"
         if compare:
-            base = base_fns.get(fn.qualname)
             if base is None:
                 title += " (new since baseline)"
             elif not noise.real(fn.peak_bytes, base.peak_bytes, peak_total):
@@ -655,7 +786,7 @@ def function_lenses(
             else:
                 title += f" ({fmt_delta_bytes(fn.peak_bytes - base.peak_bytes)} vs baseline)"
         title += f" · {fmt_bytes(fn.alloc_bytes)} allocated, incl. calls"
-        out.append(LensItem(line - 1, title))
+        out.append(LensItem(line - 1, f"{title} · {gpu}" if gpu else title))
     out.sort(key=lambda item: item.line)
     return out
 
@@ -693,6 +824,15 @@ def _peak_elsewhere(view: FileView, settings: Settings) -> LensItem | None:
         f"other code ran (imports, or before or after these lines) · {fmt_bytes(allocated)} "
         "allocated here (inlayHints.figure alloc shows where)",
     )
+
+
+def _gpu_lens(fn: FunctionStats, base: FunctionStats | None) -> str:
+    """The GPU part of a function's lens: ``GPU 274.1 MiB at peak (+16.0 MiB vs baseline) ·
+    1.6 GiB allocated`` (the change only when the baseline has the function)."""
+    text = f"GPU {fmt_bytes(fn.gpu_peak_bytes)} at peak"
+    if base is not None and base.gpu_peak_bytes != fn.gpu_peak_bytes:
+        text += f" ({fmt_delta_bytes(fn.gpu_peak_bytes - base.gpu_peak_bytes)} vs baseline)"
+    return text + f" · {fmt_bytes(fn.gpu_alloc_bytes)} allocated"
 
 
 def main_block_lenses(uri: str, lines: Sequence[str]) -> list[LensItem]:
@@ -747,6 +887,7 @@ def run_summary(run: RunData | None) -> dict[str, Any] | None:
         "mode": info.mode,
         "kind": run_kind(info),
         "checkpoint": info.checkpoint,
+        "gpu_peak_bytes": info.gpu_peak_bytes,
     }
 
 

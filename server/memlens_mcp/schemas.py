@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from memlens.model import ERRORS, FIGURES, FUNCTION_FIGURES, SELF_FIGURES
+from memlens.model import (
+    DEVICE_FIGURES,
+    ERRORS,
+    FIGURES,
+    FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
+    SELF_FIGURES,
+)
 
 
 class ToolSchema(NamedTuple):
@@ -36,7 +44,8 @@ _BY_ARG = {
     "enum": list(SELF_FIGURES),
     "default": "peak",
     "description": "The figure that ranks: peak (held at the run's peak), alloc (allocated "
-    "over the run) or live (still held at exit).",
+    "over the run) or live (still held at exit); gpu_peak, gpu_alloc, gpu_live: the same of "
+    "GPU memory (PyTorch CUDA, runs that recorded it).",
 }
 _LIMIT_ARG = {
     "type": "integer",
@@ -69,6 +78,15 @@ _RUN_REF = {
 _FIGURE_PROPS: dict[str, Any] = {
     **{f: {"type": "integer"} for f in FIGURES},
     **{e: {"type": "number"} for e in ERRORS},
+    # Runs that recorded GPU memory (PyTorch CUDA) only.
+    **{f: {"type": "integer"} for f in GPU_FIGURES},
+    "gpu_devices": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {k: {"type": "integer"} for k in ("device", *DEVICE_FIGURES)},
+        },
+    },
 }
 _LINE: dict[str, Any] = {
     "type": "object",
@@ -116,6 +134,7 @@ _SUMMARY = {
         "peak_rss_bytes": {"type": "integer"},
         "complete": {"type": "boolean"},
         "attached": {"type": "boolean"},
+        "gpu_peak_bytes": {"type": "integer"},
     },
     "required": ["id", "path", "command", "mode", "peak_traced_bytes", "complete"],
 }
@@ -243,7 +262,8 @@ TOOLS: tuple[ToolSchema, ...] = (
         "The source lines that used the most memory in a run, largest first, with every "
         "figure in bytes: peak_bytes (held when the program's traced memory peaked), "
         "alloc_bytes/alloc_count (allocated over the run), live_bytes/live_count (still held "
-        "at exit: a likely leak), and incl_* (including what the line called).",
+        "at exit: a likely leak), and incl_* (including what the line called); in runs that "
+        "recorded GPU memory (PyTorch CUDA), gpu_* figures of the same meaning.",
         _RANKING_ARGS,
         _output(
             {
@@ -320,6 +340,7 @@ TOOLS: tuple[ToolSchema, ...] = (
                                 for f in (
                                     *(f"incl_{f}" for f in FUNCTION_FIGURES),
                                     *FUNCTION_FIGURES,
+                                    *(f"incl_{f}" for f in GPU_FUNCTION_FIGURES),
                                 )
                             },
                         },

@@ -20,6 +20,7 @@ import pytest
 from memlens.model import CallNode, FunctionStats, LineStats, SourceFile, replace
 from memlens.report import render
 from memlens.runfile import reader, writer
+from memlens.runfile.schema import FORMAT_VERSION
 from memlens.store import Store
 from tests.hostile import (
     ESCAPES,
@@ -145,7 +146,8 @@ def test_bomb_runs_give_one_line_errors(tmp_path: Path) -> None:
         # SQLite's own length limit stops it while reading the schema (Python 3.11+); without
         # setlimit the schema check does, as for the small one.
         "default": "corrupt",
-        "small-default": "unexpected schema: table files is not as format version 2 defines it",
+        "small-default": "unexpected schema: table files is not as format version "
+        f"{FORMAT_VERSION} defines it",
         "trigger": "unexpected schema: trigger t",
     }
     for kind, path in bombs.items():

@@ -62,6 +62,8 @@ OWN_MEANING = {
     # memlens attach has no program output to keep stdout for
     ("attach", "--json"),
     ("attach", "--no-report"),
+    # a flow graph is of the call tree, which holds the process's own memory: no GPU figures
+    ("flow", "--by"),
 }
 
 

@@ -50,6 +50,7 @@ RUN_PATH = {
     "memlens.layout",
     "memlens.tracing",
     "memlens.tracing.child",
+    "memlens.tracing.cuda",
     "memlens.tracing.follow",
     "memlens.tracing.runner",
     "memlens.tracing.tracer",

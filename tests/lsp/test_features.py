@@ -384,6 +384,7 @@ async def test_run_loaded_notifications_at_start(
         "mode": "exact",
         "kind": "program",
         "checkpoint": False,
+        "gpu_peak_bytes": 0,
     }
     assert proj["baseline"]["id"] == "20261121-100000-1"
     assert proj["tests"] == {"run": None, "baseline": None, "problem": None}
@@ -477,7 +478,8 @@ async def test_settings_change_figure_and_compare(
         assert bad == [
             (
                 "memlens: bad settings: memlens.inlayHints.figure: expected one of peak, alloc, live, "
-                "incl_peak, incl_alloc, incl_live (got 'nonsense'); using the default 'peak'; "
+                "gpu_peak, gpu_alloc, gpu_live, incl_peak, incl_alloc, incl_live, incl_gpu_peak, "
+                "incl_gpu_alloc, incl_gpu_live (got 'nonsense'); using the default 'peak'; "
                 "memlens.inlayHints.minBytes: expected a whole number of bytes >= 0 (got -3); "
                 "using the default 1024"
             )

@@ -49,8 +49,9 @@ TOOL_ORDER = [
     "attach_process",
 ]
 TOOLS = set(TOOL_ORDER)
-#: What a server started without --allow-run lists: the tools it will answer.
-READ_ONLY_TOOLS = TOOLS - {"profile_script"}
+#: What a server started without --allow-run lists: the tools it will answer (no running or
+#: attaching).
+READ_ONLY_TOOLS = TOOLS - {"profile_script", "attach_process"}
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1_000_000
 
@@ -171,7 +172,9 @@ async def test_tools_and_resources_are_listed_with_schemas(tmp_path: Path) -> No
         assert tool.output_schema is not None
         assert tool.output_schema["type"] == "object"
     assert tools["line_figures"].input_schema["required"] == ["path"]
-    assert tools["top_lines"].input_schema["properties"]["by"]["enum"] == ["peak", "alloc", "live"]
+    assert tools["top_lines"].input_schema["properties"]["by"]["enum"] == [
+        "peak", "alloc", "live", "gpu_peak", "gpu_alloc", "gpu_live",
+    ]  # fmt: skip
     assert tools["top_lines"].annotations is not None
     assert tools["top_lines"].annotations.read_only_hint is True
     assert tools["profile_script"].annotations is not None
@@ -430,7 +433,11 @@ async def test_bad_arguments_are_one_line_tool_errors(tmp_path: Path) -> None:
             ("top_lines", {"limit": "10"}, "limit must be an integer, not a string"),
             ("top_lines", {"limit": 2.5}, "limit must be an integer, not a number"),
             ("top_lines", {"limit": True}, "limit must be an integer, not true or false"),
-            ("top_lines", {"by": "size"}, "by must be one of peak, alloc, live"),
+            (
+                "top_lines",
+                {"by": "size"},
+                "by must be one of peak, alloc, live, gpu_peak, gpu_alloc, gpu_live",
+            ),
             ("top_lines", {"by": 3}, "by must be a string, not an integer"),
             (
                 "top_lines",
@@ -679,3 +686,33 @@ def test_bad_start_up_options_are_one_line(tmp_path: Path) -> None:
     assert cli_error(tmp_path, "mcp", "--http", "--port", "70000") == (
         "memlens: --port must be between 0 and 65535"
     )
+
+
+TORCH_DATA = Path(__file__).resolve().parents[1] / "data" / "torch_cuda"
+
+
+async def test_gpu_figures_of_a_pytorch_snapshot(tmp_path: Path) -> None:
+    """An agent asks for the lines and functions that hold the most GPU memory of a real
+    PyTorch snapshot imported into the workspace (`by`: gpu_live, gpu_peak)."""
+    (tmp_path / "train.py").write_text((TORCH_DATA / "train.py").read_text())
+    snapshot = str(TORCH_DATA / "snapshot-python-stacks.pickle")
+    assert memlens("import", "torch-snapshot", snapshot, cwd=tmp_path).returncode == 0
+    async with connect(tmp_path) as client:
+        top = await ok(client, "top_lines", by="gpu_live", limit=3)
+        assert top["by"] == "gpu_live_bytes"
+        assert [(r["line"], r["gpu_live_bytes"], r["code"]) for r in top["lines"]] == [
+            (18, 67_149_824, "opt.step()"),
+            (17, 67_129_344, "loss.backward()"),
+            (
+                21,
+                67_108_864,
+                'cache[i] = torch.empty(2048, 2048, device="cuda")  # leak: 16 MiB every 4th step',
+            ),
+        ]
+        assert top["lines"][2]["function"] == "step"
+        fns = await ok(client, "function_figures", by="gpu_peak")
+        assert fns["by"] == "incl_gpu_peak_bytes"
+        (step,) = fns["functions"]
+        assert (step["qualname"], step["incl_gpu_peak_bytes"]) == ("step", 287_391_748)
+        runs = await ok(client, "list_runs")
+        assert [r["mode"] for r in runs["runs"]] == ["imported"]

@@ -248,7 +248,10 @@ def test_bad_gate_options_are_usage_errors(tmp_path: Path) -> None:
         ("increase=-5", 'increase: -5 is not a percentage (write it as "50%")'),
         ('compare="held"', "compare: unknown figure 'held' (use peak, alloc, leaks)"),
         ("compare=()", 'compare=(): name the figures, e.g. compare=("alloc", "leaks")'),
-        ("tolerance=5", "unknown keyword 'tolerance' (use peak=, leaks=, increase= and compare=)"),
+        (
+            "tolerance=5",
+            "unknown keyword 'tolerance' (use peak=, leaks=, gpu_peak=, increase= and compare=)",
+        ),
     ]
     for n, (marker, message) in enumerate(cases):
         (tmp_path / f"case{n}").mkdir()

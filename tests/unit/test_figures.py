@@ -16,12 +16,15 @@ from memlens.model import (
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_SELF_FIGURES,
     NAMED_FIGURES,
     SELF_FIGURES,
     CallNode,
     FunctionStats,
     LineStats,
     calls_figure,
+    gpu_figure,
     replace,
 )
 from memlens.query import function_figures
@@ -31,23 +34,31 @@ SERVER = Path(__file__).resolve().parents[2] / "server"
 
 
 def test_every_figure_names_real_attributes() -> None:
-    assert SELF_FIGURES == ("peak", "alloc", "live")
+    assert SELF_FIGURES == ("peak", "alloc", "live", "gpu_peak", "gpu_alloc", "gpu_live")
+    assert GPU_SELF_FIGURES == ("gpu_peak", "gpu_alloc", "gpu_live")
     assert list(NAMED_FIGURES) == [*SELF_FIGURES, *(f"incl_{n}" for n in SELF_FIGURES)]
     for name, fig in NAMED_FIGURES.items():
+        gpu = name.startswith(("gpu_", "incl_gpu_"))
         assert fig.name == name
-        assert fig.line in FIGURES
-        assert fig.incl in FIGURES
+        assert fig.line in (GPU_FIGURES if gpu else FIGURES)
+        assert fig.incl in (GPU_FIGURES if gpu else FIGURES)
         assert fig.node in FunctionStats.__slots__
-        assert fig.node in CallNode.__slots__
+        # The call tree holds the process's own memory: GPU figures have no node figure.
+        assert (fig.node in CallNode.__slots__) is not gpu
+        assert fig.device == ("GPU" if gpu else "")
         assert fig.title
         assert fig.words
         assert fig.short
+        assert gpu_figure(name) == (
+            name if gpu else name.replace("incl_", "incl_gpu_") if fig.inclusive else f"gpu_{name}"
+        )
         if fig.inclusive:
             assert fig.err == ""
             assert name.startswith("incl_")
             assert calls_figure(name) == name
         else:
-            assert fig.err in ERRORS
+            assert fig.err == ("" if gpu else fig.err)
+            assert gpu or fig.err in ERRORS
             assert fig.line == fig.node
             assert calls_figure(name) == f"incl_{name}"
             assert NAMED_FIGURES[calls_figure(name)].node == fig.node
@@ -57,7 +68,7 @@ def test_the_figure_mappings_are_written_once() -> None:
     """No module but the model spells out a figure name -> attribute mapping again: a dict
     literal keyed by figure names whose values are attribute names."""
     names = set(NAMED_FIGURES)
-    attributes = set(FIGURES) | set(ERRORS)
+    attributes = set(FIGURES) | set(ERRORS) | set(GPU_FIGURES)
     for path in sorted(SERVER.rglob("*.py")):
         if path.relative_to(SERVER).as_posix() == "memlens/model/figures.py":
             continue
@@ -93,25 +104,36 @@ def test_every_user_reads_the_table(name: str) -> None:
     names (values chosen so that every figure differs)."""
     fig = NAMED_FIGURES[name]
     stats = LineStats(1, 2, 3, 4, 5, 6, 7, 8, alloc_err=0.5, live_err=0.75, peak_err=1.25)
+    stats = replace(stats, **{f: 20 + i for i, f in enumerate(GPU_FIGURES)})
     assert figure_value(stats, name) == getattr(stats, fig.line)
     error = relative_error(stats, name)
-    assert error == (None if fig.inclusive else getattr(stats, fig.err) / getattr(stats, fig.line))
+    expected = None if not fig.err else getattr(stats, fig.err) / getattr(stats, fig.line)
+    assert error == expected
     exact = replace(stats, alloc_err=0.0, live_err=0.0, peak_err=0.0)
-    value = f"{getattr(stats, fig.line)} B"
-    assert line_label(exact, name).startswith(f"{value} {fig.words}")
-    assert line_label(exact, name, compact=True) == f"{value} {fig.short}"
+    value = f"{fig.device} {getattr(stats, fig.line)} B".lstrip()
+    assert line_label(exact, name, gpu=False).startswith(f"{value} {fig.words}")
+    assert line_label(exact, name, compact=True, gpu=False) == f"{value} {fig.short}"
     if fig.inclusive:
         return
     run = runs.sample_run()
     top = report.top_lines(run, name, None)
     assert [r.value for r in top] == sorted(
-        (getattr(st, fig.line) for sf in run.files.values() for st in sf.lines.values()),
+        (
+            v
+            for sf in run.files.values()
+            for st in sf.lines.values()
+            if (v := getattr(st, fig.line)) > 0
+        ),
         reverse=True,
     )
-    fns = function_figures(run, name)
-    assert [f[fig.node] for f in fns] == [
+    # A GPU figure of a function is inclusive only (the call tree holds host memory).
+    key = f"incl_{fig.node}" if fig.device else fig.node
+    fns = function_figures(replace(run, info=replace(run.info, gpu_peak_bytes=1)), name)
+    assert [f[key] for f in fns] == [
         getattr(fn, fig.node) for sf in run.files.values() for fn in sf.functions
     ]
+    if fig.device:
+        return  # flow graphs are of the call tree: host memory only (memlens flow --by)
     graph = flow_graph(run, name)
     assert graph.total == sum(getattr(n, fig.node) for n in run.call_tree)
 

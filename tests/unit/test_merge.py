@@ -10,7 +10,17 @@ import pytest
 
 from memlens.errors import RunFileError
 from memlens.merge import MAX_COMMAND_CHARS, MAX_MOMENTS, merge
-from memlens.model import CallNode, LineStats, Moments, ProcessInfo, Run, TimelinePoint, replace
+from memlens.model import (
+    CallNode,
+    GpuDevice,
+    GpuDeviceLine,
+    LineStats,
+    Moments,
+    ProcessInfo,
+    Run,
+    TimelinePoint,
+    replace,
+)
 from memlens.runfile import reader, writer
 from tests.runs import MIB, sample_run
 
@@ -67,6 +77,38 @@ def test_native_parts_of_a_line_are_summed_too() -> None:
     line = merge([one, two], [ROOT, CHILD]).files[sf.path].lines[4]
     assert (line.alloc_bytes, line.native_alloc_bytes) == (30, 9)
     assert (line.native_live_bytes, line.native_peak_bytes) == (3, 9)
+
+
+def test_gpu_figures_of_processes_are_summed(tmp_path: Path) -> None:
+    # Two processes, each on its own GPU (as with DDP): per line and function, summed; the
+    # run's GPU peak is each process's own, summed; its devices are theirs.
+    root = sample_run()
+    sf = root.files["/work/app.py"]
+    gpu_line = LineStats(gpu_alloc_bytes=10, gpu_alloc_count=1, gpu_live_bytes=4, gpu_peak_bytes=7)
+    split = {4: (GpuDeviceLine(0, 6, 1, 4, 5), GpuDeviceLine(1, 4, 1, 0, 2))}
+    fn = replace(sf.functions[0], gpu_alloc_bytes=10, gpu_peak_bytes=7)
+
+    def on(device: int, peak: int) -> Run:
+        return replace(
+            root,
+            files={sf.path: replace(sf, lines={4: gpu_line}, functions=(fn,), gpu_devices=split)},
+            call_tree=(),
+            info=replace(
+                root.info,
+                gpu_peak_bytes=peak,
+                gpus=(GpuDevice(device, peak, 10, 1, 4, 2 * peak, True),),
+            ),
+        )
+
+    merged = merge([on(0, 7), on(1, 9)], [ROOT, CHILD])
+    out = merged.files[sf.path]
+    assert (out.lines[4].gpu_alloc_bytes, out.lines[4].gpu_peak_bytes) == (20, 14)
+    assert (out.functions[0].gpu_alloc_bytes, out.functions[0].gpu_peak_bytes) == (20, 14)
+    assert out.gpu_devices[4] == (GpuDeviceLine(0, 12, 2, 8, 10), GpuDeviceLine(1, 8, 2, 0, 4))
+    assert merged.info.gpu_peak_bytes == 16
+    assert [g.device for g in merged.info.gpus] == [0, 1]
+    path = writer.write(merged, tmp_path / "m.mlrun")
+    assert reader.read(path) == merged
 
 
 def test_sampling_errors_add_in_quadrature() -> None:

@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
 from memlens.model import (
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
     CallNode,
     FunctionStats,
+    GpuDevice,
+    GpuDeviceLine,
     LineStats,
     Moments,
     Run,
@@ -27,6 +31,7 @@ from memlens.model import (
     replace,
 )
 from memlens.runfile import reader, schema, writer
+from memlens.runfile.schema import FORMAT_VERSION
 from tests.data.formats.make_v2 import golden_v2_run
 from tests.data.formats.make_v3 import golden_v3_run
 from tests.runs import MIB, info, new_run, sample_run
@@ -47,8 +52,18 @@ line_stats = st.builds(
     alloc_err=st.floats(min_value=0, max_value=1e12),
     live_err=st.floats(min_value=0, max_value=1e12),
     peak_err=st.floats(min_value=0, max_value=1e12),
+    **{f: st.just(0) | sizes for f in GPU_FIGURES},
 )
 texts = st.text(max_size=200)
+gpu_devices = st.builds(
+    GpuDevice, st.integers(0, 64), sizes, sizes, sizes, sizes, sizes, st.booleans()
+)
+device_lines = st.lists(
+    st.builds(GpuDeviceLine, st.integers(0, 64), sizes, sizes, sizes, sizes),
+    min_size=1,
+    max_size=3,
+    unique_by=lambda d: d.device,
+).map(lambda each: tuple(sorted(each, key=lambda d: d.device)))  # in device order, as read
 figure_names = st.sampled_from(["peak_bytes", "alloc_bytes", "leaked_bytes"])
 test_stats = st.builds(
     TestStats,
@@ -99,11 +114,13 @@ def runs(draw: st.DrawFn) -> Run:
                             sizes,
                             sizes,
                             sizes,
+                            *(st.just(0) | sizes for _ in GPU_FUNCTION_FIGURES),
                         ),
                         max_size=3,
                     )
                 )
             ),
+            gpu_devices=draw(st.dictionaries(st.integers(1, 100_000), device_lines, max_size=3)),
         )
         for p in paths
     }
@@ -199,6 +216,8 @@ def runs(draw: st.DrawFn) -> Run:
         # One entry per node id, in the order they ran.
         tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
         peak_at_s=draw(st.none() | st.floats(0, 1e6)),
+        gpu_peak_bytes=draw(st.just(0) | sizes),
+        gpus=tuple(draw(st.lists(gpu_devices, max_size=3))),
     )
     return replace(new_run(files, nodes, timeline, run_info=run_info), moments=moments)
 
@@ -285,7 +304,7 @@ def test_golden_v2_file() -> None:
 
 
 GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
-GOLDEN_V3_SHA256 = "51bed2b8c32de638b597281b535294199da30d88038de53604d347aa59c23406"
+GOLDEN_V3_SHA256 = "5a2c81db116abb66439c21c406952e34e11c4cc8091be88f8dc586469a11d01b"
 
 
 def test_golden_v3_file() -> None:
@@ -293,34 +312,54 @@ def test_golden_v3_file() -> None:
     assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
     run = reader.read(GOLDEN_V3)
     assert run == golden_v3_run()
-    # Spelled out where version 3 differs from version 2: when the peak was, the moments.
-    assert run.info.peak_at_s == 1.25
+    # Spelled out where version 3 differs from version 2: GPU figures per line, function and
+    # device, the run's GPU peak and devices.
+    sf = run.files["/work/train.py"]
+    assert [sf.lines[n].gpu_live_bytes for n in (4, 5, 8)] == [16 * MIB, 8 * MIB, 0]
+    assert sf.lines[8].incl_gpu_peak_bytes == 40 * MIB
+    assert sf.lines[4].alloc_bytes == 2048  # host figures as in version 2
+    assert sf.functions[0].gpu_peak_bytes == 40 * MIB
+    assert sf.gpu_devices[4] == (
+        GpuDeviceLine(0, 32 * MIB, 2, 8 * MIB, 24 * MIB),
+        GpuDeviceLine(1, 16 * MIB, 1, 8 * MIB, 8 * MIB),
+    )
+    assert run.info.gpu_peak_bytes == 40 * MIB
+    assert [(g.device, g.peak_bytes, g.complete) for g in run.info.gpus] == [
+        (0, 32 * MIB, True),
+        (1, 8 * MIB, False),
+    ]
+    # ... and when the peak was, and the moments.
+    assert run.info.peak_at_s == 1.5
     moments = run.moments
-    assert list(moments.t) == [0.5, 1.0, 1.5]
-    assert list(moments.traced_bytes) == [8 * MIB, 20 * MIB + 512, 20 * MIB + 512]
-    assert moments.values_at(0) == {
-        "/work/db.py": {4: (8 * MIB, 8 * MIB)},
-        "/work/app.py": {7: (0, 8 * MIB)},
+    assert list(moments.t) == [1.0, 2.0, 2.5]
+    assert list(moments.traced_bytes) == [2560, 2560, 1024]
+    assert moments.values_at(1) == {
+        "/work/train.py": {4: (2048, 2048), 5: (512, 512), 8: (0, 2560)}
     }
-    assert moments.values_at(2) == {
-        "/work/db.py": {4: (20 * MIB, 20 * MIB)},
-        "/work/app.py": {4: (512, 20 * MIB + 512), 7: (0, 20 * MIB + 512)},
-    }
-    assert moments.function_values_at(0) == {
-        ("/work/app.py", "main", 3, 5): 8 * MIB,
-        ("/work/db.py", "load", 3, 4): 8 * MIB,
-    }
+    # (a line that holds nothing then is left out)
+    assert moments.values_at(2) == {"/work/train.py": {4: (1024, 1024), 8: (0, 1024)}}
+    assert moments.function_values_at(2) == {("/work/train.py", "step", 3, 6): 1024}
     assert reader.read_info(GOLDEN_V3) == run.info
     # Older files have no moments, and no peak time.
     assert not reader.read(GOLDEN_V2).moments
     assert reader.read(GOLDEN_V2).info.peak_at_s is None
 
 
+def test_runs_without_gpu_figures_keep_their_header(tmp_path: Path) -> None:
+    # A run that recorded no GPU memory writes the header it wrote before version 3.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    con = sqlite3.connect(path)
+    (header,) = con.execute("SELECT value FROM meta WHERE key = 'run'").fetchone()
+    con.close()
+    assert "gpu" not in header
+    assert reader.read(path) == sample_run()
+
+
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
         ("DROP TABLE moments", "corrupt file (no moments table)"),
-        ("UPDATE moments SET t = 2.0 WHERE rowid = 1", "moments are not in time order"),
+        ("UPDATE moments SET t = 2.2 WHERE rowid = 1", "moments are not in time order"),
         ("UPDATE moments SET t = 'x'", "moments holds a value of the wrong type"),
         ("DELETE FROM moments WHERE rowid > 1", "a moment change names no moment"),
         (
@@ -333,30 +372,21 @@ def test_golden_v3_file() -> None:
         ),
         (
             (
-                "UPDATE moment_lines SET data = x'0000000000000000000000000000000009000000'"
+                "UPDATE moment_lines SET data = x'000000000000000000000000000000000000000009000000'"
                 " WHERE column = 'file'"
             ),
             "a moment change names an unknown file",
         ),
         (
-            (
-                "UPDATE moment_functions SET data = x'00000000010000000000000000000000'"
-                " WHERE column = 'moment'"
-            ),
+            ("UPDATE moment_functions SET data = x'0200000000000000' WHERE column = 'moment'"),
             "moment changes are not in moment order",
         ),
         (
-            (
-                "UPDATE moment_functions SET data = x'00000000000000000000000007000000'"
-                " WHERE column = 'function'"
-            ),
+            ("UPDATE moment_functions SET data = x'0000000007000000' WHERE column = 'function'"),
             "a moment change names an unknown function",
         ),
         (
-            (
-                "UPDATE moment_functions SET data = x'000000000000000000000000'"
-                " WHERE column = 'function'"
-            ),
+            ("UPDATE moment_functions SET data = x'00000000' WHERE column = 'function'"),
             "moment_functions columns differ in length",
         ),
     ],
@@ -370,9 +400,9 @@ def test_corrupt_moments(tmp_path: Path, sql: str, reason: str) -> None:
 
 def test_moment_changes_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = writer.write(golden_v3_run(), tmp_path / "r.mlrun")
-    monkeypatch.setitem(schema.MAX_ROWS, "moment_values", 4)
-    _bad(path, "too large to read (the moments hold more than 4 changes)")
     monkeypatch.setitem(schema.MAX_ROWS, "moment_values", 5)
+    _bad(path, "too large to read (the moments hold more than 5 changes)")
+    monkeypatch.setitem(schema.MAX_ROWS, "moment_values", 6)
     assert reader.read(path) == golden_v3_run()
 
 
@@ -444,9 +474,13 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
-    _edit(path, "UPDATE meta SET value = '4' WHERE key = 'version'")
+    newer = FORMAT_VERSION + 1
+    _edit(path, f"UPDATE meta SET value = '{newer}' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
-    reason = "format version 4 is newer than this memlens understands (3); upgrade memlens"
+    reason = (
+        f"format version {newer} is newer than this memlens understands ({FORMAT_VERSION}); "
+        "upgrade memlens"
+    )
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
         reader.read_info(path)
@@ -479,7 +513,10 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
         (
             "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
-            "corrupt file (unexpected schema: table timeline is not as format version 3 defines it)",
+            (
+                "corrupt file (unexpected schema: table timeline is not as format version "
+                f"{FORMAT_VERSION} defines it)"
+            ),
         ),
         (
             "UPDATE tree SET data = x'00' WHERE column = 'parent'",
@@ -658,7 +695,7 @@ def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
     con.close()
     assert rows["format"] == "memlens-run"
-    assert rows["version"] == "3"
+    assert rows["version"] == str(FORMAT_VERSION)
     assert json.loads(rows["run"])["command"] == ["python", "app.py"]
 
 

@@ -33,13 +33,21 @@ _SPEC = (
         "file_id, line, "
         + ", ".join(FIGURES)
         + ", native_alloc_bytes, native_live_bytes, native_peak_bytes"
-        + ", alloc_err, live_err, peak_err",
+        + ", alloc_err, live_err, peak_err"
+        + ", gpu_alloc_bytes, gpu_alloc_count, gpu_live_bytes, gpu_peak_bytes"
+        + ", incl_gpu_alloc_bytes, incl_gpu_live_bytes, incl_gpu_peak_bytes",
         "file_id, line",
+    ),
+    (
+        "gpu_devices",
+        "file_id, line, device, alloc_bytes, alloc_count, live_bytes, peak_bytes",
+        "file_id, line, device",
     ),
     (
         "functions",
         (
-            "file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, live_bytes, peak_bytes"
+            "file_id, qualname, first_line, last_line, alloc_bytes, alloc_count, live_bytes, "
+            "peak_bytes, gpu_alloc_bytes, gpu_alloc_count, gpu_live_bytes, gpu_peak_bytes"
         ),
         "rowid",
     ),

@@ -173,11 +173,16 @@ def _total_line(d: RunDiff, moments: bool = False) -> str | None:
     totals = d.totals()
     if "peak_traced_bytes" not in totals:
         return None
-    c = totals["peak_traced_bytes"]
-    return (
-        f"{'traced' if moments else 'run peak'}: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
-        f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
-    )
+    out = []
+    first = "traced" if moments else "run peak"
+    for key, what in (("peak_traced_bytes", first), ("gpu_peak_bytes", "run GPU peak")):
+        c = totals.get(key)
+        if c is not None and not (moments and key == "gpu_peak_bytes"):
+            out.append(
+                f"{what}: {fmt_bytes(c.a)} -> {fmt_bytes(c.b)} "
+                f"({fmt_delta_bytes(c.delta)}, {fmt_percent(c.ratio)})"
+            )
+    return "\n".join(out)
 
 
 def _print_plain(

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare these runs instead: each box shows every run's figures",
     )
     parser.add_argument("--dot", metavar="OUT.dot", help="write the graph here (default: stdout)")
-    add_by(parser, default="alloc")
+    add_by(parser, default="alloc", gpu=False)  # the call tree holds host memory only
     parser.add_argument(
         "--min-node-fraction",
         type=float,

@@ -9,33 +9,43 @@ from pathlib import Path
 from memlens.cli.options import OUTPUT_OPTION, add_dir, add_option
 from memlens.errors import MemlensError
 from memlens.imports.pymemtrace_import import import_log
+from memlens.imports.torch_import import import_snapshot as import_torch_snapshot
 from memlens.imports.tracemalloc_import import import_snapshot
 from memlens.model import replace
 from memlens.runfile import writer
 from memlens.store import Store
 
-HELP = "import a tracemalloc snapshot or a pymemtrace log as a run"
+HELP = "import a tracemalloc snapshot, a pymemtrace log or a PyTorch CUDA memory snapshot as a run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "tool", choices=("tracemalloc", "pymemtrace"), help="the tool that wrote FILE"
+        "tool",
+        choices=("tracemalloc", "pymemtrace", "torch-snapshot"),
+        help="the tool that wrote FILE",
     )
-    parser.add_argument("file", help="tracemalloc.Snapshot.dump() file, or cPyMemTrace log")
+    parser.add_argument(
+        "file",
+        help="tracemalloc.Snapshot.dump() file, cPyMemTrace log, or "
+        "torch.cuda.memory._dump_snapshot() file",
+    )
     add_option(parser, OUTPUT_OPTION)
     add_dir(parser)
     parser.add_argument(
         "--source-dir",
         action="append",
         metavar="DIR",
-        help="where to look for relative file names of the import (repeatable; default: the "
-        "current directory, and for pymemtrace also the log's directory)",
+        help="where to look for relative file names of the import, and for torch-snapshot "
+        "the files of another machine by their path's end (repeatable; default: the current "
+        "directory, and for pymemtrace also the log's directory)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.tool == "tracemalloc":
         result = import_snapshot(args.file, args.source_dir or ())
+    elif args.tool == "torch-snapshot":
+        result = import_torch_snapshot(args.file, args.source_dir or ())
     else:
         result = import_log(args.file, args.source_dir)
 

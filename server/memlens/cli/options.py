@@ -53,16 +53,17 @@ TOP_OPTION: Option = (
 #: ``--by``'s choices: :data:`memlens.model.SELF_FIGURES`, written out because ``memlens run``
 #: reads this module before the program starts and imports no model there
 #: (tests/cli/test_main.py checks that the two agree).
-BY_CHOICES = ("peak", "alloc", "live")
+BY_CHOICES = ("peak", "alloc", "live", "gpu_peak", "gpu_alloc", "gpu_live")
 
-#: ``--by peak|alloc|live``: which figure ranks, labels or weighs what a command shows.
+#: ``--by peak|alloc|live|gpu_*``: which figure ranks, labels or weighs what a command shows.
 BY_OPTION: Option = (
     ("--by",),
     {
         "choices": BY_CHOICES,
         "default": "peak",
         "help": "the figure: peak (held at the program's peak), alloc (allocated in all) or "
-        "live (still held at exit) (default: %(default)s)",
+        "live (still held at exit); gpu_peak, gpu_alloc, gpu_live: the same of GPU memory "
+        "(PyTorch CUDA) (default: %(default)s)",
     },
 )
 
@@ -92,8 +93,17 @@ def add_dir(parser: argparse.ArgumentParser) -> None:
     add_option(parser, DIR_OPTION)
 
 
-def add_by(parser: argparse.ArgumentParser, default: str = "peak") -> None:
-    add_option(parser, BY_OPTION, default=default)
+#: The figures of the process's own memory (what the call tree holds): flow graphs.
+HOST_BY_CHOICES = BY_CHOICES[:3]
+
+
+def add_by(parser: argparse.ArgumentParser, default: str = "peak", *, gpu: bool = True) -> None:
+    """``--by``; without ``gpu`` only the host figures (a command over the call tree)."""
+    if gpu:
+        add_option(parser, BY_OPTION, default=default)
+    else:
+        help_text = "the figure: peak, alloc or live (default: %(default)s)"
+        add_option(parser, BY_OPTION, default=default, choices=HOST_BY_CHOICES, help=help_text)
 
 
 def add_top(parser: argparse.ArgumentParser) -> None:

@@ -102,6 +102,14 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         },
     ),
     (
+        ("--no-gpu",),
+        {
+            "action": "store_true",
+            "help": "leave out GPU memory (PyTorch CUDA), which is recorded by default from "
+            "when the program initialises CUDA",
+        },
+    ),
+    (
         ("--no-report",),
         {
             "action": "store_true",
@@ -159,9 +167,10 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (
         ("--by",),
         {
-            "choices": ("peak", "alloc", "live"),
+            "choices": ("peak", "alloc", "live", "gpu_peak", "gpu_alloc", "gpu_live"),
             "default": "peak",
-            "help": "rank lines by peak, allocated or live-at-exit bytes (default: peak)",
+            "help": "rank lines by peak, allocated or live-at-exit bytes, or the same of GPU "
+            "memory (gpu_peak, gpu_alloc, gpu_live) (default: peak)",
         },
     ),
     (
@@ -335,6 +344,7 @@ def run(args: Namespace) -> int:
         "exclude": args.exclude,
         "libraries": args.libraries,
         "native": not args.no_native,
+        "gpu": not args.no_gpu,
         "timeline_interval_ms": args.timeline_interval,
         "checkpoint_interval_s": args.checkpoint_interval,
     }

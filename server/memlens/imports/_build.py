@@ -53,10 +53,17 @@ def is_pseudo_file(name: str) -> bool:
 
 
 class Sources:
-    """Resolves the file names an import mentions to recorded sources (read once each)."""
+    """Resolves the file names an import mentions to recorded sources (read once each).
 
-    def __init__(self, search_dirs: Sequence[str] = ()) -> None:
+    With ``find_moved``, an absolute name that does not exist here (a run recorded on another
+    machine) keeps its name, but its text is read from the file under a search directory with
+    the longest part of its path in common (``/home/dev/proj/train.py`` -> ``DIR/train.py``),
+    so the run records the source it ran and names its functions; the editor maps such a file
+    onto the workspace by the same path suffix (as runs from other checkouts)."""
+
+    def __init__(self, search_dirs: Sequence[str] = (), *, find_moved: bool = False) -> None:
         self.search_dirs = [os.path.abspath(d) for d in search_dirs] or [os.getcwd()]
+        self.find_moved = find_moved
         self._cache: dict[str, tuple[str, str, str | None]] = {}
         self._spans: dict[str, _Spans] = {}
 
@@ -80,9 +87,24 @@ class Sources:
                     break
             else:
                 if os.path.isabs(name):
-                    result = (os.path.normpath(name), "", None)
+                    result = (os.path.normpath(name), *self._moved(name))
         self._cache[name] = result
         return result
+
+    #: Most trailing path parts tried when looking for a moved file.
+    MAX_SUFFIX_PARTS = 8
+
+    def _moved(self, name: str) -> tuple[str, str | None]:
+        """(sha256, text) of the file a missing absolute ``name`` moved to, or ("", None)."""
+        if not self.find_moved:
+            return "", None
+        parts = [p for p in Path(name).parts[1:] if p not in ("", ".", "..")]
+        for n in range(min(len(parts), self.MAX_SUFFIX_PARTS), 0, -1):
+            for d in self.search_dirs:
+                found = read_source(str(Path(d, *parts[-n:])))
+                if found is not None:
+                    return found
+        return "", None
 
     def spans(self, key: str, text: str | None) -> _Spans:
         found = self._spans.get(key)

@@ -18,9 +18,13 @@ from __future__ import annotations
 import math
 
 from memlens.model.figures import (
+    DEVICE_FIGURES,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
+    GPU_SELF_FIGURES,
     NAMED_FIGURES,
     NATIVE,
     SELF_FIGURES,
@@ -34,6 +38,7 @@ from memlens.model.figures import (
     TEST_MARKER_LIMITS,
     Figure,
     calls_figure,
+    gpu_figure,
 )
 from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
@@ -45,9 +50,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TREE_COLUMNS",
+    "DEVICE_FIGURES",
     "ERRORS",
     "FIGURES",
     "FUNCTION_FIGURES",
+    "GPU_FIGURES",
+    "GPU_FUNCTION_FIGURES",
+    "GPU_SELF_FIGURES",
     "NAMED_FIGURES",
     "NATIVE",
     "SELF_FIGURES",
@@ -64,6 +73,8 @@ __all__ = [
     "Figure",
     "FunctionKey",
     "FunctionStats",
+    "GpuDevice",
+    "GpuDeviceLine",
     "LineStats",
     "Moments",
     "NotebookCell",
@@ -76,6 +87,7 @@ __all__ = [
     "TimelinePoint",
     "Value",
     "calls_figure",
+    "gpu_figure",
     "replace",
     "subtree_sums",
     "value_at",
@@ -84,9 +96,9 @@ __all__ = [
 
 class LineStats(Value):
     """Figures recorded for one source line (self and inclusive of callees), with the native
-    part of the self figures."""
+    part of the self figures, and the line's GPU memory (:data:`GPU_FIGURES`, all devices)."""
 
-    __slots__ = (*FIGURES, *NATIVE, *ERRORS)
+    __slots__ = (*FIGURES, *NATIVE, *ERRORS, *GPU_FIGURES)
     alloc_bytes: int
     alloc_count: int
     live_bytes: int
@@ -101,6 +113,13 @@ class LineStats(Value):
     alloc_err: float
     live_err: float
     peak_err: float
+    gpu_alloc_bytes: int
+    gpu_alloc_count: int
+    gpu_live_bytes: int
+    gpu_peak_bytes: int
+    incl_gpu_alloc_bytes: int
+    incl_gpu_live_bytes: int
+    incl_gpu_peak_bytes: int
 
     def __init__(
         self,
@@ -118,6 +137,13 @@ class LineStats(Value):
         alloc_err: float = 0.0,
         live_err: float = 0.0,
         peak_err: float = 0.0,
+        gpu_alloc_bytes: int = 0,
+        gpu_alloc_count: int = 0,
+        gpu_live_bytes: int = 0,
+        gpu_peak_bytes: int = 0,
+        incl_gpu_alloc_bytes: int = 0,
+        incl_gpu_live_bytes: int = 0,
+        incl_gpu_peak_bytes: int = 0,
     ) -> None:
         _set(self, "alloc_bytes", alloc_bytes)
         _set(self, "alloc_count", alloc_count)
@@ -133,6 +159,13 @@ class LineStats(Value):
         _set(self, "alloc_err", alloc_err)
         _set(self, "live_err", live_err)
         _set(self, "peak_err", peak_err)
+        _set(self, "gpu_alloc_bytes", gpu_alloc_bytes)
+        _set(self, "gpu_alloc_count", gpu_alloc_count)
+        _set(self, "gpu_live_bytes", gpu_live_bytes)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
+        _set(self, "incl_gpu_alloc_bytes", incl_gpu_alloc_bytes)
+        _set(self, "incl_gpu_live_bytes", incl_gpu_live_bytes)
+        _set(self, "incl_gpu_peak_bytes", incl_gpu_peak_bytes)
 
     @classmethod
     def from_sums(
@@ -151,14 +184,21 @@ class LineStats(Value):
         )  # fmt: skip
 
     def figure(self, name: str) -> int:
-        """Return one figure by its name in :data:`FIGURES`."""
-        if name not in FIGURES:
+        """Return one figure by its name in :data:`FIGURES` or :data:`GPU_FIGURES`."""
+        if name not in _LINE_FIGURES:
             raise KeyError(name)
         value: int = getattr(self, name)
         return value
 
     def is_empty(self) -> bool:
         return not any(self._values())
+
+    def has_gpu(self) -> bool:
+        """Whether the line has GPU figures."""
+        return any(getattr(self, f) for f in GPU_FIGURES)
+
+
+_LINE_FIGURES = frozenset((*FIGURES, *GPU_FIGURES))
 
 
 class FunctionStats(Value):
@@ -172,6 +212,7 @@ class FunctionStats(Value):
         "live_bytes",
         "peak_bytes",
         "qualname",
+        *GPU_FUNCTION_FIGURES,
     )
     qualname: str
     first_line: int
@@ -180,6 +221,10 @@ class FunctionStats(Value):
     alloc_count: int
     live_bytes: int
     peak_bytes: int
+    gpu_alloc_bytes: int
+    gpu_alloc_count: int
+    gpu_live_bytes: int
+    gpu_peak_bytes: int
 
     def __init__(
         self,
@@ -190,6 +235,10 @@ class FunctionStats(Value):
         alloc_count: int = 0,
         live_bytes: int = 0,
         peak_bytes: int = 0,
+        gpu_alloc_bytes: int = 0,
+        gpu_alloc_count: int = 0,
+        gpu_live_bytes: int = 0,
+        gpu_peak_bytes: int = 0,
     ) -> None:
         _set(self, "qualname", qualname)
         _set(self, "first_line", first_line)
@@ -198,6 +247,10 @@ class FunctionStats(Value):
         _set(self, "alloc_count", alloc_count)
         _set(self, "live_bytes", live_bytes)
         _set(self, "peak_bytes", peak_bytes)
+        _set(self, "gpu_alloc_bytes", gpu_alloc_bytes)
+        _set(self, "gpu_alloc_count", gpu_alloc_count)
+        _set(self, "gpu_live_bytes", gpu_live_bytes)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
 
     @classmethod
     def from_sums(
@@ -207,18 +260,42 @@ class FunctionStats(Value):
         return cls(qualname, first_line, last_line, sums[0], sums[1], sums[2], sums[4])
 
 
+class GpuDeviceLine(Value):
+    """One line's self GPU figures on one device (``device`` is the CUDA device index); its
+    peak figure is what it held at that device's own peak."""
+
+    __slots__ = ("alloc_bytes", "alloc_count", "device", "live_bytes", "peak_bytes")
+    device: int
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    peak_bytes: int
+
+    def __init__(
+        self, device: int, alloc_bytes: int, alloc_count: int, live_bytes: int, peak_bytes: int
+    ) -> None:
+        _set(self, "device", device)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
+
+
 class SourceFile(Value):
     """One profiled source file: identity, recorded text and per-line figures.
 
     ``text`` is the source as it was when profiled; None when it could not be read.
+    ``gpu_devices`` splits the GPU figures of a line by device (only in runs that used several
+    devices; a line's :class:`LineStats` holds their sums).
     """
 
-    __slots__ = ("functions", "lines", "path", "sha256", "text")
+    __slots__ = ("functions", "gpu_devices", "lines", "path", "sha256", "text")
     path: str
     sha256: str
     text: str | None
     lines: Mapping[int, LineStats]
     functions: tuple[FunctionStats, ...]
+    gpu_devices: Mapping[int, tuple[GpuDeviceLine, ...]]
 
     def __init__(
         self,
@@ -227,12 +304,14 @@ class SourceFile(Value):
         text: str | None,
         lines: Mapping[int, LineStats] | None = None,
         functions: tuple[FunctionStats, ...] = (),
+        gpu_devices: Mapping[int, tuple[GpuDeviceLine, ...]] | None = None,
     ) -> None:
         _set(self, "path", path)
         _set(self, "sha256", sha256)
         _set(self, "text", text)
         _set(self, "lines", {} if lines is None else lines)
         _set(self, "functions", functions)
+        _set(self, "gpu_devices", {} if gpu_devices is None else gpu_devices)
 
 
 class TimelinePoint(Value):
@@ -292,6 +371,8 @@ class TestStats(Value):
     (absolute, as :attr:`Run.files` keys; "" when unknown) and ``line`` (1-based first line of
     the test function, decorators included; 0 when unknown) say where ``function`` (its
     qualified name) is. ``limits`` maps figure names to the marker's limits in bytes.
+    ``gpu_peak_bytes``: the most GPU memory (PyTorch CUDA) allocated during the test above what
+    was allocated when it started (0 without GPU memory).
     """
 
     __test__ = False
@@ -301,6 +382,7 @@ class TestStats(Value):
         "failures",
         "file",
         "function",
+        "gpu_peak_bytes",
         "leaked_bytes",
         "limits",
         "line",
@@ -319,6 +401,7 @@ class TestStats(Value):
     function: str
     limits: tuple[tuple[str, int], ...]
     failures: tuple[TestFailure, ...]
+    gpu_peak_bytes: int
 
     def __init__(
         self,
@@ -333,6 +416,7 @@ class TestStats(Value):
         function: str = "",
         limits: tuple[tuple[str, int], ...] = (),
         failures: tuple[TestFailure, ...] = (),
+        gpu_peak_bytes: int = 0,
     ) -> None:
         _set(self, "nodeid", nodeid)
         _set(self, "outcome", outcome)
@@ -345,6 +429,7 @@ class TestStats(Value):
         _set(self, "function", function)
         _set(self, "limits", limits)
         _set(self, "failures", failures)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
 
 
 class ProcessInfo(Value):
@@ -407,6 +492,52 @@ class NotebookCell(Value):
         _set(self, "sha256", sha256)
 
 
+class GpuDevice(Value):
+    """The GPU memory one device's history holds (PyTorch's CUDA caching allocator).
+
+    ``peak_bytes``: the most allocated at once; ``alloc_bytes``/``alloc_count``: allocations
+    recorded; ``live_bytes``: still allocated at the end; ``reserved_peak_bytes``: the most
+    the allocator held from CUDA (allocated plus cached); ``complete`` is False when the
+    history does not reach back to the device's first allocation (recording started late, or
+    its ring buffer dropped the oldest events): then allocations and the peak count only what
+    it holds."""
+
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "complete",
+        "device",
+        "live_bytes",
+        "peak_bytes",
+        "reserved_peak_bytes",
+    )
+    device: int
+    peak_bytes: int
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    reserved_peak_bytes: int
+    complete: bool
+
+    def __init__(
+        self,
+        device: int,
+        peak_bytes: int,
+        alloc_bytes: int,
+        alloc_count: int,
+        live_bytes: int,
+        reserved_peak_bytes: int,
+        complete: bool,
+    ) -> None:
+        _set(self, "device", device)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "reserved_peak_bytes", reserved_peak_bytes)
+        _set(self, "complete", complete)
+
+
 class RunInfo(Value):
     """Provenance and totals of a run (the run file's header).
 
@@ -426,6 +557,8 @@ class RunInfo(Value):
     ``attached`` is true for a run of a process that was already running (``memlens
     attach``): what it allocated before is not in the figures, and "live" means live at detach.
     ``cell`` is the notebook cell the run profiled (None for a program).
+    ``gpu_peak_bytes`` is the run's GPU memory peak (PyTorch CUDA: each device at its own
+    peak, summed; 0 when the run recorded no GPU memory), ``gpus`` its devices.
     """
 
     __slots__ = (
@@ -438,6 +571,8 @@ class RunInfo(Value):
         "duration_s",
         "ended",
         "exit_code",
+        "gpu_peak_bytes",
+        "gpus",
         "max_depth",
         "memlens_version",
         "mode",
@@ -480,6 +615,8 @@ class RunInfo(Value):
     checkpoint: bool
     attached: bool
     cell: NotebookCell | None
+    gpu_peak_bytes: int
+    gpus: tuple[GpuDevice, ...]
 
     def __init__(
         self,
@@ -508,6 +645,8 @@ class RunInfo(Value):
         checkpoint: bool = False,
         attached: bool = False,
         cell: NotebookCell | None = None,
+        gpu_peak_bytes: int = 0,
+        gpus: tuple[GpuDevice, ...] = (),
     ) -> None:
         _set(self, "command", command)
         _set(self, "python", python)
@@ -534,6 +673,8 @@ class RunInfo(Value):
         _set(self, "checkpoint", checkpoint)
         _set(self, "attached", attached)
         _set(self, "cell", cell)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
+        _set(self, "gpus", gpus)
 
 
 class Run(Value):

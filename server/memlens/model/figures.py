@@ -25,6 +25,28 @@ NATIVE: tuple[str, ...] = ("native_alloc_bytes", "native_live_bytes", "native_pe
 #: They are 0 in exact mode.
 ERRORS: tuple[str, ...] = ("alloc_err", "live_err", "peak_err")
 
+#: GPU memory per line (PyTorch's CUDA caching allocator; see docs/how-it-works.md, "GPU
+#: memory"): bytes and allocations made, bytes still allocated at the end, bytes held at the
+#: GPU peak (each device at its own peak), self then inclusive. 0 on runs without GPU figures.
+GPU_FIGURES: tuple[str, ...] = (
+    "gpu_alloc_bytes",
+    "gpu_alloc_count",
+    "gpu_live_bytes",
+    "gpu_peak_bytes",
+    "incl_gpu_alloc_bytes",
+    "incl_gpu_live_bytes",
+    "incl_gpu_peak_bytes",
+)
+
+#: A function's GPU figures (inclusive, as :data:`FUNCTION_FIGURES`), in the order the run file
+#: and the export use.
+GPU_FUNCTION_FIGURES: tuple[str, ...] = (
+    "gpu_alloc_bytes",
+    "gpu_alloc_count",
+    "gpu_live_bytes",
+    "gpu_peak_bytes",
+)
+
 #: The layout of the figure sums that run builders (the tracer, the importers) accumulate per
 #: line, function or call-tree node, self or inclusive; the ``from_sums`` constructors read it.
 SUMS: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "live_count", "peak_bytes")
@@ -32,6 +54,10 @@ SUMS: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "live_count
 #: The figures of a :class:`memlens.model.FunctionStats` (inclusive: what the function and its
 #: callees allocated and held), in the order the run file and the export use.
 FUNCTION_FIGURES: tuple[str, ...] = ("alloc_bytes", "alloc_count", "live_bytes", "peak_bytes")
+
+#: A line's self GPU figures on one device (:class:`memlens.model.GpuDeviceLine`): the same
+#: four a function has, in the order the run file and the export use.
+DEVICE_FIGURES: tuple[str, ...] = FUNCTION_FIGURES
 
 
 class Figure(Value):
@@ -45,9 +71,12 @@ class Figure(Value):
     attribute (inclusive on functions, self on call-tree nodes, whose subtree sums are the
     inclusive figure); ``title`` names it in tables and hovers, ``words`` follow its size in a
     label (``48.2 MiB at peak``), ``short`` in a compact label (``48.2 MiB peak``).
+    ``device`` is "" for the process's own memory and ``GPU`` for GPU memory, whose figures
+    lead with it (``GPU 64.0 MiB live``); a GPU figure's ``node`` is only a
+    :class:`FunctionStats` attribute (the call tree holds host memory).
     """
 
-    __slots__ = ("err", "incl", "line", "name", "node", "short", "title", "words")
+    __slots__ = ("device", "err", "incl", "line", "name", "node", "short", "title", "words")
     name: str
     line: str
     incl: str
@@ -56,6 +85,7 @@ class Figure(Value):
     title: str
     words: str
     short: str
+    device: str
 
     def __init__(
         self,
@@ -67,6 +97,7 @@ class Figure(Value):
         title: str,
         words: str,
         short: str,
+        device: str = "",
     ) -> None:
         _set(self, "name", name)
         _set(self, "line", line)
@@ -76,6 +107,7 @@ class Figure(Value):
         _set(self, "title", title)
         _set(self, "words", words)
         _set(self, "short", short)
+        _set(self, "device", device)
 
     @property
     def inclusive(self) -> bool:
@@ -94,17 +126,43 @@ NAMED_FIGURES: dict[str, Figure] = {
                "allocated", "allocated", "alloc"),
         Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
                "live at exit", "live at exit", "live"),
+        Figure("gpu_peak", "gpu_peak_bytes", "incl_gpu_peak_bytes", "", "gpu_peak_bytes",
+               "GPU peak", "at peak", "peak", "GPU"),
+        Figure("gpu_alloc", "gpu_alloc_bytes", "incl_gpu_alloc_bytes", "", "gpu_alloc_bytes",
+               "GPU allocated", "allocated", "alloc", "GPU"),
+        Figure("gpu_live", "gpu_live_bytes", "incl_gpu_live_bytes", "", "gpu_live_bytes",
+               "GPU live at exit", "live at exit", "live", "GPU"),
         Figure("incl_peak", "incl_peak_bytes", "incl_peak_bytes", "", "peak_bytes",
                "peak incl. calls", "at peak incl. calls", "peak+calls"),
         Figure("incl_alloc", "incl_alloc_bytes", "incl_alloc_bytes", "", "alloc_bytes",
                "allocated incl. calls", "allocated incl. calls", "alloc+calls"),
         Figure("incl_live", "incl_live_bytes", "incl_live_bytes", "", "live_bytes",
                "live at exit incl. calls", "live at exit incl. calls", "live+calls"),
+        Figure("incl_gpu_peak", "incl_gpu_peak_bytes", "incl_gpu_peak_bytes", "", "gpu_peak_bytes",
+               "GPU peak incl. calls", "at peak incl. calls", "peak+calls", "GPU"),
+        Figure("incl_gpu_alloc", "incl_gpu_alloc_bytes", "incl_gpu_alloc_bytes", "",
+               "gpu_alloc_bytes", "GPU allocated incl. calls", "allocated incl. calls",
+               "alloc+calls", "GPU"),
+        Figure("incl_gpu_live", "incl_gpu_live_bytes", "incl_gpu_live_bytes", "", "gpu_live_bytes",
+               "GPU live at exit incl. calls", "live at exit incl. calls", "live+calls", "GPU"),
     )
 }  # fmt: skip
 
 #: The self figures (the CLI's and the MCP tools' ``--by``/``by`` choices), in table order.
 SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not f.inclusive)
+#: The self figures of GPU memory (a subset of :data:`SELF_FIGURES`).
+GPU_SELF_FIGURES: tuple[str, ...] = tuple(n for n in SELF_FIGURES if NAMED_FIGURES[n].device)
+
+
+def gpu_figure(name: str) -> str | None:
+    """The GPU figure that goes with figure ``name`` in a label (``peak`` -> ``gpu_peak``,
+    ``incl_live`` -> ``incl_gpu_live``); a GPU figure is its own."""
+    fig = NAMED_FIGURES[name]
+    if fig.device:
+        return name
+    base = fig.line.removeprefix("incl_")
+    line = f"incl_gpu_{base}" if fig.inclusive else f"gpu_{base}"
+    return next((n for n, f in NAMED_FIGURES.items() if f.line == line), None)
 
 
 def calls_figure(name: str) -> str:
@@ -120,8 +178,9 @@ _CALLS: dict[str, str] = {
 }
 
 
-#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use.
-TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes")
+#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use
+#: (``gpu_peak_bytes``: the most GPU memory the test held, PyTorch CUDA).
+TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes", "gpu_peak_bytes")
 #: The names of the per-test figures in a ``memlens`` marker's ``compare=`` (pytest).
 TEST_FIGURE_KEYWORDS: dict[str, str] = {
     "peak": "peak_bytes",
@@ -133,20 +192,27 @@ TEST_FIGURE_WORDS: dict[str, str] = {
     "peak_bytes": "peak",
     "alloc_bytes": "allocated",
     "leaked_bytes": "leaked",
+    "gpu_peak_bytes": "GPU peak",
 }
 #: The figures a ``memlens`` marker limits: its keyword -> test figure.
-TEST_MARKER_LIMITS: dict[str, str] = {"peak": "peak_bytes", "leaks": "leaked_bytes"}
+TEST_MARKER_LIMITS: dict[str, str] = {
+    "peak": "peak_bytes",
+    "leaks": "leaked_bytes",
+    "gpu_peak": "gpu_peak_bytes",
+}
 #: Which line figure names the lines responsible for a test figure: what is still live for a
-#: leak; what was allocated during the test for a peak.
+#: leak; what was allocated during the test for a peak (GPU memory for the GPU peak).
 TEST_LINE_FIGURE: dict[str, str] = {
     "leaked_bytes": "live_bytes",
     "peak_bytes": "alloc_bytes",
     "alloc_bytes": "alloc_bytes",
+    "gpu_peak_bytes": "gpu_alloc_bytes",
 }
 #: The title of those lines in a failure message, by line figure.
 TEST_LINES_TITLE: dict[str, str] = {
     "live_bytes": "lines still holding memory the test allocated",
     "alloc_bytes": "lines that allocated most during the test",
+    "gpu_alloc_bytes": "lines that allocated most GPU memory during the test",
 }
 #: What one of those lines did, after its size (``10.0 MiB still held after the test``).
 TEST_LINE_WORDS: dict[str, str] = {

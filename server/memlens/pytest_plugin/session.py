@@ -30,11 +30,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+import time
 
 import pytest
 from _pytest.runner import runtestprotocol
 
-from memlens import _tracer
+from memlens import _tracer, gpu
 from memlens.annotate import failure_text
 from memlens.errors import MemlensError, RunFileError
 from memlens.layout import (
@@ -61,7 +62,7 @@ from memlens.model import (
 )
 from memlens.runfile import reader, writer
 from memlens.store import Store
-from memlens.tracing import tracer
+from memlens.tracing import cuda, tracer
 from memlens.tracing.follow import merge_folder
 from memlens.units import fmt_bytes, parse_size
 
@@ -72,8 +73,10 @@ if TYPE_CHECKING:
 
     from memlens.model import Run
 
-#: Figures compared with the baseline run (allocation volume is churn, not memory held).
+#: Figures compared with the baseline run (allocation volume is churn, not memory held); the
+#: GPU peak of a test whose baseline used GPU memory too.
 COMPARED = ("peak_bytes", "leaked_bytes")
+GPU_COMPARED = "gpu_peak_bytes"
 #: Lines named in a failure message, per figure.
 TOP_LINES = 5
 
@@ -191,6 +194,8 @@ class _Window:
         "current0",
         "failures",
         "function_seen",
+        "gpu_peak",
+        "gpu_wanted",
         "interrupted",
         "judged",
         "opened",
@@ -200,10 +205,16 @@ class _Window:
         "setup_held",
         "snapshot",
         "stats",
+        "t0",
+        "t1",
     )
 
-    def __init__(self, judged: bool) -> None:
+    def __init__(self, judged: bool, gpu_wanted: bool = False) -> None:
         self.judged = judged
+        #: The test's GPU peak is judged: measured when the window closes (else at the end).
+        self.gpu_wanted = gpu_wanted
+        self.gpu_peak: int | None = None
+        self.t0 = self.t1 = 0  # the window in microseconds since the epoch (GPU events' clock)
         self.interrupted = False
         self.opened = False
         self.function_seen = False  # a function-scoped fixture or the call has started
@@ -221,6 +232,7 @@ class _Window:
         """Start the window (as the test's setup starts)."""
         self.opened = True
         self.current0, _, self.alloc0 = _tracer.window(True)
+        self.t0 = time.time_ns() // 1000
         self.take_snapshot()
 
     def take_snapshot(self) -> None:
@@ -243,6 +255,11 @@ class _Window:
     def close(self) -> dict[str, int]:
         if self.stats is None:
             current, peak, allocated = _tracer.window(False)
+            self.t1 = time.time_ns() // 1000
+            if self.gpu_wanted and self.opened:
+                history = cuda.peek()  # PyTorch's history so far (None: no CUDA recorded)
+                if history is not None:
+                    self.gpu_peak = gpu.window_peaks(history, [(self.t0, self.t1)])[0]
             base = self.current0 + self.setup_held
             self.stats = {
                 "peak_bytes": max(0, peak - base) if self.opened else 0,
@@ -250,6 +267,7 @@ class _Window:
                 if self.opened
                 else 0,
                 "leaked_bytes": max(0, current - self.current0 - self.outer) if self.opened else 0,
+                "gpu_peak_bytes": self.gpu_peak or 0,
             }
         return self.stats
 
@@ -404,6 +422,8 @@ class MemlensSession(_SessionRun):
         self._window: _Window | None = None
         self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
         self.bad_markers: dict[str, str] = {}  # node id -> why its marker is wrong (workers)
+        #: (index in tests, window start, end) of tests whose GPU peak is found at the end.
+        self._gpu_windows: list[tuple[int, int, int]] = []
         self._in_body = False  # a test phase's body runs (traced)
 
     # -- collection: the limits of memlens markers --------------------------------------
@@ -441,7 +461,11 @@ class MemlensSession(_SessionRun):
         gate = self.gates.get(item.nodeid)
         compared = item.nodeid in (self.baseline or ()) and not (gate and gate.exempt)
         judged = item.nodeid in self.limits or compared
-        self._window = window = _Window(judged)
+        base = (self.baseline or {}).get(item.nodeid)
+        gpu_wanted = GPU_COMPARED in self.limits.get(item.nodeid, {}) or bool(
+            self.increase is not None and compared and base is not None and base.gpu_peak_bytes
+        )
+        self._window = window = _Window(judged, gpu_wanted)
         try:
             return (yield)
         except BaseException:
@@ -452,6 +476,9 @@ class MemlensSession(_SessionRun):
             try:
                 window.close()
                 self.tests.append(_test_stats(item, window, self.limits.get(item.nodeid, {})))
+                if window.gpu_peak is None and window.opened:
+                    # Measured at the end, from the whole history (cheaper than each time).
+                    self._gpu_windows.append((len(self.tests) - 1, window.t0, window.t1))
             finally:
                 self._window = None
                 window.snapshot = None
@@ -580,7 +607,8 @@ class MemlensSession(_SessionRun):
             percent, floor = self.increase
             if gate.percent is not None:
                 percent = gate.percent
-            for figure in gate.figures or COMPARED:
+            gpu_figures = (GPU_COMPARED,) if base.gpu_peak_bytes else ()
+            for figure in gate.figures or (*COMPARED, *gpu_figures):
                 old: int = getattr(base, figure)
                 allowed = max(int(old * (1 + percent / 100)), old + floor)
                 if figures[figure] > allowed:
@@ -627,6 +655,7 @@ class MemlensSession(_SessionRun):
         if ended is None:
             return
         run, path = ended
+        self._gpu_peaks()
         info = replace(run.info, tests=tuple(self.tests))
         if self.worker:
             # A pytest-xdist worker's run is one process of its controller's: it says which.
@@ -639,6 +668,17 @@ class MemlensSession(_SessionRun):
                 for nodeid, g in self.gates.items()
                 if not g.default
             }
+
+    def _gpu_peaks(self) -> None:
+        """The GPU peak of each test not measured as it ended, from PyTorch's history of the
+        session (:func:`memlens.gpu.window_peaks`; none when no CUDA memory was recorded)."""
+        history = cuda.last_history
+        if history is None or not self._gpu_windows:
+            return
+        peaks = gpu.window_peaks(history, [(t0, t1) for _, t0, t1 in self._gpu_windows])
+        for (index, _, _), peak in zip(self._gpu_windows, peaks, strict=True):
+            if peak:
+                self.tests[index] = replace(self.tests[index], gpu_peak_bytes=peak)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.worker:  # (a worker's terminal is not the user's: its controller's is)
@@ -818,7 +858,9 @@ def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], G
             continue
         figure = TEST_MARKER_LIMITS.get(key)
         if figure is None:
-            raise bad(f"unknown keyword {key!r} (use peak=, leaks=, increase= and compare=)")
+            raise bad(
+                f"unknown keyword {key!r} (use peak=, leaks=, gpu_peak=, increase= and compare=)"
+            )
         if value is None:
             continue
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
@@ -961,6 +1003,7 @@ def _test_stats(item: pytest.Item, window: _Window, limits: dict[str, int]) -> T
         function=function,
         limits=tuple((f, limits[f]) for f in TEST_FIGURES if f in limits),
         failures=window.failures,
+        gpu_peak_bytes=figures["gpu_peak_bytes"],
     )
 
 
@@ -971,14 +1014,17 @@ def _failure_message(window: _Window, nodeid: str) -> str:
     for f in window.failures:
         if TEST_LINE_FIGURE[f.figure] not in wanted:
             wanted.append(TEST_LINE_FIGURE[f.figure])
-    grown = _responsible_lines(window.snapshot, wanted)
+    grown = _responsible_lines(window.snapshot, [f for f in wanted if not f.startswith("gpu_")])
+    if any(f.startswith("gpu_") for f in wanted):
+        grown["gpu_alloc_bytes"] = _gpu_responsible_lines(window)
     window.failures = tuple(
         replace(f, lines=tuple(row[:3] for row in grown.get(TEST_LINE_FIGURE[f.figure], ())))
         for f in window.failures
     )
     out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
     out.extend(_widening_hints(nodeid, [f for f in window.failures if f.kind == "increase"]))
-    for figure, rows in grown.items():
+    for figure in wanted:
+        rows = grown.get(figure, [])
         out.append(f"{TEST_LINES_TITLE[figure]}:")
         out.extend(
             f"  {fmt_bytes(delta):>10}  {display_path(path)}:{line}  {printable(source[:80])}"
@@ -987,6 +1033,28 @@ def _failure_message(window: _Window, nodeid: str) -> str:
         if not rows:
             out.append("  (none of them in code memlens charges: see the run)")
     return "\n".join(out)
+
+
+def _gpu_responsible_lines(window: _Window) -> list[tuple[str, int, int, str]]:
+    """The lines that allocated the most GPU memory during the test's window: (file, line,
+    bytes, the line's code)."""
+    history = cuda.peek()
+    if history is None:
+        return []
+    try:
+        figures = gpu.build(gpu.window(history, window.t0, window.t1), tracer.gpu_charge())
+    except (MemlensError, ValueError):
+        return []
+    allocated: dict[tuple[str, int], tuple[int, str]] = {}
+    for _summary, built in figures.devices:
+        for path, sf in built.files.items():
+            lines = (sf.text or "").splitlines()
+            for line, stats in sf.lines.items():
+                old = allocated.get((path, line), (0, ""))[0]
+                source = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+                allocated[(path, line)] = (old + stats.alloc_bytes, source)
+    ranked = sorted((-v[0], k, v[1]) for k, v in allocated.items() if v[0] > 0)
+    return [(path, line, -size, source) for size, (path, line), source in ranked[:TOP_LINES]]
 
 
 def _responsible_lines(
@@ -1026,10 +1094,14 @@ def _heaviest(tests: list[TestStats], top: int) -> list[str]:
     if not ranked:
         return []
     rows = ["heaviest tests (peak during the test, above what was live when it started):"]
-    rows.append(f"  {'peak':>10}  {'allocated':>10}  {'leaked':>10}  {'time':>7}  test")
+    gpu_used = any(t.gpu_peak_bytes for t in tests)
+    gpu_head = f"  {'GPU peak':>10}" if gpu_used else ""
+    rows.append(f"  {'peak':>10}  {'allocated':>10}  {'leaked':>10}{gpu_head}  {'time':>7}  test")
     for t in ranked:
+        gpu_cell = f"  {fmt_bytes(t.gpu_peak_bytes):>10}" if gpu_used else ""
         rows.append(
             f"  {fmt_bytes(t.peak_bytes):>10}  {fmt_bytes(t.alloc_bytes):>10}  "
-            f"{fmt_bytes(t.leaked_bytes):>10}  {t.duration_s:>6.2f}s  {printable(t.nodeid)}"
+            f"{fmt_bytes(t.leaked_bytes):>10}{gpu_cell}  {t.duration_s:>6.2f}s  "
+            f"{printable(t.nodeid)}"
         )
     return rows

@@ -11,6 +11,7 @@ from memlens.errors import RunFileError
 from memlens.layout import printable
 from memlens.model import (
     TEST_FIGURES,
+    GpuDevice,
     NotebookCell,
     ProcessInfo,
     RunInfo,
@@ -69,6 +70,8 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "checkpoint": (bool,),
     "attached": (bool,),
     "cell": (dict,),
+    "gpu_peak_bytes": (int,),
+    "gpus": (list,),
 }
 
 #: The keys of each entry of the header's ``processes`` list, with their JSON types.
@@ -79,6 +82,22 @@ PROCESS_TYPES: dict[str, tuple[type, ...]] = {
     "complete": (bool,),
     "peak_traced_bytes": (int,),
 }
+
+
+#: The keys of each entry of the header's ``gpus`` list (a run's GPU devices), with their
+#: JSON types.
+GPU_TYPES: dict[str, tuple[type, ...]] = {
+    "device": (int,),
+    "peak_bytes": (int,),
+    "alloc_bytes": (int,),
+    "alloc_count": (int,),
+    "live_bytes": (int,),
+    "reserved_peak_bytes": (int,),
+    "complete": (bool,),
+}
+#: Most GPU devices a run header lists.
+MAX_GPUS = 4096
+_MAX_BYTES = 2**63 - 1
 
 
 def is_a(value: object, types: tuple[type, ...]) -> bool:
@@ -111,6 +130,10 @@ def header_json(info: RunInfo) -> str:
         fields["cell"] = fields["cell"].as_dict()
     else:
         del fields["cell"]  # a program's run: the header is as before
+    if fields["gpus"] or fields["gpu_peak_bytes"]:
+        fields["gpus"] = [g.as_dict() for g in fields["gpus"]]
+    else:  # no GPU memory recorded: the header is as before
+        del fields["gpus"], fields["gpu_peak_bytes"]
     return plain(fields)
 
 
@@ -133,6 +156,10 @@ def parse_header(raw: object, name: str) -> RunInfo:
     raw["command"] = tuple(raw["command"])
     if "processes" in raw:
         raw["processes"] = processes(name, raw["processes"])
+    if "gpus" in raw:
+        raw["gpus"] = gpus(name, raw["gpus"])
+    if not 0 <= raw.get("gpu_peak_bytes", 0) <= _MAX_BYTES:
+        raise RunFileError(name, "bad run header: gpu_peak_bytes out of range")
     raw["duration_s"] = float(raw["duration_s"])
     if not math.isfinite(raw["duration_s"]):  # JSON NaN/Infinity: the export must stay JSON
         raise RunFileError(name, "bad run header: duration_s is not a finite number")
@@ -208,6 +235,8 @@ def tests_json(tests: Iterable[TestStats]) -> dict[str, dict[str, Any]]:
                 for f in t.failures
             ],
         }
+        if t.gpu_peak_bytes:  # a test that used no GPU memory is written as before
+            entry["gpu_peak_bytes"] = t.gpu_peak_bytes
         out[t.nodeid] = entry
     return out
 
@@ -307,6 +336,9 @@ def read_tests(value: object, name: str) -> tuple[TestStats, ...]:
                 function=text(entry, "function", MAX_NAME_CHARS, where),
                 limits=tuple(limits.items()),
                 failures=tuple(read_failures),
+                gpu_peak_bytes=number(entry, "gpu_peak_bytes", 0, _MAX_TEST_BYTES, where)
+                if "gpu_peak_bytes" in entry
+                else 0,
             )
         )
     return tuple(out)
@@ -317,17 +349,40 @@ def processes(name: str, entries: list[object]) -> tuple[ProcessInfo, ...]:
     :data:`PROCESS_TYPES`, of their exact types (unknown keys are ignored)."""
     out: list[ProcessInfo] = []
     for entry in entries:
-        if not isinstance(entry, dict) or not PROCESS_TYPES.keys() <= entry.keys():
-            raise RunFileError(name, "bad run header: processes")
-        values = {k: entry[k] for k in PROCESS_TYPES}
-        if not all(is_a(values[k], t) for k, t in PROCESS_TYPES.items()):
-            raise RunFileError(name, "bad run header: processes")
+        values = _typed(name, entry, PROCESS_TYPES, "processes")
         if not all(isinstance(c, str) for c in values["command"]):
             raise RunFileError(name, "bad run header: processes")
         if not (0 <= values["pid"] < 2**63 and 0 <= values["parent_pid"] < 2**63):
             raise RunFileError(name, "bad run header: processes (a process id out of range)")
         values["command"] = tuple(values["command"])
         out.append(ProcessInfo(**values))
+    return tuple(out)
+
+
+def _typed(
+    name: str, entry: object, types: dict[str, tuple[type, ...]], key: str
+) -> dict[str, Any]:
+    """The keys of ``types`` of one entry of the header's list ``key``, each of its exact
+    types (unknown keys are ignored), else a RunFileError."""
+    if not isinstance(entry, dict) or not types.keys() <= entry.keys():
+        raise RunFileError(name, f"bad run header: {key}")
+    values = {k: entry[k] for k in types}
+    if not all(is_a(values[k], t) for k, t in types.items()):
+        raise RunFileError(name, f"bad run header: {key}")
+    return values
+
+
+def gpus(name: str, entries: list[object]) -> tuple[GpuDevice, ...]:
+    """The header's ``gpus``: each entry an object with the keys of :data:`GPU_TYPES`, of
+    their exact types, figures from 0 to 2**63 - 1 (unknown keys are ignored)."""
+    if len(entries) > MAX_GPUS:
+        raise RunFileError(name, f"bad run header: more than {MAX_GPUS} GPU devices")
+    out: list[GpuDevice] = []
+    for entry in entries:
+        values = _typed(name, entry, GPU_TYPES, "gpus")
+        if not all(0 <= v <= _MAX_BYTES for k, v in values.items() if k != "complete"):
+            raise RunFileError(name, "bad run header: gpus (a figure out of range)")
+        out.append(GpuDevice(**values))
     return tuple(out)
 
 

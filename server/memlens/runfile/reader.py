@@ -24,10 +24,12 @@ from urllib.parse import quote
 from memlens.errors import RunFileError, one_line, os_error_reason
 from memlens.layout import open_regular
 from memlens.model import (
+    DEVICE_FIGURES,
     FIGURES,
     CallNode,
     CallTree,
     FunctionStats,
+    GpuDeviceLine,
     LineStats,
     Moments,
     Run,
@@ -390,7 +392,13 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, "corrupt file (files names a file twice)")
         ids[fid] = len(paths)
         paths.append(fpath)
-        files[fpath] = {"sha256": sha, "text": text, "lines": {}, "functions": []}
+        files[fpath] = {
+            "sha256": sha,
+            "text": text,
+            "lines": {},
+            "functions": [],
+            "gpu_devices": {},
+        }
     by_id = [files[p] for p in paths]
 
     def entry(fid: int, table: str) -> dict[str, Any]:
@@ -411,6 +419,11 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         if v1:  # no native figures then
             row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
         current_lines[row[1]] = LineStats(*row[2:])
+    if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
+        for fid, line, device, *figures in digest.rows(tables["gpu_devices"]):
+            entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
+                GpuDeviceLine(device, **dict(zip(DEVICE_FIGURES, figures, strict=True)))
+            )
     for row in digest.rows(tables["functions"]):
         entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
         function_keys.append((paths[ids[row[0]]], row[1], row[2], row[3]))
@@ -448,6 +461,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                 text=d["text"],
                 lines=d["lines"],
                 functions=tuple(d["functions"]),
+                gpu_devices={line: tuple(each) for line, each in d["gpu_devices"].items()},
             )
             for p, d in files.items()
         },

@@ -14,7 +14,16 @@ from itertools import pairwise
 
 from memlens.errors import one_line
 from memlens.layout import replace_file
-from memlens.model import ERRORS, FIGURES, FUNCTION_FIGURES, NATIVE, replace
+from memlens.model import (
+    DEVICE_FIGURES,
+    ERRORS,
+    FIGURES,
+    FUNCTION_FIGURES,
+    GPU_FIGURES,
+    GPU_FUNCTION_FIGURES,
+    NATIVE,
+    replace,
+)
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import header_json
 from memlens.runfile.schema import (
@@ -134,6 +143,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         function_ids: dict[FunctionKey, int] = {}
         files: list[tuple[Any, ...]] = []
         lines: list[tuple[Any, ...]] = []
+        gpu_devices: list[tuple[Any, ...]] = []
         functions: list[tuple[Any, ...]] = []
         for i, (key, sf) in enumerate(run.files.items(), start=1):
             if key != sf.path:
@@ -146,8 +156,14 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                     line,
                     *(int(getattr(st, f)) for f in _LINE_INTS),
                     *(float(getattr(st, e)) for e in ERRORS),
+                    *(int(getattr(st, f)) for f in GPU_FIGURES),
                 )
                 for line, st in sorted(sf.lines.items())
+            )
+            gpu_devices.extend(
+                (i, line, d.device, *(int(getattr(d, f)) for f in DEVICE_FIGURES))
+                for line, each in sorted(sf.gpu_devices.items())
+                for d in sorted(each, key=lambda d: d.device)
             )
             for fn in sf.functions:
                 function_ids.setdefault(
@@ -160,10 +176,12 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                         fn.first_line,
                         fn.last_line,
                         *(getattr(fn, f) for f in FUNCTION_FIGURES),
+                        *(getattr(fn, f) for f in GPU_FUNCTION_FIGURES),
                     )
                 )
         _insert(con, digest, tables["files"], files)
         _insert(con, digest, tables["lines"], lines)
+        _insert(con, digest, tables["gpu_devices"], gpu_devices)
         _insert(con, digest, tables["functions"], functions)
         parts, names = _tree_rows(run.call_tree, file_ids)
         _insert(con, digest, tables["tree"], parts)
@@ -187,7 +205,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         con.close()
 
 
-#: Integer columns of a line row in version 2, after file_id and line.
+#: Integer columns of a line row, after file_id and line (then the errors, then GPU figures).
 _LINE_INTS = (*FIGURES, *NATIVE)
 
 

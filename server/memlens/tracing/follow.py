@@ -36,6 +36,7 @@ def follow(
     exclude: Sequence[str],
     libraries: bool,
     native: bool,
+    gpu: bool,
     timeline_interval_ms: float,
     checkpoint_interval_s: float,
 ) -> bool:
@@ -64,6 +65,7 @@ def follow(
         "exclude": [os.path.abspath(p) if os.sep in p else p for p in exclude],
         "libraries": libraries,
         "native": native,
+        "gpu": gpu,
         "timeline_interval_ms": float(timeline_interval_ms),
         "checkpoint_interval_s": float(checkpoint_interval_s),
     }

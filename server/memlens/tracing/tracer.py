@@ -23,6 +23,7 @@ import sys
 import time
 
 from memlens.errors import MemlensError
+from memlens.tracing import cuda
 
 
 def _no_tracer(exc: ImportError) -> str:
@@ -138,6 +139,7 @@ def start(
     attached: bool = False,
     sources: Mapping[str, tuple[str, str]] | None = None,
     save: bool | str | os.PathLike[str] = False,
+    gpu: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -166,6 +168,8 @@ def start(
     there), :func:`stop` writes the run into the store (``.memlens/runs/``, named as ``memlens
     run`` names its runs, when tracing started) and points ``latest`` at it, where ``memlens
     show`` and the editor find it; the store's root is the run's workspace root.
+    ``gpu=False`` leaves out PyTorch's CUDA memory (:mod:`memlens.tracing.cuda`), recorded by
+    default from when the program initialises CUDA.
     """
     global _session, _last_saved
     if mode not in ("exact", "sampling"):
@@ -182,7 +186,7 @@ def start(
         # A child forked while its parent traced starts a run of its own: its copy of the
         # parent's session is dropped (the native tracer drops the parent's figures).
         _session = None
-        _unwatch_numpy()
+        _unwatch_imports()
     if _session is not None:
         raise MemlensError("memlens is already tracing this process")
     save_to = None
@@ -209,7 +213,8 @@ def start(
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
-    _watch_numpy()
+    cuda.enabled = gpu
+    _watch_imports()
     if checkpoint is not None:
         _start_checkpoints(
             session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
@@ -263,12 +268,13 @@ def stop(
     _session = None
     _stop_checkpoints()
     _tracer.stop()
-    _unwatch_numpy()
+    _unwatch_imports()
+    gpu = cuda.take()  # PyTorch's CUDA memory, before anything is torn down (untraced)
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    run = _build_run(snap, session, command, exit_code, complete)
+    run = _build_run(snap, session, command, exit_code, complete, gpu)
     if session.save_to is not None:
         _save(run, session.save_to)
     return run
@@ -311,7 +317,8 @@ def abandon() -> None:
     _session = None
     _stop_checkpoints()
     _tracer.stop()
-    _unwatch_numpy()
+    _unwatch_imports()
+    cuda.take()  # recording off
     _tracer.reset()
 
 
@@ -501,7 +508,8 @@ if hasattr(os, "register_at_fork"):
 
 # numpy allocates array data through its own handler, not PEP 445: the native module can
 # chain a handler of ours onto numpy's (NEP 49). numpy is usually imported by the program
-# after tracing started, so a meta-path finder attaches right after numpy's core loads.
+# after tracing started, so a meta-path finder attaches right after numpy's core loads (and
+# arms PyTorch's CUDA memory recording right after torch.cuda loads).
 _NUMPY_CORE = ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath")
 
 
@@ -515,24 +523,41 @@ def _attach_numpy(module: types.ModuleType) -> None:
         print(f"memlens: numpy array data is not traced: {exc}", file=sys.stderr)
 
 
-class _AttachingLoader:
-    def __init__(self, loader: Any) -> None:
+#: What memlens does once a module the program imports has run: numpy's core gets our data
+#: handler; ``torch.cuda`` asks to record PyTorch's CUDA memory when CUDA is initialised
+#: (:mod:`memlens.tracing.cuda`).
+_ON_IMPORT: dict[str, Callable[[types.ModuleType], None]] = {
+    **dict.fromkeys(_NUMPY_CORE, _attach_numpy),
+    cuda.TORCH_CUDA: cuda.arm_when_initialised,
+}
+
+
+class _ActingLoader:
+    """A module's loader, then memlens's action on the module."""
+
+    def __init__(self, loader: Any, act: Callable[[types.ModuleType], None]) -> None:
         self._loader = loader
+        self._act = act
 
     def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
         self._loader.exec_module(module)
-        _attach_numpy(module)
+        self._act(module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
-class _NumpyWatcher:
+class _ImportWatcher:
+    """A meta-path finder that declines every import but those of :data:`_ON_IMPORT`, whose
+    loader it wraps so that memlens acts once the module has run (one dict lookup per
+    import)."""
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in _NUMPY_CORE:
+        act = _ON_IMPORT.get(name)
+        if act is None:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -541,26 +566,29 @@ class _NumpyWatcher:
             spec = find(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _AttachingLoader(spec.loader)
+                    spec.loader = _ActingLoader(spec.loader, act)
                 return spec
         return None
 
 
-_numpy_watcher = _NumpyWatcher()
+_import_watcher = _ImportWatcher()
 
 
-def _watch_numpy() -> None:
-    for name in _NUMPY_CORE:
+def _watch_imports() -> None:
+    """Act on the watched modules the program imported already; watch for the others."""
+    acted = set()  # numpy's two names for its core: one attach
+    for name, act in _ON_IMPORT.items():
         module = sys.modules.get(name)
-        if module is not None:
-            _attach_numpy(module)
-            return
-    sys.meta_path.insert(0, _numpy_watcher)
+        if module is not None and act not in acted:
+            act(module)
+            acted.add(act)
+    if _import_watcher not in sys.meta_path:
+        sys.meta_path.insert(0, _import_watcher)
 
 
-def _unwatch_numpy() -> None:
-    if _numpy_watcher in sys.meta_path:
-        sys.meta_path.remove(_numpy_watcher)
+def _unwatch_imports() -> None:
+    if _import_watcher in sys.meta_path:
+        sys.meta_path.remove(_import_watcher)
 
 
 def _stop_at_exit() -> None:
@@ -672,6 +700,16 @@ class _Filter:
         return not any(_match(real, p) for p in self.exclude)
 
 
+def gpu_charge() -> Callable[[str], str | None]:
+    """Where GPU memory is charged while tracing: the file a frame's file is charged to by
+    this session's filters, or None when it is transparent (as for host memory)."""
+    session = _session
+    if session is None:
+        raise MemlensError("memlens is not tracing")
+    flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
+    return lambda f: flt.realpath(f) if flt.passes(f) else None
+
+
 def _match(path: str, pattern: str) -> bool:
     import fnmatch
 
@@ -684,11 +722,14 @@ def _build_run(
     command: Sequence[str] | None,
     exit_code: int | None,
     complete: bool,
+    gpu: object = None,
 ) -> Run:
     """The run of a native snapshot: the filters decide, per code object, which file it is
     charged to; the native side collapses the call tree onto lines and sums the figures
     (time and memory linear in the tree's nodes); here only per-line, per-function and
-    per-file objects are made. The call tree stays in typed columns."""
+    per-file objects are made. The call tree stays in typed columns. ``gpu``: PyTorch's
+    snapshot of the GPU memory (:func:`memlens.tracing.cuda.take`), charged by the same
+    filters."""
     from array import array
     from datetime import datetime, timedelta, timezone
 
@@ -832,4 +873,7 @@ def _build_run(
             "live_bytes": m["function_live"],
         },
     )
-    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, moments=moments)
+    run = Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, moments=moments)
+    if gpu is not None:
+        run = cuda.attach(run, gpu, lambda f: flt.realpath(f) if flt.passes(f) else None)
+    return run

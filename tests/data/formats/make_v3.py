@@ -11,35 +11,158 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE.parents[1]))
 
 from memlens.runfile import writer  # noqa: E402
-from memlens.model import Moments, Run, replace  # noqa: E402
-from tests.data.formats.make_v2 import golden_v2_run  # noqa: E402
+from memlens.model import (  # noqa: E402
+    CallNode,
+    FunctionStats,
+    GpuDevice,
+    GpuDeviceLine,
+    LineStats,
+    Moments,
+    Run,
+    RunInfo,
+    SourceFile,
+    TimelinePoint,
+)
 
 MIB = 1024 * 1024
 
 
 def golden_v3_run() -> Run:
-    """Version 2's golden run, with when its peak happened and moments: db.py:4 holds 8 MiB at
-    0.5 s, 20 MiB from 1.0 s on; app.py:4 holds 512 B from 1.0 s, and app.py:7 all that in
-    calls; main() likewise."""
-    run = golden_v2_run()
-    moments = Moments(
-        [0.5, 1.0, 1.5],
-        [8 * MIB, 20 * MIB + 512, 20 * MIB + 512],
-        ["/work/app.py", "/work/db.py"],
-        {
-            "moment": [0, 0, 1, 1, 1],
-            "file": [1, 0, 0, 0, 1],
-            "line": [4, 7, 4, 7, 4],
-            "live_bytes": [8 * MIB, 0, 512, 0, 20 * MIB],
-            "incl_live_bytes": [8 * MIB, 8 * MIB, 20 * MIB + 512, 20 * MIB + 512, 20 * MIB],
+    """A training step on two GPUs: host figures as in version 2, GPU figures per line
+    (self and inclusive), per function, per device, and the run's GPU devices; when the peak
+    happened (1.5 s) and the moments: train.py:4 holds 2048 B and :5 512 B from 1.0 s (:8 all
+    that in calls), then from 2.5 s :4 holds 1024 B and :5 nothing; step() likewise."""
+    train = SourceFile(
+        path="/work/train.py",
+        sha256="ef" * 32,
+        text=(
+            "import torch\n\ndef step(model, x):\n    y = model(x)\n    y.sum().backward()\n"
+            "    return y\n\nstep(torch.nn.Linear(8, 8).cuda(), torch.ones(8, device='cuda'))\n"
+        ),
+        lines={
+            4: LineStats(
+                2048,
+                4,
+                1024,
+                2,
+                2048,
+                2048,
+                1024,
+                2048,
+                gpu_alloc_bytes=48 * MIB,
+                gpu_alloc_count=3,
+                gpu_live_bytes=16 * MIB,
+                gpu_peak_bytes=32 * MIB,
+                incl_gpu_alloc_bytes=48 * MIB,
+                incl_gpu_live_bytes=16 * MIB,
+                incl_gpu_peak_bytes=32 * MIB,
+            ),
+            5: LineStats(
+                512,
+                1,
+                0,
+                0,
+                512,
+                512,
+                0,
+                512,
+                gpu_alloc_bytes=8 * MIB,
+                gpu_alloc_count=2,
+                gpu_live_bytes=8 * MIB,
+                gpu_peak_bytes=8 * MIB,
+                incl_gpu_alloc_bytes=8 * MIB,
+                incl_gpu_live_bytes=8 * MIB,
+                incl_gpu_peak_bytes=8 * MIB,
+            ),
+            8: LineStats(
+                0,
+                0,
+                0,
+                0,
+                0,
+                2560,
+                1024,
+                2560,
+                incl_gpu_alloc_bytes=56 * MIB,
+                incl_gpu_live_bytes=24 * MIB,
+                incl_gpu_peak_bytes=40 * MIB,
+            ),
+        },  # fmt: skip
+        functions=(
+            FunctionStats(
+                "step",
+                3,
+                6,
+                2560,
+                5,
+                1024,
+                2560,
+                gpu_alloc_bytes=56 * MIB,
+                gpu_alloc_count=5,
+                gpu_live_bytes=24 * MIB,
+                gpu_peak_bytes=40 * MIB,
+            ),
+        ),  # fmt: skip
+        gpu_devices={
+            4: (
+                GpuDeviceLine(0, 32 * MIB, 2, 8 * MIB, 24 * MIB),
+                GpuDeviceLine(1, 16 * MIB, 1, 8 * MIB, 8 * MIB),
+            ),
+            5: (GpuDeviceLine(0, 8 * MIB, 2, 8 * MIB, 8 * MIB),),
         },
-        [("/work/app.py", "main", 3, 5), ("/work/db.py", "load", 3, 4)],
-        {"moment": [0, 0, 1, 1], "function": [0, 1, 0, 1], "live_bytes": [8 * MIB, 8 * MIB, 20 * MIB + 512, 20 * MIB]},
     )
-    return replace(run, info=replace(run.info, peak_at_s=1.25), moments=moments)
+    nodes = (
+        CallNode(0, -1, "/work/train.py", 8, "<module>", 0, 0, 0, 0),
+        CallNode(1, 0, "/work/train.py", 4, "step", 2048, 4, 1024, 2048),
+        CallNode(2, 0, "/work/train.py", 5, "step", 512, 1, 0, 512),
+    )
+    info = RunInfo(
+        command=("python", "train.py"),
+        python="3.12.3",
+        platform="Linux-test",
+        started="2026-11-26T10:00:00+00:00",
+        ended="2026-11-26T10:00:03+00:00",
+        duration_s=3.0,
+        pid=4444,
+        exit_code=0,
+        mode="exact",
+        sample_interval_bytes=None,
+        peak_traced_bytes=2560,
+        peak_rss_bytes=900 * MIB,
+        complete=True,
+        cwd="/work",
+        memlens_version="0.3.0",
+        max_depth=0,
+        peak_at_s=1.5,
+        gpu_peak_bytes=40 * MIB,
+        gpus=(
+            GpuDevice(0, 32 * MIB, 40 * MIB, 4, 16 * MIB, 40 * MIB, True),
+            GpuDevice(1, 8 * MIB, 16 * MIB, 1, 8 * MIB, 20 * MIB, False),
+        ),
+    )
+    return Run(
+        info=info,
+        files={train.path: train},
+        call_tree=nodes,
+        timeline=(TimelinePoint(0.0, 0, 400 * MIB), TimelinePoint(3.0, 2560, 900 * MIB)),
+        moments=Moments(
+            [1.0, 2.0, 2.5],
+            [2560, 2560, 1024],
+            ["/work/train.py"],
+            {
+                "moment": [0, 0, 0, 2, 2, 2],
+                "file": [0, 0, 0, 0, 0, 0],
+                "line": [4, 5, 8, 4, 5, 8],
+                "live_bytes": [2048, 512, 0, 1024, 0, 0],
+                "incl_live_bytes": [2048, 512, 2560, 1024, 0, 1024],
+            },
+            [("/work/train.py", "step", 3, 6)],
+            {"moment": [0, 2], "function": [0, 0], "live_bytes": [2560, 1024]},
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,19 @@
 // Settings of the `memlens` section: what the server receives, and which keys restart it.
 
-export const FIGURES = ['peak', 'alloc', 'live', 'incl_peak', 'incl_alloc', 'incl_live'] as const;
+export const FIGURES = [
+  'peak',
+  'alloc',
+  'live',
+  'gpu_peak',
+  'gpu_alloc',
+  'gpu_live',
+  'incl_peak',
+  'incl_alloc',
+  'incl_live',
+  'incl_gpu_peak',
+  'incl_gpu_alloc',
+  'incl_gpu_live',
+] as const;
 export type Figure = (typeof FIGURES)[number];
 
 export interface ServerSettings {

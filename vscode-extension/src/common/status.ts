@@ -14,6 +14,8 @@ export interface RunSummary {
   kind?: string;
   /** A checkpoint: the run so far of a program still running (never compared with the baseline). */
   checkpoint?: boolean;
+  /** The run's GPU memory peak (PyTorch CUDA); 0 or absent without GPU memory. */
+  gpu_peak_bytes?: number;
 }
 
 /** MomentInfo of the LSP contract: the moment hints, hovers and lenses show (memlens.setMoment). */
@@ -116,7 +118,8 @@ export function statusText(state: RunLoaded | undefined, now: Date): { text: str
   const run = state.run;
   const tests = run.kind === 'tests';
   const mark = run.checkpoint ? ' (in progress)' : run.complete ? '' : ' (incomplete)';
-  let text = `${tests ? '$(beaker)' : '$(pulse)'} ${runName(run)} ${formatBytes(run.peak_traced_bytes)} peak · ${formatAge(run.started, now)}${mark}`;
+  const gpu = run.gpu_peak_bytes ? ` · GPU ${formatBytes(run.gpu_peak_bytes)}` : '';
+  let text = `${tests ? '$(beaker)' : '$(pulse)'} ${runName(run)} ${formatBytes(run.peak_traced_bytes)} peak${gpu} · ${formatAge(run.started, now)}${mark}`;
   const what = tests ? 'test run' : 'program run';
   let tooltip = `memlens ${what} ${run.id}: ${run.command}`;
   if (run.checkpoint) {
