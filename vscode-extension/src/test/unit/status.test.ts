@@ -53,9 +53,9 @@ describe('status bar', () => {
   it('shows the GPU peak of a run that recorded GPU memory', () => {
     const gpuRun = { ...run, gpu_peak_bytes: 320966660 };
     const { text } = statusText({ run: gpuRun, baseline: null }, new Date('2026-11-22T10:05:00Z'));
-    assert.strictEqual(text, '$(pulse) 48.0 MiB peak · GPU 306.1 MiB · 5m ago');
+    assert.strictEqual(text, '$(pulse) app.py 48.0 MiB peak · GPU 306.1 MiB · 5m ago');
     const none = statusText({ run: { ...run, gpu_peak_bytes: 0 }, baseline: null }, new Date('2026-11-22T10:05:00Z'));
-    assert.strictEqual(none.text, '$(pulse) 48.0 MiB peak · 5m ago');
+    assert.strictEqual(none.text, '$(pulse) app.py 48.0 MiB peak · 5m ago');
   });
   it('says when there is no run, and marks incomplete runs', () => {
     assert.strictEqual(statusText(undefined, new Date()).text, '$(pulse) memlens: no run');
