@@ -88,6 +88,11 @@ bool start_timeline(double interval_ms) {
     return ok;
 }
 
+int64_t peak_rss() {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? int64_t(ru.ru_maxrss) * 1024 : 0;
+}
+
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count(); }
 
 }  // namespace
@@ -159,10 +164,7 @@ void stop() {
         native::uninstall();
     }
     timeline::stop(g_duration);
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        g_peak_rss = int64_t(ru.ru_maxrss) * 1024;
-    }
+    g_peak_rss = peak_rss();
     hooks::uninstall();
     stack::stop_monitoring();
 }
@@ -215,6 +217,7 @@ bool hooks_installed() { return hooks::installed(); }
 bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
+const char* object_reuse() { return hooks::object_reuse(); }
 bool traces_native() { return g_native_installed; }
 const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }
@@ -267,7 +270,7 @@ void snapshot(SnapshotData& out) {
     }
     out.lines.load();
     out.duration_s = g_active.load() ? elapsed() : g_duration;
-    out.peak_rss_bytes = g_peak_rss;
+    out.peak_rss_bytes = g_active.load() ? peak_rss() : g_peak_rss;
     out.mode = int(g_opts.mode);
     out.sample_interval = g_opts.sample_interval;
     timeline::points(out.timeline);

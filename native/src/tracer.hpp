@@ -28,6 +28,7 @@ struct Options {
     double timeline_interval_ms = 10.0;
     bool watch_exits = true;       // 3.12+: sys.monitoring frame exits keep stack reads short
     bool native = true;            // trace the C allocator calls of other libraries
+    bool track_reuse = true;       // 3.13+: objects made in reused blocks go to the line making them
 };
 
 struct SnapshotData;  // snapshot.hpp
@@ -49,6 +50,9 @@ bool is_forked_child();
 // "exact" (address table only), "sampling" (any allocator) or "sampling-pymalloc" (no MEM/OBJ
 // free hooks; see hooks.cpp). "" before any run.
 const char* hook_kind();
+// Whether objects made in reused blocks (CPython's free lists) are charged to the line making
+// them: "tracked", "lost", "unavailable" or "" (see hooks.hpp). Requires the GIL.
+const char* object_reuse();
 // Whether this run reads only the changed part of stacks (sys.monitoring frame exits, 3.12+).
 bool watches_exits();
 // Whether this run traces the C allocator calls of other libraries (native.hpp).

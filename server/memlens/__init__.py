@@ -46,6 +46,8 @@ def profile(
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
     native: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -57,7 +59,10 @@ def profile(
     written there every ``checkpoint_interval_s`` seconds, so that a process that is killed
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
     stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
-    libraries allocate through the C allocator. See :func:`memlens.tracing.tracer.start`.
+    libraries allocate through the C allocator. ``holders=False``: the run does not record
+    what holds the lines still live at its end. ``track_reuse=False`` leaves objects CPython
+    makes in reused blocks (its free lists) on the line that first allocated the block, as
+    before Python 3.13 (for comparisons). See :func:`memlens.tracing.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracing.tracer import Profile
@@ -78,6 +83,8 @@ def start(
     checkpoint_interval_s: float = 5.0,
     watch_exits: bool = True,
     native: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)

@@ -67,6 +67,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "exclude": (list,),
     "libraries": (bool,),
     "native": (bool,),
+    "holders": (bool,),
     "timeline_interval_ms": (int, float),
     "checkpoint_interval_s": (int, float),
 }
@@ -207,6 +208,7 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
             exclude=config["exclude"],
             libraries=config["libraries"],
             native=config["native"],
+            holders=config["holders"],
             timeline_interval_ms=config["timeline_interval_ms"],
             checkpoint=own.run_path if interval > 0 else None,
             checkpoint_interval_s=interval,

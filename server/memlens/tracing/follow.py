@@ -38,6 +38,7 @@ def follow(
     native: bool,
     timeline_interval_ms: float,
     checkpoint_interval_s: float,
+    holders: bool = True,
 ) -> bool:
     """Follow this process's children into the processes folder of ``run_path``, with these
     options (as :func:`memlens.tracing.tracer.start` takes them). False, after a one-line message,
@@ -64,6 +65,7 @@ def follow(
         "exclude": [os.path.abspath(p) if os.sep in p else p for p in exclude],
         "libraries": libraries,
         "native": native,
+        "holders": holders,
         "timeline_interval_ms": float(timeline_interval_ms),
         "checkpoint_interval_s": float(checkpoint_interval_s),
     }

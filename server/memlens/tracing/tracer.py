@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-    from memlens.model import Run, SourceFile
+    from memlens.model import HeldBy, Run, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
 # before the profiled program starts, so every import here is start-up overhead. The rest
@@ -68,6 +68,7 @@ class _Session:
         "argv",
         "exclude",
         "hidden",
+        "holders",
         "include",
         "libraries",
         "mode",
@@ -88,8 +89,10 @@ class _Session:
         hidden: tuple[str, ...],
         seed: int | None = None,
         workspace_root: str = "",
+        holders: bool = True,
     ) -> None:
         self.mode = mode
+        self.holders = holders
         self.workspace_root = workspace_root
         self.seed = seed
         self.libraries = libraries
@@ -126,6 +129,8 @@ def start(
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
     workspace_root: str = "",
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -146,7 +151,10 @@ def start(
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
-    Python 3.12+ (for comparisons; figures are the same either way).
+    Python 3.12+ (for comparisons; figures are the same either way). ``track_reuse=False``
+    leaves objects that CPython makes in reused blocks (its free lists) on the line that first
+    allocated the block, as before Python 3.13 (for comparisons). ``holders=False``: the run
+    does not record what holds its live lines (see :func:`stop`).
     """
     global _session
     if mode not in ("exact", "sampling"):
@@ -175,9 +183,12 @@ def start(
         hidden=tuple(os.path.realpath(h) for h in hidden),
         seed=seed,
         workspace_root=workspace_root,
+        holders=holders,
     )
     try:
-        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
+        _tracer.start(
+            mode, interval, seed or 0, timeline_interval_ms, watch_exits, native, track_reuse
+        )
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
@@ -206,8 +217,14 @@ def stop(
     command: Sequence[str] | None = None,
     exit_code: int | None = 0,
     complete: bool = True,
+    holders: bool | None = None,
 ) -> Run:
     """Stop recording and return the run. Raises MemlensError when not tracing.
+
+    With ``holders`` (by default, as :func:`start` was told), the run records what holds the lines live at its end
+    (:mod:`memlens.tracing.holders`): found now, while the program's objects are still alive
+    and the tracer still knows which line each block belongs to (the snapshot is taken first,
+    and this thread is paused: the search is not the program's).
 
     In a child process forked while tracing, the child was never traced (unless it started a
     run of its own): this raises too.
@@ -218,13 +235,41 @@ def stop(
         raise MemlensError("memlens is not tracing")
     _session = None
     _stop_checkpoints()
-    _tracer.stop()
-    _unwatch_numpy()
     if session.pid != os.getpid() or _tracer.is_forked_child():
+        _tracer.stop()
+        _unwatch_numpy()
         raise MemlensError("this process was forked from a traced parent and was not traced")
-    snap = _tracer.snapshot()
+    paused = _tracer.set_thread_paused(True)
+    try:
+        snap = _tracer.snapshot()
+        parts = _collapse(snap, session)
+        wanted = session.holders if holders is None else holders
+        held = _holders(parts, float(snap.info["duration_s"])) if wanted else ()
+    finally:
+        _tracer.stop()
+        _tracer.set_thread_paused(paused)
+    _unwatch_numpy()
+    if _tracer.object_reuse() == "lost":
+        print(
+            "memlens: another tool (tracemalloc?) replaced memlens's reference tracer during the "
+            "run: objects CPython reused from its free lists after that stay charged to the line "
+            "that first allocated them",
+            file=sys.stderr,
+        )
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    return _build_run(snap, session, command, exit_code, complete)
+    return _make_run(parts, snap, session, command, exit_code, complete, held)
+
+
+def _holders(parts: _Parts, duration_s: float) -> tuple[HeldBy, ...]:
+    """What holds the run's live lines; nothing (and one line saying why) if the search fails:
+    it never costs the run."""
+    from memlens.tracing import holders
+
+    try:
+        return holders.find(parts.built, parts.paths, duration_s)
+    except Exception as exc:  # noqa: BLE001 - the run is written whatever happens here
+        print(f"memlens: what holds the live lines was not recorded: {exc}", file=sys.stderr)
+        return ()
 
 
 def abandon() -> None:
@@ -540,6 +585,23 @@ def _match(path: str, pattern: str) -> bool:
     return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
 
+class _Parts:
+    """A snapshot collapsed onto lines (:func:`_collapse`): the native build's columns, the
+    charged files' paths (by file id) and the functions' ids."""
+
+    __slots__ = ("built", "functions", "paths")
+
+    def __init__(
+        self,
+        built: dict[str, Any],
+        paths: list[str],
+        functions: dict[tuple[int, str, int, int], int],
+    ) -> None:
+        self.built = built
+        self.paths = paths
+        self.functions = functions
+
+
 def _build_run(
     snap: Any,
     session: _Session,
@@ -547,27 +609,15 @@ def _build_run(
     exit_code: int | None,
     complete: bool,
 ) -> Run:
-    """The run of a native snapshot: the filters decide, per code object, which file it is
-    charged to; the native side collapses the call tree onto lines and sums the figures
-    (time and memory linear in the tree's nodes); here only per-line, per-function and
-    per-file objects are made. The call tree stays in typed columns."""
-    from array import array
-    from datetime import datetime, timedelta, timezone
+    """The run of a native snapshot (without what holds its lines: see :func:`stop`)."""
+    return _make_run(_collapse(snap, session), snap, session, command, exit_code, complete, ())
 
-    from memlens._version import __version__
-    from memlens.layout import platform_name, python_version
-    from memlens.model import (
-        CALL_TREE_COLUMNS,
-        SUMS,
-        CallTree,
-        FunctionStats,
-        LineStats,
-        Run,
-        RunInfo,
-        SourceFile,
-        TimelinePoint,
-    )
-    from memlens.source import read_source
+
+def _collapse(snap: Any, session: _Session) -> _Parts:
+    """The filters decide, per code object, which file it is charged to; the native side
+    collapses the call tree onto lines and sums the figures (time and memory linear in the
+    tree's nodes)."""
+    from array import array
 
     flt = _Filter(session.include, session.exclude, session.libraries, session.hidden)
     codes = snap.codes
@@ -587,8 +637,38 @@ def _build_run(
         file_of.append(fid)
         function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
     built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
-    paths = list(files)
+    return _Parts(built, list(files), functions)
 
+
+def _make_run(
+    parts: _Parts,
+    snap: Any,
+    session: _Session,
+    command: Sequence[str] | None,
+    exit_code: int | None,
+    complete: bool,
+    holders: tuple[HeldBy, ...],
+) -> Run:
+    """The run of a collapsed snapshot: here only per-line, per-function and per-file objects
+    are made. The call tree stays in typed columns."""
+    from datetime import datetime, timedelta, timezone
+
+    from memlens._version import __version__
+    from memlens.layout import platform_name, python_version
+    from memlens.model import (
+        CALL_TREE_COLUMNS,
+        SUMS,
+        CallTree,
+        FunctionStats,
+        LineStats,
+        Run,
+        RunInfo,
+        SourceFile,
+        TimelinePoint,
+    )
+    from memlens.source import read_source
+
+    built, paths, functions = parts.built, parts.paths, parts.functions
     sites, incl, native = built["sites"], built["sites_incl"], built["sites_native"]
     self_sums = [sites[k] for k in SUMS]
     incl_sums = [incl[k] for k in SUMS]
@@ -658,4 +738,4 @@ def _build_run(
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
-    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
+    return Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, holders=holders)
