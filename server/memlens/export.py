@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memlens import held
 from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
 from memlens.runfile.header import tests_json
 from memlens.runfile.schema import MAGIC
@@ -73,8 +74,19 @@ def run_header(info: RunInfo) -> dict[str, Any]:
     }
 
 
+def _line_entry(
+    stats: LineStats, mode: str, holders: list[Any] | None
+) -> dict[str, int | float | list[dict[str, Any]]]:
+    """A line of the export: its figures and, when the run recorded it, what holds it."""
+    entry: dict[str, int | float | list[dict[str, Any]]] = {**line_figures(stats, mode)}
+    if holders:
+        entry["held_by"] = held.to_json(holders)
+    return entry
+
+
 def to_json_dict(run: Run) -> dict[str, Any]:
     info = run.info
+    holders = held.index(run)
     return {
         "format": MAGIC,
         "version": EXPORT_VERSION,
@@ -83,7 +95,8 @@ def to_json_dict(run: Run) -> dict[str, Any]:
             path: {
                 "sha256": sf.sha256,
                 "lines": {
-                    str(line): line_figures(st, info.mode) for line, st in sorted(sf.lines.items())
+                    str(line): _line_entry(st, info.mode, holders.get((path, line)))
+                    for line, st in sorted(sf.lines.items())
                 },
                 "functions": [function_figures(fn) for fn in sf.functions],
             }

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memlens import held
 from memlens.annotate import figure_value, line_label
 from memlens.model import NAMED_FIGURES, SELF_FIGURES, FunctionStats, LineStats, calls_figure
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
@@ -385,6 +386,10 @@ def hover_markdown(
             "(an import, a module constant, a class body), so it is not reported as a leak."
         )
         out.append("")
+    out.extend(held_by_markdown(view, line))
+    if stats.live_bytes and reuse_caveat(info.python, info.mode):
+        out.append(REUSE_CAVEAT.format(python=md.text(info.python)))
+        out.append("")
     recorded = os.path.normcase(os.path.normpath(view.source.path))
     if local_path is not None and recorded != local_path:
         out.append(f"_Profiled as {md.code(view.source.path)} (another checkout)._")
@@ -397,6 +402,52 @@ def hover_markdown(
         out.append("")
     out.append(f"Run {md.code(view.run.id)} ({md.text(info.mode)})")
     return "\n".join(out)
+
+
+#: Paths shown in a hover, at most.
+MAX_HELD_PATHS = 3
+#: The hover's note on lines live at exit in runs made before Python 3.13.
+REUSE_CAVEAT = (
+    "_Python {python}: objects CPython reuses from its free lists (tuples, floats, lists, "
+    "dicts) stay charged to the line that first allocated them, so this line's live memory "
+    "may belong to a line that made objects after it (from Python 3.13 on, memlens charges "
+    "them to the line that makes them)._"
+)
+
+
+def reuse_caveat(python: str, mode: str) -> bool:
+    """Whether a run's live figures carry the free-list error (made by memlens before 3.13)."""
+    if mode not in ("exact", "sampling"):
+        return False
+    major, _, rest = python.partition(".")
+    minor = rest.partition(".")[0]
+    return major == "3" and minor.isdigit() and int(minor) < 13
+
+
+def held_by_markdown(view: FileView, line: int) -> list[str]:
+    """What holds the line's memory at exit, for its hover: each path (the heaviest first) with
+    every part a link to the line that allocated its object; or why none was found. Empty when
+    the run recorded nothing for the line."""
+    paths = held.of_line(view.run.run, view.key, line)
+    if not paths:
+        return []
+    found = sorted((h for h in paths if h.outcome == "found"), key=lambda h: -h.objects)
+    total = held.sampled(paths)
+    if not found:
+        reason = held.NO_PATH.get(paths[0].outcome, paths[0].outcome)
+        return [f"**Held by**: {md.text(reason)}.", ""]
+    out = [f"**Held by** (what keeps it alive at exit; {total} sampled objects):", ""]
+    for h in found[:MAX_HELD_PATHS]:
+        links = []
+        for part in held.parts(h):
+            where = view.run.local_path(part.file) if part.file in view.run.run.files else ""
+            title = f"{part.type}, allocated at line {part.line}" if part.file else part.type
+            links.append(md.link(md.code(part.text), where, part.line, title))
+        out.append(f"- {' '.join(links)} · {h.objects} of {total}")
+    if len(found) > MAX_HELD_PATHS:
+        out.append(f"- … {len(found) - MAX_HELD_PATHS} more paths (`memlens show --why`)")
+    out.append("")
+    return out
 
 
 # -- scopes --------------------------------------------------------------------------------

@@ -10,7 +10,12 @@ TESTS = Path(__file__).resolve().parents[1]
 
 #: Where ``Run(...)`` and ``RunInfo(...)`` may be called: the helpers, and the scripts that
 #: wrote the golden files (frozen with them).
-MAKERS = {"runs.py", "data/formats/make_v1.py", "data/formats/make_v2.py"}
+MAKERS = {
+    "runs.py",
+    "data/formats/make_v1.py",
+    "data/formats/make_v2.py",
+    "data/formats/make_v3.py",
+}
 #: The golden file's info is spelled out on purpose (a helper change cannot hide a reader one).
 SPELLED_OUT = {("unit/test_runfile.py", "RunInfo")}
 

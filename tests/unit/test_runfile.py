@@ -14,8 +14,13 @@ from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
 from memlens.model import (
+    HOP_KINDS,
+    OUTCOMES,
+    ROOT_KINDS,
     CallNode,
     FunctionStats,
+    HeldBy,
+    Hop,
     LineStats,
     Run,
     RunInfo,
@@ -27,7 +32,8 @@ from memlens.model import (
 )
 from memlens.runfile import reader, writer
 from tests.data.formats.make_v2 import golden_v2_run
-from tests.runs import MIB, info, new_run, sample_run
+from tests.data.formats.make_v3 import golden_v3_run
+from tests.runs import MIB, info, new_run, sample_holders, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -144,7 +150,34 @@ def runs(draw: st.DrawFn) -> Run:
         # One entry per node id, in the order they ran.
         tests=tuple({t.nodeid: t for t in draw(st.lists(test_stats, max_size=4))}.values()),
     )
-    return new_run(files, nodes, timeline, run_info=run_info)
+    return new_run(files, nodes, timeline, run_info=run_info, holders=draw(holders_of(paths)))
+
+
+def holders_of(paths: list[str]) -> st.SearchStrategy[tuple[HeldBy, ...]]:
+    """What holds lines of ``paths``, in the order a run keeps them (by file, then line)."""
+    if not paths:
+        return st.just(())
+    names = st.text(max_size=40)
+
+    def hops(found: bool) -> st.SearchStrategy[tuple[Hop, ...]]:
+        if not found:
+            return st.just(())
+        where = st.sampled_from(["", *paths])
+        root = st.builds(Hop, st.sampled_from(ROOT_KINDS), names, names)
+        rest = st.lists(
+            st.tuples(st.sampled_from(HOP_KINDS), names, names, where, st.integers(1, 10_000)).map(
+                lambda h: Hop(*h[:4], h[4] if h[3] else 0)
+            ),
+            max_size=5,
+        )
+        return st.tuples(root, rest).map(lambda t: (t[0], *t[1]))
+
+    one = st.tuples(
+        st.sampled_from(paths), st.integers(1, 500), st.integers(0, 5), st.sampled_from(OUTCOMES)
+    ).flatmap(lambda t: hops(t[3] == "found").map(lambda h: HeldBy(t[0], t[1], t[2], t[3], h)))
+    return st.lists(one, max_size=6).map(
+        lambda hs: tuple(sorted(hs, key=lambda h: (paths.index(h.file), h.line)))
+    )
 
 
 @settings(
@@ -228,6 +261,31 @@ def test_golden_v2_file() -> None:
     assert reader.read_info(GOLDEN_V2) == run.info
 
 
+GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
+GOLDEN_V3_SHA256 = "8b9a106d567a1cfb0d9640a1087f427219f4b6cad265b148fd911ee65d60e2bc"
+
+
+def test_golden_v3_file() -> None:
+    # Written once by tests/data/formats/make_v3.py with format version 3. Never regenerate.
+    assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
+    run = reader.read(GOLDEN_V3)
+    assert run == golden_v3_run()
+    # Spelled out where version 3 differs from version 2: what holds the live lines.
+    assert [(h.file, h.line, h.objects, h.outcome, len(h.hops)) for h in run.holders] == [
+        ("/work/app.py", 4, 0, "unreached", 0),
+        ("/work/db.py", 4, 3, "found", 3),
+        ("/work/db.py", 4, 2, "found", 3),
+    ]
+    assert run.holders[1].hops == (
+        Hop("thread", "worker in main", "frame"),
+        Hop("local", "rows", "Connection", "/work/db.py", 4),
+        Hop("buffer", "data", "", "/work/db.py", 4),
+    )
+    assert run.holders[2].hops[0] == Hop("module", "app", "module", "/work/app.py", 1)
+    # Version 2 files read with no holders.
+    assert reader.read(GOLDEN_V2).holders == ()
+
+
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
@@ -282,9 +340,9 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     # A newer writer may also change tables: the version is checked before anything else.
-    _edit(path, "UPDATE meta SET value = '3' WHERE key = 'version'")
+    _edit(path, "UPDATE meta SET value = '4' WHERE key = 'version'")
     _edit(path, "DROP TABLE lines")
-    reason = "format version 3 is newer than this memlens understands (2); upgrade memlens"
+    reason = "format version 4 is newer than this memlens understands (3); upgrade memlens"
     _bad(path, reason)
     with pytest.raises(RunFileError, match=r"upgrade memlens$"):
         reader.read_info(path)
@@ -317,7 +375,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
         (
             "ALTER TABLE timeline RENAME COLUMN rss_bytes TO rss",
-            "corrupt file (unexpected schema: table timeline is not as format version 2 defines it)",
+            "corrupt file (unexpected schema: table timeline is not as format version 3 defines it)",
         ),
         (
             "UPDATE tree SET data = x'00' WHERE column = 'parent'",
@@ -348,6 +406,64 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
 def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        (
+            "UPDATE holder_hops SET kind = 'evil' WHERE hop = 1",
+            "corrupt file (holder_hops holds an unknown kind 'evil')",
+        ),
+        (
+            "UPDATE holder_hops SET kind = 'attribute' WHERE hop = 0",
+            "corrupt file (holder_hops holds an unknown kind 'attribute')",
+        ),
+        (
+            "UPDATE holder_hops SET hop = 7 WHERE hop = 2",
+            "corrupt file (holder_hops numbers a path's hops out of order)",
+        ),
+        (
+            "UPDATE holders SET chain = 3 WHERE line = 6",
+            "corrupt file (holders numbers a line's paths out of order)",
+        ),
+        (
+            "UPDATE holders SET outcome = 'maybe'",
+            "corrupt file (holders holds an unknown outcome or a bad count)",
+        ),
+        (
+            "UPDATE holders SET objects = -1",
+            "corrupt file (holders holds an unknown outcome or a bad count)",
+        ),
+        ("UPDATE holders SET file_id = 99", "corrupt file (holders names unknown file id 99)"),
+        (
+            "UPDATE holder_hops SET at_file = 99 WHERE hop = 1",
+            "corrupt file (holder_hops names unknown file id 99)",
+        ),
+        (
+            "UPDATE holder_hops SET chain = 1",
+            "corrupt file (holder_hops names a path holders does not hold)",
+        ),
+        (
+            "DELETE FROM holder_hops",
+            "corrupt file (holders holds a path without hops, or hops without a path)",
+        ),
+        (
+            "UPDATE holder_hops SET name = hex(zeroblob(5000)) WHERE hop = 1",
+            "corrupt file (holder_hops holds a value of the wrong type or size)",
+        ),
+        (
+            "UPDATE holder_hops SET at_line = 'x' WHERE hop = 1",
+            "corrupt file (holder_hops holds a value of the wrong type or size)",
+        ),
+    ],
+)
+def test_damaged_holders(tmp_path: Path, sql: str, reason: str) -> None:
+    # What holds a line comes from a file like everything else: every path is checked.
+    path = tmp_path / "r.mlrun"
+    writer.write(replace(sample_run(), holders=sample_holders()), path)
     _edit(path, sql)
     _bad(path, reason)
 
@@ -494,7 +610,7 @@ def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:
     rows = dict(con.execute("SELECT key, value FROM meta").fetchall())
     con.close()
     assert rows["format"] == "memlens-run"
-    assert rows["version"] == "2"
+    assert rows["version"] == "3"
     assert json.loads(rows["run"])["command"] == ["python", "app.py"]
 
 

@@ -49,7 +49,7 @@ def test_default_bombs(tmp_path: Path) -> None:
     big = default_bomb(tmp_path / "big.mlrun")
     _refused(big, "corrupt")
     small = default_bomb(tmp_path / "small.mlrun", rows=20, default_bytes=1000)
-    _refused(small, "table files is not as format version 2 defines it")
+    _refused(small, "table files is not as format version 3 defines it")
 
 
 @pytest.mark.parametrize(
@@ -81,10 +81,10 @@ def test_trigger_and_expression_index(tmp_path: Path) -> None:
 def test_newer_version_is_asked_to_upgrade_before_the_schema_is_checked(tmp_path: Path) -> None:
     path = _altered(
         tmp_path,
-        "UPDATE meta SET value = '3' WHERE key = 'version'",
+        "UPDATE meta SET value = '4' WHERE key = 'version'",
         "CREATE VIEW newer AS SELECT 1",
     )
-    _refused(path, "format version 3 is newer than this memlens understands (2); upgrade memlens")
+    _refused(path, "format version 4 is newer than this memlens understands (3); upgrade memlens")
 
 
 def test_meta_itself_must_be_the_writers(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_meta_itself_must_be_the_writers(tmp_path: Path) -> None:
         "INSERT INTO meta SELECT * FROM old",
         "DROP TABLE old",
     )
-    _refused(path, "unexpected schema: table meta is not as format version 2 defines it")
+    _refused(path, "unexpected schema: table meta is not as format version 3 defines it")
 
 
 def test_row_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
