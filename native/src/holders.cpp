@@ -1,9 +1,10 @@
 // See holders.hpp. The walk keeps, per object reached, the object, the entry it was reached
-// from and its root (16 bytes), and a set of the objects seen (an open-addressing table of
-// addresses, at most 70% full): about 28 bytes per object visited, freed when it returns.
+// from and its root (16 bytes), and which objects it has seen (a bitmap over the address
+// space: about 1/128 of the memory walked); all freed when it returns.
 #include "holders.hpp"
 
 #include <structmember.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdio>
@@ -30,69 +31,89 @@ struct Entry {
     uint32_t root;    // its root (an index into Walk::roots)
 };
 
-// The objects seen: their addresses, open addressing (libc memory).
+// The objects seen: one bit per 16 bytes of address space (objects are 16-byte aligned), in
+// 1 GiB leaves of 8 MiB mapped without reserve (only the pages written cost memory: about
+// 1/128 of the memory the walk goes through). Objects next to each other in memory have
+// their bits next to each other, so the walk stays in cache where a hash table would miss
+// on every object.
 class Seen {
 public:
-    ~Seen() { std::free(slots_); }
-    bool init(size_t cap) {
-        slots_ = static_cast<uintptr_t*>(std::calloc(cap, sizeof(uintptr_t)));
-        mask_ = slots_ ? cap - 1 : 0;
-        return slots_ != nullptr;
+    static constexpr int kLeafBits = 30;
+    static constexpr size_t kLeafWords = (size_t(1) << (kLeafBits - 4)) / 64;
+    static constexpr size_t kTop = size_t(1) << (48 - kLeafBits);
+
+    ~Seen() {
+        for (Leaf* leaf : leaves_) {
+            munmap(leaf->words, kLeafWords * sizeof(uint64_t));
+            std::free(leaf);
+        }
+        std::free(top_);
+    }
+    bool init() {
+        top_ = static_cast<Leaf**>(std::calloc(kTop, sizeof(Leaf*)));
+        return top_ != nullptr;
     }
     // Adds `p`; false when it was there already (or memory ran out: then nothing is added).
     bool insert(uintptr_t p) {
-        if ((count_ + 1) * 10 > (mask_ + 1) * 7 && !grow()) {
+        Leaf* leaf = leaf_of(p, true);
+        if (!leaf) {
             return false;
         }
-        size_t i = hash(p) & mask_;
-        while (slots_[i]) {
-            if (slots_[i] == p) {
-                return false;
-            }
-            i = (i + 1) & mask_;
+        size_t bit = (p >> 4) & ((size_t(1) << (kLeafBits - 4)) - 1);
+        uint64_t& word = leaf->words[bit >> 6];
+        uint64_t mask = uint64_t(1) << (bit & 63);
+        if (word & mask) {
+            return false;
         }
-        slots_[i] = p;
-        ++count_;
+        if (!word) {
+            size_t page = (bit >> 6) >> 9;  // 512 words per 4 KiB page
+            if (!(leaf->pages[page >> 6] & (uint64_t(1) << (page & 63)))) {
+                leaf->pages[page >> 6] |= uint64_t(1) << (page & 63);
+                ++pages_;
+            }
+        }
+        word |= mask;
         return true;
     }
     bool contains(uintptr_t p) const {
-        for (size_t i = hash(p) & mask_; slots_[i]; i = (i + 1) & mask_) {
-            if (slots_[i] == p) {
-                return true;
-            }
-        }
-        return false;
+        Leaf* leaf = leaf_of(p, false);
+        size_t bit = (p >> 4) & ((size_t(1) << (kLeafBits - 4)) - 1);
+        return leaf && (leaf->words[bit >> 6] & (uint64_t(1) << (bit & 63)));
     }
-    size_t bytes() const { return (mask_ + 1) * sizeof(uintptr_t); }
+    // Memory written (the top table is mapped lazily too: its few pages in use are left out).
+    size_t bytes() const { return pages_ * 4096 + leaves_.size() * sizeof(Leaf); }
     bool failed() const { return failed_; }
 
 private:
-    static size_t hash(uintptr_t p) { return size_t((uint64_t(p) >> 4) * 0x9E3779B97F4A7C15ULL >> 16); }
-    bool grow() {
-        size_t cap = (mask_ + 1) * 2;
-        auto* bigger = static_cast<uintptr_t*>(std::calloc(cap, sizeof(uintptr_t)));
-        if (!bigger) {
-            failed_ = true;
-            return false;
+    struct Leaf {
+        uint64_t* words;
+        uint64_t pages[kLeafWords / 512 / 64];
+    };
+    Leaf* leaf_of(uintptr_t p, bool create) const {
+        if (p >= (uintptr_t(1) << 48) || !top_) {
+            return nullptr;
         }
-        for (size_t j = 0; j <= mask_; ++j) {
-            if (uintptr_t p = slots_[j]) {
-                size_t i = hash(p) & (cap - 1);
-                while (bigger[i]) {
-                    i = (i + 1) & (cap - 1);
-                }
-                bigger[i] = p;
+        Leaf*& leaf = top_[p >> kLeafBits];
+        if (!leaf && create) {
+            auto* fresh = static_cast<Leaf*>(std::calloc(1, sizeof(Leaf)));
+            void* m = fresh ? mmap(nullptr, kLeafWords * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                            : MAP_FAILED;
+            if (m == MAP_FAILED) {
+                std::free(fresh);
+                failed_ = true;
+                return nullptr;
             }
+            fresh->words = static_cast<uint64_t*>(m);
+            leaf = fresh;
+            leaves_.push_back(fresh);
         }
-        std::free(slots_);
-        slots_ = bigger;
-        mask_ = cap - 1;
-        return true;
+        return leaf;
     }
-    uintptr_t* slots_ = nullptr;
-    size_t mask_ = 0;
-    size_t count_ = 0;
-    bool failed_ = false;
+    Leaf** top_ = nullptr;
+    mutable std::vector<Leaf*> leaves_;
+    mutable size_t pages_ = 0;
+    mutable bool failed_ = false;
 };
 
 // What a found block is of the object its path ends at: the object's own block, or memory it
@@ -154,24 +175,31 @@ void check(Walk& w, uintptr_t block, uint32_t entry, Via via) {
     }
 }
 
-// Adds an object reached from the entry being expanded (or a root) unless seen already.
-void reach(Walk& w, PyObject* child, uint32_t root) {
+// Adds an object reached from the entry being expanded (or a root) unless seen already
+// (`root`: a root, whose address was put in the seen set before the walk began).
+void reach(Walk& w, PyObject* child, uint32_t root, bool is_root = false) {
     if (w.entries.size() >= w.max_visits) {
         w.full = true;
         return;
     }
-    if (!w.seen.insert(reinterpret_cast<uintptr_t>(child))) {
+    if (!w.seen.insert(reinterpret_cast<uintptr_t>(child)) && !is_root) {
         return;
     }
-    uint32_t idx = uint32_t(w.entries.size());
     w.entries.push_back(Entry{child, w.current, root});
-    check(w, compat::block_of(child), idx, Via::Object);
+    __builtin_prefetch(child);  // checked after its siblings are in (see expand)
+}
+
+// Checks the objects reached since entry `from` (their headers were prefetched meanwhile).
+void check_new(Walk& w, size_t from) {
+    for (size_t i = from; i < w.entries.size(); ++i) {
+        check(w, compat::block_of(w.entries[i].obj), uint32_t(i), Via::Object);
+    }
 }
 
 int visit(PyObject* child, void* arg) {
     auto& w = *static_cast<Walk*>(arg);
     reach(w, child, w.entries[w.current].root);
-    return w.short_targets == 0 || w.full;  // nonzero: the traverse stops (a big container)
+    return w.full;  // nonzero: the traverse stops
 }
 
 bool is_ndarray(const Walk& w, PyObject* op) {
@@ -183,12 +211,14 @@ void expand(Walk& w, uint32_t i) {
     w.current = i;
     PyObject* op = w.entries[i].obj;
     PyTypeObject* tp = Py_TYPE(op);
+    size_t from = w.entries.size();
     if (PyObject_IS_GC(op) && tp->tp_traverse) {
         tp->tp_traverse(op, visit, &w);
     }
     if (PyFrame_Check(op) && compat::frame_running(op)) {
         compat::frame_locals(op, [&](PyObject* v, PyObject*) { reach(w, v, w.entries[i].root); });
     }
+    check_new(w, from);
     if (PyList_Check(op)) {
         if (PyObject** items = reinterpret_cast<PyListObject*>(op)->ob_item) {
             check(w, reinterpret_cast<uintptr_t>(items), i, Via::Items);
@@ -500,11 +530,16 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
     }
     w.samples.assign(size_t(targets), 0);
     w.short_targets = size_t(targets);
-    if (!w.seen.init(size_t(1) << 16)) {
+    if (!w.seen.init()) {
         return;
     }
+    // Roots are entered only as roots, in their tier: an object a module holds is named from
+    // that module, not from another module that imported it.
     for (PyObject* op : skip) {
         w.seen.insert(reinterpret_cast<uintptr_t>(op));
+    }
+    for (const Root& r : roots) {
+        w.seen.insert(reinterpret_cast<uintptr_t>(r.object));
     }
     bool timed_out = false;
     bool complete = true;
@@ -514,15 +549,16 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
         for (; r < roots.size() && roots[r].tier == tier; ++r) {
             w.roots.push_back(RootInfo{roots[r].kind, roots[r].name});
             w.current = kNone;
-            reach(w, roots[r].object, uint32_t(w.roots.size() - 1));
+            reach(w, roots[r].object, uint32_t(w.roots.size() - 1), true);
         }
+        check_new(w, from);
         complete = run(w, from, deadline, &timed_out);
     }
     if (complete && w.short_targets > 0 && !everything.empty()) {
         // What the roots do not reach: held by C code (an object no other unreached one refers
         // to), or in a reference cycle the collector has not freed yet.
         Seen unreached, referenced;
-        if (unreached.init(size_t(1) << 10) && referenced.init(size_t(1) << 10)) {
+        if (unreached.init() && referenced.init()) {
             std::vector<PyObject*> left;
             for (PyObject* op : everything) {
                 if (!w.seen.contains(reinterpret_cast<uintptr_t>(op)) && unreached.insert(reinterpret_cast<uintptr_t>(op))) {
@@ -562,6 +598,7 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
                         reach(w, op, uint32_t(w.roots.size() - 1));
                     }
                 }
+                check_new(w, from);
                 complete = run(w, from, deadline, &timed_out);
             }
             out.bytes += unreached.bytes() + referenced.bytes() + left.capacity() * sizeof(PyObject*);

@@ -209,6 +209,9 @@ NB_MODULE(_tracer, m) {
           nb::arg("track_reuse") = true,
           "Install the allocator hooks and start recording.");
     m.def("stop", &memlens::stop, "Stop recording and restore the allocators when possible.");
+    m.def("finish", &memlens::finish,
+          "The program has ended: the run's duration, peak RSS and timeline end now; allocations "
+          "are still tracked until stop().");
     m.def(
         "snapshot",
         []() {

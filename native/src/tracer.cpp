@@ -30,6 +30,7 @@ namespace memlens {
 namespace {
 
 bool g_forked_child = false;
+bool g_finished = false;  // finish() was called: the run's time, peak RSS and timeline are final
 bool g_watching = false;
 bool g_native_installed = false;
 std::chrono::steady_clock::time_point g_start_time;
@@ -154,17 +155,26 @@ std::string start(const Options& options) {
     return {};
 }
 
+void finish() {
+    if (!g_active.load() || g_finished) {
+        return;
+    }
+    g_duration = elapsed();
+    timeline::stop(g_duration);
+    g_peak_rss = peak_rss();
+    g_finished = true;
+}
+
 void stop() {
     if (!g_active.load()) {
         return;
     }
+    finish();
     g_active.store(false);
-    g_duration = elapsed();
+    g_finished = false;
     if (g_native_installed) {
         native::uninstall();
     }
-    timeline::stop(g_duration);
-    g_peak_rss = peak_rss();
     hooks::uninstall();
     stack::stop_monitoring();
 }
@@ -269,8 +279,9 @@ void snapshot(SnapshotData& out) {
         out.frames_read = g_frames_read;
     }
     out.lines.load();
-    out.duration_s = g_active.load() ? elapsed() : g_duration;
-    out.peak_rss_bytes = g_active.load() ? peak_rss() : g_peak_rss;
+    bool running = g_active.load() && !g_finished;
+    out.duration_s = running ? elapsed() : g_duration;
+    out.peak_rss_bytes = running ? peak_rss() : g_peak_rss;
     out.mode = int(g_opts.mode);
     out.sample_interval = g_opts.sample_interval;
     timeline::points(out.timeline);

@@ -41,6 +41,9 @@ std::string start(const Options& options);
 // ones; otherwise (someone hooked on top of us) leaves ours installed as pass-through.
 // Recorded data stays available to snapshot() until reset(). Requires the GIL.
 void stop();
+// The program has ended: the run's duration, peak RSS and timeline end now. Allocations are
+// still tracked (the block tables stay exact, for holders.hpp) until stop(). Requires the GIL.
+void finish();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.
 bool hooks_installed();

@@ -94,13 +94,17 @@ def start(
 
 
 def stop(
-    command: Sequence[str] | None = None, exit_code: int | None = 0, complete: bool = True
+    command: Sequence[str] | None = None,
+    exit_code: int | None = 0,
+    complete: bool = True,
+    holders: bool | None = None,
 ) -> Run:
     """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`.
 
     ``command``, ``exit_code`` and ``complete`` are recorded in the run's header (default: this
-    process's ``sys.argv``, 0, True).
+    process's ``sys.argv``, 0, True). ``holders``: whether the run records what holds its live
+    lines (default: as :func:`start` was told).
     """
     from memlens.tracing import tracer
 
-    return tracer.stop(command=command, exit_code=exit_code, complete=complete)
+    return tracer.stop(command=command, exit_code=exit_code, complete=complete, holders=holders)

@@ -23,13 +23,18 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import types
 from array import array
-from collections.abc import Sequence
-from typing import Any
 
 from memlens import _tracer
 from memlens.model import HeldBy, Hop
+
+# Imported once the program has ended, on `memlens run`'s way to writing the run: no typing
+# at run time (docs/ARCHITECTURE.md, "Start-up").
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Sequence
+    from typing import Any
 
 #: Lines looked for: those holding the most at the end of the run, at least this much each.
 LINES = 50
@@ -40,7 +45,7 @@ SAMPLES = 5
 #: MIN_SECONDS).
 MAX_VISITS = 1_000_000
 TIME_SHARE = 0.2
-MIN_SECONDS = 0.1
+MIN_SECONDS = 0.25
 
 #: memlens's own code (this package's parent): its modules and frames are not roots.
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -59,9 +64,10 @@ def roots(
 ) -> tuple[list[tuple[object, str, str, int]], list[object]]:
     """The walk's roots: (object, kind, name, tier) for each module and each frame of the
     program's threads (memlens's own frames left out: the program may call memlens.stop() with
-    objects in its locals), tier 0 first: ``__main__``, the modules and frames of the
-    ``program``'s files (real paths), then tier 1: the rest. And the objects the walk must
-    not enter (memlens's own modules)."""
+    objects in its locals), by tier: 0, ``__main__`` and the modules of the ``program``'s files
+    (real paths); 1, the frames running its files; 2 and 3, the other modules and frames (a
+    module holds for good, a frame until it returns: the walk names the module when both
+    hold an object). And the objects the walk must not enter (memlens's own modules)."""
     out: list[tuple[object, str, str, int]] = []
     skip: list[object] = []
     module_type = type(sys)
@@ -74,7 +80,7 @@ def roots(
             continue
         file = module.__dict__.get("__file__")
         mine = name == "__main__" or (isinstance(file, str) and _real(file) in program)
-        out.append((module, "module", name, 0 if mine else 1))
+        out.append((module, "module", name, 0 if mine else 2))
     names: dict[int, str] = {}
     threading = sys.modules.get("threading")
     if threading is not None:
@@ -85,11 +91,14 @@ def roots(
             code = frame.f_code
             if not _own_frame(frame):
                 where = getattr(code, "co_qualname", code.co_name)
-                tier = 0 if _real(code.co_filename) in program else 1
+                tier = 1 if _real(code.co_filename) in program else 3
                 out.append((frame, "thread", f"{names.get(ident, ident)} in {where}", tier))
             frame = frame.f_back
     out.sort(key=lambda root: root[3])
-    return out, skip
+    unique: dict[int, tuple[object, str, str, int]] = {}
+    for root in out:  # a module under two names is one root (its first)
+        unique.setdefault(id(root[0]), root)
+    return list(unique.values()), skip
 
 
 def _real(path: str) -> str:

@@ -241,6 +241,7 @@ def stop(
         raise MemlensError("this process was forked from a traced parent and was not traced")
     paused = _tracer.set_thread_paused(True)
     try:
+        _tracer.finish()  # the run's time and timeline end with the program
         snap = _tracer.snapshot()
         parts = _collapse(snap, session)
         wanted = session.holders if holders is None else holders
