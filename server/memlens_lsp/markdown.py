@@ -58,5 +58,5 @@ def link(label: str, path: str, line: int, title: str) -> str:
     if not path.startswith("/") or "\x00" in path:
         return label
     uri = PurePosixPath(path).as_uri() + (f"#L{line}" if line > 0 else "")
-    tip = _PUNCTUATION.sub(r"\\\1", plain(title))
+    tip = re.sub(r'(["\\])', r"\\\1", plain(title))
     return f'[{label}]({uri} "{tip}")'

@@ -441,9 +441,12 @@ def held_by_markdown(view: FileView, line: int) -> list[str]:
         links = []
         for part in held.parts(h):
             where = view.run.local_path(part.file) if part.file in view.run.run.files else ""
-            title = f"{part.type}, allocated at line {part.line}" if part.file else part.type
-            links.append(md.link(md.code(part.text), where, part.line, title))
-        out.append(f"- {' '.join(links)} · {h.objects} of {total}")
+            made = (
+                f"allocated at line {part.line}" if part.file else "not allocated by a traced line"
+            )
+            title = f"{part.type}, {made}" if part.type else made
+            links.append(md.link(md.code(part.text.strip()), where, part.line, title))
+        out.append(f"- {' → '.join(links)} · {h.objects} of {total}")
     if len(found) > MAX_HELD_PATHS:
         out.append(f"- … {len(found) - MAX_HELD_PATHS} more paths (`memlens show --why`)")
     out.append("")
