@@ -36,7 +36,7 @@
 //                               skips the frame's locals)
 //   frame_locals(f, visit)   -> visit(value, name) for each local variable (and cell) of a frame
 //                               object (3.11+: of a running one only)
-//   str_ready(s), kRelativeOffset -> see below
+//   str_ready(s), kRelativeOffset, own_keys(dict) -> see below
 #pragma once
 
 #ifndef Py_BUILD_CORE
@@ -404,6 +404,21 @@ inline void frame_locals(PyObject* frame, Visit visit) {
         visit(v, PyTuple_GET_ITEM(names, j));
     }
 }
+#endif
+
+// own_keys(dict): the address of a dict's keys table when it is the dict's own (a combined
+// table no other dict shares), else 0 (3.13+; never asked before).
+#if PY_VERSION_HEX >= 0x030D0000
+inline uintptr_t own_keys(PyObject* dict) {
+    auto* mp = reinterpret_cast<PyDictObject*>(dict);
+    PyDictKeysObject* keys = mp->ma_keys;
+    if (mp->ma_values || !keys || keys->dk_refcnt != 1) {  // (the shared empty table is immortal)
+        return 0;
+    }
+    return reinterpret_cast<uintptr_t>(keys);
+}
+#else
+inline uintptr_t own_keys(PyObject*) { return 0; }
 #endif
 
 // str_ready(s): a str whose characters can be read (3.10, 3.11: not an old-style str whose

@@ -396,14 +396,66 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
     t.in_hook = false;
 }
 
+// The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
+uint32_t node_of_block(uintptr_t p) {
+    uint32_t node = 0;
+    if (g_map && blocks::page_get(p, &node)) {
+        return node;
+    }
+    blocks::Entry e{};
+    if (blocks::filter_hit(p)) {
+        Guard g(g_table_lock);
+        if (blocks::table_get(p, &e)) {
+            return e.node;
+        }
+    }
+    return UINT32_MAX;
+}
+
+// A dict made just before (its keys table is set now): a table of its own that CPython took
+// from its free list of keys (no object, no event of its own) moves to the dict's line.
+// Tables shared with other dicts (split tables: a class's instances) stay where they are.
+__attribute__((noinline)) void dict_made(ThreadState& t) {
+    auto* mp = static_cast<PyObject*>(t.pending_dict);
+    t.pending_dict = nullptr;
+    uintptr_t keys = t.pending_generation == g_generation ? compat::own_keys(mp) : 0;
+    if (!keys) {
+        return;
+    }
+    uint32_t here = node_of_block(compat::block_of(mp));
+    uint32_t there = node_of_block(keys);
+    if (here == UINT32_MAX || there == UINT32_MAX || here == there) {
+        return;
+    }
+    Forgotten old = forget(keys, true, true);
+    if (old.tracked) {
+        adopt(keys, old.size, old.in_map, here);
+    }
+}
+
 int ref_event(PyObject* op, compat::RefEvent event, void* data) {
     ThreadState& t = t_state;
-    if (event == compat::kRefCreate && !t.in_hook && g_active.load(std::memory_order_relaxed)) {
-        uintptr_t block = compat::block_of(op);
-        if (block == t.last_block) {
-            t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
-        } else {
-            reused(t, op, block);
+    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+        if (t.pending_dict) {
+            if (t.pending_dict == op) {
+                t.pending_dict = nullptr;  // gone already (or made again: handled below)
+            } else {
+                t.in_hook = true;
+                dict_made(t);
+                t.in_hook = false;
+            }
+        }
+        if (event == compat::kRefCreate) {
+            uintptr_t block = compat::block_of(op);
+            if (block == t.last_block) {
+                t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
+            } else {
+                reused(t, op, block);
+            }
+            if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
+                t.pending_dict = op;
+                t.pending_generation = g_generation;
+            }
         }
     }
     (void)data;

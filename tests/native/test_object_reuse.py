@@ -59,6 +59,34 @@ def test_reused_tuples_are_charged_to_the_line_that_makes_them(tmp_path: Path) -
     ns["store"].clear()
 
 
+DICTS = """\
+store = []
+
+
+def rows(n):
+    for i in range(n):
+        yield {"sku": i % 100}  # @yield
+
+
+def main(n):
+    for row in rows(n):
+        store.append({"qty": row["sku"]})  # @store
+"""
+
+
+@needs_ref_tracer
+def test_reused_dicts_and_their_keys_tables_go_to_the_line_that_makes_them(tmp_path: Path) -> None:
+    # A small dict's keys table comes from a free list of its own (no object, no event): it
+    # moves with the dict it was made for.
+    ns, path = load(tmp_path, DICTS)
+    run = profile(lambda: ns["main"](N))
+    stored, yielded = line(run, path, "store"), line(run, path, "yield")
+    assert stored.live_bytes >= N * sys.getsizeof({"qty": 0})  # the dict and its table
+    # (At most the last row, dead on the free list at the end: docs/how-it-works.md.)
+    assert yielded.live_bytes <= 2 * sys.getsizeof({"sku": 0})
+    ns["store"].clear()
+
+
 @needs_ref_tracer
 def test_without_reuse_tracking_the_yielding_line_keeps_everything(tmp_path: Path) -> None:
     # What every Python before 3.13 shows (the comparison docs/how-it-works.md makes).
