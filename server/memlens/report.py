@@ -353,7 +353,8 @@ def why_lines(run: Run, file: str, line: int) -> list[str]:
     if stats is None:
         out.append(f"{where} has no figures in this run")
     else:
-        objects = f" in {fmt_count(stats.live_count)} objects" if stats.live_count else ""
+        n = stats.live_count
+        objects = f" in {fmt_count(n)} object{'' if n == 1 else 's'}" if n else ""
         out.append(f"{where} holds {fmt_bytes(stats.live_bytes)} at exit{objects}")
     paths = held.of_line(run, file, line)
     if not paths:
@@ -365,15 +366,15 @@ def why_lines(run: Run, file: str, line: int) -> list[str]:
             out.append(f"  {held.NO_PATH.get(h.outcome, printable(h.outcome))}")
             continue
         out.append(f"  held by {printable(held.expression(h))}  ({h.objects} of {total} sampled)")
-        parts = held.parts(h)
-        width = min(max(len(printable(p.text)) for p in parts), 48)
-        for p in parts:
+        parts = [(printable(p.text.strip()), p) for p in held.parts(h)]
+        width = min(max(len(text) for text, _ in parts), 48)
+        for text, p in parts:
             at = (
                 f"allocated at {display_path(p.file)}:{p.line}"
                 if p.file
                 else "not allocated by a traced line"
             )
-            out.append(f"    {printable(p.text):<{width}}  {printable(p.type) or '-':<12}  {at}")
+            out.append(f"    {text:<{width}}  {printable(p.type) or '-':<12}  {at}")
     return out
 
 
