@@ -453,6 +453,15 @@ def held_by_markdown(view: FileView, line: int) -> list[str]:
     return out
 
 
+def held_by_suffix(view: FileView, line: int) -> str:
+    """``; held by ledger._price_cache[…]`` (what holds most of the line's sampled objects) for
+    a warning's message; "" when the run found nothing for the line."""
+    found = [h for h in held.of_line(view.run.run, view.key, line) if h.outcome == "found"]
+    if not found:
+        return ""
+    return f"; held by {md.plain(held.expression(max(found, key=lambda h: h.objects)))}"
+
+
 # -- scopes --------------------------------------------------------------------------------
 _IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
 
@@ -542,7 +551,7 @@ def leak_items(
         message = (
             f"{fmt_bytes(stats.live_bytes)} allocated here{objects} is still live at exit "
             f"(likely leak; {fmt_bytes(stats.alloc_bytes)} allocated in total)"
-        )
+        ) + held_by_suffix(view, rec)
         out.append(DiagnosticItem(line - 1, start, len(text), message))
     out.sort(key=lambda d: d.line)
     return out

@@ -266,7 +266,7 @@ async def test_leak_diagnostics(client: LanguageClient, workspace: Workspace) ->
         assert d.source == "memlens"
         assert d.message == (
             "2.0 MiB allocated here in 1.0k objects is still live at exit "
-            "(likely leak; 3.0 MiB allocated in total)"
+            "(likely leak; 3.0 MiB allocated in total); held by __main__.CACHE[0][3]"
         )
     finally:
         close_doc(client, uri)
