@@ -143,6 +143,7 @@ struct Walk {
     size_t short_targets = 0;       // targets with fewer than per_target samples
     std::vector<Found> found;
     uint32_t current = kNone;  // the entry being expanded
+    size_t unchecked = 0;      // entries from here on are not checked yet
     bool full = false;         // max_visits reached
 };
 
@@ -189,17 +190,25 @@ void reach(Walk& w, PyObject* child, uint32_t root, bool is_root = false) {
     __builtin_prefetch(child);  // checked after its siblings are in (see expand)
 }
 
-// Checks the objects reached since entry `from` (their headers were prefetched meanwhile).
-void check_new(Walk& w, size_t from) {
-    for (size_t i = from; i < w.entries.size(); ++i) {
+// Checks the objects reached since the last check (their headers were prefetched meanwhile).
+void check_new(Walk& w) {
+    for (size_t i = w.unchecked; i < w.entries.size(); ++i) {
         check(w, compat::block_of(w.entries[i].obj), uint32_t(i), Via::Object);
     }
+    w.unchecked = w.entries.size();
 }
+
+// Checks go by batches of this many objects: enough for their prefetches to overlap, few
+// enough that a container of a million items stops soon after every line has its samples.
+constexpr size_t kBatch = 64;
 
 int visit(PyObject* child, void* arg) {
     auto& w = *static_cast<Walk*>(arg);
     reach(w, child, w.entries[w.current].root);
-    return w.full;  // nonzero: the traverse stops
+    if (w.entries.size() - w.unchecked >= kBatch) {
+        check_new(w);
+    }
+    return w.full || w.short_targets == 0;  // nonzero: the traverse stops
 }
 
 bool is_ndarray(const Walk& w, PyObject* op) {
@@ -211,14 +220,13 @@ void expand(Walk& w, uint32_t i) {
     w.current = i;
     PyObject* op = w.entries[i].obj;
     PyTypeObject* tp = Py_TYPE(op);
-    size_t from = w.entries.size();
     if (PyObject_IS_GC(op) && tp->tp_traverse) {
         tp->tp_traverse(op, visit, &w);
     }
     if (PyFrame_Check(op) && compat::frame_running(op)) {
         compat::frame_locals(op, [&](PyObject* v, PyObject*) { reach(w, v, w.entries[i].root); });
     }
-    check_new(w, from);
+    check_new(w);
     if (PyList_Check(op)) {
         if (PyObject** items = reinterpret_cast<PyListObject*>(op)->ob_item) {
             check(w, reinterpret_cast<uintptr_t>(items), i, Via::Items);
@@ -551,7 +559,7 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
             w.current = kNone;
             reach(w, roots[r].object, uint32_t(w.roots.size() - 1), true);
         }
-        check_new(w, from);
+        check_new(w);
         complete = run(w, from, deadline, &timed_out);
     }
     if (complete && w.short_targets > 0 && !everything.empty()) {
@@ -598,7 +606,7 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
                         reach(w, op, uint32_t(w.roots.size() - 1));
                     }
                 }
-                check_new(w, from);
+                check_new(w);
                 complete = run(w, from, deadline, &timed_out);
             }
             out.bytes += unreached.bytes() + referenced.bytes() + left.capacity() * sizeof(PyObject*);

@@ -412,13 +412,20 @@ uint32_t node_of_block(uintptr_t p) {
     return UINT32_MAX;
 }
 
+// The dict made last (by any thread: object events hold the GIL) and the run it was made
+// in, until the next object event looks at its keys table (set right after the dict is made,
+// before any other object event can happen). Its destruction clears it, whichever thread
+// destroys it, so it is alive whenever it is looked at.
+PyObject* g_pending_dict = nullptr;
+uint64_t g_pending_generation = 0;
+
 // A dict made just before (its keys table is set now): a table of its own that CPython took
 // from its free list of keys (no object, no event of its own) moves to the dict's line.
 // Tables shared with other dicts (split tables: a class's instances) stay where they are.
-__attribute__((noinline)) void dict_made(ThreadState& t) {
-    auto* mp = static_cast<PyObject*>(t.pending_dict);
-    t.pending_dict = nullptr;
-    uintptr_t keys = t.pending_generation == g_generation ? compat::own_keys(mp) : 0;
+__attribute__((noinline)) void dict_made() {
+    PyObject* mp = g_pending_dict;
+    g_pending_dict = nullptr;
+    uintptr_t keys = g_pending_generation == g_generation ? compat::own_keys(mp) : 0;
     if (!keys) {
         return;
     }
@@ -435,16 +442,16 @@ __attribute__((noinline)) void dict_made(ThreadState& t) {
 
 int ref_event(PyObject* op, compat::RefEvent event, void* data) {
     ThreadState& t = t_state;
-    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
-        if (t.pending_dict) {
-            if (t.pending_dict == op) {
-                t.pending_dict = nullptr;  // gone already (or made again: handled below)
-            } else {
-                t.in_hook = true;
-                dict_made(t);
-                t.in_hook = false;
-            }
+    if (g_pending_dict) {  // (also while in_hook or inactive: a dict's end always clears it)
+        if (g_pending_dict == op) {
+            g_pending_dict = nullptr;  // destroyed already (or made again: handled below)
+        } else if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+            t.in_hook = true;
+            dict_made();
+            t.in_hook = false;
         }
+    }
+    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
         if (event == compat::kRefCreate) {
             uintptr_t block = compat::block_of(op);
             if (block == t.last_block) {
@@ -453,8 +460,8 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
                 reused(t, op, block);
             }
             if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
-                t.pending_dict = op;
-                t.pending_generation = g_generation;
+                g_pending_dict = op;
+                g_pending_generation = g_generation;
             }
         }
     }
@@ -480,6 +487,7 @@ void install_ref_tracer() {
 }
 
 void uninstall_ref_tracer() {
+    g_pending_dict = nullptr;
     if (!g_ref_tracing) {
         return;
     }

@@ -86,10 +86,6 @@ struct ThreadState {
     // The block this thread's last tracked allocation returned, until an object is made in it
     // (3.13+: an object made in another block was reused, e.g. from a free list; hooks.cpp).
     uintptr_t last_block;
-    // A dict this thread just made, whose keys table is looked at by the next object event
-    // (it is set right after the dict is made), in run `pending_generation` (hooks.cpp).
-    void* pending_dict;
-    uint64_t pending_generation;
 };
 inline MEMLENS_TLS ThreadState t_state;
 

@@ -154,3 +154,37 @@ def test_before_3_13_reused_blocks_stay_on_their_first_line(tmp_path: Path) -> N
     assert line(run, path, "yield").live_bytes >= N * TUPLE
     assert line(run, path, "store").live_count < N // 100
     ns["store"].clear()
+
+
+@needs_ref_tracer
+def test_dicts_handed_to_another_thread_and_dropped_there(tmp_path: Path) -> None:
+    # A dict made in one thread and destroyed in another before the first makes any other
+    # object: the tracer looks at a dict's keys only while it is alive.
+    ns, path = load(
+        tmp_path,
+        """\
+        import queue
+        import threading
+
+        kept = []
+
+
+        def main(n):
+            q = queue.SimpleQueue()
+
+            def drop():
+                while (d := q.get()) is not None:
+                    if d["i"] % 2:
+                        kept.append(d)
+
+            t = threading.Thread(target=drop)
+            t.start()
+            for i in range(n):
+                q.put({"i": i})  # @made
+            q.put(None)
+            t.join()
+        """,
+    )
+    run = profile(lambda: ns["main"](20_000))
+    assert line(run, path, "made").live_count >= 10_000
+    ns["kept"].clear()
