@@ -83,6 +83,8 @@ struct Built {
     std::vector<SumVars> site_vars;  // sampling mode only
     // Per function id given by the caller: inclusive figures (zero when never reached).
     std::vector<Sums> function_incl;
+    // Per node of the snapshot: the site its blocks count for (-1: none).
+    std::vector<int32_t> node_site;
 };
 
 // `file_of_code[c]` (-1: transparent) and `function_of_code[c]` for every code id of the

@@ -10,6 +10,7 @@ The rule (docs/how-it-works.md, "Child processes"):
   the same moment, found by laying their memory timelines on one clock (each run's start
   time plus its timeline's offsets), and at least every process's own peak;
 - the merged timeline is that sum, on the first run's clock;
+- what holds a line's objects (``holders``) is each process's own paths, listed together;
 - a process that left only a checkpoint (killed, crashed, still running) counts with what the
   checkpoint held; one that left no run counts with nothing;
 - GPU memory (PyTorch CUDA) likewise per line and function; the run's GPU peak is the sum of
@@ -82,6 +83,7 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
         files=files,
         call_tree=_merge_trees([r.call_tree for r in runs]),
         timeline=timeline,
+        holders=tuple(h for r in runs for h in r.holders),  # each process's paths, as found
     )
 
 

@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from memlens import held
 from memlens.calltree import CallTreeIndex
 from memlens.export import device_figures, has_gpu, run_header
 from memlens.export import function_figures as function_export
@@ -111,6 +112,7 @@ def _line_entry(run: Run, tree: CallTreeIndex, sf: SourceFile, line: int) -> dic
         "code": _code(sf, line),
         "function": _function_of(tree, sf, line),
         **line_export(sf.lines[line], run.info.mode, has_gpu(run.info)),
+        "held_by": held.to_json(held.of_line(run, sf.path, line)),
     }
     if line in sf.gpu_devices:
         entry["gpu_devices"] = device_figures(sf.gpu_devices[line])

@@ -20,6 +20,7 @@ on ``|`` even inside code spans): the server's tables hold figures only.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 
 #: Control characters, and line/paragraph separators some renderers treat as line breaks.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -48,3 +49,14 @@ def code(value: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
     return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def link(label: str, path: str, line: int, title: str) -> str:
+    """``label`` (Markdown made by :func:`code` or :func:`text`) as a link to ``line`` of the
+    file ``path`` (absolute; otherwise the label alone), with ``title`` (plain text) as its
+    tooltip. The path is percent-encoded into a ``file:`` URI, so no Markdown survives in it."""
+    if not path.startswith("/") or "\x00" in path:
+        return label
+    uri = PurePosixPath(path).as_uri() + (f"#L{line}" if line > 0 else "")
+    tip = re.sub(r'(["\\])', r"\\\1", plain(title))
+    return f'[{label}]({uri} "{tip}")'

@@ -25,7 +25,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from tests import runs
 
 from memlens.layout import RUN_SUFFIX
-from memlens.model import CallNode, FunctionStats, LineStats, Run, RunInfo
+from memlens.model import CallNode, FunctionStats, HeldBy, Hop, LineStats, Run, RunInfo
 from memlens.runfile import writer
 from memlens.store import Store
 
@@ -183,6 +183,29 @@ def app_run(
         [runs.source(key, text, lines, functions)],
         tree,
         run_info=info(line5_peak + 4096 + 16384, started=started),
+        holders=() if baseline else app_holders(key),
+    )
+
+
+def app_holders(key: str) -> tuple[HeldBy, ...]:
+    """What holds the app's live lines: line 5's bytearrays, in the lists `CACHE` (line 14)
+    keeps; line 18's own bytes are `CACHE`'s item array."""
+    root = Hop("module", "__main__", "module")
+    cache = Hop("attribute", "CACHE", "list", key, 14)
+    return (
+        HeldBy(
+            key,
+            5,
+            5,
+            "found",
+            (
+                root,
+                cache,
+                Hop("index", "0", "list", key, 5),
+                Hop("index", "3", "bytearray", key, 5),
+            ),
+        ),
+        HeldBy(key, 18, 1, "found", (root, cache, Hop("buffer", "items", "", key, 18))),
     )
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from memlens.cli.options import add_by, add_dir, add_listing, add_run_spec, add_top, top_rows
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
-from memlens.report import find_file, render
+from memlens.report import find_file, parse_where, render, why_lines
 from memlens.runfile import reader
 from memlens.store import Store
 from memlens.timeline import add_arguments as add_timeline_arguments
@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PID",
         help="the figures of one process of a run that followed child processes",
     )
+    parser.add_argument(
+        "--why",
+        metavar="FILE:LINE",
+        help="what keeps this line's memory alive at exit: the references from a module global, "
+        "class attribute, thread or C code to its objects",
+    )
     add_top(parser)
     add_listing(parser)
     add_by(parser)
@@ -47,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
         result = reader.read(process_run(str(path), result.info, args.process))
     if args.timeline or args.svg or args.html:  # (a file asked for is the timeline's)
         return show(result, args)
+    if args.why:
+        where, line = parse_where(result, args.why)
+        for text in why_lines(result, where, line):
+            print(text)
+        return 0
     file = find_file(result, args.file) if args.file else None
     render(
         result,

@@ -40,6 +40,7 @@ from memlens.model.figures import (
     calls_figure,
     gpu_figure,
 )
+from memlens.model.holders import HOP_KINDS, OUTCOMES, ROOT_KINDS, HeldBy, Hop
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
 
@@ -56,8 +57,11 @@ __all__ = [
     "GPU_FIGURES",
     "GPU_FUNCTION_FIGURES",
     "GPU_SELF_FIGURES",
+    "HOP_KINDS",
     "NAMED_FIGURES",
     "NATIVE",
+    "OUTCOMES",
+    "ROOT_KINDS",
     "SELF_FIGURES",
     "SUMS",
     "TEST_FIGURES",
@@ -73,6 +77,8 @@ __all__ = [
     "FunctionStats",
     "GpuDevice",
     "GpuDeviceLine",
+    "HeldBy",
+    "Hop",
     "LineStats",
     "NotebookCell",
     "ProcessInfo",
@@ -668,13 +674,15 @@ class RunInfo(Value):
 
 
 class Run(Value):
-    """A whole profiling run."""
+    """A whole profiling run. ``holders``: what held the lines live at its end
+    (:class:`HeldBy`, by file and line; empty when not recorded)."""
 
-    __slots__ = ("call_tree", "files", "info", "timeline")
+    __slots__ = ("call_tree", "files", "holders", "info", "timeline")
     info: RunInfo
     files: Mapping[str, SourceFile]
     call_tree: CallTree
     timeline: tuple[TimelinePoint, ...]
+    holders: tuple[HeldBy, ...]
 
     def __init__(
         self,
@@ -682,8 +690,10 @@ class Run(Value):
         files: Mapping[str, SourceFile] | None = None,
         call_tree: Iterable[CallNode] = (),
         timeline: tuple[TimelinePoint, ...] = (),
+        holders: tuple[HeldBy, ...] = (),
     ) -> None:
         _set(self, "info", info)
         _set(self, "files", {} if files is None else files)
         _set(self, "call_tree", CallTree.from_nodes(call_tree))
         _set(self, "timeline", timeline)
+        _set(self, "holders", holders)

@@ -89,7 +89,12 @@ def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None
         if exc.errno not in _NO_ROOM or not os.path.isfile(path):
             raise
     header_only = replace(
-        run, files={}, call_tree=(), timeline=(), info=replace(run.info, complete=False)
+        run,
+        files={},
+        call_tree=(),
+        timeline=(),
+        holders=(),
+        info=replace(run.info, complete=False),
     )
     write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
     try:
@@ -180,6 +185,9 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
             tables["timeline"],
             [(float(p.t), p.traced_bytes, p.rss_bytes) for p in run.timeline],
         )
+        held, hops = _holder_rows(run, file_ids)
+        _insert(con, digest, tables["holders"], held)
+        _insert(con, digest, tables["holder_hops"], hops)
         info = seal(run.info) if seal is not None else run.info
         meta = [("format", MAGIC), ("run", header_json(info)), ("version", str(FORMAT_VERSION))]
         _insert(con, digest, tables["meta"], meta)
@@ -198,6 +206,30 @@ def _insert(
 ) -> None:
     con.executemany(table.insert(), rows)
     digest.table(table.name, rows)
+
+
+def _holder_rows(
+    run: Run, file_ids: Mapping[str, int]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows of the ``holders`` and ``holder_hops`` tables, in key order (paths of a line
+    numbered from 0 in the order of ``run.holders``)."""
+    chains: dict[tuple[int, int], int] = {}
+    held: list[tuple[Any, ...]] = []
+    hops: list[tuple[Any, ...]] = []
+    for h in run.holders:
+        fid = file_ids.get(h.file)
+        if fid is None:
+            raise ValueError(f"what holds a line names a file not in the run: {h.file}")
+        chain = chains[fid, h.line] = chains.get((fid, h.line), -1) + 1
+        held.append((fid, h.line, chain, h.objects, h.outcome))
+        for i, hop in enumerate(h.hops):
+            at = file_ids.get(hop.file, 0)
+            hops.append(
+                (fid, h.line, chain, i, hop.kind, hop.name, hop.type, at, hop.line if at else 0)
+            )
+    held.sort(key=lambda r: r[:3])
+    hops.sort(key=lambda r: r[:4])
+    return held, hops
 
 
 def _tree_rows(

@@ -68,6 +68,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "libraries": (bool,),
     "native": (bool,),
     "gpu": (bool,),
+    "holders": (bool,),
     "timeline_interval_ms": (int, float),
     "checkpoint_interval_s": (int, float),
 }
@@ -209,6 +210,7 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
             libraries=config["libraries"],
             native=config["native"],
             gpu=config["gpu"],
+            holders=config["holders"],
             timeline_interval_ms=config["timeline_interval_ms"],
             checkpoint=own.run_path if interval > 0 else None,
             checkpoint_interval_s=interval,

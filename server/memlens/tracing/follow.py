@@ -39,6 +39,7 @@ def follow(
     gpu: bool,
     timeline_interval_ms: float,
     checkpoint_interval_s: float,
+    holders: bool = True,
 ) -> bool:
     """Follow this process's children into the processes folder of ``run_path``, with these
     options (as :func:`memlens.tracing.tracer.start` takes them). False, after a one-line message,
@@ -66,6 +67,7 @@ def follow(
         "libraries": libraries,
         "native": native,
         "gpu": gpu,
+        "holders": holders,
         "timeline_interval_ms": float(timeline_interval_ms),
         "checkpoint_interval_s": float(checkpoint_interval_s),
     }

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
-    from memlens.model import Run, SourceFile
+    from memlens.model import HeldBy, Run, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
 # before the profiled program starts, so every import here is start-up overhead. The rest
@@ -70,6 +70,7 @@ class _Session:
         "attached",
         "exclude",
         "hidden",
+        "holders",
         "include",
         "libraries",
         "mode",
@@ -94,10 +95,12 @@ class _Session:
         workspace_root: str = "",
         attached: bool = False,
         sources: Mapping[str, tuple[str, str]] | None = None,
+        holders: bool = True,
     ) -> None:
         self.mode = mode
         self.attached = attached
         self.sources = dict(sources or {})
+        self.holders = holders
         self.workspace_root = workspace_root
         self.save_to: str | None = None  # the run file in the store (start's ``save``)
         self.seed = seed
@@ -140,6 +143,8 @@ def start(
     sources: Mapping[str, tuple[str, str]] | None = None,
     save: bool | str | os.PathLike[str] = False,
     gpu: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -170,6 +175,9 @@ def start(
     show`` and the editor find it; the store's root is the run's workspace root.
     ``gpu=False`` leaves out PyTorch's CUDA memory (:mod:`memlens.tracing.cuda`), recorded by
     default from when the program initialises CUDA.
+    ``track_reuse=False`` leaves objects that CPython makes in reused blocks (its free lists) on the line that first
+    allocated the block, as before Python 3.13 (for comparisons). ``holders=False``: the run
+    does not record what holds its live lines (see :func:`stop`).
     """
     global _session, _last_saved
     if mode not in ("exact", "sampling"):
@@ -205,11 +213,14 @@ def start(
         workspace_root=workspace_root,
         attached=attached,
         sources=sources,
+        holders=holders,
     )
     session.save_to = save_to
     _last_saved = save_to
     try:
-        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
+        _tracer.start(
+            mode, interval, seed or 0, timeline_interval_ms, watch_exits, native, track_reuse
+        )
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
@@ -255,8 +266,14 @@ def stop(
     command: Sequence[str] | None = None,
     exit_code: int | None = 0,
     complete: bool = True,
+    holders: bool | None = None,
 ) -> Run:
     """Stop recording and return the run. Raises MemlensError when not tracing.
+
+    With ``holders`` (by default, as :func:`start` was told), the run records what holds the lines live at its end
+    (:mod:`memlens.tracing.holders`): found now, while the program's objects are still alive
+    and the tracer still knows which line each block belongs to (the snapshot is taken first,
+    and this thread is paused: the search is not the program's).
 
     In a child process forked while tracing, the child was never traced (unless it started a
     run of its own): this raises too.
@@ -267,17 +284,46 @@ def stop(
         raise MemlensError("memlens is not tracing")
     _session = None
     _stop_checkpoints()
-    _tracer.stop()
-    _unwatch_imports()
-    gpu = cuda.take()  # PyTorch's CUDA memory, before anything is torn down (untraced)
     if session.pid != os.getpid() or _tracer.is_forked_child():
+        _tracer.stop()
+        _unwatch_imports()
         raise MemlensError("this process was forked from a traced parent and was not traced")
-    snap = _tracer.snapshot()
+    paused = _tracer.set_thread_paused(True)
+    try:
+        _tracer.finish()  # the run's time and timeline end with the program
+        snap = _tracer.snapshot()
+        parts = _collapse(snap, session)
+        wanted = session.holders if holders is None else holders
+        held = _holders(parts, float(snap.info["duration_s"])) if wanted else ()
+    finally:
+        _tracer.stop()
+        _tracer.set_thread_paused(paused)
+    _unwatch_imports()
+    gpu = cuda.take()  # PyTorch's CUDA memory, once the tracer has stopped (untraced)
+    if _tracer.object_reuse() == "lost":
+        print(
+            "memlens: another tool (tracemalloc?) replaced memlens's reference tracer during the "
+            "run: objects CPython reused from its free lists after that stay charged to the line "
+            "that first allocated them",
+            file=sys.stderr,
+        )
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    run = _build_run(snap, session, command, exit_code, complete, gpu)
+    run = _make_run(parts, snap, session, command, exit_code, complete, held, gpu)
     if session.save_to is not None:
         _save(run, session.save_to)
     return run
+
+
+def _holders(parts: _Parts, duration_s: float) -> tuple[HeldBy, ...]:
+    """What holds the run's live lines; nothing (and one line saying why) if the search fails:
+    it never costs the run."""
+    from memlens.tracing import holders
+
+    try:
+        return holders.find(parts.built, parts.paths, duration_s)
+    except Exception as exc:  # noqa: BLE001 - the run is written whatever happens here
+        print(f"memlens: what holds the live lines was not recorded: {exc}", file=sys.stderr)
+        return ()
 
 
 def _store_run_path(root: str) -> str:
@@ -716,6 +762,27 @@ def _match(path: str, pattern: str) -> bool:
     return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
 
+class _Parts:
+    """A snapshot collapsed onto lines (:func:`_collapse`): the native build's columns, the
+    charged files' paths (by file id) and the functions' ids."""
+
+    __slots__ = ("built", "flt", "functions", "given", "paths")
+
+    def __init__(
+        self,
+        built: dict[str, Any],
+        paths: list[str],
+        functions: dict[tuple[int, str, int, int], int],
+        flt: _Filter,
+        given: dict[str, str],
+    ) -> None:
+        self.built = built
+        self.paths = paths
+        self.functions = functions
+        self.flt = flt  # which file each code object is charged to
+        self.given = given  # recorded name -> text, for code without a file (notebook cells)
+
+
 def _build_run(
     snap: Any,
     session: _Session,
@@ -724,29 +791,16 @@ def _build_run(
     complete: bool,
     gpu: object = None,
 ) -> Run:
-    """The run of a native snapshot: the filters decide, per code object, which file it is
-    charged to; the native side collapses the call tree onto lines and sums the figures
-    (time and memory linear in the tree's nodes); here only per-line, per-function and
-    per-file objects are made. The call tree stays in typed columns. ``gpu``: PyTorch's
-    snapshot of the GPU memory (:func:`memlens.tracing.cuda.take`), charged by the same
-    filters."""
-    from array import array
-    from datetime import datetime, timedelta, timezone
+    """The run of a native snapshot (without what holds its lines: see :func:`stop`)."""
+    parts = _collapse(snap, session)
+    return _make_run(parts, snap, session, command, exit_code, complete, (), gpu)
 
-    from memlens._version import __version__
-    from memlens.layout import platform_name, python_version
-    from memlens.model import (
-        CALL_TREE_COLUMNS,
-        SUMS,
-        CallTree,
-        FunctionStats,
-        LineStats,
-        Run,
-        RunInfo,
-        SourceFile,
-        TimelinePoint,
-    )
-    from memlens.source import read_source, text_digest
+
+def _collapse(snap: Any, session: _Session) -> _Parts:
+    """The filters decide, per code object, which file it is charged to; the native side
+    collapses the call tree onto lines and sums the figures (time and memory linear in the
+    tree's nodes)."""
+    from array import array
 
     flt = _Filter(
         session.include, session.exclude, session.libraries, session.hidden, session.sources
@@ -769,8 +823,41 @@ def _build_run(
         file_of.append(fid)
         function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
     built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
-    paths = list(files)
+    return _Parts(built, list(files), functions, flt, given)
 
+
+def _make_run(
+    parts: _Parts,
+    snap: Any,
+    session: _Session,
+    command: Sequence[str] | None,
+    exit_code: int | None,
+    complete: bool,
+    holders: tuple[HeldBy, ...],
+    gpu: object = None,
+) -> Run:
+    """The run of a collapsed snapshot: here only per-line, per-function and per-file objects
+    are made. The call tree stays in typed columns. ``gpu``: PyTorch's snapshot of the GPU
+    memory (:func:`memlens.tracing.cuda.take`), charged by the same filters."""
+    from datetime import datetime, timedelta, timezone
+
+    from memlens._version import __version__
+    from memlens.layout import platform_name, python_version
+    from memlens.model import (
+        CALL_TREE_COLUMNS,
+        SUMS,
+        CallTree,
+        FunctionStats,
+        LineStats,
+        Run,
+        RunInfo,
+        SourceFile,
+        TimelinePoint,
+    )
+    from memlens.source import read_source, text_digest
+
+    built, paths, functions = parts.built, parts.paths, parts.functions
+    flt, given = parts.flt, parts.given
     sites, incl, native = built["sites"], built["sites_incl"], built["sites_native"]
     self_sums = [sites[k] for k in SUMS]
     incl_sums = [incl[k] for k in SUMS]
@@ -845,7 +932,7 @@ def _build_run(
     timeline = tuple(
         TimelinePoint(float(t), int(tb), int(rss)) for t, tb, rss in snap_info["timeline"]
     )
-    run = Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline)
+    run = Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, holders=holders)
     if gpu is not None:
         run = cuda.attach(run, gpu, lambda f: flt.realpath(f) if flt.passes(f) else None)
     return run

@@ -19,6 +19,8 @@ from memlens.model import (  # noqa: E402
     FunctionStats,
     GpuDevice,
     GpuDeviceLine,
+    HeldBy,
+    Hop,
     LineStats,
     Run,
     RunInfo,
@@ -31,7 +33,9 @@ MIB = 1024 * 1024
 
 def golden_v3_run() -> Run:
     """A training step on two GPUs: host figures as in version 2, GPU figures per line
-    (self and inclusive), per function, per device, and the run's GPU devices."""
+    (self and inclusive), per function, per device, and the run's GPU devices; and what holds
+    the lines live at the end: line 4's objects by the module's `history` list through a
+    thread's frame and through the module, line 5's by nothing the search could see."""
     train = SourceFile(
         path="/work/train.py",
         sha256="ef" * 32,
@@ -106,6 +110,31 @@ def golden_v3_run() -> Run:
         files={train.path: train},
         call_tree=nodes,
         timeline=(TimelinePoint(0.0, 0, 400 * MIB), TimelinePoint(3.0, 2560, 900 * MIB)),
+        holders=(
+            HeldBy(
+                "/work/train.py",
+                4,
+                3,
+                "found",
+                (
+                    Hop("thread", "loader in step", "frame"),
+                    Hop("local", "y", "Tensor", "/work/train.py", 4),
+                    Hop("buffer", "data", "", "/work/train.py", 4),
+                ),
+            ),
+            HeldBy(
+                "/work/train.py",
+                4,
+                2,
+                "found",
+                (
+                    Hop("module", "train", "module", "/work/train.py", 1),
+                    Hop("attribute", "history", "list", "/work/train.py", 8),
+                    Hop("index", "[0]", "Tensor", "/work/train.py", 4),
+                ),
+            ),
+            HeldBy("/work/train.py", 5, 0, "unreached"),
+        ),
     )
 
 
