@@ -11,6 +11,10 @@ Public API::
     memlens.start(include=["myproj/*"])
     work()
     run = memlens.stop()
+
+PYTEST_DONT_REWRITE: ``memlens run -m pytest`` imports this package before pytest starts, so
+pytest could not rewrite its asserts (it has none); this marker in its docstring keeps pytest
+from warning about that, which ``filterwarnings = error`` would turn into a failed session.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import argparse
     from argparse import Namespace
-    from typing import Any
+    from typing import Any, TextIO
 
     from memlens.model import Run
     from memlens.tracing import runner
@@ -276,6 +276,7 @@ def run(args: Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.seed is not None and interval is None:
         raise MemlensError("--seed is for sampling mode: add --sample BYTES")
+    _CONSOLE.keep()  # before the program: where memlens's own output goes (see _Console)
     if args.timeline_interval < 0 or args.checkpoint_interval < 0 or args.follow_wait < 0:
         raise MemlensError("intervals must not be negative")
     top_rows(args.top)  # a bad --top is reported before the program runs
@@ -542,7 +543,8 @@ def _save_and_report(
     _say(f"memlens: run written to {_shown(out_path)}")
     if args.json not in (None, "-"):
         _write_json(result, args.json)
-    if _closed(sys.stdout):
+    out = _CONSOLE.stream(1)
+    if out is None:
         return  # the program closed its stdout: no report, as python would print nothing
     try:
         if args.json == "-":
@@ -550,19 +552,19 @@ def _save_and_report(
 
             from memlens.export import to_json_dict
 
-            json.dump(to_json_dict(result), sys.stdout, indent=2)
-            print()
+            json.dump(to_json_dict(result), out, indent=2)
+            out.write("\n")
         elif not args.no_report:
             from memlens.report import render
 
-            render(result, sys.stdout, by=args.by, top=top_rows(args.top))
-        sys.stdout.flush()
+            render(result, out, by=args.by, top=top_rows(args.top))
+        out.flush()
     except OSError:
         # `memlens run app.py | head`: the reader left (BrokenPipeError); or the terminal hung
         # up (EIO after SIGHUP). The exit code stays the program's, and nothing complains at
         # exit about the unflushed rest.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, out.fileno())
         os.close(devnull)
     flush_streams()
 
@@ -603,12 +605,97 @@ def _closed(stream: object) -> bool:
     return stream is None or bool(getattr(stream, "closed", False))
 
 
+class _Console:
+    """The standard output and error ``memlens run`` was started with: where its messages and
+    report go, wherever the program sent its own output.
+
+    A program may redirect its output into files of its own (``sys.stdout = open(...)``,
+    ``contextlib.redirect_stdout`` left in place, ``os.dup2(log, 1)``): the report still goes
+    where the user looks. A copy of each descriptor, made before the program starts
+    (non-inheritable, numbered high so that the program's own descriptors are numbered as
+    under python), is used once the descriptor itself leads elsewhere. A program that closed
+    its stream gets no report, as it would print nothing.
+    """
+
+    #: The copies are the highest free descriptors below this (or the open-files limit).
+    TOP = 256
+
+    def __init__(self) -> None:
+        #: descriptor -> (its copy, st_dev, st_ino when memlens started)
+        self._saved: dict[int, tuple[int, int, int]] = {}
+        self._streams: dict[int, TextIO] = {}
+
+    def keep(self) -> None:
+        for fd in (1, 2):
+            if fd in self._saved:
+                continue
+            try:
+                st = os.fstat(fd)
+                copy = _high_copy(fd, self.TOP)
+            except OSError:
+                continue
+            if copy is not None:
+                self._saved[fd] = (copy, st.st_dev, st.st_ino)
+
+    def stream(self, fd: int) -> TextIO | None:
+        """The stream for memlens's output on ``fd`` (1 or 2); None when the program closed
+        it."""
+        program = sys.__stdout__ if fd == 1 else sys.__stderr__
+        if program is None or _closed(program):
+            return None
+        saved = self._saved.get(fd)
+        if saved is None or _leads_to(fd, saved[1:]):
+            return program
+        if fd in self._streams:
+            return self._streams[fd]
+        copy = saved[0]
+        if not _leads_to(copy, saved[1:]):
+            return None  # the copy was closed by the program: nowhere to write
+        encoding = getattr(program, "encoding", None) or "utf-8"
+        errors = getattr(program, "errors", None) or "strict"
+        stream = open(copy, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+        self._streams[fd] = stream
+        return stream
+
+    def fd(self, fd: int) -> int:
+        """The descriptor to write memlens's raw output for ``fd`` to (the status line)."""
+        saved = self._saved.get(fd)
+        if saved is None or _leads_to(fd, saved[1:]) or not _leads_to(saved[0], saved[1:]):
+            return fd
+        return saved[0]
+
+
+def _high_copy(fd: int, top: int) -> int | None:
+    """A non-inheritable copy of ``fd`` at the highest free descriptor below ``top``."""
+    limit = min(top, os.sysconf("SC_OPEN_MAX")) if hasattr(os, "sysconf") else top
+    for n in range(limit - 1, 2, -1):
+        try:
+            os.fstat(n)
+        except OSError:
+            return os.dup2(fd, n, inheritable=False)
+    return None
+
+
+def _leads_to(fd: int, identity: tuple[int, int]) -> bool:
+    """Whether ``fd`` is open on the file (device, inode) ``identity``."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == identity
+
+
+_CONSOLE = _Console()
+
+
 def _say(message: str) -> None:
-    """A memlens message on the program's stderr, unless the program closed or broke it."""
-    if _closed(sys.stderr):
+    """A memlens message on memlens's stderr (:class:`_Console`), unless the program closed
+    or broke it."""
+    err = _CONSOLE.stream(2)
+    if err is None:
         return
     try:
-        print(message, file=sys.stderr, flush=True)
+        print(message, file=err, flush=True)
     except (OSError, ValueError):
         return
 
@@ -683,4 +770,4 @@ def _write_fd2(text: str) -> None:
     import contextlib
 
     with contextlib.suppress(OSError):  # a closed terminal: nothing to show it on
-        os.write(2, text.encode("utf-8", "replace"))
+        os.write(_CONSOLE.fd(2), text.encode("utf-8", "replace"))

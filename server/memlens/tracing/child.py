@@ -374,15 +374,18 @@ def _watch_exits() -> None:
     inherited from the root); interpreter exit is the atexit handler's."""
     from memlens.tracing import runner
 
+    global _ending_handler
     os._exit = _exit_writing_run  # type: ignore[assignment]
+    # The program sees the default action (runner.AsDefault): a handler of its own that
+    # chains to the previous one behaves as under python.
+    _ending_handler = runner.AsDefault(_on_ending_signal)
     watched = False
     for signum in runner.ENDING_SIGNALS:
         handler = signal.getsignal(signum)
-        if handler in (signal.SIG_DFL, _on_ending_signal) or (
-            getattr(handler, "__module__", None) == runner.__name__
-        ):
+        # The default action, or a memlens handler (this process's or, forked, its parent's).
+        if runner.is_default(handler) or isinstance(handler, runner.AsDefault):
             try:
-                signal.signal(signum, _on_ending_signal)
+                signal.signal(signum, _ending_handler)
             except ValueError:  # not the main thread: the default action stays
                 return
             watched = True
@@ -390,6 +393,9 @@ def _watch_exits() -> None:
         _watch_signals()
         runner.guard_forks()  # its children's start-up must not lose these signals either
 
+
+#: The handler of SIGTERM and SIGHUP while this child is traced (:func:`_on_ending_signal`).
+_ending_handler: object = None
 
 #: Seconds a followed child's main thread has to take a SIGTERM or SIGHUP (and write its
 #: run) before it is ended by the signal's default action without its final run.
@@ -456,7 +462,7 @@ def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
             seen = _handled
             deadline = time.monotonic() + KICK_LIMIT_S
             time.sleep(0.05)
-            while _handled == seen and signal.getsignal(signum) is _on_ending_signal:
+            while _handled == seen and signal.getsignal(signum) is _ending_handler:
                 if time.monotonic() >= deadline:
                     # Stuck where no handler runs (a long C call): it dies as plain Python
                     # would have at once; its last checkpoint counts (listed incomplete).
@@ -526,7 +532,7 @@ def _finish(exit_code: int | None, complete: bool) -> None:
     finally:
         runner.restore_signals(held)
         for signum, handler in held.items():
-            if handler is _on_ending_signal:  # the run is written: they act as without memlens
+            if handler is _ending_handler:  # the run is written: they act as without memlens
                 signal.signal(signum, signal.SIG_DFL)
         # Without a final run the claim stays: the root lists this process as incomplete.
         if written:

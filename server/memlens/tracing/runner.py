@@ -119,13 +119,16 @@ class Target:
             import importlib.util
 
             assert self.module is not None
-            sys.path.insert(0, os.getcwd())
+            # Found where `python -m` looks: the working directory first, unless -P, -I or
+            # PYTHONSAFEPATH leaves it out.
+            cwd = [] if getattr(sys.flags, "safe_path", False) else [os.getcwd()]
+            sys.path[:0] = cwd
             try:
                 spec = importlib.util.find_spec(self.module)
             except (ImportError, ValueError) as exc:
                 raise MemlensError(f"no module named {self.module!r} ({exc})") from None
             finally:
-                sys.path.pop(0)
+                del sys.path[: len(cwd)]
             if spec is None:
                 raise MemlensError(f"no module named {self.module!r}")
 
@@ -181,19 +184,26 @@ def run(
         finish(None, False)
         die_by(signum)
 
-    ours = [s for s in ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    ending_handler = AsDefault(on_ending_signal)
+    ours = [s for s in ENDING_SIGNALS if is_default(signal.getsignal(s))]
     for signum in ours:
-        signal.signal(signum, on_ending_signal)
+        signal.signal(signum, ending_handler)
     guard_forks()
 
+    # Python puts the script's folder (or, with -m, the working directory) first on sys.path,
+    # unless -P, -I or PYTHONSAFEPATH says not to (then memlens's own sys.path[0], the folder
+    # of the `memlens` script, was not put there either).
+    safe_path = getattr(sys.flags, "safe_path", False)  # Python 3.11+
     if target.script is not None:
         script = target.script
         sys.argv = [script, *target.args]
-        sys.path[0] = os.path.dirname(os.path.realpath(script))
+        if not safe_path:
+            sys.path[0] = os.path.dirname(os.path.realpath(script))
     else:
         assert target.module is not None
         sys.argv = [target.module, *target.args]  # runpy sets argv[0] to the file
-        sys.path[0] = os.getcwd()
+        if not safe_path:
+            sys.path[0] = os.getcwd()
 
     code: int = 0
     complete = True
@@ -201,7 +211,7 @@ def run(
     # Like the interpreter, run in a real __main__ module that stays alive after the program
     # ends, so what its globals hold counts as live at exit (runpy.run_path would drop them).
     main = type(sys)("__main__")  # a module object, without importing types
-    main.__dict__["__builtins__"] = __builtins__
+    main.__dict__["__builtins__"] = sys.modules["builtins"]  # a module, as python gives __main__
     sys.modules["__main__"] = main
     try:
         if target.script is not None:
@@ -239,9 +249,39 @@ def run(
             pass
     finish(None if interrupted[0] else code, complete, started)
     for signum in ours:  # the program has ended: its signals are the process's again
-        if signal.getsignal(signum) is on_ending_signal:
+        if signal.getsignal(signum) is ending_handler:
             signal.signal(signum, signal.SIG_DFL)
     return 128 + int(signal.SIGINT) if interrupted[0] else code
+
+
+class AsDefault(int):
+    """A handler of memlens's for a signal the program leaves to its default action, which the
+    program takes for that default action.
+
+    memlens handles SIGTERM and SIGHUP where the program does not, to write the run before the
+    process dies by the signal. A program that asks for the handler in place
+    (``signal.getsignal``, or what ``signal.signal`` returns) must get ``SIG_DFL``, as under
+    python: one that chains to the previous handler (``if callable(prev): prev(signum,
+    frame)``) would otherwise call memlens's and die instead of finishing its own shutdown. So
+    the handler is an int equal to ``SIG_DFL`` (the ``signal`` module gives it back as
+    ``Handlers.SIG_DFL``) that is callable: CPython takes only an exact int for SIG_DFL, so it
+    installs and calls it as a handler (3.10 to 3.15).
+    """
+
+    handler: Callable[[int, types.FrameType | None], None]
+
+    def __new__(cls, handler: Callable[[int, types.FrameType | None], None]) -> AsDefault:
+        self = super().__new__(cls, int(signal.SIG_DFL))
+        self.handler = handler
+        return self
+
+    def __call__(self, signum: int, frame: types.FrameType | None) -> None:
+        self.handler(signum, frame)
+
+
+def is_default(handler: object) -> bool:
+    """Whether ``handler`` (as ``_signal.getsignal`` gives it) is the default action itself."""
+    return type(handler) is int and handler == signal.SIG_DFL
 
 
 _forks_guarded = False
