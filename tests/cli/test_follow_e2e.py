@@ -159,6 +159,34 @@ def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
     assert child.parent_pid == run.info.pid
 
 
+def _old_pythons() -> list[str]:
+    """Pythons older than 3.7 (which cannot read `from __future__ import annotations`) found
+    on this machine: pyenv's, or Debian's python2.7."""
+    found = sorted(
+        str(p)
+        for p in (Path.home() / ".pyenv" / "versions").glob("*/bin/python")
+        if re.match(r"(2\.|3\.[0-6]\.)", p.parent.parent.name)
+    )
+    if not found and Path("/usr/bin/python2.7").exists():
+        found.append("/usr/bin/python2.7")
+    return found
+
+
+def test_older_pythons_started_by_the_program_start_as_without_memlens(tmp_path: Path) -> None:
+    """The start-up hook that follows children is read by every Python the program starts:
+    an old one (2.7, 3.6) prints no error and runs as without memlens (not followed)."""
+    pythons = _old_pythons()
+    if not pythons:
+        pytest.skip("no Python older than 3.7 on this machine")
+    script = SCRIPTS / "old_python.py"
+    reference = plain(script, *pythons, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "old_python.py", *pythons)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout
+    assert all(line.endswith(" ''") for line in proc.stdout.splitlines()), proc.stdout
+    assert len(run.info.processes) <= 1  # nothing followed
+
+
 def test_nested_children_are_followed(tmp_path: Path) -> None:
     proc, run, _ = run_o(tmp_path, "nested.py")
     assert proc.returncode == 0, proc.stderr
