@@ -271,6 +271,34 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     assert sum(others) < 64 * 1024
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_program_ended_by_sigterm_does_not_wait_for_its_children(
+    tmp_path: Path, method: str
+) -> None:
+    """Plain python dies of SIGTERM at once, leaving its pool's workers: so does the program
+    under memlens, after writing its run, without waiting --follow-wait for the workers."""
+    out = tmp_path / "run.mlrun"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "--follow-wait", "600",
+         "-o", str(out), str(SCRIPTS / "pool_sigterm.py"), method],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)  # far less than --follow-wait
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workers it left
+    assert proc.returncode == -signal.SIGTERM
+    assert memlens_lines(err) == ["memlens: run written to run.mlrun"]
+    run = reader.read(out)
+    assert not run.info.complete
+    assert len(run.info.processes) >= 5
+    assert [p.complete for p in run.info.processes[1:]] == [False] * 4
+
+
 @pytest.mark.parametrize("follow", [True, False], ids=["follow", "no-follow"])
 def test_no_follow_leaves_children_alone(tmp_path: Path, follow: bool) -> None:
     script = SCRIPTS / "env_child.py"

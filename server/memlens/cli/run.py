@@ -334,7 +334,12 @@ def run(args: Namespace) -> int:
             _say("memlens: no run written (the program did not start)")
             return
         if following:
-            result = _with_children(result, out_path, args.follow_wait)
+            # Ended by SIGTERM or SIGHUP, which plain python dies of at once: only a moment
+            # for children (ended by the same signal when it was sent to the process group).
+            wait = args.follow_wait
+            if ending.signum is not None:
+                wait = min(wait, follow.SIGNALLED_WAIT_S)
+            result = _with_children(result, out_path, wait)
         _save_and_report(result, out_path, in_store, args, ending)
 
     pointed = [False]
@@ -614,7 +619,9 @@ class _Console:
     where the user looks. A copy of each descriptor, made before the program starts
     (non-inheritable, numbered high so that the program's own descriptors are numbered as
     under python), is used once the descriptor itself leads elsewhere. A program that closed
-    its stream gets no report, as it would print nothing.
+    its stream gets no report, as it would print nothing. A child the program forks closes
+    the copies at once: it reports nothing, and a copy of a pipe left open in a child that
+    outlives the program would keep the pipe's reader waiting.
     """
 
     #: The copies are the highest free descriptors below this (or the open-files limit).
@@ -626,6 +633,8 @@ class _Console:
         self._streams: dict[int, TextIO] = {}
 
     def keep(self) -> None:
+        if not self._saved and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
         for fd in (1, 2):
             if fd in self._saved:
                 continue
@@ -636,6 +645,15 @@ class _Console:
                 continue
             if copy is not None:
                 self._saved[fd] = (copy, st.st_dev, st.st_ino)
+
+    def _forget(self) -> None:
+        saved, self._saved = self._saved, {}
+        self._streams.clear()
+        for copy, _, _ in saved.values():
+            try:  # noqa: SIM105 - contextlib costs start-up time
+                os.close(copy)
+            except OSError:
+                pass
 
     def stream(self, fd: int) -> TextIO | None:
         """The stream for memlens's output on ``fd`` (1 or 2); None when the program closed

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from memlens.model import ProcessInfo, Run
 
 
+#: Seconds the children are waited for when a signal ended the program (SIGTERM, SIGHUP),
+#: which plain python dies of at once: a signal sent to the whole process group ends them as
+#: fast (their runs are written by then); one sent to the program alone leaves them running,
+#: counted with their last checkpoint.
+SIGNALLED_WAIT_S = 0.25
+
+
 def follow(
     run_path: str,
     command: Sequence[str],

@@ -49,7 +49,9 @@ class Ending:
 
     ``exit_code`` is the program's exit code, or None when it did not exit by itself (a signal
     or Ctrl-C ended it); ``complete`` is False when it was interrupted; ``started`` is False
-    when its code never ran (it did not compile): there is nothing to record.
+    when its code never ran (it did not compile): there is nothing to record; ``signum`` is
+    the ending signal (SIGTERM, SIGHUP) that killed it, which plain python would have died of
+    at once (None otherwise).
 
     While ``on_exit`` runs, SIGINT, SIGTERM and SIGHUP are held. The writer calls
     :meth:`seal` once the run's rows are written: a signal held by then is recorded (the run
@@ -58,12 +60,15 @@ class Ending:
     run, which is written as the program left it: the process then exits as the run says.
     """
 
-    __slots__ = ("_held", "_sealed_with", "complete", "exit_code", "sealed", "started")
+    __slots__ = ("_held", "_sealed_with", "complete", "exit_code", "sealed", "signum", "started")
 
-    def __init__(self, exit_code: int | None, complete: bool, started: bool) -> None:
+    def __init__(
+        self, exit_code: int | None, complete: bool, started: bool, signum: int | None = None
+    ) -> None:
         self.exit_code = exit_code
         self.complete = complete
         self.started = started
+        self.signum = signum
         self.sealed = False
         self._held: int | None = None  # the first signal held while on_exit ran
         self._sealed_with: int | None = None
@@ -153,13 +158,15 @@ def run(
     interrupted = [False]
     atexit.register(_after_atexit, interrupted)
 
-    def finish(code: int | None, complete: bool, started: bool = True) -> None:
+    def finish(
+        code: int | None, complete: bool, started: bool = True, signum: int | None = None
+    ) -> None:
         nonlocal finished
         # A child forked by the program is not traced and has no run of its own to write.
         if finished or os.getpid() != pid:
             return
         finished = True
-        ending = Ending(code, complete, started)
+        ending = Ending(code, complete, started, signum)
         held = hold_signals(ending)
         try:
             on_exit(ending)
@@ -181,7 +188,7 @@ def run(
     def on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
         # Without memlens, SIGTERM or SIGHUP kills the program on the spot. Keep that: record
         # the run, then die by the same signal (no unwinding, the same exit status).
-        finish(None, False)
+        finish(None, False, signum=signum)
         die_by(signum)
 
     ending_handler = AsDefault(on_ending_signal)
