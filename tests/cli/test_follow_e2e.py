@@ -271,6 +271,16 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     assert sum(others) < 64 * 1024
 
 
+def test_children_ended_while_starting_write_their_runs(tmp_path: Path) -> None:
+    """Spawned children terminated while they start (at moments spread over their start-up)
+    die by SIGTERM as without memlens, and each one that claimed a run wrote it whole."""
+    proc, run, _ = run_o(tmp_path, "terminated_while_starting.py", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"exit codes [{-signal.SIGTERM}]\n"
+    assert memlens_lines(proc.stderr) == ["memlens: run written to run.mlrun"]
+    assert [p.pid for p in run.info.processes[1:] if not p.complete] == []
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_program_ended_by_sigterm_does_not_wait_for_its_children(
     tmp_path: Path, method: str

@@ -187,8 +187,29 @@ def start_child() -> None:
         say(f"memlens: this process is not followed: {exc}")
 
 
+#: The signals that end a child: held while it starts being followed.
+_ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> None:
-    """Trace this process as a child of ``parent``: claim its run, start the tracer."""
+    """Trace this process as a child of ``parent``: claim its run, start the tracer.
+
+    SIGTERM, SIGHUP and SIGINT wait meanwhile (blocked in this thread, and so in memlens's
+    threads started here: a process-directed signal then has no thread to go to): sent to a
+    child that is still starting (a pool terminating a worker), one is delivered once the
+    child has claimed its run, its handlers are in place and what writing the run needs is
+    imported, so the child writes its run and dies by the signal. Handled earlier, it would
+    write the run from the middle of an import (a "partially initialized module" error and no
+    run), and die with a signal that is blocked (exit status 128 + N, not the signal).
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
+    try:
+        _begin_held(config, parent, command)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _begin_held(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> None:
     global _own, _finishing
     from memlens.errors import MemlensError
     from memlens.tracing import tracer
@@ -235,9 +256,7 @@ def _import_writer() -> None:
     thread or by another one a fork left behind, would fail the write), with the ending
     signals held meanwhile: their handler writes the run, which these very imports would
     otherwise be in the middle of (a pool terminating a worker that is still starting)."""
-    # (SIGINT and runner.ENDING_SIGNALS, spelled out: runner is among what is imported here.)
-    ending = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ending)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
     try:
         import array  # noqa: F401
         import datetime  # noqa: F401
