@@ -289,9 +289,7 @@ def test_program_that_closes_its_streams(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("as_module", [False, True])
-def test_program_chaining_to_the_previous_sigterm_handler(
-    tmp_path: Path, as_module: bool
-) -> None:
+def test_program_chaining_to_the_previous_sigterm_handler(tmp_path: Path, as_module: bool) -> None:
     """The program finds the default action where memlens handles SIGTERM (so it finishes its
     own shutdown instead of calling memlens's handler), and `__builtins__` is a module."""
     shutil.copy(SCRIPTS / "chains_sigterm.py", tmp_path)
@@ -301,9 +299,13 @@ def test_program_chaining_to_the_previous_sigterm_handler(
     assert reference.stdout == (
         "builtins: module\nprevious: True False\nreplaced: True False\nshutting down\n"
     )
-    assert (proc.returncode, proc.stdout) == (reference.returncode, reference.stdout) == (
-        3,
-        reference.stdout,
+    assert (
+        (proc.returncode, proc.stdout)
+        == (reference.returncode, reference.stdout)
+        == (
+            3,
+            reference.stdout,
+        )
     )
     assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")] == []
     run = latest_run(tmp_path)

@@ -123,7 +123,9 @@ def test_installed_wheel_runs_pytest_with_warnings_as_errors(
     (tmp_path / "test_it.py").write_text("def test_it():\n    assert [1] * 2 == [1, 1]\n")
     flags = ("-q", "-p", "no:cacheprovider", "-p", "no:asyncio")
     plain = command([installed / "python", "-m", "pytest", *flags], cwd=tmp_path)
-    under = command([installed / "memlens", "run", "--no-report", "-m", "pytest", *flags], cwd=tmp_path)
+    under = command(
+        [installed / "memlens", "run", "--no-report", "-m", "pytest", *flags], cwd=tmp_path
+    )
     assert plain.returncode == 0, plain.stdout
     assert under.returncode == 0, under.stdout + under.stderr
     assert under.stdout.splitlines()[-1].startswith("1 passed")

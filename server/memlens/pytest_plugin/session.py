@@ -55,15 +55,19 @@ from memlens.model import (
 )
 from memlens.runfile import reader, writer
 from memlens.store import Store
-from memlens.tracing import tracer
+from memlens.tracing import runner, tracer
 from memlens.units import fmt_bytes, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    import signal
+    import types
+    from collections.abc import Callable, Generator
     from typing import Any
 
-    from memlens.model import Run
+    from memlens.model import Run, RunInfo
+else:
+    import _signal as signal  # the C core, as memlens.tracing.runner uses it
 
 #: Figures compared with the baseline run (allocation volume is churn, not memory held).
 COMPARED = ("peak_bytes", "leaked_bytes")
@@ -76,6 +80,10 @@ TOP_LINES = 5
 #: Where the run of this session goes, and its command (set when tracing starts).
 _run_path: str | None = None
 _run_command: tuple[str, ...] = ()
+#: The session whose tests the run records (set when it is registered).
+_current: MemlensSession | None = None
+#: The handler of SIGTERM and SIGHUP while tracing (:func:`_on_ending_signal`), if installed.
+_ending_handler: runner.AsDefault | None = None
 
 
 def start_tracing(options: Any, config: pytest.Config) -> None:
@@ -115,16 +123,85 @@ def start_tracing(options: Any, config: pytest.Config) -> None:
             command=command,
             on_checkpoint=first_checkpoint,
             workspace_root=root,
+            amend=_with_tests,  # checkpoints hold the per-test figures so far
         )
     except MemlensError as exc:
         raise pytest.UsageError(f"memlens: {exc}") from None
     _run_path, _run_command = path, command
+    _watch_ending_signals()
+    # A test that forks: no SIGTERM lost to the child's start-up, and Python's warning that
+    # the process is multi-threaded only when the tests' own threads make it so (3.12+).
+    runner.guard_forks()
+
+
+def _with_tests(info: RunInfo) -> RunInfo:
+    """A checkpoint's header with the figures of the tests that ran so far."""
+    session = _current
+    return info if session is None else replace(info, tests=tuple(session.tests))
+
+
+def _watch_ending_signals() -> None:
+    """SIGTERM and SIGHUP (a CI job's timeout, a closed terminal) write the run so far, with
+    the figures of the tests that ran, before pytest dies of them as it would without memlens.
+    Only where they have their default action, which the tests still see
+    (:class:`memlens.tracing.runner.AsDefault`)."""
+    global _ending_handler
+    handler = runner.AsDefault(_on_ending_signal)
+    for signum in runner.ENDING_SIGNALS:
+        if runner.is_default(signal.getsignal(signum)):
+            try:
+                signal.signal(signum, handler)
+            except ValueError:  # pytest runs in another thread than the main one
+                return
+            _ending_handler = handler
+
+
+def _unwatch_ending_signals() -> None:
+    global _ending_handler
+    handler, _ending_handler = _ending_handler, None
+    for signum in runner.ENDING_SIGNALS:
+        if handler is not None and signal.getsignal(signum) is handler:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+def _on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
+    _tracer.set_thread_paused(True)  # writing the run is memlens's work
+    ending = runner.Ending(None, False, True, signum)
+    held = runner.hold_signals(ending)  # a second SIGTERM must not cut the write short
+    try:
+        session = _current
+        _write_run(session.tests if session is not None else [], None, False, ending.seal)
+    except (MemlensError, OSError, ValueError):
+        pass  # the last checkpoint stays
+    finally:
+        runner.restore_signals(held)
+    runner.die_by(signum)
+
+
+def _write_run(
+    tests: list[TestStats],
+    status: int | None,
+    complete: bool,
+    seal: Callable[[RunInfo], RunInfo] | None = None,
+) -> str | None:
+    """Stop tracing and write the session's run (its tests, pytest's exit status, whether the
+    session ended by itself) over its last checkpoint, and point ``latest`` at it. Returns
+    the path, or None when tracing had stopped."""
+    path = _run_path
+    run = stop_tracing()
+    if run is None or path is None:
+        return None
+    info = replace(run.info, exit_code=status, complete=complete, tests=tuple(tests))
+    writer.write_final(replace(run, info=info), path, seal=seal)
+    _point_latest_at(path)
+    return path
 
 
 def stop_tracing() -> Run | None:
     """Stop the tracer if this plugin started it; the run, or None."""
     global _run_path
 
+    _unwatch_ending_signals()
     if _run_path is None or not tracer.is_tracing():
         _run_path = None
         return None
@@ -234,8 +311,10 @@ class MemlensSession:
     :func:`memlens.pytest_plugin.pytest_configure`)."""
 
     def __init__(self, config: pytest.Config) -> None:
+        global _current
         self.config = config
         self.tests: list[TestStats] = []
+        _current = self  # checkpoints and a SIGTERM write its tests' figures
         self.limits: dict[str, dict[str, int]] = {}  # node id -> figure -> bytes
         self._window: _Window | None = None
         self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
@@ -442,36 +521,36 @@ class MemlensSession:
     # -- the end: the run, the summary -----------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        global _current
         path = _run_path
-
-        try:
-            run = stop_tracing()
-        except MemlensError as exc:  # e.g. a forked child that ends the session
-            self.problem = f"no run written: {exc}"
-            return
-        if run is None or path is None:
-            self.problem = "no run written: tracing had stopped"
-            return
+        _current = None
+        _unwatch_ending_signals()  # pytest ends as it would have without memlens from here
         status = int(exitstatus)
         if status == int(pytest.ExitCode.USAGE_ERROR):
             # Nothing ran: no run (and no checkpoint of this session left behind).
-            self.problem = "no run written (usage error)"
-            if os.path.isfile(path):
+            try:
+                stopped = stop_tracing()
+            except MemlensError:
+                stopped = None
+            self.problem = (
+                "no run written (usage error)" if stopped is not None
+                else "no run written: tracing had stopped"
+            )  # fmt: skip
+            if stopped is not None and path is not None and os.path.isfile(path):
                 os.unlink(path)
             return
-        info = replace(
-            run.info,
-            exit_code=status,
-            complete=status != int(pytest.ExitCode.INTERRUPTED),
-            tests=tuple(self.tests),
-        )
         try:
-            writer.write_final(replace(run, info=info), path)
+            written = _write_run(self.tests, status, status != int(pytest.ExitCode.INTERRUPTED))
+        except MemlensError as exc:  # e.g. a forked child that ends the session
+            self.problem = f"no run written: {exc}"
+            return
         except (OSError, ValueError) as exc:
             self.problem = f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}"
             return
-        _point_latest_at(path)
-        self.run_path = path
+        if written is None:
+            self.problem = "no run written: tracing had stopped"
+            return
+        self.run_path = written
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line

@@ -277,7 +277,7 @@ class AsDefault(int):
 
     handler: Callable[[int, types.FrameType | None], None]
 
-    def __new__(cls, handler: Callable[[int, types.FrameType | None], None]) -> AsDefault:
+    def __new__(cls, handler: Callable[[int, types.FrameType | None], None]) -> AsDefault:  # noqa: PYI034
         self = super().__new__(cls, int(signal.SIG_DFL))
         self.handler = handler
         return self

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
-    from memlens.model import Run, SourceFile
+    from memlens.model import Run, RunInfo, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
 # before the profiled program starts, so every import here is start-up overhead. The rest
@@ -126,6 +126,7 @@ def start(
     native: bool = True,
     on_checkpoint: Callable[[], None] | None = None,
     workspace_root: str = "",
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -142,7 +143,9 @@ def start(
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
-    checkpoint written. ``hidden`` names files (e.g. a launcher script) that are never charged,
+    checkpoint written; ``amend``, when given, is called (in that thread too) with each
+    checkpoint's header and returns the header to record (the pytest plugin adds the
+    per-test figures so far). ``hidden`` names files (e.g. a launcher script) that are never charged,
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
@@ -184,7 +187,7 @@ def start(
     _watch_numpy()
     if checkpoint is not None:
         _start_checkpoints(
-            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
+            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
         )
 
 
@@ -253,6 +256,7 @@ def _start_checkpoints(
     interval: float,
     command: Sequence[str] | None,
     on_checkpoint: Callable[[], None] | None = None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     # _thread rather than threading: no extra import in the profiled program at start-up.
     import _thread
@@ -280,7 +284,7 @@ def _start_checkpoints(
                     return
                 began = time.thread_time()
                 with writing:
-                    written = write_checkpoint(session, path, command)
+                    written = write_checkpoint(session, path, command, amend)
                 if written and on_checkpoint is not None:
                     on_checkpoint()
                 # A big run takes a while to build and write, mostly holding the GIL: space
@@ -311,13 +315,22 @@ def block_signals() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
-def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
-    """Write the run so far to ``path`` (incomplete); False when it could not be written.
-    The caller's thread must be paused."""
+def write_checkpoint(
+    session: _Session,
+    path: str,
+    command: Sequence[str] | None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
+) -> bool:
+    """Write the run so far to ``path`` (incomplete), its header passed through ``amend``;
+    False when it could not be written. The caller's thread must be paused."""
     from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
+    if amend is not None:
+        from memlens.model import replace
+
+        run = replace(run, info=amend(run.info))
     try:
         writer.write(run, path)
     except OSError as exc:
