@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -42,6 +43,20 @@ Method = tuple[str, Callable[..., Any], Any]
 _F = TypeVar("_F", bound=Callable[..., Any])
 _I = TypeVar("_I")
 _O = TypeVar("_O")
+
+
+def uri_path(uri: str) -> str | None:
+    """The canonical path (:func:`memlens_lsp.index.canonical`) of a ``file:`` URI, with its
+    percent escapes decoded (``%20``, ``%C3%BC``): the one way the server turns a document's
+    or a folder's URI into the path its figures are keyed by. None for other schemes, and for
+    a name no file can have (a NUL byte, beyond the system's limits)."""
+    if not uri.startswith("file:"):
+        return None
+    try:
+        path = to_fs_path(uri)
+        return None if path is None else canonical(path)
+    except (ValueError, OSError):
+        return None
 
 
 class Notices:
@@ -165,19 +180,24 @@ class MemlensServer(LanguageServer):
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
-        if uri not in self.workspace.text_documents:
-            return None
-        return self.workspace.get_text_document(uri)
+        """The open document ``uri`` names, however the client escapes it (pygls keeps
+        documents under their URI with percent escapes decoded), or None: the one way
+        features look a document up."""
+        documents = self.workspace.text_documents
+        return documents.get(uri) or documents.get(unquote(uri))
+
+    def open_uris(self) -> list[str]:
+        """The URIs of the open documents, as the client sent them."""
+        return [doc.uri for doc in self.workspace.text_documents.values()]
 
     async def context(self, uri: str) -> DocContext | None:
         """The document, its figures and line mapping; None when nothing to show.
 
         The re-mapping runs off the event loop; when the document or the loaded runs change
         meanwhile, the request is served from the newer state (a few tries, then None)."""
-        path = to_fs_path(uri)
-        if path is None:
+        key = uri_path(uri)
+        if key is None:
             return None
-        key = canonical(path)
         for _ in range(3):
             doc = self.document(uri)
             if doc is None:

@@ -285,6 +285,8 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
             for n in callers
         ]
         frames.append(f"{md.code(own.function)} (line {own.line})")
+        if path.left_out:  # a deep path: its outermost and innermost frames
+            frames.insert(path.left_out_at, f"… {path.left_out:,} more frames …")
         out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
     return out
 

@@ -253,6 +253,7 @@ async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
                 {"path": "/work/app.py", "line": 6, "function": "<module>"},
                 {"path": "/work/app.py", "line": 4, "function": "load"},
             ],
+            "frames_left_out": 0,
             "incl_peak_bytes": 40 * MIB,
             "incl_alloc_bytes": 40 * MIB,
         }

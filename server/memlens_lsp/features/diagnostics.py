@@ -40,7 +40,7 @@ async def _publish(ls: MemlensServer, uri: str) -> None:
         ls.log_message(f"memlens: diagnostics for {uri} failed: {exc}", "error")
         doc = ls.document(uri)
         version, diags = (doc.version if doc is not None else None), []
-    if uri in ls.workspace.text_documents:
+    if ls.document(uri) is not None:
         ls.text_document_publish_diagnostics(convert.publish(uri, version, diags))
 
 
@@ -60,7 +60,7 @@ def publish(ls: MemlensServer, uri: str) -> None:
 
 
 def publish_all(ls: MemlensServer) -> None:
-    for uri in list(ls.workspace.text_documents):
+    for uri in ls.open_uris():
         publish(ls, uri)
 
 
