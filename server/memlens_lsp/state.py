@@ -183,7 +183,7 @@ class MemlensServer(LanguageServer):
         """The open document ``uri`` names, however the client escapes it (pygls keeps
         documents under their URI with percent escapes decoded), or None: the one way
         features look a document up."""
-        documents = self.workspace.text_documents
+        documents: dict[str, TextDocument] = self.workspace.text_documents
         return documents.get(uri) or documents.get(unquote(uri))
 
     def open_uris(self) -> list[str]:

@@ -396,3 +396,13 @@ def test_pytest_with_warnings_as_errors_gives_plain_pytests_result(tmp_path: Pat
     assert reference.returncode == 0, reference.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1].startswith("3 passed")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_program_claims_the_monitoring_tool_ids_memlens_holds(tmp_path: Path) -> None:
+    script = SCRIPTS / "monitoring_tools.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout.splitlines()[1] == "[None, None, None, 'mine3', 'mine4', 'mine5']"
+    assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr

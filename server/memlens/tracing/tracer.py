@@ -185,6 +185,7 @@ def start(
         raise MemlensError(str(exc)) from None
     _session = session
     _watch_numpy()
+    _share_monitoring()
     if checkpoint is not None:
         _start_checkpoints(
             session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
@@ -223,6 +224,7 @@ def stop(
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_numpy()
+    _unshare_monitoring()
     if session.pid != os.getpid() or _tracer.is_forked_child():
         raise MemlensError("this process was forked from a traced parent and was not traced")
     snap = _tracer.snapshot()
@@ -240,7 +242,59 @@ def abandon() -> None:
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_numpy()
+    _unshare_monitoring()
     _tracer.reset()
+
+
+# sys.monitoring (3.12+): the tracer holds a tool id (to learn of frame exits), which the
+# program may ask for too.
+#: sys.monitoring's functions whose first argument is a tool id.
+_MONITORING_CALLS = (
+    "use_tool_id",
+    "free_tool_id",
+    "clear_tool_id",
+    "get_tool",
+    "register_callback",
+    "set_events",
+    "get_events",
+    "set_local_events",
+    "get_local_events",
+)
+#: The functions of sys.monitoring replaced while tracing, by name: (original, replacement).
+_monitoring_originals: dict[str, tuple[Any, Any]] = {}
+
+
+def _share_monitoring() -> None:
+    """Let the program use every sys.monitoring tool id, the one memlens holds included.
+
+    Each function of sys.monitoring that takes a tool id is wrapped (``_tracer.monitoring_call``,
+    a C function: the wrapper adds no event of its own to what the program monitors): given
+    the id memlens holds, it first moves memlens to another free id (with none left, the
+    tracer reads whole stacks from then on), then does what it does, as without memlens (the
+    id is free by then: ``get_tool`` says None, ``use_tool_id`` takes it).
+    """
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None or _monitoring_originals or _tracer.monitoring_tool() < 0:
+        return
+    if TYPE_CHECKING:
+        from functools import partial
+    else:
+        from _functools import partial  # the C core: functools itself imports more
+
+    for name in _MONITORING_CALLS:
+        real = getattr(monitoring, name, None)
+        if real is not None:
+            ours = partial(_tracer.monitoring_call, real)
+            _monitoring_originals[name] = (real, ours)
+            setattr(monitoring, name, ours)
+
+
+def _unshare_monitoring() -> None:
+    monitoring = getattr(sys, "monitoring", None)
+    for name, (real, ours) in _monitoring_originals.items():
+        if getattr(monitoring, name, None) is ours:  # (unless the program replaced it since)
+            setattr(monitoring, name, real)
+    _monitoring_originals.clear()
 
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
