@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -227,6 +228,17 @@ async def test_list_runs_marks_latest_baseline_and_unreadable_runs(tmp_path: Pat
     assert rows[broken.stem]["peak_traced_bytes"] is None
     # The same list as `memlens runs --json`.
     assert json.loads(memlens("runs", "--json", cwd=tmp_path).stdout) == listed["runs"]
+
+
+async def test_list_runs_with_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    a, b = two_runs(tmp_path)
+    odd = os.fsdecode(bytes(Store(tmp_path).runs_dir) + b"/20261122-120000-\xff.mlrun")
+    shutil.copy(a, odd)
+    async with connect(tmp_path) as client:
+        listed = await ok(client, "list_runs")
+    rows = listed["runs"]
+    assert [r["id"] for r in rows] == [a.stem, b.stem, "20261122-120000-\ufffd"]
+    assert rows[2]["peak_traced_bytes"] == 48 * MIB  # read all the same
 
 
 async def test_line_figures_with_call_paths(tmp_path: Path) -> None:

@@ -70,9 +70,16 @@ PROCESS_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: The integers a header may hold: 64 bits, as the run file's tables hold figures (JSON has
+#: no limit: 10**400 would fail whatever shows it).
+_INT64 = range(-(2**63), 2**63)
+
+
 def is_a(value: object, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in types:
-        return False  # JSON true/false are not numbers here
+    if isinstance(value, bool):
+        return bool in types  # JSON true/false are not numbers here
+    if isinstance(value, int) and value not in _INT64:
+        return False
     return isinstance(value, types)
 
 
@@ -111,7 +118,8 @@ def parse_header(header: object, name: str) -> RunInfo:
     for key, value in raw.items():
         expected = HEADER_TYPES.get(key)
         if expected is not None and not is_a(value, expected):
-            raise RunFileError(name, f"bad run header: {key} is {type(value).__name__}")
+            what = "out of range" if isinstance(value, int) else type(value).__name__
+            raise RunFileError(name, f"bad run header: {key} is {what}")
     if not all(isinstance(c, str) for c in raw["command"]):
         raise RunFileError(name, "bad run header: command")
     raw["command"] = tuple(raw["command"])

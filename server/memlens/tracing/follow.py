@@ -149,33 +149,17 @@ def _wait(folder: str, wait_s: float) -> set[str]:
     Returns the names whose claim is still there (incomplete: no final run)."""
     import time
 
+    from memlens.layout import claim_held
+
     deadline = time.monotonic() + wait_s
     while True:
         claims = {n[: -len(".lock")] for n in os.listdir(folder) if n.endswith(".lock")}
-        running = [n for n in claims if _held(os.path.join(folder, n + ".lock"))]
+        running = [n for n in claims if claim_held(os.path.join(folder, n + ".lock"))]
         if not running or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
     # A claim still held, or left behind by a process that died (SIGKILL, a crash).
     return {n[: -len(".lock")] for n in os.listdir(folder) if n.endswith(".lock")}
-
-
-def _held(lock_path: str) -> bool:
-    """Whether a live process holds the lock on ``lock_path``."""
-    import fcntl
-
-    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(lock_path, flags | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False  # gone: it finished meanwhile
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # closing it drops the lock we may have taken
-    return False
 
 
 def _run_names(folder: str, claims: set[str]) -> list[str]:
