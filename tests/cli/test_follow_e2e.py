@@ -19,7 +19,7 @@ import pytest
 from memlens.layout import processes_folder
 from memlens.model import Run
 from memlens.runfile import reader
-from tests.cli.memlens_cmd import memlens, plain
+from tests.cli.memlens_cmd import latest_name, latest_run, memlens, plain
 
 pytest.importorskip(
     "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
@@ -185,6 +185,55 @@ def test_older_pythons_started_by_the_program_start_as_without_memlens(tmp_path:
     assert proc.stdout == reference.stdout
     assert all(line.endswith(" ''") for line in proc.stdout.splitlines()), proc.stdout
     assert len(run.info.processes) <= 1  # nothing followed
+
+
+def test_program_replacing_itself_with_python_goes_on_with_its_run(tmp_path: Path) -> None:
+    """os.execv of a Python program: that program runs under `memlens run` too, and the one
+    run holds both parts (as two processes of the same id), with one report at the end."""
+    script, target = SCRIPTS / "execs_python.py", SCRIPTS / "exec_target.py"
+    reference = plain(script, str(target), "a", cwd=tmp_path)
+    proc = memlens("run", "--top", "3", str(script), str(target), "a", cwd=tmp_path)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert reference.stdout == "launcher\nbecame ['a'] __main__\n"
+    assert proc.stdout.startswith(reference.stdout)
+    assert proc.stdout.count("memlens: peak") == 1
+    assert memlens_lines(proc.stderr) == [f"memlens: run written to {latest_name(tmp_path)}"]
+    run = latest_run(tmp_path)
+    assert 3 * MiB <= alloc(run, "exec_target.py", 5) < 3.1 * MiB
+    assert 2 * MiB <= alloc(run, "execs_python.py", 7) < 2.1 * MiB
+    assert alloc(run, "execs_python.py", 16) < 4096  # memlens's own work at the exec is not
+    first, second = run.info.processes
+    assert first.pid == second.pid == run.info.pid
+    assert first.command == ("python", str(target), "a")
+    assert second.command == ("python", str(script), str(target), "a")
+
+
+def test_child_replacing_itself_with_python_is_followed(tmp_path: Path) -> None:
+    target = SCRIPTS / "exec_target.py"
+    proc, run, _ = run_o(tmp_path, "execs_python.py", "fork", str(target))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "launcher",
+        "became ['child'] __main__",
+        "child exit 0",
+        "became [] __main__",
+    ]
+    assert 6 * MiB <= alloc(run, "exec_target.py", 5) < 6.2 * MiB  # the child's and the root's
+    pids = [p.pid for p in run.info.processes]
+    assert len(pids) == 4  # the root's two parts, the child's two
+    assert len(set(pids)) == 2
+
+
+def test_program_replacing_itself_with_another_program_ends_its_run(tmp_path: Path) -> None:
+    script = SCRIPTS / "execs_shell.py"
+    reference = plain(script, cwd=tmp_path)
+    proc, run, out = run_o(tmp_path, "execs_shell.py")
+    assert proc.returncode == reference.returncode == 0
+    assert proc.stdout == reference.stdout == "launcher\nfrom sh\n"
+    assert memlens_lines(proc.stderr) == ["memlens: run written to run.mlrun"]
+    assert run.info.complete
+    assert 2 * MiB <= alloc(run, "execs_shell.py", 5) < 2.1 * MiB
+    assert not os.path.exists(processes_folder(str(out)))  # nothing followed the shell
 
 
 def test_nested_children_are_followed(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import argparse
     from argparse import Namespace
+    from collections.abc import Mapping, Sequence
     from typing import Any, TextIO
 
     from memlens.model import Run
@@ -401,8 +402,33 @@ def run(args: Namespace) -> int:
         _tracer.restart_sampling()  # memlens's own work so far moves no sample
         _tracer.set_thread_paused(False)
 
+    def on_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> runner.Exec | None:
+        """The program replaces itself (os.execv): with the same Python running a program
+        (a script or -m), that one runs under `memlens run` too and goes on with this run, in
+        which the program's part so far is one process (kept in the processes folder). Any
+        other program: None (this run ends there)."""
+        if not following:
+            return None
+        again = _continued_command(path, argv, args, seed, out_path, store_root)
+        if again is None:
+            return None
+        if progress is not None:
+            progress.stop()
+        try:
+            part = tracer.stop(command=command, exit_code=None, complete=True)
+            follow.keep_part(part, out_path)
+        except (MemlensError, OSError, ValueError) as exc:
+            _say(f"memlens: the run so far is lost: {exc}")
+        return runner.Exec(
+            path, again, {**child.without_following(env), follow.CONTINUE_ENV: out_path}
+        )
+
     return runner.run(
-        target, on_exit, on_start=on_start, on_end=follow.end_children if following else None
+        target,
+        on_exit,
+        on_start=on_start,
+        on_end=follow.end_children if following else None,
+        on_exec=on_exec,
     )
 
 
@@ -477,6 +503,70 @@ def _seeded_command(seed: int, args: Namespace) -> list[str] | None:
             options.append(token)
     interpreter = original[: len(original) - len(own)]
     return [*interpreter, "run", "--seed", str(seed), *options, *program]
+
+
+def _continued_command(
+    path: str, argv: Sequence[str], args: Namespace, seed: int | None, out_path: str, root: str
+) -> list[str] | None:
+    """What executing the Python program ``argv`` (with this interpreter, ``path``) becomes
+    under ``memlens run`` going on with this run: the same interpreter options, then ``-m
+    memlens run`` with this run's options and file, then the program and its arguments. None
+    when ``path`` is another program, or the command line is not a script or a module run by
+    Python (``-c``, an interactive interpreter, ``-S`` which would not find memlens)."""
+    try:
+        same = os.path.samefile(path, sys.executable)
+    except (OSError, ValueError):
+        same = False
+    split = _python_command(list(argv[1:])) if same else None
+    if split is None:
+        return None
+    python_options, program = split
+    options: list[str] = []
+    for flags, keywords in OPTIONS:
+        dest = _dest(flags, keywords)
+        value = getattr(args, dest, None)
+        if dest in ("as_module", "output", "dir", "seed"):
+            continue
+        if keywords.get("action") == "store_true":
+            options += [flags[-1]] if value else []
+        elif keywords.get("action") == "append":
+            options += [token for v in value or () for token in (flags[-1], v)]
+        elif value is not None and value != keywords.get("default"):
+            options += [flags[-1], str(value)]
+    if seed is not None:
+        options += ["--seed", str(seed)]
+    options += ["--output", out_path, "--dir", root]
+    return [argv[0] if argv else path, *python_options, "-m", "memlens", "run", *options, *program]
+
+
+#: Python's options that take a value (single letters; the value attached or the next word).
+_PYTHON_VALUE_OPTIONS = "WX"
+
+
+def _python_command(tokens: list[str]) -> tuple[list[str], list[str]] | None:
+    """A Python command line (without argv[0]) split into the interpreter's options and the
+    program (``[script, args...]`` or ``["-m", module, args...]``); None for anything else."""
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "-m" or (token.startswith("-m") and not token.startswith("--")):
+            module = token[2:] or (tokens[i + 1] if i + 1 < len(tokens) else "")
+            rest = tokens[i + 1 :] if token[2:] else tokens[i + 2 :]
+            return (tokens[:i], ["-m", module, *rest]) if module else None
+        if not token.startswith("-"):
+            return tokens[:i], tokens[i:]
+        if token in ("-", "--") or token.startswith("--"):
+            if token != "--check-hash-based-pycs":
+                return None  # stdin, or a long option that is not worth understanding here
+            i += 2
+            continue
+        letters = token[1:]
+        valued = next((k for k, c in enumerate(letters) if c in _PYTHON_VALUE_OPTIONS), None)
+        flags = letters if valued is None else letters[:valued]  # (then the value)
+        if "c" in flags or "m" in flags or "S" in flags:
+            return None
+        i += 2 if valued == len(letters) - 1 else 1
+    return None  # no program: an interactive interpreter
 
 
 def _with_children(result: Run, out_path: str, wait_s: float) -> Run:

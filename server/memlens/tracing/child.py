@@ -35,10 +35,10 @@ TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init_
 if TYPE_CHECKING:
     import signal
     import types
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from memlens.tracing.runner import Ending
+    from memlens.tracing.runner import Ending, Exec
 else:
     import _signal as signal  # the C core: `import signal` loads enum & co. (memlens.tracing.runner)
 
@@ -131,14 +131,26 @@ def leave() -> None:
         _quietly(os.unlink, own.run_path)
     _config = None
     _traced = False
-    os.environ.pop(ENV, None)
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    kept = without_following(os.environ)
+    for name in (ENV, "PYTHONPATH"):
+        if name in kept:
+            os.environ[name] = kept[name]
+        else:
+            os.environ.pop(name, None)
+
+
+def without_following(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of the environment ``env`` that makes no process follow: without :data:`ENV`,
+    and without :data:`STARTUP_DIR` first on ``PYTHONPATH``."""
+    out = {k: v for k, v in env.items() if k != ENV}
+    paths = out.get("PYTHONPATH", "").split(os.pathsep)
     if paths[0] == STARTUP_DIR:
         rest = os.pathsep.join(paths[1:])
         if rest:
-            os.environ["PYTHONPATH"] = rest
+            out["PYTHONPATH"] = rest
         else:
-            os.environ.pop("PYTHONPATH", None)
+            del out["PYTHONPATH"]
+    return out
 
 
 def following() -> dict[str, Any] | None:
@@ -398,6 +410,7 @@ def _watch_exits() -> None:
     # The program sees the default action (runner.AsDefault): a handler of its own that
     # chains to the previous one behaves as under python.
     _ending_handler = runner.AsDefault(_on_ending_signal)
+    runner._wrap_exec(_before_exec)
     watched = False
     for signum in runner.ENDING_SIGNALS:
         handler = signal.getsignal(signum)
@@ -488,6 +501,16 @@ def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
                     _tracer.die_by_signal(signum)
                 signal.pthread_kill(main_thread, signum)  # its blocking call returns: EINTR
                 time.sleep(0.05)
+
+
+def _before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
+    """``os.exec*`` in a followed child: its run is written first (it ends there); the
+    program it becomes is followed as a new child, if it is Python."""
+    from memlens.tracing.runner import Exec
+
+    if os.access(path, os.X_OK):  # (execvp tries each folder of PATH in turn)
+        _finish(None, True)
+    return Exec(path, argv, env)
 
 
 def _exit_writing_run(status: int, /) -> None:

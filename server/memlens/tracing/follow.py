@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from memlens.model import ProcessInfo, Run
 
 
+#: Set by a program replacing itself with a Python program (os.execv): the run file that the
+#: `memlens run` it becomes goes on with.
+CONTINUE_ENV = "MEMLENS_CONTINUE"
+
 #: Seconds the children are waited for when a signal ended the program (SIGTERM, SIGHUP),
 #: which plain python dies of at once: a signal sent to the whole process group ends them as
 #: fast (their runs are written by then); one sent to the program alone leaves them running,
@@ -53,7 +57,10 @@ def follow(
     from memlens.layout import clear_processes, processes_folder
 
     folder = processes_folder(run_path)
-    problem = clear_processes(folder)
+    # A program that replaced itself (os.execv) and goes on with its run under a new `memlens
+    # run` keeps what its first part and its children left there (keep_part).
+    continued = os.environ.pop(CONTINUE_ENV, None) == run_path
+    problem = None if continued else clear_processes(folder)
     if problem is not None:
         say(f"memlens: child processes are not followed: {problem}")
         return False
@@ -79,6 +86,25 @@ def follow(
     if paths.split(os.pathsep)[0] != STARTUP_DIR:
         os.environ["PYTHONPATH"] = STARTUP_DIR + (os.pathsep + paths if paths else "")
     return True
+
+
+def keep_part(run: Run, run_path: str) -> None:
+    """The program is about to replace itself with another program that goes on with the run
+    ``run_path`` (os.execv): ``run``, its part so far, is kept in the processes folder as one
+    process of the run (the same id as the part that follows), to be merged at the end."""
+    from memlens.layout import process_run_name, processes_folder
+    from memlens.model import ProcessInfo, replace
+    from memlens.runfile import writer
+
+    folder = processes_folder(run_path)
+    os.makedirs(folder, exist_ok=True)
+    pid = os.getpid()
+    me = ProcessInfo(pid, os.getppid(), child.command(), True, run.info.peak_traced_bytes)
+    for n in range(2, 1000):
+        name = os.path.join(folder, process_run_name(pid, n))
+        if not os.path.lexists(name) and not os.path.lexists(name[: -len(".mlrun")] + ".lock"):
+            writer.write(replace(run, info=replace(run.info, processes=(me,))), name)
+            return
 
 
 def end_children() -> None:

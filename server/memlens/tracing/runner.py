@@ -25,7 +25,7 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import signal
     import types
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from memlens.model import RunInfo
@@ -143,6 +143,7 @@ def run(
     on_exit: Callable[[Ending], None],
     on_start: Callable[[], None] | None = None,
     on_end: Callable[[], None] | None = None,
+    on_exec: Callable[[str, Sequence[str], Mapping[str, str]], Exec | None] | None = None,
 ) -> int:
     """Run ``target``; return its exit code (or die by the signal that killed it).
 
@@ -150,6 +151,11 @@ def run(
     read and compiled), so a caller can exclude its set-up work from what it measures.
     ``on_end`` is called when the program has ended by itself and its threads are joined,
     right before ``on_exit`` (signals are not held yet: Ctrl-C still interrupts it).
+
+    When the program replaces itself with another (``os.execv`` & co.), ``on_exec(path, argv,
+    env)`` may say what to execute instead (the same program under ``memlens run``, which
+    goes on with the run: :class:`Exec`); otherwise the program has ended there: ``on_exit``
+    is called (exit code None, complete), then it executes ``path`` as asked.
     """
     start_program = on_start or (lambda: None)
     finished = False
@@ -191,6 +197,19 @@ def run(
         finish(None, False, signum=signum)
         die_by(signum)
 
+    def before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
+        if finished or os.getpid() != pid or not os.access(path, os.X_OK):
+            return Exec(path, argv, env)  # (execvp tries each folder of PATH in turn)
+        replaced = on_exec(path, argv, env) if on_exec is not None else None
+        if replaced is not None:
+            return replaced
+        flush_streams()
+        finish(None, True)
+        from memlens.tracing import child
+
+        return Exec(path, argv, child.without_following(env))
+
+    _wrap_exec(before_exec)
     ending_handler = AsDefault(on_ending_signal)
     ours = [s for s in ENDING_SIGNALS if is_default(signal.getsignal(s))]
     for signum in ours:
@@ -258,7 +277,67 @@ def run(
     for signum in ours:  # the program has ended: its signals are the process's again
         if signal.getsignal(signum) is ending_handler:
             signal.signal(signum, signal.SIG_DFL)
+    _unwrap_exec()
     return 128 + int(signal.SIGINT) if interrupted[0] else code
+
+
+class Exec:
+    """What ``os.execve`` executes: ``path`` with ``argv`` and the environment ``env``."""
+
+    __slots__ = ("argv", "env", "path")
+
+    def __init__(self, path: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.path = path
+        self.argv = argv
+        self.env = env
+
+
+#: os.execv and os.execve as they were before :func:`_wrap_exec` (None: not wrapped).
+_real_exec: tuple[Any, Any] | None = None
+
+
+def _wrap_exec(before: Callable[[str, Sequence[str], Mapping[str, str]], Exec]) -> None:
+    """Make ``os.execv`` and ``os.execve`` (through which the other ``os.exec*`` functions
+    go) call ``before(path, argv, env)`` first and execute what it returns."""
+    global _real_exec
+    real_execv, real_execve = os.execv, os.execve
+    if _real_exec is None:
+        _real_exec = (real_execv, real_execve)
+
+    from memlens import _tracer
+
+    def execv(path: Any, argv: Any, /) -> None:
+        paused = _tracer.set_thread_paused(True)  # what memlens does here is not the program's
+        try:
+            plan = before(os.fsdecode(path), list(argv), os.environ)
+            if plan.env is os.environ:
+                real_execv(plan.path, list(plan.argv))
+            else:
+                real_execve(plan.path, list(plan.argv), plan.env)
+        finally:
+            _tracer.set_thread_paused(paused)  # (the exec failed: the program goes on)
+
+    def execve(path: Any, argv: Any, env: Any, /) -> None:
+        if isinstance(path, int):  # a file descriptor (fexecve): another program, as asked
+            real_execve(path, argv, env)
+            return
+        paused = _tracer.set_thread_paused(True)
+        try:
+            plan = before(os.fsdecode(path), list(argv), env)
+            real_execve(plan.path, list(plan.argv), plan.env)
+        finally:
+            _tracer.set_thread_paused(paused)
+
+    os.execv = execv  # type: ignore[assignment]
+    os.execve = execve  # type: ignore[assignment]
+
+
+def _unwrap_exec() -> None:
+    global _real_exec
+    if _real_exec is not None:
+        if getattr(os.execv, "__module__", None) == __name__:  # (unless the program's)
+            os.execv, os.execve = _real_exec
+        _real_exec = None
 
 
 class AsDefault(int):
