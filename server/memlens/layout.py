@@ -134,12 +134,18 @@ def display_path(path: str, cwd: str | None = None) -> str:
     return printable(path if rel.startswith("..") else rel)
 
 
+#: The invisible marks that reorder or hide text ("Trojan Source": bidi marks, embeddings,
+#: overrides and isolates, a zero-width space, the byte order mark): shown as escapes on the
+#: terminal (:func:`printable`) and replaced in the editor's Markdown (memlens_lsp.markdown).
+INVISIBLE = (
+    0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF,
+)  # fmt: skip
+
+
 def _unprintable_table() -> dict[int, str]:
     # C0 controls but tab, DEL, C1 controls (0x9b is a one-byte CSI on some terminals), and the
-    # invisible marks that reorder or hide text ("Trojan Source": bidi overrides and isolates).
-    codes = [*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)]
-    codes += [0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-    codes += [0xFEFF]
+    # invisible marks.
+    codes = [*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0), *INVISIBLE]
     # Lone surrogates: the bytes of a file name that is not UTF-8 (os.fsdecode); printed as
     # they are, they would fail the write ("surrogates not allowed").
     codes += range(0xD800, 0xE000)

@@ -219,7 +219,7 @@ def gone_items(
     for g in gone_lines(view, mapping, settings, len(lines)):
         text = lines[g.line] if g.line < len(lines) else ""
         start = len(text) - len(text.lstrip())
-        what = f" ({g.text[:60]})" if g.text else ""
+        what = f" ({md.plain(g.text[:60])})" if g.text else ""
         message = f"Gone since the baseline: line {g.baseline_line}{what} held {g.label}"
         out.append(DiagnosticItem(g.line, start, len(text), message, "gone"))
     return out
