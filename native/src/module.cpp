@@ -202,6 +202,19 @@ NB_MODULE(_tracer, m) {
         },
         "Call `real` (a function of sys.monitoring) with `args`, first moving the tracer off the "
         "tool id they name if it holds it.");
+    m.def(
+        "unwatched_call",
+        [](nb::handle real, nb::args args, nb::kwargs kwargs) {
+            // `real(*args, **kwargs)` after the tracer stopped watching frame exits (a C function,
+            // so that no frame of ours comes between the caller and `real`).
+            memlens::stop_watching();
+            PyObject* result = PyObject_Call(real.ptr(), args.ptr(), kwargs.ptr());
+            if (!result) {
+                throw nb::python_error();
+            }
+            return nb::steal(result);
+        },
+        "Call `real` after the tracer stopped watching frame exits for the rest of the run.");
     m.def("traces_native", &memlens::traces_native,
           "Whether this run traces the C allocator calls of other libraries.");
     m.def(

@@ -352,7 +352,7 @@ int move_monitoring(int avoid) {
     PauseScope pause;  // the calls below allocate: memlens's work, not the program's
     __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
     stop_monitoring();
-    return claim_tool(avoid) ? g_tool : -1;
+    return avoid == kNoTool ? -1 : (claim_tool(avoid) ? g_tool : -1);
 }
 
 void stop_monitoring() {

@@ -43,6 +43,8 @@ int monitoring_tool();
 // returns it (-1: none, whole stacks are read from now on). Requires the GIL; the hooks may be
 // in (the calling thread is paused meanwhile).
 int move_monitoring(int avoid);
+// move_monitoring(kNoTool) gives up watching frame exits for the rest of the run.
+constexpr int kNoTool = -2;
 
 // Frees the calling thread's cache (thread exit).
 void free_thread(ThreadState& t);

@@ -224,6 +224,12 @@ int move_monitoring(int tool) {
     g_watching = now >= 0;
     return now;
 }
+void stop_watching() {
+    if (g_active.load() && stack::monitoring_tool() >= 0) {
+        stack::move_monitoring(stack::kNoTool);
+        g_watching = false;
+    }
+}
 bool traces_native() { return g_native_installed; }
 const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }

@@ -406,3 +406,21 @@ def test_program_claims_the_monitoring_tool_ids_memlens_holds(tmp_path: Path) ->
     assert reference.returncode == 0, reference.stderr
     assert reference.stdout.splitlines()[1] == "[None, None, None, 'mine3', 'mine4', 'mine5']"
     assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr
+
+
+def test_breakpoint_stops_where_python_stops(tmp_path: Path) -> None:
+    """pdb stops on the line of breakpoint() (3.13+; the line after it before 3.13) under
+    memlens as under python (3.13 missed a line when memlens watched the frame's code)."""
+    script = SCRIPTS / "breaks.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    reference = command([sys.executable, script], cwd=tmp_path, env=env, stdin="c\n")
+    proc = command(
+        [sys.executable, "-m", "memlens", "run", "--no-report", script],
+        cwd=tmp_path,
+        env=env,
+        stdin="c\n",
+    )
+    assert reference.returncode == 0, reference.stderr
+    stops = [ln for ln in reference.stdout.splitlines() if ln.startswith("-> ")]
+    assert stops == ["-> breakpoint()" if sys.version_info >= (3, 13) else "-> after = before + 1"]
+    assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr

@@ -287,13 +287,23 @@ def _share_monitoring() -> None:
             ours = partial(_tracer.monitoring_call, real)
             _monitoring_originals[name] = (real, ours)
             setattr(monitoring, name, ours)
+    if sys.version_info[:2] == (3, 13):
+        # CPython 3.13 only: when a code object has local events of another tool (ours),
+        # turning on opcode tracing in one of its frames (what pdb does at breakpoint()) misses
+        # that frame's next instruction, and the debugger stops one line late. A debugging
+        # session is no place for speed: from breakpoint() on, memlens stops watching.
+        real = sys.breakpointhook
+        ours = partial(_tracer.unwatched_call, real)
+        _monitoring_originals["breakpointhook"] = (real, ours)
+        sys.breakpointhook = ours
 
 
 def _unshare_monitoring() -> None:
     monitoring = getattr(sys, "monitoring", None)
     for name, (real, ours) in _monitoring_originals.items():
-        if getattr(monitoring, name, None) is ours:  # (unless the program replaced it since)
-            setattr(monitoring, name, real)
+        where = sys if name == "breakpointhook" else monitoring
+        if getattr(where, name, None) is ours:  # (unless the program replaced it since)
+            setattr(where, name, real)
     _monitoring_originals.clear()
 
 
