@@ -87,9 +87,12 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
 
 
 def count_instructions(argv: list[str]) -> int:
-    """Instructions one run executes (callgrind's total), deterministic for a given program."""
+    """Instructions one run executes (callgrind's total), deterministic for a given program:
+    fixed hash seed, address randomisation off (setarch -R, where it exists)."""
     env = {**ENV, "PYTHONHASHSEED": "0"}
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv]
+    if shutil.which("setarch"):
+        cmd = ["setarch", os.uname().machine, "-R", *cmd]
     proc = subprocess.run(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, check=False
     )
@@ -99,14 +102,16 @@ def count_instructions(argv: list[str]) -> int:
     return int(found.group(1))
 
 
-def instructions(names: list[str], json_out: str | None, chosen: list[str] | None) -> int:
+def instructions(
+    names: list[str], json_out: str | None, chosen: list[str] | None, py: str = sys.executable
+) -> int:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (Debian: apt install valgrind)")
     quiet = ["--checkpoint-interval", "0", "--timeline-interval", "0"]
     wanted = {"plain", *(chosen or ["memlens-sample"])}
     results: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: v for k, v in configs(tmp).items() if k in wanted and k != "memray"}
+        cfgs = {k: v for k, v in configs(tmp, py).items() if k in wanted and k != "memray"}
         cfgs = {k: [*v, *quiet] if k.startswith("memlens") else v for k, v in cfgs.items()}
         empty = os.path.join(tmp, "empty.py")
         Path(empty).write_text("")
@@ -148,7 +153,7 @@ def main() -> int:
     args = ap.parse_args()
     names = [w for w in WORKLOADS if not args.only or w in args.only]
     if args.instructions:
-        return instructions(names, args.json, args.configs)
+        return instructions(names, args.json, args.configs, args.python)
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         default = [c for c in CONFIGS if c != "memlens-exact-no-native"]

@@ -5,7 +5,7 @@ built-in `atexit`): every other module would be overhead, and would hide the cos
 program's own import of it (`import argparse` in the program must cost what it costs under
 plain Python). After the program, building and writing the run keeps out the modules that
 made up most of that cost (measured: dataclasses + inspect ~14 ms CPU, pathlib ~4 ms, typing
-~3 ms, shutil ~2 ms). Both on the default path (the run goes to the store and becomes
+~3 ms, shutil ~2 ms, json with re ~5 ms). Both on the default path (the run goes to the store and becomes
 `latest`) and with `-o`; the MCP SDK (`memlens mcp` only) never loads there either.
 docs/ARCHITECTURE.md ("Start-up") lists what remains, and why.
 """
@@ -21,6 +21,10 @@ import pytest
 from memlens.store import Store
 
 HEAVY = (
+    # json's decoder compiles regular expressions on import (~30 M instructions): the run file
+    # is written through json's C encoder instead (memlens.runfile.jsontext).
+    "json",
+    "re",
     "dataclasses",
     "inspect",
     "typing",

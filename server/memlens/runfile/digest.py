@@ -8,7 +8,8 @@ in; the reader from the rows it fetches anyway (:class:`memlens.runfile.reader.R
 from __future__ import annotations
 
 import hashlib
-import json
+
+from memlens.runfile.jsontext import compact
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def digest_json(rows: Sequence[Sequence[Any]], blobs: bool = True) -> bytes:
         rows = [
             [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r] for r in rows
         ]
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))[1:-1]
+    text = compact(rows)[1:-1]
     return text.encode("utf-8", "surrogatepass")
 
 

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from memlens.errors import RunFileError
 from memlens.layout import printable
 from memlens.model import TEST_FIGURES, ProcessInfo, RunInfo, TestFailure, TestStats
+from memlens.runfile.jsontext import plain
 from memlens.runfile.schema import MAX_NAME_CHARS
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
@@ -97,18 +97,13 @@ def header_json(info: RunInfo) -> str:
         ]
     else:
         del fields["processes"]  # a run of one process: the header is as before
-    return json.dumps(fields)
+    return plain(fields)
 
 
-def parse_header(header: object, name: str) -> RunInfo:
-    """The run header of the file ``name`` (meta ``run``, untrusted) as a RunInfo; a
-    RunFileError naming what is wrong with it."""
-    if not isinstance(header, str):
-        raise RunFileError(name, "no run header")
-    try:
-        raw = json.loads(header)
-    except ValueError:
-        raise RunFileError(name, "bad run header (not JSON)") from None
+def parse_header(raw: object, name: str) -> RunInfo:
+    """The run header of the file ``name`` (meta ``run``, untrusted, decoded from its JSON by
+    the reader: the writer's path never imports ``json``) as a RunInfo; a RunFileError naming
+    what is wrong with it."""
     if not isinstance(raw, dict):
         raise RunFileError(name, "bad run header")
     missing = REQUIRED_RUN_KEYS - raw.keys()

@@ -12,6 +12,7 @@ nothing else (fuzzed). Standard library only.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
@@ -259,7 +260,14 @@ def _format_version(con: sqlite3.Connection, name: str) -> int:
 
 def _read_info(con: sqlite3.Connection, name: str, version: int = FORMAT_VERSION) -> RunInfo:
     """The run header, read from ``meta`` and checked (the same in every version)."""
-    return parse_header(_meta(con, name).get("run"), name)
+    header = _meta(con, name).get("run")
+    if not isinstance(header, str):
+        raise RunFileError(name, "no run header")
+    try:
+        raw = json.loads(header)
+    except ValueError:
+        raise RunFileError(name, "bad run header (not JSON)") from None
+    return parse_header(raw, name)
 
 
 def _check_types(con: sqlite3.Connection, name: str, table: Table) -> None:
