@@ -251,9 +251,7 @@ int decode_line_table(const uint8_t* table, size_t len, int first_line,
                 default:
                     break;
             }
-            // Line 0 is no line either: a module's first instruction (RESUME, 3.11+), where a
-            // tracer's or debugger's call event allocates; charged to the code's first line.
-            if (!none && line > 0) {
+            if (!none) {
                 out->emplace_back(addr, line);
                 if (line > last) {
                     last = line;
@@ -272,7 +270,7 @@ int decode_line_table(const uint8_t* table, size_t len, int first_line,
             p += 2;
             if (ldelta != -128) {
                 line += ldelta;
-                if (delta && line > 0) {
+                if (delta) {
                     out->emplace_back(addr, line);
                     if (line > last) {
                         last = line;

@@ -7,20 +7,9 @@ file's format version); new keys may be added.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any
 
-from memlens.model import (
-    ERRORS,
-    FIGURES,
-    NATIVE,
-    FunctionStats,
-    LineStats,
-    LineTable,
-    Run,
-    RunInfo,
-)
+from memlens.model import ERRORS, FIGURES, NATIVE, FunctionStats, LineStats, Run, RunInfo
 from memlens.runfile.header import tests_json
 from memlens.runfile.schema import MAGIC
 
@@ -116,88 +105,3 @@ def to_json_dict(run: Run) -> dict[str, Any]:
         ],
         "timeline": [[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline],
     }
-
-
-def write_json(run: Run, out: TextIO) -> None:
-    """Write the export of ``run`` to ``out``: the JSON of :func:`to_json_dict` (equal once
-    parsed), made piece by piece: one line per line of figures and per call-tree node, each
-    made by formatting its numbers (no dict or object per row; a LineTable's columns are read
-    as they are), written in chunks. Time and memory grow with the run's rows, not with a
-    copy of them as Python objects: a 12 MB run exports in about a second.
-    """
-    info = run.info
-    dumps = json.dumps
-    write = _Chunks(out)
-    write(f'{{"format": {dumps(MAGIC)}, "version": {EXPORT_VERSION},\n')
-    write(f' "run": {dumps({**run_header(info), "tests": tests_json(info.tests)})},\n')
-    write(' "files": {')
-    for n, (path, sf) in enumerate(run.files.items()):
-        write(f'{"," if n else ""}\n  {dumps(path)}: {{"sha256": {dumps(sf.sha256)}, "lines": {{')
-        for k, row in enumerate(_line_rows(sf.lines, info.mode)):
-            write(f"{',' if k else ''}\n   {row}")
-        fns = dumps([function_figures(fn) for fn in sf.functions])
-        write(f'\n  }},\n  "functions": {fns}}}')
-    write('\n },\n "call_tree": [')
-    tree = run.call_tree
-    files = [dumps(f) for f in tree.files]
-    names = [dumps(f) for f in tree.functions]
-    sep = "\n  "
-    for node, parent, file, line, name, alloc, count, live, peak in zip(
-        tree.id, tree.parent, tree.file, tree.line, tree.function,
-        tree.alloc_bytes, tree.alloc_count, tree.live_bytes, tree.peak_bytes,
-        strict=True,
-    ):  # fmt: skip
-        write(_NODE % (sep, node, parent, files[file], line, names[name], alloc, count, live, peak))
-        sep = ",\n  "
-    write("\n ],\n")
-    write(f' "timeline": {dumps([[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline])}\n')
-    write("}\n")
-    write.flush()
-
-
-#: One call-tree node of the export, from its separator, id, parent, file (JSON), line,
-#: function (JSON), alloc_bytes, alloc_count, live_bytes and peak_bytes.
-_NODE = (
-    '%s{"id": %d, "parent": %d, "file": %s, "line": %d, "function": %s, '
-    '"alloc_bytes": %d, "alloc_count": %d, "live_bytes": %d, "peak_bytes": %d}'
-)
-_INT_KEYS = (*FIGURES, *NATIVE)
-#: One line's figures: its number, then the integer figures in order (and the errors as
-#: JSON writes floats: their repr).
-_LINE = '"%d": {' + ", ".join(f'"{k}": %d' for k in _INT_KEYS) + "}"
-_LINE_ERRS = _LINE[:-1] + "".join(f', "{k}": %s' for k in ERRORS) + "}"
-
-
-def _line_rows(lines: Any, mode: str) -> Iterator[str]:
-    """Each line's ``"N": {figures}`` in increasing line order (the errors in sampling mode),
-    as :func:`line_figures` has them."""
-    errors = mode == "sampling"
-    if isinstance(lines, LineTable):
-        for line, ints, errs in lines.rows():
-            if errors:
-                floats = (0.0, 0.0, 0.0) if errs is None else errs
-                yield _LINE_ERRS % (line, *ints, *(repr(float(e)) for e in floats))
-            else:
-                yield _LINE % (line, *ints)
-        return
-    for line, st in sorted(lines.items()):
-        yield f"{json.dumps(str(line))}: {json.dumps(line_figures(st, mode))}"
-
-
-class _Chunks:
-    """Writes pieces of text to ``out`` in chunks (one write per few thousand pieces)."""
-
-    __slots__ = ("_out", "_parts")
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-        self._parts: list[str] = []
-
-    def __call__(self, text: str) -> None:
-        self._parts.append(text)
-        if len(self._parts) >= 4096:
-            self.flush()
-
-    def flush(self) -> None:
-        self._out.write("".join(self._parts))
-        self._parts.clear()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from memlens.cli.options import add_dir, add_run_spec
-from memlens.export import write_json
+from memlens.export import to_json_dict
 from memlens.runfile import reader
 from memlens.store import Store
 
@@ -20,5 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = reader.read(Store(args.dir).resolve(args.run))
-    write_json(result, sys.stdout)
+    json.dump(to_json_dict(result), sys.stdout, indent=1)
+    sys.stdout.write("\n")
     return 0

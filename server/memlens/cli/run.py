@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import argparse
     from argparse import Namespace
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any, TextIO
 
     from memlens.model import Run
@@ -402,19 +402,16 @@ def run(args: Namespace) -> int:
         _tracer.restart_sampling()  # memlens's own work so far moves no sample
         _tracer.set_thread_paused(False)
 
-    def on_exec(
-        path: str, argv: Sequence[str], env: Mapping[str, str], end: Callable[[], None]
-    ) -> runner.Exec:
+    def on_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> runner.Exec | None:
         """The program replaces itself (os.execv): with the same Python running a program
         (a script or -m), that one runs under `memlens run` too and goes on with this run, in
-        which the program's part so far is one process (kept in the processes folder). With
-        any other program, this run ends there (and nothing it starts is followed)."""
-        again = (
-            _continued_command(path, argv, args, seed, out_path, store_root) if following else None
-        )
+        which the program's part so far is one process (kept in the processes folder). Any
+        other program: None (this run ends there)."""
+        if not following:
+            return None
+        again = _continued_command(path, argv, args, seed, out_path, store_root)
         if again is None:
-            end()
-            return runner.Exec(path, argv, child.without_following(env))
+            return None
         if progress is not None:
             progress.stop()
         try:
@@ -646,9 +643,12 @@ def _save_and_report(
         return  # the program closed its stdout: no report, as python would print nothing
     try:
         if args.json == "-":
-            from memlens.export import write_json
+            import json
 
-            write_json(result, out)
+            from memlens.export import to_json_dict
+
+            json.dump(to_json_dict(result), out, indent=2)
+            out.write("\n")
         elif not args.no_report:
             from memlens.report import render
 
@@ -666,14 +666,17 @@ def _save_and_report(
 
 def _write_json(run: object, path: str) -> None:
     """The export of ``run`` into ``path``, replaced whole (readers never see half of it)."""
-    from memlens.export import write_json
+    import json
+
+    from memlens.export import to_json_dict
     from memlens.model import Run
 
     assert isinstance(run, Run)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as fh:
-            write_json(run, fh)
+            json.dump(to_json_dict(run), fh, indent=2)
+            fh.write("\n")
         os.replace(temporary, path)
     except OSError as exc:
         _say(f"memlens: cannot write {_shown(path)}: {exc.strerror or exc}")

@@ -19,12 +19,11 @@ if TYPE_CHECKING:
 DIGEST_KEY = "content_sha256"
 
 
-def digest_json(rows: Sequence[Sequence[Any]], blobs: bool = True) -> bytes:
+def digest_json(rows: Sequence[Sequence[Any]]) -> bytes:
     """A chunk of rows as the digest hashes them: compact JSON (UTF-8, no ASCII escaping,
     separators ``,`` and ``:``) without the enclosing brackets; a BLOB as the hex SHA-256 of
-    its bytes (version 2's tree parts). ``blobs`` False: the rows' table has no BLOB column,
-    so none is looked for (a million lines' values are not scanned one by one)."""
-    if blobs and any(isinstance(v, bytes) for r in rows for v in r):
+    its bytes (version 2's tree parts)."""
+    if any(isinstance(v, bytes) for r in rows for v in r):
         rows = [
             [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r] for r in rows
         ]
@@ -46,22 +45,20 @@ class Digest:
     def __init__(self) -> None:
         self._h = hashlib.sha256()
 
-    def start(self, table: str, blobs: bool = True) -> None:
-        """A table's rows follow; ``blobs`` False: it has no BLOB column."""
+    def start(self, table: str) -> None:
         self._h.update(table.encode() + b"\n[")
         self._sep = b""
-        self._blobs = blobs
 
     def chunk(self, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._h.update(self._sep + digest_json(rows, self._blobs))
+            self._h.update(self._sep + digest_json(rows))
             self._sep = b","
 
     def end(self) -> None:
         self._h.update(b"]\n")
 
-    def table(self, table: str, rows: Sequence[Sequence[Any]], blobs: bool = True) -> None:
-        self.start(table, blobs)
+    def table(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.start(table)
         for i in range(0, len(rows), self.CHUNK):
             self.chunk(rows[i : i + self.CHUNK])
         self.end()

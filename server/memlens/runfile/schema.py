@@ -52,11 +52,6 @@ class Table:
     def names(self) -> tuple[str, ...]:
         return tuple(c[0] for c in self.columns)
 
-    @property
-    def has_blobs(self) -> bool:
-        """Whether a column holds BLOBs (the digest hashes those: digest.digest_json)."""
-        return any(kind == BLOB for _, kind, _ in self.columns)
-
     def select(self) -> str:
         return f"SELECT {', '.join(self.names)} FROM {self.name} ORDER BY {self.order}"
 

@@ -184,7 +184,7 @@ def _insert(
     con: sqlite3.Connection, digest: Digest, table: Table, rows: list[tuple[Any, ...]]
 ) -> None:
     con.executemany(table.insert(), rows)
-    digest.table(table.name, rows, table.has_blobs)
+    digest.table(table.name, rows)
 
 
 def _tree_rows(

@@ -143,8 +143,7 @@ def run(
     on_exit: Callable[[Ending], None],
     on_start: Callable[[], None] | None = None,
     on_end: Callable[[], None] | None = None,
-    on_exec: Callable[[str, Sequence[str], Mapping[str, str], Callable[[], None]], Exec]
-    | None = None,
+    on_exec: Callable[[str, Sequence[str], Mapping[str, str]], Exec | None] | None = None,
 ) -> int:
     """Run ``target``; return its exit code (or die by the signal that killed it).
 
@@ -154,10 +153,9 @@ def run(
     right before ``on_exit`` (signals are not held yet: Ctrl-C still interrupts it).
 
     When the program replaces itself with another (``os.execv`` & co.), ``on_exec(path, argv,
-    env, end)`` says what to execute instead (:class:`Exec`): the same program under
-    ``memlens run``, which goes on with the run; or, having called ``end()`` (the program has
-    ended there: ``on_exit`` is called, exit code None, complete), the program asked for.
-    Without ``on_exec``, the program ends there and executes what it asked for.
+    env)`` may say what to execute instead (the same program under ``memlens run``, which
+    goes on with the run: :class:`Exec`); otherwise the program has ended there: ``on_exit``
+    is called (exit code None, complete), then it executes ``path`` as asked.
     """
     start_program = on_start or (lambda: None)
     finished = False
@@ -199,17 +197,17 @@ def run(
         finish(None, False, signum=signum)
         die_by(signum)
 
-    def end_here() -> None:
-        flush_streams()
-        finish(None, True)
-
     def before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
         if finished or os.getpid() != pid or not os.access(path, os.X_OK):
             return Exec(path, argv, env)  # (execvp tries each folder of PATH in turn)
-        if on_exec is not None:
-            return on_exec(path, argv, env, end_here)
-        end_here()
-        return Exec(path, argv, env)
+        replaced = on_exec(path, argv, env) if on_exec is not None else None
+        if replaced is not None:
+            return replaced
+        flush_streams()
+        finish(None, True)
+        from memlens.tracing import child
+
+        return Exec(path, argv, child.without_following(env))
 
     _wrap_exec(before_exec)
     ending_handler = AsDefault(on_ending_signal)
