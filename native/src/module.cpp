@@ -235,6 +235,45 @@ NB_MODULE(_tracer, m) {
           "without it), 'unavailable' (before 3.13), '' before any run.");
     m.def("watches_exits", &memlens::watches_exits,
           "Whether this run reads only the changed part of stacks (sys.monitoring, 3.12+).");
+    m.def("monitoring_tool", &memlens::monitoring_tool,
+          "The sys.monitoring tool id this run holds (-1: none).");
+    m.def("move_monitoring", &memlens::move_monitoring, nb::arg("tool"),
+          "Give up our sys.monitoring tool id `tool` for another free one; returns the id held "
+          "now (-1: none).");
+    m.def(
+        "monitoring_call",
+        [](nb::handle real, nb::args args) {
+            // `real(*args)`, a function of sys.monitoring whose first argument is a tool id: given
+            // ours, the tracer first moves to another one (the program gets the id it asks for).
+            if (args.size() > 0 && PyLong_Check(args[0].ptr())) {
+                long tool = PyLong_AsLong(args[0].ptr());
+                if (tool == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                } else if (tool >= 0 && tool == memlens::monitoring_tool()) {
+                    memlens::move_monitoring(int(tool));
+                }
+            }
+            PyObject* result = PyObject_Call(real.ptr(), args.ptr(), nullptr);
+            if (!result) {
+                throw nb::python_error();
+            }
+            return nb::steal(result);
+        },
+        "Call `real` (a function of sys.monitoring) with `args`, first moving the tracer off the "
+        "tool id they name if it holds it.");
+    m.def(
+        "unwatched_call",
+        [](nb::handle real, nb::args args, nb::kwargs kwargs) {
+            // `real(*args, **kwargs)` after the tracer stopped watching frame exits (a C function,
+            // so that no frame of ours comes between the caller and `real`).
+            memlens::stop_watching();
+            PyObject* result = PyObject_Call(real.ptr(), args.ptr(), kwargs.ptr());
+            if (!result) {
+                throw nb::python_error();
+            }
+            return nb::steal(result);
+        },
+        "Call `real` after the tracer stopped watching frame exits for the rest of the run.");
     m.def("traces_native", &memlens::traces_native,
           "Whether this run traces the C allocator calls of other libraries.");
     m.def(

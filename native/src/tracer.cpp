@@ -238,6 +238,21 @@ bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
 const char* object_reuse() { return hooks::object_reuse(); }
+int monitoring_tool() { return g_active.load() ? stack::monitoring_tool() : -1; }
+int move_monitoring(int tool) {
+    if (!g_active.load() || stack::monitoring_tool() != tool) {
+        return monitoring_tool();
+    }
+    int now = stack::move_monitoring(tool);
+    g_watching = now >= 0;
+    return now;
+}
+void stop_watching() {
+    if (g_active.load() && stack::monitoring_tool() >= 0) {
+        stack::move_monitoring(stack::kNoTool);
+        g_watching = false;
+    }
+}
 bool traces_native() { return g_native_installed; }
 const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }

@@ -59,6 +59,13 @@ const char* hook_kind();
 const char* object_reuse();
 // Whether this run reads only the changed part of stacks (sys.monitoring frame exits, 3.12+).
 bool watches_exits();
+// The sys.monitoring tool id this run holds for that (-1: none).
+int monitoring_tool();
+// The program asks for our tool id `tool`: ours moves to another free one (-1: none left,
+// whole stacks are read from now on). Returns the id we hold now. Requires the GIL.
+int move_monitoring(int tool);
+// Stops watching frame exits for the rest of the run (whole stacks are read from now on).
+void stop_watching();
 // Whether this run traces the C allocator calls of other libraries (native.hpp).
 bool traces_native();
 const char* native_problem();

@@ -16,6 +16,9 @@ Public API::
     run = memlens.stop()
 
 In IPython and Jupyter, ``%load_ext memlens`` adds ``%%memlens`` (docs/notebooks.md).
+PYTEST_DONT_REWRITE: ``memlens run -m pytest`` imports this package before pytest starts, so
+pytest could not rewrite its asserts (it has none); this marker in its docstring keeps pytest
+from warning about that, which ``filterwarnings = error`` would turn into a failed session.
 """
 
 from __future__ import annotations

@@ -134,7 +134,9 @@ def line_figures(
     run: Run, file: str, start: int = 1, end: int | None = None, paths: int = 3
 ) -> list[dict[str, Any]]:
     """The lines of ``file`` (a key of ``run.files``) between ``start`` and ``end`` that have
-    figures, each with its ``paths`` heaviest call paths (:meth:`CallTreeIndex.heaviest_paths`)."""
+    figures, each with its ``paths`` heaviest call paths (:meth:`CallTreeIndex.heaviest_paths`:
+    of a path deeper than :data:`memlens.calltree.SHOWN_FRAMES` frames, its outermost and
+    innermost ones, ``frames_left_out`` saying how many lie between)."""
     sf = run.files[file]
     tree = CallTreeIndex(run.call_tree)
     out: list[dict[str, Any]] = []
@@ -147,6 +149,7 @@ def line_figures(
                 "frames": [
                     {"path": n.file, "line": n.line, "function": n.function} for n in p.frames
                 ],
+                "frames_left_out": p.left_out,
                 "incl_peak_bytes": p.incl_peak_bytes,
                 "incl_alloc_bytes": p.incl_alloc_bytes,
             }

@@ -371,7 +371,7 @@ def gone_items(
     for g in gone_lines(view, mapping, settings, len(lines)):
         text = lines[g.line] if g.line < len(lines) else ""
         start = len(text) - len(text.lstrip())
-        what = f" ({g.text[:60]})" if g.text else ""
+        what = f" ({md.plain(g.text[:60])})" if g.text else ""
         message = f"Gone since the baseline: line {g.baseline_line}{what} held {g.label}"
         out.append(DiagnosticItem(g.line, start, len(text), message, "gone"))
     return out
@@ -482,6 +482,8 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
             for n in callers
         ]
         frames.append(f"{md.code(own.function)} (line {own.line})")
+        if path.left_out:  # a deep path: its outermost and innermost frames
+            frames.insert(path.left_out_at, f"… {path.left_out:,} more frames …")
         out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
     return out
 

@@ -144,10 +144,11 @@ _CALL_PATH = {
                 "required": ["path", "line", "function"],
             },
         },
+        "frames_left_out": {"type": "integer"},
         "incl_peak_bytes": {"type": "integer"},
         "incl_alloc_bytes": {"type": "integer"},
     },
-    "required": ["frames", "incl_peak_bytes", "incl_alloc_bytes"],
+    "required": ["frames", "frames_left_out", "incl_peak_bytes", "incl_alloc_bytes"],
 }
 _SUMMARY = {
     "type": "object",

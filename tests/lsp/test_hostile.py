@@ -68,6 +68,7 @@ EVIL_NAMES = [
     "a\n[ref]: https://evil.example/r\n\n<div>block</div>\n[ref]",
     "www.evil.example and https://evil.example/auto <https://evil.example/angle> x@evil.example",
     "&lt;img src=x&gt; &#60;b&#62;",
+    "admin\u202e\u2066 // evil\u2069\u2066",  # bidi: reorders what the hover shows
 ]
 
 
@@ -119,6 +120,7 @@ def test_hover_renders_no_link_image_or_html_from_a_run(
     assert "<script" not in html
     assert "\x1b" not in markdown
     assert "\x07" not in markdown
+    assert not {"\u202e", "\u2066", "\u2069"} & set(markdown)
     # The names are shown (as text), not dropped.
     rendered = "".join(t.content for t in tokens if t.type == "inline")
     assert "[click](https://evil.example/a)" in rendered

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -242,6 +243,17 @@ async def test_list_runs_marks_latest_baseline_and_unreadable_runs(tmp_path: Pat
     assert json.loads(memlens("runs", "--json", cwd=tmp_path).stdout) == listed["runs"]
 
 
+async def test_list_runs_with_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    a, b = two_runs(tmp_path)
+    odd = os.fsdecode(bytes(Store(tmp_path).runs_dir) + b"/20261122-120000-\xff.mlrun")
+    shutil.copy(a, odd)
+    async with connect(tmp_path) as client:
+        listed = await ok(client, "list_runs")
+    rows = listed["runs"]
+    assert [r["id"] for r in rows] == [a.stem, b.stem, "20261122-120000-\ufffd"]
+    assert rows[2]["peak_traced_bytes"] == 48 * MIB  # read all the same
+
+
 async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
     a, _ = two_runs(tmp_path)
     async with connect(tmp_path) as client:
@@ -266,6 +278,7 @@ async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
                 {"path": "/work/app.py", "line": 6, "function": "<module>"},
                 {"path": "/work/app.py", "line": 4, "function": "load"},
             ],
+            "frames_left_out": 0,
             "incl_peak_bytes": 40 * MIB,
             "incl_alloc_bytes": 40 * MIB,
         }

@@ -536,9 +536,18 @@ def test_damaged_holders(tmp_path: Path, sql: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5), ("attached", 1)]
+    ("key", "value", "what"),
+    [
+        ("peak_traced_bytes", "lots", "str"),
+        ("seed", 1.5, "float"),
+        ("attached", 1, "int"),
+        # JSON integers have no limit; the run file's figures are 64-bit.
+        ("peak_traced_bytes", 10**400, "out of range"),
+        ("pid", -(2**63) - 1, "out of range"),
+        ("max_depth", 2**63, "out of range"),
+    ],
 )
-def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
+def test_header_with_wrong_types(tmp_path: Path, key: str, value: object, what: str) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     con = sqlite3.connect(path)
@@ -547,7 +556,7 @@ def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> Non
     con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
     con.commit()
     con.close()
-    _bad(path, f"bad run header: {key} is {type(value).__name__}")
+    _bad(path, f"bad run header: {key} is {what}")
 
 
 def _read_or_error(path: Path) -> str:

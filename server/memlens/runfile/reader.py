@@ -224,7 +224,8 @@ def _expected_size(header: bytes) -> int | None:
 
 
 def _uri_path(name: str) -> str:
-    return quote(os.path.abspath(name))
+    # (As bytes: a name that is not UTF-8 holds surrogates, which quote() cannot encode.)
+    return quote(os.fsencode(os.path.abspath(name)))
 
 
 def _meta(con: sqlite3.Connection, name: str) -> dict[str, object]:

@@ -81,13 +81,15 @@ def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None
     it replaces, the checkpoint first gives way to the run's header alone (a few KiB, marked
     incomplete) and the final run is then written over that. ``path`` holds a readable run at
     every moment: the checkpoint, the header, the final run. If even the final run does not fit
-    then, the header stays and the error says so.
+    then, the header stays and the error says so. Without a checkpoint (the disk filled up
+    before the first one), the header is written where the run does not fit.
     """
     try:
         return write(run, path, seal=seal)
     except OSError as exc:
-        if exc.errno not in _NO_ROOM or not os.path.isfile(path):
+        if exc.errno not in _NO_ROOM:
             raise
+        failure = exc
     header_only = replace(
         run,
         files={},
@@ -96,8 +98,11 @@ def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None
         holders=(),
         info=replace(run.info, complete=False),
     )
+    had_checkpoint = os.path.isfile(path)
     write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
     try:
+        if not had_checkpoint:
+            raise failure  # nothing was freed: the final run would not fit now either
         return write(run, path, seal=seal)
     except OSError as exc:
         raise OSError(

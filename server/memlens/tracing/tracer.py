@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
-    from memlens.model import HeldBy, Run, SourceFile
+    from memlens.model import HeldBy, Run, RunInfo, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
 # before the profiled program starts, so every import here is start-up overhead. The rest
@@ -145,6 +145,7 @@ def start(
     gpu: bool = True,
     holders: bool = True,
     track_reuse: bool = True,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -161,7 +162,9 @@ def start(
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
-    checkpoint written. ``hidden`` names files (e.g. a launcher script) that are never charged,
+    checkpoint written; ``amend``, when given, is called (in that thread too) with each
+    checkpoint's header and returns the header to record (the pytest plugin adds the
+    per-test figures so far). ``hidden`` names files (e.g. a launcher script) that are never charged,
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
@@ -226,9 +229,10 @@ def start(
     _session = session
     cuda.enabled = gpu
     _watch_imports()
+    _share_monitoring()
     if checkpoint is not None:
         _start_checkpoints(
-            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
+            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
         )
 
 
@@ -287,6 +291,7 @@ def stop(
     if session.pid != os.getpid() or _tracer.is_forked_child():
         _tracer.stop()
         _unwatch_imports()
+        _unshare_monitoring()
         raise MemlensError("this process was forked from a traced parent and was not traced")
     paused = _tracer.set_thread_paused(True)
     try:
@@ -299,6 +304,7 @@ def stop(
         _tracer.stop()
         _tracer.set_thread_paused(paused)
     _unwatch_imports()
+    _unshare_monitoring()
     gpu = cuda.take()  # PyTorch's CUDA memory, once the tracer has stopped (untraced)
     if _tracer.object_reuse() == "lost":
         print(
@@ -364,8 +370,70 @@ def abandon() -> None:
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_imports()
+    _unshare_monitoring()
     cuda.take()  # recording off
     _tracer.reset()
+
+
+# sys.monitoring (3.12+): the tracer holds a tool id (to learn of frame exits), which the
+# program may ask for too.
+#: sys.monitoring's functions whose first argument is a tool id.
+_MONITORING_CALLS = (
+    "use_tool_id",
+    "free_tool_id",
+    "clear_tool_id",
+    "get_tool",
+    "register_callback",
+    "set_events",
+    "get_events",
+    "set_local_events",
+    "get_local_events",
+)
+#: The functions of sys.monitoring replaced while tracing, by name: (original, replacement).
+_monitoring_originals: dict[str, tuple[Any, Any]] = {}
+
+
+def _share_monitoring() -> None:
+    """Let the program use every sys.monitoring tool id, the one memlens holds included.
+
+    Each function of sys.monitoring that takes a tool id is wrapped (``_tracer.monitoring_call``,
+    a C function: the wrapper adds no event of its own to what the program monitors): given
+    the id memlens holds, it first moves memlens to another free id (with none left, the
+    tracer reads whole stacks from then on), then does what it does, as without memlens (the
+    id is free by then: ``get_tool`` says None, ``use_tool_id`` takes it).
+    """
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None or _monitoring_originals or _tracer.monitoring_tool() < 0:
+        return
+    if TYPE_CHECKING:
+        from functools import partial
+    else:
+        from _functools import partial  # the C core: functools itself imports more
+
+    for name in _MONITORING_CALLS:
+        real = getattr(monitoring, name, None)
+        if real is not None:
+            ours = partial(_tracer.monitoring_call, real)
+            _monitoring_originals[name] = (real, ours)
+            setattr(monitoring, name, ours)
+    if sys.version_info[:2] == (3, 13):
+        # CPython 3.13 only: when a code object has local events of another tool (ours),
+        # turning on opcode tracing in one of its frames (what pdb does at breakpoint()) misses
+        # that frame's next instruction, and the debugger stops one line late. A debugging
+        # session is no place for speed: from breakpoint() on, memlens stops watching.
+        real = sys.breakpointhook
+        ours = partial(_tracer.unwatched_call, real)
+        _monitoring_originals["breakpointhook"] = (real, ours)
+        sys.breakpointhook = ours
+
+
+def _unshare_monitoring() -> None:
+    monitoring = getattr(sys, "monitoring", None)
+    for name, (real, ours) in _monitoring_originals.items():
+        where = sys if name == "breakpointhook" else monitoring
+        if getattr(where, name, None) is ours:  # (unless the program replaced it since)
+            setattr(where, name, real)
+    _monitoring_originals.clear()
 
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
@@ -381,6 +449,7 @@ def _start_checkpoints(
     interval: float,
     command: Sequence[str] | None,
     on_checkpoint: Callable[[], None] | None = None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     # _thread rather than threading: no extra import in the profiled program at start-up.
     import _thread
@@ -408,7 +477,7 @@ def _start_checkpoints(
                     return
                 began = time.thread_time()
                 with writing:
-                    written = write_checkpoint(session, path, command)
+                    written = write_checkpoint(session, path, command, amend)
                 if written and on_checkpoint is not None:
                     on_checkpoint()
                 # A big run takes a while to build and write, mostly holding the GIL: space
@@ -439,15 +508,23 @@ def block_signals() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
-def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
-    """Write the run so far to ``path`` (incomplete); False when it could not be written.
-    The caller's thread must be paused."""
+def write_checkpoint(
+    session: _Session,
+    path: str,
+    command: Sequence[str] | None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
+) -> bool:
+    """Write the run so far to ``path`` (incomplete, marked a checkpoint), its header passed
+    through ``amend``; False when it could not be written. The caller's thread must be
+    paused."""
     from memlens.model import replace
     from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
     run = replace(run, info=replace(run.info, checkpoint=True))
+    if amend is not None:
+        run = replace(run, info=amend(run.info))
     try:
         writer.write(run, path)
     except OSError as exc:
