@@ -13,16 +13,19 @@ The rule (docs/how-it-works.md, "Child processes"):
 - a process that left only a checkpoint (killed, crashed, still running) counts with what the
   checkpoint held; one that left no run counts with nothing.
 
+``memlens merge`` applies the same rule to runs made apart (workers on other machines, or not
+started by the profiled program): :func:`combine`.
+
 Standard library only; run after the program ended, so imports cost nothing it measures.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 
 from memlens.calltree import TreeBuilder
-from memlens.errors import RunFileError
+from memlens.errors import MemlensError, RunFileError
 from memlens.layout import process_runs
 from memlens.model import (
     ERRORS,
@@ -75,6 +78,49 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
         call_tree=_merge_trees([r.call_tree for r in runs]),
         timeline=timeline,
     )
+
+
+def combine(runs: Sequence[Run]) -> Run:
+    """Runs made apart (``memlens merge``: workers on several machines, or processes that
+    were not children of one profiled program) as one run, by :func:`merge`'s rule. The run
+    that started first gives the header, the sources it recorded and the clock; the header
+    lists every process of every run (a run that followed children lists its own), spans from
+    the first start to the last end, and is complete only when every run is. Runs of
+    different modes or sampling intervals are refused: their figures are not of one kind."""
+    if not runs:
+        raise MemlensError("nothing to merge")
+    kinds = {(r.info.mode, r.info.sample_interval_bytes) for r in runs}
+    if len(kinds) > 1:
+        listed_kinds = ", ".join(
+            mode if mode == "exact" else f"{mode} every {interval} bytes"
+            for mode, interval in sorted(kinds)
+        )
+        raise MemlensError(f"cannot merge runs made in different modes ({listed_kinds})")
+    ordered = sorted(runs, key=lambda r: (_start(r) is None, _start(r) or 0.0))
+    processes = [p for r in ordered for p in processes_of(r)]
+    merged = merge(ordered, processes)
+    info = replace(merged.info, complete=all(r.info.complete for r in ordered))
+    first, last = _span(ordered)
+    if first is not None and last is not None:
+        ended = datetime.fromtimestamp(last, timezone.utc).isoformat()
+        info = replace(info, ended=ended, duration_s=max(last - first, info.duration_s))
+    return replace(merged, info=info)
+
+
+def processes_of(run: Run) -> tuple[ProcessInfo, ...]:
+    """The processes whose figures ``run`` holds: those its header lists (a run that followed
+    child processes), else its own process (its parent unknown: 0)."""
+    if run.info.processes:
+        return run.info.processes
+    info = run.info
+    return (ProcessInfo(info.pid, 0, info.command, info.complete, info.peak_traced_bytes),)
+
+
+def _span(runs: Sequence[Run]) -> tuple[float | None, float | None]:
+    """The first start and the last end of ``runs`` (timestamps), None when not known."""
+    starts = [t for t in (_start(r) for r in runs) if t is not None]
+    ends = [t + r.info.duration_s for r in runs if (t := _start(r)) is not None]
+    return (min(starts), max(ends)) if starts else (None, None)
 
 
 #: Most processes whose own runs are read to split a merged run's lines by process.
