@@ -1,6 +1,7 @@
-"""Dask tasks' memory on their source lines (docs/distributed.md): a LocalCluster under
-`memlens run`; `dask worker` processes under `memlens run -m distributed.cli.dask_worker`,
-ended by SIGTERM, and `memlens merge` of their runs. Real scheduler, workers and client."""
+"""Distributed tasks' memory on their source lines (docs/distributed.md): a Dask LocalCluster
+and a joblib (loky) pool under `memlens run`; `dask worker` processes under `memlens run -m
+distributed.cli.dask_worker`, ended by SIGTERM, and `memlens merge` of their runs. Real
+scheduler, workers and client."""
 
 from __future__ import annotations
 
@@ -45,6 +46,26 @@ def test_local_cluster_tasks_are_charged_to_the_tasks_line(tmp_path: Path) -> No
     line = run.files[str(script)].lines[task_line(script)]
     assert TOTAL <= line.alloc_bytes < TOTAL + 64 * 1024
     assert line.alloc_count >= 8
+
+
+def test_joblib_loky_tasks_are_charged_to_the_tasks_line(tmp_path: Path) -> None:
+    """loky's workers are followed (not its resource tracker, a helper that outlives the
+    program, as multiprocessing's is not): the run ends without waiting for it."""
+    pytest.importorskip("joblib", reason="needs joblib (the dev extra)")
+    script = SCRIPTS / "joblib_pool.py"
+    out = tmp_path / "run.mlrun"
+    proc = memlens(
+        "run", "--no-report", "-o", str(out), str(script), cwd=tmp_path, timeout=300
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == PRINTED
+    run = reader.read(out)
+    assert all(p.complete for p in run.info.processes)
+    assert [p.command[1:3] for p in run.info.processes[1:]] == [
+        ("-m", "joblib.externals.loky.backend.popen_loky_posix")
+    ] * 2
+    line = run.files[str(script)].lines[task_line(script)]
+    assert TOTAL <= line.alloc_bytes < TOTAL + 64 * 1024
 
 
 def _start(argv: list[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
