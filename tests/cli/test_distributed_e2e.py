@@ -48,6 +48,26 @@ def test_local_cluster_tasks_are_charged_to_the_tasks_line(tmp_path: Path) -> No
     assert line.alloc_count >= 8
 
 
+def test_the_worker_plugin_profiles_a_running_clusters_workers(tmp_path: Path) -> None:
+    """A cluster started without memlens; a client registers memlens.dask.ProfileWorkers:
+    each worker writes its run into the folder when the cluster closes; merged, they hold the
+    tasks' 40 MiB on the task's line."""
+    script = SCRIPTS / "plugin.py"
+    folder = tmp_path / "runs"
+    proc = command([sys.executable, str(script), str(folder)], cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == PRINTED
+    names = sorted(os.listdir(folder))
+    assert len(names) == 2, names
+    runs = [reader.read(folder / n) for n in names]
+    assert all(r.info.complete and not r.info.checkpoint for r in runs)
+    out = tmp_path / "merged.mlrun"
+    merged = memlens("merge", str(folder), "-o", str(out), cwd=tmp_path)
+    assert merged.returncode == 0, merged.stderr
+    line = reader.read(out).files[str(script)].lines[task_line(script)]
+    assert TOTAL <= line.alloc_bytes < TOTAL + 64 * 1024
+
+
 def test_joblib_loky_tasks_are_charged_to_the_tasks_line(tmp_path: Path) -> None:
     """loky's workers are followed (not its resource tracker, a helper that outlives the
     program, as multiprocessing's is not): the run ends without waiting for it."""
