@@ -22,12 +22,14 @@ Standard library only; run after the program ended, so imports cost nothing it m
 from __future__ import annotations
 
 import math
+import os
 from datetime import datetime, timezone
 
 from memlens.calltree import TreeBuilder
 from memlens.errors import MemlensError, RunFileError
 from memlens.layout import process_runs
 from memlens.model import (
+    CALL_TREE_COLUMNS,
     ERRORS,
     FIGURES,
     FUNCTION_FIGURES,
@@ -86,7 +88,9 @@ def combine(runs: Sequence[Run]) -> Run:
     that started first gives the header, the sources it recorded and the clock; the header
     lists every process of every run (a run that followed children lists its own), spans from
     the first start to the last end, and is complete only when every run is. Runs of
-    different modes or sampling intervals are refused: their figures are not of one kind."""
+    different modes or sampling intervals are refused: their figures are not of one kind.
+    Files a run recorded under its own workspace root are taken as the first run's files at
+    the same place under its root (:func:`onto`), so that a file of two checkouts is one."""
     if not runs:
         raise MemlensError("nothing to merge")
     kinds = {(r.info.mode, r.info.sample_interval_bytes) for r in runs}
@@ -97,6 +101,8 @@ def combine(runs: Sequence[Run]) -> Run:
         )
         raise MemlensError(f"cannot merge runs made in different modes ({listed_kinds})")
     ordered = sorted(runs, key=lambda r: (_start(r) is None, _start(r) or 0.0))
+    root = ordered[0].info.workspace_root
+    ordered = [ordered[0], *(onto(r, root) for r in ordered[1:])]
     processes = [p for r in ordered for p in processes_of(r)]
     merged = merge(ordered, processes)
     info = replace(merged.info, complete=all(r.info.complete for r in ordered))
@@ -105,6 +111,37 @@ def combine(runs: Sequence[Run]) -> Run:
         ended = datetime.fromtimestamp(last, timezone.utc).isoformat()
         info = replace(info, ended=ended, duration_s=max(last - first, info.duration_s))
     return replace(merged, info=info)
+
+
+def onto(run: Run, root: str) -> Run:
+    """``run`` with the files it recorded under its workspace root (another checkout, another
+    machine) moved to the same relative path under ``root``, as the editor maps a run made in
+    another checkout onto the workspace. ``run`` itself when either root is unknown, they are
+    the same, or the run's root is a file system's root (a process started from ``/``)."""
+    own = run.info.workspace_root
+    if not (own and root and os.path.isabs(own) and os.path.isabs(root)):
+        return run
+    own, root = os.path.normpath(own), os.path.normpath(root)
+    if own == root or os.path.dirname(own) == own:
+        return run
+    prefix = os.path.join(own, "")
+
+    def moved(path: str) -> str:
+        if os.path.isabs(path) and os.path.normpath(path).startswith(prefix):
+            return os.path.join(root, os.path.relpath(os.path.normpath(path), own))
+        return path
+
+    files: dict[str, SourceFile] = {}
+    for path, sf in run.files.items():
+        new = moved(path)
+        if new != path:
+            sf = replace(sf, path=new)
+        mine = files.get(new)
+        files[new] = sf if mine is None else _merge_file(mine, sf)
+    tree = run.call_tree
+    columns = {name: getattr(tree, name) for name in CALL_TREE_COLUMNS}
+    tree = CallTree([moved(p) for p in tree.files], tree.functions, columns)
+    return replace(run, files=files, call_tree=tree)
 
 
 def processes_of(run: Run) -> tuple[ProcessInfo, ...]:

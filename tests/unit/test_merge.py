@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memlens.errors import MemlensError, RunFileError
-from memlens.merge import MAX_COMMAND_CHARS, combine, merge
+from memlens.merge import MAX_COMMAND_CHARS, combine, merge, onto
 from memlens.model import CallNode, LineStats, ProcessInfo, Run, TimelinePoint, replace
 from memlens.runfile import reader, writer
 from tests.runs import MIB, sample_run
@@ -211,3 +211,25 @@ def test_runs_of_different_modes_are_refused_in_one_line() -> None:
         combine([sample_run(), sampled])
     with pytest.raises(MemlensError, match="nothing to merge"):
         combine([])
+
+
+def test_files_of_another_checkout_are_the_first_runs_files() -> None:
+    """A worker's run made in /b/proj (another machine's checkout) and one made in /a/proj:
+    /b/proj/app.py is /a/proj/app.py, one file with the lines and call paths of both; files
+    outside the checkout stay where they were recorded."""
+    mine = sample_run(path="/a/proj/app.py", workspace_root="/a/proj")
+    theirs = sample_run(
+        path="/b/proj/app.py", workspace_root="/b/proj", started="2026-11-22T10:00:01+00:00"
+    )
+    merged = combine([theirs, mine])
+    assert set(merged.files) == {"/a/proj/app.py"}
+    assert merged.files["/a/proj/app.py"].lines[4].alloc_bytes == 80 * MIB
+    assert [(n.file, n.line, n.alloc_bytes) for n in merged.call_tree] == [
+        ("/a/proj/app.py", 6, 2048),
+        ("/a/proj/app.py", 4, 80 * MIB),
+    ]
+    outside = sample_run(path="/usr/lib/python3/x.py", workspace_root="/b/proj")
+    assert set(onto(outside, "/a/proj").files) == {"/usr/lib/python3/x.py"}
+    # A process started from / (its store root): nothing is moved.
+    from_root = sample_run(path="/b/proj/app.py", workspace_root="/")
+    assert set(onto(from_root, "/a/proj").files) == {"/b/proj/app.py"}
