@@ -179,8 +179,9 @@ bool is_ascii(PyObject* s, const char* text, Py_ssize_t len) {
 // The file of rebuilt code: its globals' `__file__` (a non-empty str), copied with libc; or
 // nullptr. Reads the dictionary's entries only (PyDict_Next: no Python code, no allocation).
 char* rebuilt_file(PyCodeObject* co, PyObject* globals) {
-    if (!globals || !PyDict_Check(globals) ||
-        !is_ascii(co->co_filename, kRebuiltMarker, Py_ssize_t(sizeof(kRebuiltMarker) - 1))) {
+    // (the marker first: the globals of other code are never looked at)
+    if (!is_ascii(co->co_filename, kRebuiltMarker, Py_ssize_t(sizeof(kRebuiltMarker) - 1)) ||
+        !globals || !PyDict_Check(globals)) {
         return nullptr;
     }
     Py_ssize_t pos = 0;
