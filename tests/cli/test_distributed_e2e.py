@@ -33,11 +33,14 @@ def task_line(script: Path) -> int:
     return next(n for n, text in enumerate(lines, 1) if "bytearray(5 * 1024 * 1024)" in text)
 
 
-def test_local_cluster_tasks_are_charged_to_the_tasks_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_local_cluster_tasks_are_charged_to_the_tasks_line(tmp_path: Path, method: str) -> None:
+    """Dask's nannies start their worker processes with multiprocessing (`method`)."""
     script = SCRIPTS / "local_cluster.py"
     out = tmp_path / "run.mlrun"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": method}
     proc = memlens(
-        "run", "--no-report", "-o", str(out), str(script), cwd=tmp_path, timeout=300
+        "run", "--no-report", "-o", str(out), str(script), cwd=tmp_path, env=env, timeout=300
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == PRINTED
