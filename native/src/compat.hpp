@@ -180,6 +180,9 @@ inline bool frame_incomplete(Frame*) { return false; }
 inline bool frame_at_resume(Frame*) { return false; }
 #endif
 
+// The globals a frame runs with (borrowed; every supported version keeps them in the frame).
+inline PyObject* frame_globals(Frame* f) { return f->f_globals; }
+
 #if PY_VERSION_HEX >= 0x030B0000
 inline PyObject* code_qualname(PyCodeObject* co) { return co->co_qualname; }
 constexpr int kLineTable = 311;

@@ -512,7 +512,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             Frame* fr = s->scratch[depth - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
-            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate) : codes::kNone;
+            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr)) : codes::kNone;
             if (code == codes::kNone) {
                 depth = i;  // a code object we cannot name: charge its caller
                 break;

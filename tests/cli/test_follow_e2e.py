@@ -254,6 +254,22 @@ def test_nested_children_are_followed(tmp_path: Path) -> None:
     assert f"grandchild {chain[-2]}" in proc.stdout  # os.getppid() in the forked one
 
 
+def test_function_shipped_by_value_is_charged_to_its_line_in_both_processes(
+    tmp_path: Path,
+) -> None:
+    """cloudpickle rebuilds a function of __main__ under the file name "<dynamic-code>": in the
+    child that unpickles it and in the program itself, its 5 MiB are on its own line."""
+    reference = plain(SCRIPTS / "shipped.py", cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "shipped.py")
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "5242881\n5242882\n"
+    assert len(run.info.processes) == 2
+    assert 10 * MiB <= alloc(run, "shipped.py", 12) < 10.1 * MiB
+    calls = run.files[str(SCRIPTS / "shipped.py")].lines
+    assert calls[18].alloc_bytes < MiB  # subprocess.run
+    assert calls[19].alloc_bytes < MiB  # print(pickle.loads(payload)(2))
+
+
 def _child_ended_by_a_signal(tmp_path: Path, script: str, stdout: str) -> tuple[Run, Path]:
     """SCRIPT (given the run's processes folder, where its child's checkpoints appear) under
     plain Python and under `memlens run` with checkpoints every 0.05 s: exit code 0 and

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "memlens.cli.baseline",
     "export": "memlens.cli.export",
     "diff": "memlens.cli.diff",
+    "merge": "memlens.cli.merge",
     "import": "memlens.cli.importer",
     "lsp": "memlens.cli.lsp",
     "mcp": "memlens.cli.mcp",

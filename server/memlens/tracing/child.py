@@ -49,9 +49,14 @@ STARTUP_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_startu
 
 #: multiprocessing's helper processes: started like children, but they serve the program's
 #: whole life and end only after it, so they are not traced (their own allocations are
-#: multiprocessing's); the fork server's own children are followed.
+#: multiprocessing's); the fork server's own children are followed. loky (joblib's process
+#: pool, standalone or vendored) starts a resource tracker of its own the same way.
 _FORKSERVER = "from multiprocessing.forkserver import main"
-_RESOURCE_TRACKER = "from multiprocessing.resource_tracker import main"
+_RESOURCE_TRACKERS = (
+    "from multiprocessing.resource_tracker import main",
+    "from joblib.externals.loky.backend.resource_tracker import main",
+    "from loky.backend.resource_tracker import main",
+)
 
 #: The options of the run a child inherits, with their types (the value of :data:`ENV`).
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -189,7 +194,7 @@ def start_child() -> None:
         if config is None or not _same_interpreter(config):
             return
         code = _command_code().removeprefix("import sys; ")  # (3.14's fork server command)
-        if code.startswith(_RESOURCE_TRACKER):
+        if code.startswith(_RESOURCE_TRACKERS):
             return
         argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
         command = ("python", *argv[1:])
