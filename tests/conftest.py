@@ -24,6 +24,7 @@ INTERPRETER_DEPENDENT = (
     "cli/test_run_lifecycle.py",
     "cli/test_run_startup.py",
     "cli/test_follow_e2e.py",
+    "cli/test_holders_e2e.py",
     "cli/test_other_tracers.py",
     "cli/test_sampling_seed.py",
     "cli/test_attach_e2e.py",

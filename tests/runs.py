@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from memlens.model import (
     CallNode,
     FunctionStats,
+    HeldBy,
+    Hop,
     LineStats,
     Run,
     RunInfo,
@@ -63,17 +65,39 @@ def new_run(
     timeline: tuple[TimelinePoint, ...] = (),
     *,
     run_info: RunInfo | None = None,
+    holders: tuple[HeldBy, ...] = (),
     **info_overrides: object,
 ) -> Run:
     """A run of ``files`` (keyed by their paths unless given as a mapping); its info is
-    ``run_info``, or :func:`info` with ``info_overrides``."""
+    ``run_info``, or :func:`info` with ``info_overrides``; ``holders``: what holds its lines."""
     if not isinstance(files, Mapping):
         files = {sf.path: sf for sf in files}
     if run_info is None:
         run_info = info(**info_overrides)
     elif info_overrides:
         raise TypeError("give run_info or info overrides, not both")
-    return Run(info=run_info, files=dict(files), call_tree=call_tree, timeline=timeline)
+    return Run(
+        info=run_info, files=dict(files), call_tree=call_tree, timeline=timeline, holders=holders
+    )
+
+
+def sample_holders(path: str = "/work/app.py") -> tuple[HeldBy, ...]:
+    """What holds :func:`sample_run`'s live lines: ``data`` (line 6) holds the list line 4
+    makes; line 6's own bytes were found in no object."""
+    return (
+        HeldBy(
+            path,
+            4,
+            5,
+            "found",
+            (
+                Hop("module", "__main__", "module"),
+                Hop("attribute", "data", "list", path, 4),
+                Hop("buffer", "items", "", path, 4),
+            ),
+        ),
+        HeldBy(path, 6, 0, "unreached"),
+    )
 
 
 def sample_run(

@@ -225,6 +225,20 @@ bool table_take(uintptr_t p, Entry* out) {
     return false;
 }
 
+bool table_get(uintptr_t p, Entry* out) {
+    const Table& t = g_table;
+    if (!t.slots) {
+        return false;
+    }
+    for (size_t i = home(t, p); t.slots[i].key; i = (i + 1) & t.mask) {
+        if (t.slots[i].key == p) {
+            *out = Entry{uint32_t(t.slots[i].val >> kSizeBits), t.slots[i].val & kSizeMask};
+            return true;
+        }
+    }
+    return false;
+}
+
 size_t table_count() { return g_table.count; }
 
 }  // namespace memlens::blocks

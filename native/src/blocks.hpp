@@ -58,29 +58,47 @@ inline bool page_fits(uintptr_t p, size_t size) {
     return e && (e & 31) + 1 == (size + 15) / 16;
 }
 
-// Forgets a tracked pymalloc block: true with its node and size if `p` was one.
-inline bool page_take(uintptr_t p, uint32_t* node, size_t* size) {
+// The block map's entry of the pymalloc slot `p` is in (nullptr: none), and its class.
+inline uint32_t* page_slot(uintptr_t p, uint32_t* k) {
     if (p >= kAddressLimit) {
-        return false;
+        return nullptr;
     }
     uintptr_t* leaf = g_top[p >> kLeafBits];
     if (!leaf) {
-        return false;
+        return nullptr;
     }
     uintptr_t e = leaf[(p >> kPageBits) & ((uintptr_t{1} << (kLeafBits - kPageBits)) - 1)];
     if (!e) {
-        return false;
+        return nullptr;
     }
-    uint32_t k = uint32_t(e & 31) + 1;
+    *k = uint32_t(e & 31) + 1;
     auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
-    uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
-    uint32_t v = side[idx];
+    return &side[(uint32_t((p & 4095) >> 4) * g_reciprocal[*k]) >> 16];
+}
+
+// Forgets a tracked pymalloc block: true with its node and size if `p` was one.
+inline bool page_take(uintptr_t p, uint32_t* node, size_t* size) {
+    uint32_t k = 0;
+    uint32_t* slot = page_slot(p, &k);
+    uint32_t v = slot ? *slot : 0;
     if (!v) {
         return false;
     }
-    side[idx] = 0;
+    *slot = 0;
     *node = (v >> 4) - 1;
     *size = size_t(k) * 16 - (v & 15);
+    return true;
+}
+
+// The node of a tracked pymalloc block (the block stays tracked): true if `p` is one.
+inline bool page_get(uintptr_t p, uint32_t* node) {
+    uint32_t k = 0;
+    uint32_t* slot = page_slot(p, &k);
+    uint32_t v = slot ? *slot : 0;
+    if (!v) {
+        return false;
+    }
+    *node = (v >> 4) - 1;
     return true;
 }
 
@@ -102,6 +120,8 @@ struct Entry {
 // in *old). False when out of memory (the block stays untracked).
 bool table_put(uintptr_t p, uint32_t node, uint64_t size, bool* replaced, Entry* old);
 bool table_take(uintptr_t p, Entry* out);
+// What the table holds for `p` (it stays there): false when nothing.
+bool table_get(uintptr_t p, Entry* out);
 size_t table_count();
 
 // Whether the table may hold `p` (one load; read without the lock).

@@ -134,6 +134,16 @@ inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
     check_peak();
 }
 
+// A live block moved to figures `f` from other figures (which on_free took it from): live
+// again, not allocated again.
+inline void on_move_in(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
+    touch(f);
+    f.live_bytes += bytes;
+    f.live_count += count;
+    __atomic_store_n(&total, total + bytes, __ATOMIC_RELAXED);
+    check_peak();
+}
+
 // A tracked block of `bytes` (`count` allocations) freed.
 inline void on_free(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
     touch(f);

@@ -22,6 +22,8 @@ struct Record {
     uint32_t table_len;
     int32_t first_line;
     uint8_t flags;
+    // The file of rebuilt code (see id_of), owned; nullptr for every other code object.
+    char* file;
 };
 
 constexpr int kChunkBits = 12;
@@ -153,11 +155,51 @@ void line_table(PyCodeObject* co, const uint8_t** data, size_t* len) {
     }
 }
 
-uint8_t initial_flags(PyCodeObject* co) {
+uint8_t initial_flags(PyCodeObject* co, const char* file) {
+    if (file) {
+        return 0;
+    }
     PyObject* f = co->co_filename;
     bool angle = f && PyUnicode_Check(f) && PyUnicode_GET_LENGTH(f) > 0 &&
                  PyUnicode_READ_CHAR(f, 0) == '<';
     return angle ? kTransparent : 0;
+}
+
+// cloudpickle (3.1 and later) rebuilds the functions it ships by value (those of __main__, of
+// notebooks, of modules registered for pickling by value) with this file name, so that its
+// output does not depend on where they were defined; it keeps their first line, line table and
+// qualified name, and the module's `__file__` in their globals.
+constexpr char kRebuiltMarker[] = "<dynamic-code>";
+
+bool is_ascii(PyObject* s, const char* text, Py_ssize_t len) {
+    return s && PyUnicode_Check(s) && PyUnicode_GET_LENGTH(s) == len && PyUnicode_IS_ASCII(s) &&
+           std::memcmp(PyUnicode_DATA(s), text, size_t(len)) == 0;
+}
+
+// The file of rebuilt code: its globals' `__file__` (a non-empty str), copied with libc; or
+// nullptr. Reads the dictionary's entries only (PyDict_Next: no Python code, no allocation).
+char* rebuilt_file(PyCodeObject* co, PyObject* globals) {
+    // (the marker first: the globals of other code are never looked at)
+    if (!is_ascii(co->co_filename, kRebuiltMarker, Py_ssize_t(sizeof(kRebuiltMarker) - 1)) ||
+        !globals || !PyDict_Check(globals)) {
+        return nullptr;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(globals, &pos, &key, &value)) {
+        if (is_ascii(key, "__file__", 8)) {
+            if (!value || !PyUnicode_Check(value) || PyUnicode_GET_LENGTH(value) == 0) {
+                return nullptr;
+            }
+            char* file = utf8_copy(value);
+            if (file && file[0] == '<') {  // (no file either)
+                std::free(file);
+                return nullptr;
+            }
+            return file;
+        }
+    }
+    return nullptr;
 }
 
 // CPython calls this when a code object that has our co_extra slot set is deallocated, before
@@ -194,6 +236,7 @@ void on_code_freed(void* extra) {
 }
 
 void free_record(Record& r) {
+    std::free(r.file);
     std::free(r.filename);
     std::free(r.qualname);
     std::free(r.table);
@@ -310,7 +353,7 @@ void reset() {
     g_static.clear();
 }
 
-uint32_t id_of(PyCodeObject* code, bool may_allocate) {
+uint32_t id_of(PyCodeObject* code, bool may_allocate, PyObject* globals) {
     if (g_tag == 0) {
         return kNone;
     }
@@ -343,7 +386,7 @@ uint32_t id_of(PyCodeObject* code, bool may_allocate) {
         if (!g_static.add(uintptr_t(code), id)) {
             return kNone;
         }
-        record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code)};
+        record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code, nullptr), nullptr};
         __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
         return id;
     }
@@ -362,7 +405,8 @@ uint32_t id_of(PyCodeObject* code, bool may_allocate) {
     if (err) {
         return kNone;
     }
-    record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code)};
+    char* file = rebuilt_file(code, globals);
+    record(id) = Record{code, nullptr, nullptr, nullptr, 0, code->co_firstlineno, initial_flags(code, file), file};
     __atomic_store_n(&g_count, id + 1, __ATOMIC_RELEASE);
     return id;
 }
@@ -394,6 +438,9 @@ void Lines::load() {
             info.first_line = r.first_line;
             table = r.table;
             len = r.table_len;
+        }
+        if (r.file) {
+            info.filename = r.file;  // rebuilt code (see id_of)
         }
         decoded.clear();
         info.last_line = table ? decode_line_table(table, len, info.first_line, &decoded) : info.first_line;

@@ -33,7 +33,13 @@ void reset();
 // of the RAW domain and of the C allocator may be that tool's own bookkeeping, made while it
 // holds its lock (tracemalloc allocates its tracebacks so): an allocation from there would wait
 // for that lock forever. Those events only name code objects already registered.
-uint32_t id_of(PyCodeObject* code, bool may_allocate);
+//
+// `globals` (borrowed, may be null) are those of a frame running `code`: a code object rebuilt
+// by cloudpickle, whose file name is the marker "<dynamic-code>", is charged to the file its
+// globals' `__file__` names (cloudpickle keeps it), with the code's own first line and line
+// table, as if it had not been shipped. The globals are read without calling Python code and
+// without allocating through Python (PyDict_Next; keys compared as strings), once per code.
+uint32_t id_of(PyCodeObject* code, bool may_allocate, PyObject* globals);
 // The live code object of an id, or nullptr once it died. Requires the GIL.
 PyCodeObject* live_code(uint32_t id);
 // A byte of flags kept for the tracer with each code record of this run (stack.cpp's watch
@@ -41,7 +47,8 @@ PyCodeObject* live_code(uint32_t id);
 uint8_t* flags(uint32_t id);
 // Set in flags() for code objects whose file name starts with "<" (exec'd strings, generated
 // code, frozen modules): they are never charged (there is no source to show), so their frames
-// are transparent from the start and they get no call-tree nodes of their own.
+// are transparent from the start and they get no call-tree nodes of their own. Not set for
+// rebuilt code whose file is known from its globals (see id_of).
 constexpr uint8_t kTransparent = 0x80;
 inline bool transparent(uint32_t id) {
     uint8_t* f = flags(id);

@@ -21,6 +21,22 @@
 //   kFreeThreaded            -> a free-threaded (no-GIL) build, which the tracer refuses
 //   allocator_name()         -> the MEM/OBJ allocator's name ("pymalloc", "malloc", ...)
 //   request_code_extra_index, code_get_extra, code_set_extra -> co_extra slots
+//   block_of(op)             -> the address of the memory block an object lives in: the object
+//                               minus what its type puts before it (the GC header; 3.11+ the
+//                               managed dict and, 3.12+, weakref pointers)
+//   kRefTracer               -> whether the reference tracer exists (3.13+: PyRefTracer_SetTracer
+//                               reports every object made, free-listed ones included)
+//   RefTracer, RefEvent, kRefCreate, get_ref_tracer, set_ref_tracer -> its API (no-ops before)
+//   instance_dict(op)        -> an object's own __dict__ if it exists (never made: 3.11+ keeps a
+//                               new object's attributes in its own values until a dict is asked
+//                               for), or nullptr
+//   value_attribute(op, v)   -> the name (borrowed str) of the attribute of `op` whose value `v`
+//                               is held in those values (3.11+), or nullptr
+//   frame_running(f)         -> a frame object whose frame a thread runs (3.11+: its traverse
+//                               skips the frame's locals)
+//   frame_locals(f, visit)   -> visit(value, name) for each local variable (and cell) of a frame
+//                               object (3.11+: of a running one only)
+//   str_ready(s), kRelativeOffset, own_keys(dict) -> see below
 #pragma once
 
 #ifndef Py_BUILD_CORE
@@ -58,6 +74,19 @@
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+
+#include "internal/pycore_gc.h"  // PyGC_Head: the header before every GC object
+
+// Dict keys and object values (the names of attributes held in an object's own values).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#if PY_VERSION_HEX >= 0x030D0000
+#include "internal/pycore_dict.h"
+#include "internal/pycore_object.h"
+#elif PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#include "internal/pycore_dict.h"  // (3.11's pycore_object.h does not compile as C++)
+#endif
+#pragma GCC diagnostic pop
 
 #include <cstdint>
 
@@ -151,6 +180,9 @@ inline bool frame_incomplete(Frame*) { return false; }
 inline bool frame_at_resume(Frame*) { return false; }
 #endif
 
+// The globals a frame runs with (borrowed; every supported version keeps them in the frame).
+inline PyObject* frame_globals(Frame* f) { return f->f_globals; }
+
 #if PY_VERSION_HEX >= 0x030B0000
 inline PyObject* code_qualname(PyCodeObject* co) { return co->co_qualname; }
 constexpr int kLineTable = 311;
@@ -190,6 +222,247 @@ constexpr bool kFreeThreaded = false;
 #endif
 
 inline const char* allocator_name() { return _PyMem_GetCurrentAllocatorName(); }
+
+// What a type puts before its objects in their memory block.
+inline size_t preheader(PyTypeObject* tp) {
+    size_t gc = PyType_IS_GC(tp) ? sizeof(PyGC_Head) : 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    return gc + (PyType_HasFeature(tp, Py_TPFLAGS_PREHEADER) ? 2 * sizeof(PyObject*) : 0);
+#elif PY_VERSION_HEX >= 0x030B0000
+    return gc + (PyType_HasFeature(tp, Py_TPFLAGS_MANAGED_DICT) ? 2 * sizeof(PyObject*) : 0);
+#else
+    return gc;
+#endif
+}
+inline uintptr_t block_of(PyObject* op) { return reinterpret_cast<uintptr_t>(op) - preheader(Py_TYPE(op)); }
+
+// -- Object values, dicts and frame locals (what holds an object: holders.cpp) -------------
+
+// A dict-keys object's entries of string keys, in insertion order (values of an object's own
+// storage are in the same order).
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+// 3.12's pycore_dict.h does not compile as C++ (its atomics): the layout of
+// struct _dictkeysobject and PyDictUnicodeEntry, as 3.12 defines them.
+struct Keys312 {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind;
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[8];
+};
+struct UnicodeEntry312 {
+    PyObject* me_key;
+    PyObject* me_value;
+};
+inline PyObject* shared_key(PyHeapTypeObject* ht, Py_ssize_t i) {
+    auto* keys = reinterpret_cast<Keys312*>(ht->ht_cached_keys);
+    if (!keys || i >= keys->dk_nentries) {
+        return nullptr;
+    }
+    auto* entries = reinterpret_cast<UnicodeEntry312*>(keys->dk_indices + (size_t(1) << keys->dk_log2_index_bytes));
+    return entries[i].me_key;
+}
+#elif PY_VERSION_HEX >= 0x030B0000
+inline PyObject* shared_key(PyHeapTypeObject* ht, Py_ssize_t i) {
+    PyDictKeysObject* keys = ht->ht_cached_keys;
+    if (!keys || i >= keys->dk_nentries) {
+        return nullptr;
+    }
+    return DK_UNICODE_ENTRIES(keys)[i].me_key;
+}
+#endif
+
+inline PyObject* dict_at_offset(PyObject* op) {
+    Py_ssize_t off = Py_TYPE(op)->tp_dictoffset;
+    if (off > 0) {
+        return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(op) + off);
+    }
+    if (off < 0) {  // a variable-size object: counted from its end (no dict is made)
+        PyObject** p = _PyObject_GetDictPtr(op);
+        return p ? *p : nullptr;
+    }
+    return nullptr;
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+inline PyObject* instance_dict(PyObject* op) {
+    if (PyType_HasFeature(Py_TYPE(op), Py_TPFLAGS_MANAGED_DICT)) {
+        return reinterpret_cast<PyObject*>(_PyObject_ManagedDictPointer(op)->dict);
+    }
+    return dict_at_offset(op);
+}
+inline PyObject* value_attribute(PyObject* op, PyObject* v) {
+    PyTypeObject* tp = Py_TYPE(op);
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_INLINE_VALUES) || !PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)) {
+        return nullptr;
+    }
+    PyDictValues* values = _PyObject_InlineValues(op);
+    PyDictKeysObject* keys = reinterpret_cast<PyHeapTypeObject*>(tp)->ht_cached_keys;
+    if (!values->valid || !keys) {
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < keys->dk_nentries && i < values->capacity; ++i) {
+        if (values->values[i] == v) {
+            return DK_UNICODE_ENTRIES(keys)[i].me_key;
+        }
+    }
+    return nullptr;
+}
+#elif PY_VERSION_HEX >= 0x030C0000
+// 3.12: a managed dict slot holds either the dict or the object's values, tagged (the values
+// pointer minus one, odd).
+inline PyObject* instance_dict(PyObject* op) {
+    if (PyType_HasFeature(Py_TYPE(op), Py_TPFLAGS_MANAGED_DICT)) {
+        char* raw = reinterpret_cast<char**>(op)[-3];
+        return (reinterpret_cast<uintptr_t>(raw) & 1) ? nullptr : reinterpret_cast<PyObject*>(raw);
+    }
+    return dict_at_offset(op);
+}
+inline PyObject* value_attribute(PyObject* op, PyObject* v) {
+    PyTypeObject* tp = Py_TYPE(op);
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_MANAGED_DICT) || !PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)) {
+        return nullptr;
+    }
+    char* raw = reinterpret_cast<char**>(op)[-3];
+    if (!(reinterpret_cast<uintptr_t>(raw) & 1)) {
+        return nullptr;
+    }
+    auto** values = reinterpret_cast<PyObject**>(raw + 1);
+    auto* ht = reinterpret_cast<PyHeapTypeObject*>(tp);
+    for (Py_ssize_t i = 0; PyObject* key = shared_key(ht, i); ++i) {
+        if (values[i] == v) {
+            return key;
+        }
+    }
+    return nullptr;
+}
+#elif PY_VERSION_HEX >= 0x030B0000
+// 3.11: the managed dict pointer, and before it the object's values.
+inline PyObject* instance_dict(PyObject* op) {
+    if (PyType_HasFeature(Py_TYPE(op), Py_TPFLAGS_MANAGED_DICT)) {
+        return reinterpret_cast<PyObject**>(op)[-3];
+    }
+    return dict_at_offset(op);
+}
+inline PyObject* value_attribute(PyObject* op, PyObject* v) {
+    PyTypeObject* tp = Py_TYPE(op);
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_MANAGED_DICT) || !PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE)) {
+        return nullptr;
+    }
+    PyDictValues* values = reinterpret_cast<PyDictValues**>(op)[-4];
+    if (!values) {
+        return nullptr;
+    }
+    auto* ht = reinterpret_cast<PyHeapTypeObject*>(tp);
+    for (Py_ssize_t i = 0; PyObject* key = shared_key(ht, i); ++i) {
+        if (values->values[i] == v) {
+            return key;
+        }
+    }
+    return nullptr;
+}
+#else
+inline PyObject* instance_dict(PyObject* op) { return dict_at_offset(op); }
+inline PyObject* value_attribute(PyObject*, PyObject*) { return nullptr; }
+#endif
+
+// A running frame's locals: (values, count, the name of local i). 3.10: the frame object
+// holds them; 3.11+: its interpreter frame (3.14+: as tagged stack references).
+// frame_running(f): a frame object whose frame a thread is running (3.11+: its traverse does
+// not visit the frame's locals then; they are only read while the frame runs).
+#if PY_VERSION_HEX >= 0x030B0000
+inline bool frame_running(PyObject* frame) {
+    Frame* f = reinterpret_cast<PyFrameObject*>(frame)->f_frame;
+    return f && f->owner == FRAME_OWNED_BY_THREAD;
+}
+template <typename Visit>
+inline void frame_locals(PyObject* frame, Visit visit) {
+    Frame* f = frame_running(frame) ? reinterpret_cast<PyFrameObject*>(frame)->f_frame : nullptr;
+    PyCodeObject* co = f ? frame_code(f) : nullptr;
+    if (!co) {
+        return;
+    }
+    for (int i = 0; i < co->co_nlocalsplus; ++i) {
+#if PY_VERSION_HEX >= 0x030E0000
+        _PyStackRef ref = f->localsplus[i];
+        if (PyStackRef_IsNull(ref) || PyStackRef_IsTaggedInt(ref)) {
+            continue;
+        }
+        PyObject* v = PyStackRef_AsPyObjectBorrow(ref);
+#else
+        PyObject* v = f->localsplus[i];
+#endif
+        if (v) {
+            visit(v, PyTuple_GET_ITEM(co->co_localsplusnames, i));
+        }
+    }
+}
+#else
+inline bool frame_running(PyObject*) { return false; }  // 3.10: frame objects hold the locals
+template <typename Visit>
+inline void frame_locals(PyObject* frame, Visit visit) {
+    auto* f = reinterpret_cast<PyFrameObject*>(frame);
+    PyCodeObject* co = f->f_code;
+    Py_ssize_t nlocals = co->co_nlocals, ncells = PyTuple_GET_SIZE(co->co_cellvars);
+    Py_ssize_t n = nlocals + ncells + PyTuple_GET_SIZE(co->co_freevars);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* v = f->f_localsplus[i];
+        if (!v) {
+            continue;
+        }
+        PyObject* names = i < nlocals ? co->co_varnames : i < nlocals + ncells ? co->co_cellvars : co->co_freevars;
+        Py_ssize_t j = i < nlocals ? i : i < nlocals + ncells ? i - nlocals : i - nlocals - ncells;
+        visit(v, PyTuple_GET_ITEM(names, j));
+    }
+}
+#endif
+
+// own_keys(dict): the address of a dict's keys table when it is the dict's own (a combined
+// table no other dict shares), else 0 (3.13+; never asked before).
+#if PY_VERSION_HEX >= 0x030D0000
+inline uintptr_t own_keys(PyObject* dict) {
+    auto* mp = reinterpret_cast<PyDictObject*>(dict);
+    PyDictKeysObject* keys = mp->ma_keys;
+    if (mp->ma_values || !keys || keys->dk_refcnt != 1) {  // (the shared empty table is immortal)
+        return 0;
+    }
+    return reinterpret_cast<uintptr_t>(keys);
+}
+#else
+inline uintptr_t own_keys(PyObject*) { return 0; }
+#endif
+
+// str_ready(s): a str whose characters can be read (3.10, 3.11: not an old-style str whose
+// canonical form was never made). kRelativeOffset: PyMemberDef's flag for offsets relative
+// to the type's own data (3.12+).
+#if PY_VERSION_HEX >= 0x030C0000
+inline bool str_ready(PyObject*) { return true; }
+constexpr int kRelativeOffset = Py_RELATIVE_OFFSET;
+#else
+inline bool str_ready(PyObject* s) { return PyUnicode_IS_READY(s); }
+constexpr int kRelativeOffset = 0;
+#endif
+
+#if PY_VERSION_HEX >= 0x030D0000
+constexpr bool kRefTracer = true;
+using RefEvent = PyRefTracerEvent;
+using RefTracer = PyRefTracer;
+constexpr RefEvent kRefCreate = PyRefTracer_CREATE;
+inline RefTracer get_ref_tracer(void** data) { return PyRefTracer_GetTracer(data); }
+inline void set_ref_tracer(RefTracer tracer, void* data) { PyRefTracer_SetTracer(tracer, data); }
+#else
+constexpr bool kRefTracer = false;
+enum RefEvent { kRefCreate = 0 };
+using RefTracer = int (*)(PyObject*, RefEvent, void*);
+inline RefTracer get_ref_tracer(void** data) {
+    *data = nullptr;
+    return nullptr;
+}
+inline void set_ref_tracer(RefTracer, void*) {}
+#endif
 
 // pymalloc serves requests of 1 to 512 bytes from pools of one size class each; classes are
 // multiples of 16 bytes on 64-bit builds (3.8 to 3.15).

@@ -249,6 +249,7 @@ inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bo
     void* p = call();
     if (p && take) {
         record(t, uintptr_t(p), size, gil, kind);
+        t.last_block = uintptr_t(p);
     }
     t.in_hook = false;
     return p;
@@ -267,6 +268,7 @@ inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, b
     if (p) {
         if (take) {
             record(t, uintptr_t(p), size, gil, kind(p));
+            t.last_block = uintptr_t(p);
         }
     } else if (old.tracked) {
         restore(uintptr_t(ptr), old, gil);
@@ -355,6 +357,183 @@ void arena_free(void*, void* ptr, size_t size) {
     t.in_hook = true;
     g_arena_original.free(g_arena_original.ctx, ptr, size);
     t.in_hook = nested;
+}
+
+// ---------------------------------------------------------------------------------------
+// Objects made in blocks the allocator did not just hand out (3.13+). CPython keeps freed
+// tuples, floats, dicts, lists... on free lists and makes new objects in them without calling
+// the allocator: their block would stay charged to the line that first allocated it (in code
+// that streams objects through, the wrong line gets everything). The reference tracer reports
+// every object made (_Py_NewReference, free-listed ones included): when the object's block is
+// not the one this thread's last tracked allocation returned, the block moves to the line
+// making the object now: its live and peak figures leave the old line (not an allocation:
+// allocation figures stay what the allocator was asked for, as tracemalloc counts them). Only one reference tracer can be set: one found at start is chained to (called
+// from ours) and put back at stop; one set during the run replaces ours (tracemalloc.start()
+// does), which stop() reports.
+
+compat::RefTracer g_prev_tracer = nullptr;
+void* g_prev_tracer_data = nullptr;
+bool g_ref_tracing = false;  // ours was set by this run
+bool g_ref_lost = false;     // ... and replaced by someone else before the run stopped
+
+// The bytes a free-listed object of a builtin type took from the allocator when it was made
+// (an untracked block, allocated before the run started, is taken in at that size), or 0.
+size_t free_listed_size(PyObject* op) {
+    PyTypeObject* tp = Py_TYPE(op);
+    if (tp == &PyTuple_Type) {
+        size_t n = size_t(tp->tp_basicsize) + size_t(Py_SIZE(op)) * size_t(tp->tp_itemsize);
+        return compat::preheader(tp) + ((n + sizeof(void*) - 1) & ~(sizeof(void*) - 1));
+    }
+    if (tp == &PyFloat_Type || tp == &PyList_Type || tp == &PyDict_Type || tp == &PySlice_Type) {
+        return compat::preheader(tp) + size_t(tp->tp_basicsize);
+    }
+    return 0;
+}
+
+// A tracked block whose object now belongs to `node`: its live (and peak) figures move there,
+// without an allocation (the allocator was not called). Its old node's figures were taken back
+// by forget(). `in_map`: it was in the pymalloc block map.
+void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
+    if (!g_sampling) {
+        if (!(in_map && blocks::page_put(block, size, node))) {
+            Guard g(g_table_lock);
+            table_put_locked(block, node, size, true);
+        }
+        calltree::on_move_in(calltree::node(node).fig, g_total, int64_t(size), 1);
+        return;
+    }
+    sampling::Weight w = sampling::weight(size);
+    Guard g(g_table_lock);
+    table_put_locked(block, node, size, true);
+    Figures& f = calltree::node(node).fig;
+    Variances& v = calltree::vars(node);
+    if (calltree::touch(f)) {
+        v.peak = v.live;
+    }
+    v.live += w.var;
+    calltree::on_move_in(f, g_total, w.bytes, w.count);
+}
+
+// An object made in `block`, which this thread did not just allocate: a reused block. A
+// tracked one moves to the line making the object now (or, for a paused thread, whose work is
+// not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
+__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) {
+    t.in_hook = true;
+    Forgotten old = forget(block, true, true);
+    size_t size = old.tracked ? old.size : g_sampling ? 0 : free_listed_size(op);
+    if (size && !t.paused) {
+        uint32_t node = node_for(t, true, Block::Python);
+        if (node != stack::kNotTheProgram) {
+            adopt(block, size, old.tracked && old.in_map, node);
+        }
+    }
+    t.in_hook = false;
+}
+
+// The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
+uint32_t node_of_block(uintptr_t p) {
+    uint32_t node = 0;
+    if (g_map && blocks::page_get(p, &node)) {
+        return node;
+    }
+    blocks::Entry e{};
+    if (blocks::filter_hit(p)) {
+        Guard g(g_table_lock);
+        if (blocks::table_get(p, &e)) {
+            return e.node;
+        }
+    }
+    return UINT32_MAX;
+}
+
+// The dict made last (by any thread: object events hold the GIL) and the run it was made
+// in, until the next object event looks at its keys table (set right after the dict is made,
+// before any other object event can happen). Its destruction clears it, whichever thread
+// destroys it, so it is alive whenever it is looked at.
+PyObject* g_pending_dict = nullptr;
+uint64_t g_pending_generation = 0;
+
+// A dict made just before (its keys table is set now): a table of its own that CPython took
+// from its free list of keys (no object, no event of its own) moves to the dict's line.
+// Tables shared with other dicts (split tables: a class's instances) stay where they are.
+__attribute__((noinline)) void dict_made() {
+    PyObject* mp = g_pending_dict;
+    g_pending_dict = nullptr;
+    uintptr_t keys = g_pending_generation == g_generation ? compat::own_keys(mp) : 0;
+    if (!keys) {
+        return;
+    }
+    uint32_t here = node_of_block(compat::block_of(mp));
+    uint32_t there = node_of_block(keys);
+    if (here == UINT32_MAX || there == UINT32_MAX || here == there) {
+        return;
+    }
+    Forgotten old = forget(keys, true, true);
+    if (old.tracked) {
+        adopt(keys, old.size, old.in_map, here);
+    }
+}
+
+int ref_event(PyObject* op, compat::RefEvent event, void* data) {
+    ThreadState& t = t_state;
+    if (g_pending_dict) {  // (also while in_hook or inactive: a dict's end always clears it)
+        if (g_pending_dict == op) {
+            g_pending_dict = nullptr;  // destroyed already (or made again: handled below)
+        } else if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+            t.in_hook = true;
+            dict_made();
+            t.in_hook = false;
+        }
+    }
+    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+        if (event == compat::kRefCreate) {
+            uintptr_t block = compat::block_of(op);
+            if (block == t.last_block) {
+                t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
+            } else {
+                reused(t, op, block);
+            }
+            if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
+                g_pending_dict = op;
+                g_pending_generation = g_generation;
+            }
+        }
+    }
+    (void)data;
+    return g_prev_tracer ? g_prev_tracer(op, event, g_prev_tracer_data) : 0;
+}
+
+void install_ref_tracer() {
+    if (!g_opts.track_reuse) {
+        return;
+    }
+    if constexpr (compat::kRefTracer) {
+        void* data = nullptr;
+        compat::RefTracer current = compat::get_ref_tracer(&data);
+        if (current != ref_event) {
+            g_prev_tracer = current;
+            g_prev_tracer_data = data;
+        }
+        compat::set_ref_tracer(ref_event, nullptr);
+        g_ref_tracing = true;
+        g_ref_lost = false;
+    }
+}
+
+void uninstall_ref_tracer() {
+    g_pending_dict = nullptr;
+    if (!g_ref_tracing) {
+        return;
+    }
+    void* data = nullptr;
+    if (compat::get_ref_tracer(&data) == ref_event) {
+        compat::set_ref_tracer(g_prev_tracer, g_prev_tracer_data);
+    } else {
+        g_ref_lost = true;  // another tool's tracer replaced ours: it stays
+    }
+    g_prev_tracer = nullptr;
+    g_prev_tracer_data = nullptr;
+    g_ref_tracing = false;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -996,9 +1175,11 @@ void install() {
         PyMem_SetAllocator(d.id, &d.ours);
         d.installed = true;
     }
+    install_ref_tracer();
 }
 
 void uninstall() {
+    uninstall_ref_tracer();
     for (Domain& d : g_domains) {
         PyMemAllocatorEx current;
         PyMem_GetAllocator(d.id, &current);
@@ -1062,6 +1243,20 @@ const char* kind() {
 }
 
 bool pymalloc_map() { return g_map; }
+
+const char* object_reuse() {
+    if constexpr (!compat::kRefTracer) {
+        return "unavailable";
+    }
+    if (g_ref_lost) {
+        return "lost";
+    }
+    if (g_ref_tracing) {
+        void* data = nullptr;
+        return compat::get_ref_tracer(&data) == ref_event ? "tracked" : "lost";
+    }
+    return g_kind == Kind::None ? "" : g_opts.track_reuse ? "tracked" : "off";
+}
 
 void reset() {
     Guard g(g_table_lock);

@@ -29,6 +29,12 @@ bool left_below();
 const char* kind();
 // Whether the pymalloc block map is in use this run.
 bool pymalloc_map();
+// Whether objects made in reused blocks (CPython's free lists) are charged to the line making
+// them, in the current or last run: "tracked" (3.13+), "lost" (another tool replaced memlens's
+// reference tracer during the run), "off" (the run was started without it), "unavailable"
+// (before 3.13), "" before any run. Requires
+// the GIL.
+const char* object_reuse();
 std::string numpy_attach(void* api_capsule);
 // Draws the MEM/OBJ sampling countdown of a new run.
 void start_run();

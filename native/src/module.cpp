@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codes.hpp"
+#include "holders.hpp"
 #include "snapshot.hpp"
 #include "tracer.hpp"
 
@@ -17,7 +18,7 @@ namespace nb = nanobind;
 namespace {
 
 void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, double timeline_interval_ms,
-           bool watch_exits, bool native) {
+           bool watch_exits, bool native, bool track_reuse) {
     memlens::Options o;
     if (mode == "exact") {
         o.mode = memlens::Mode::Exact;
@@ -31,6 +32,7 @@ void start(const std::string& mode, uint64_t sample_interval, uint64_t seed, dou
     o.timeline_interval_ms = timeline_interval_ms;
     o.watch_exits = watch_exits;
     o.native = native;
+    o.track_reuse = track_reuse;
     std::string err = memlens::start(o);
     if (!err.empty()) {
         throw std::runtime_error(err);
@@ -159,6 +161,7 @@ NB_MODULE(_tracer, m) {
                 moments["function"] = typed(b.mfunc_function, "i");
                 moments["function_live"] = typed(b.mfunc_live, "q");
                 nb::dict out;
+                out["node_site"] = typed(b.node_site, "i");
                 out["tree"] = tree;
                 out["sites"] = sites;
                 out["sites_incl"] = site_incl;
@@ -173,10 +176,59 @@ NB_MODULE(_tracer, m) {
             "per kept moment its time and traced total, and per moment the sites and functions "
             "whose live bytes changed since the moment before, with their new values.");
 
+    m.def(
+        "holders",
+        [](nb::list roots, nb::list skip, nb::list everything, nb::bytes target_of_node, nb::handle ndarray,
+           uint32_t per_target, uint64_t max_visits, double max_seconds) {
+            std::vector<memlens::holders::Root> rs;
+            for (nb::handle r : roots) {
+                nb::tuple t = nb::borrow<nb::tuple>(r);
+                rs.push_back({t[0].ptr(), nb::cast<std::string>(t[1]), nb::cast<std::string>(t[2]), nb::cast<int>(t[3])});
+            }
+            std::vector<PyObject*> all, skipped;
+            all.reserve(everything.size());
+            for (nb::handle o : everything) {
+                all.push_back(o.ptr());
+            }
+            for (nb::handle o : skip) {
+                skipped.push_back(o.ptr());
+            }
+            std::vector<int32_t> targets = int32s(target_of_node);
+            memlens::holders::Result r;
+            memlens::holders::find(rs, skipped, all, targets, ndarray.is_none() ? nullptr : ndarray.ptr(), per_target,
+                                   max_visits, max_seconds, r);
+            nb::list chains;
+            for (const auto& c : r.chains) {
+                nb::list hops;
+                for (const auto& h : c.hops) {
+                    hops.append(nb::make_tuple(h.kind, h.name, h.type,
+                                               h.node == memlens::holders::kNoNode ? -1 : int64_t(h.node)));
+                }
+                chains.append(nb::make_tuple(c.target, hops));
+            }
+            nb::dict d;
+            d["chains"] = chains;
+            d["visited"] = r.visited;
+            d["complete"] = r.complete;
+            d["timed_out"] = r.timed_out;
+            d["seconds"] = r.seconds;
+            d["bytes"] = r.bytes;
+            return d;
+        },
+        nb::arg("roots"), nb::arg("skip"), nb::arg("everything"), nb::arg("target_of_node"), nb::arg("ndarray").none(),
+        nb::arg("per_target"), nb::arg("max_visits"), nb::arg("max_seconds"),
+        "What holds the objects of the target nodes: a walk of the object graph from `roots` "
+        "((object, kind, name, tier) tuples, by tier), never entering `skip`, then from the objects of "
+        "`everything` they do not reach. "
+        "Requires the tracer's tables (before reset()); the calling thread should be paused.");
     m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0, nb::arg("seed") = 0,
           nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true, nb::arg("native") = true,
+          nb::arg("track_reuse") = true,
           "Install the allocator hooks and start recording.");
     m.def("stop", &memlens::stop, "Stop recording and restore the allocators when possible.");
+    m.def("finish", &memlens::finish,
+          "The program has ended: the run's duration, peak RSS and timeline end now; allocations "
+          "are still tracked until stop().");
     m.def(
         "snapshot",
         []() {
@@ -193,8 +245,51 @@ NB_MODULE(_tracer, m) {
           "What of the tracer is still installed in this process (empty after a clean stop).");
     m.def("is_forked_child", &memlens::is_forked_child);
     m.def("hook_kind", &memlens::hook_kind, "Which hooks the current or last run installed.");
+    m.def("object_reuse", &memlens::object_reuse,
+          "Whether objects made in reused blocks (free lists) are charged to the line making them: "
+          "'tracked' (3.13+), 'lost' (another tool replaced the reference tracer), 'off' (started "
+          "without it), 'unavailable' (before 3.13), '' before any run.");
     m.def("watches_exits", &memlens::watches_exits,
           "Whether this run reads only the changed part of stacks (sys.monitoring, 3.12+).");
+    m.def("monitoring_tool", &memlens::monitoring_tool,
+          "The sys.monitoring tool id this run holds (-1: none).");
+    m.def("move_monitoring", &memlens::move_monitoring, nb::arg("tool"),
+          "Give up our sys.monitoring tool id `tool` for another free one; returns the id held "
+          "now (-1: none).");
+    m.def(
+        "monitoring_call",
+        [](nb::handle real, nb::args args) {
+            // `real(*args)`, a function of sys.monitoring whose first argument is a tool id: given
+            // ours, the tracer first moves to another one (the program gets the id it asks for).
+            if (args.size() > 0 && PyLong_Check(args[0].ptr())) {
+                long tool = PyLong_AsLong(args[0].ptr());
+                if (tool == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                } else if (tool >= 0 && tool == memlens::monitoring_tool()) {
+                    memlens::move_monitoring(int(tool));
+                }
+            }
+            PyObject* result = PyObject_Call(real.ptr(), args.ptr(), nullptr);
+            if (!result) {
+                throw nb::python_error();
+            }
+            return nb::steal(result);
+        },
+        "Call `real` (a function of sys.monitoring) with `args`, first moving the tracer off the "
+        "tool id they name if it holds it.");
+    m.def(
+        "unwatched_call",
+        [](nb::handle real, nb::args args, nb::kwargs kwargs) {
+            // `real(*args, **kwargs)` after the tracer stopped watching frame exits (a C function,
+            // so that no frame of ours comes between the caller and `real`).
+            memlens::stop_watching();
+            PyObject* result = PyObject_Call(real.ptr(), args.ptr(), kwargs.ptr());
+            if (!result) {
+                throw nb::python_error();
+            }
+            return nb::steal(result);
+        },
+        "Call `real` after the tracer stopped watching frame exits for the rest of the run.");
     m.def("traces_native", &memlens::traces_native,
           "Whether this run traces the C allocator calls of other libraries.");
     m.def(

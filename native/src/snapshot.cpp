@@ -247,8 +247,10 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     if (!snap.vars.empty()) {
         out.site_vars.assign(sites, SumVars{});
     }
+    out.node_site.assign(n, -1);
     for (size_t id = 0; id < n; ++id) {
         if (fid_of[id] >= 0) {
+            out.node_site[id] = site_of[size_t(fid_of[id])];
             out.self[size_t(fid_of[id])].add(snap.nodes[id].sums);
             if (snap.nodes[id].code == kNativeCode) {
                 out.site_native[size_t(site_of[size_t(fid_of[id])])].add(snap.nodes[id].sums);

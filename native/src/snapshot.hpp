@@ -96,6 +96,8 @@ struct Built {
     std::vector<int64_t> msite_live, msite_incl;
     std::vector<int32_t> mfunc_moment, mfunc_function;
     std::vector<int64_t> mfunc_live;
+    // Per node of the snapshot: the site its blocks count for (-1: none).
+    std::vector<int32_t> node_site;
 };
 
 // `file_of_code[c]` (-1: transparent) and `function_of_code[c]` for every code id of the

@@ -57,6 +57,7 @@ struct ThreadStack {
     int scratch_cap;
     uint64_t walks;
     LeafCache leaf_cache;  // valid for this generation and death count (cleared with them)
+    uint64_t trust_epoch;  // g_trust_epoch when its trusted levels were last extended
 };
 
 namespace stack {
@@ -131,6 +132,9 @@ constexpr uint8_t kRequested = 2;
 
 bool g_monitoring = false;
 int g_tool = -1;
+// Bumps when monitoring stopped while the run goes on (our tool moved to another id): frame
+// exits were not reported meanwhile, so no thread's levels are trusted any more.
+uint64_t g_trust_epoch = 0;
 PyObject* g_set_local_events = nullptr;  // sys.monitoring.set_local_events
 long g_exit_events = 0;                  // PY_RETURN | PY_YIELD
 std::vector<uint32_t>* g_requests = nullptr;  // code ids to watch, under g_intern_lock
@@ -229,18 +233,33 @@ void update_trust(ThreadStack* s, int from, int depth) {
     }
 }
 
+// sys.monitoring's own attributes, as they were when the first run started: memlens.tracing
+// wraps some of them while tracing (the program may claim our tool id), and the tracer's own
+// calls must not go through those wrappers (nor show up in the program's events).
+PyObject* g_real_monitoring = nullptr;  // a dict, kept for the process's life
+
 PyObject* monitoring_attr(const char* name) {
-    PyObject* sys = PyImport_ImportModule("sys");
-    if (!sys) {
-        return nullptr;
+    if (!g_real_monitoring) {
+        PyObject* sys = PyImport_ImportModule("sys");
+        PyObject* mon = sys ? PyObject_GetAttrString(sys, "monitoring") : nullptr;
+        Py_XDECREF(sys);
+        PyObject* dict = PyDict_New();
+        bool ok = mon && dict;
+        for (const char* n : {"get_tool", "use_tool_id", "free_tool_id", "register_callback", "set_events",
+                              "events", "set_local_events"}) {
+            PyObject* v = ok ? PyObject_GetAttrString(mon, n) : nullptr;
+            ok = v && PyDict_SetItemString(dict, n, v) == 0;
+            Py_XDECREF(v);
+        }
+        Py_XDECREF(mon);
+        if (!ok) {
+            Py_XDECREF(dict);
+            return nullptr;
+        }
+        g_real_monitoring = dict;
     }
-    PyObject* mon = PyObject_GetAttrString(sys, "monitoring");
-    Py_DECREF(sys);
-    if (!mon) {
-        return nullptr;
-    }
-    PyObject* attr = PyObject_GetAttrString(mon, name);
-    Py_DECREF(mon);
+    PyObject* attr = PyDict_GetItemString(g_real_monitoring, name);  // borrowed
+    Py_XINCREF(attr);
     return attr;
 }
 
@@ -253,14 +272,10 @@ long event_bit(PyObject* events, const char* name) {
 
 }  // namespace
 
-bool start_monitoring() {
-    if constexpr (!compat::kMonitoring) {
-        return false;
-    }
-    if (!g_opts.watch_exits) {
-        return false;
-    }
-    stop_monitoring();
+namespace {
+
+// Claims a free sys.monitoring tool id other than `avoid` and sets up our callbacks on it.
+bool claim_tool(int avoid) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     bool ok = false;
@@ -274,7 +289,13 @@ bool start_monitoring() {
     if (get_tool && use_tool_id && register_callback && set_events && events && set_local && cb) {
         long ret = event_bit(events, "PY_RETURN"), yld = event_bit(events, "PY_YIELD"),
              unwind = event_bit(events, "PY_UNWIND");
-        for (int tool : {4, 3}) {  // 0-2 and 5 are conventionally the debugger's, coverage's, profilers', optimizers'
+        // 0-2 and 5 are conventionally the debugger's, coverage's, profilers', optimizers': taken
+        // last. Whichever we hold, a program that asks for it gets it (memlens.tracing.tracer
+        // moves us to another one first: move_monitoring).
+        for (int tool : {4, 3, 5, 2, 1, 0}) {
+            if (tool == avoid) {
+                continue;
+            }
             PyObject* owner = PyObject_CallFunction(get_tool, "i", tool);
             bool free_id = owner == Py_None;
             Py_XDECREF(owner);
@@ -321,6 +342,34 @@ bool start_monitoring() {
         stop_monitoring();
     }
     return ok;
+}
+
+}  // namespace
+
+bool start_monitoring() {
+    if constexpr (!compat::kMonitoring) {
+        return false;
+    }
+    if (!g_opts.watch_exits) {
+        return false;
+    }
+    stop_monitoring();
+    return claim_tool(-1);
+}
+
+int monitoring_tool() { return g_monitoring ? g_tool : -1; }
+
+int move_monitoring(int avoid) {
+    if constexpr (!compat::kMonitoring) {
+        return -1;
+    }
+    if (!g_monitoring) {
+        return -1;
+    }
+    PauseScope pause;  // the calls below allocate: memlens's work, not the program's
+    __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
+    stop_monitoring();
+    return avoid == kNoTool ? -1 : (claim_tool(avoid) ? g_tool : -1);
 }
 
 void stop_monitoring() {
@@ -463,7 +512,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             Frame* fr = s->scratch[depth - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
-            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate) : codes::kNone;
+            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr)) : codes::kNone;
             if (code == codes::kNone) {
                 depth = i;  // a code object we cannot name: charge its caller
                 break;
@@ -505,6 +554,10 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
         s->len = s->trusted = 0;
         s->walks = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
+    }
+    if (uint64_t epoch = __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE); s->trust_epoch != epoch) {
+        s->trust_epoch = epoch;
+        s->trusted = 0;
     }
     uint64_t deaths = __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE);
     if (s->deaths != deaths) {

@@ -37,6 +37,14 @@ bool start_monitoring();
 void stop_monitoring();
 // Whether this run watches frame exits.
 bool monitoring();
+// The sys.monitoring tool id this run holds (-1: none).
+int monitoring_tool();
+// Gives up our tool id `avoid` (a program asks for it) and takes another free one, if any;
+// returns it (-1: none, whole stacks are read from now on). Requires the GIL; the hooks may be
+// in (the calling thread is paused meanwhile).
+int move_monitoring(int avoid);
+// move_monitoring(kNoTool) gives up watching frame exits for the rest of the run.
+constexpr int kNoTool = -2;
 
 // Frees the calling thread's cache (thread exit).
 void free_thread(ThreadState& t);

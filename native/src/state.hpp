@@ -88,6 +88,9 @@ struct ThreadState {
     int64_t countdown;  // sampling: bytes left before the next sample (RAW and numpy)
     uint64_t rng;
     ThreadStack* stack;
+    // The block this thread's last tracked allocation returned, until an object is made in it
+    // (3.13+: an object made in another block was reused, e.g. from a free list; hooks.cpp).
+    uintptr_t last_block;
 };
 inline MEMLENS_TLS ThreadState t_state;
 

@@ -32,6 +32,7 @@ namespace memlens {
 namespace {
 
 bool g_forked_child = false;
+bool g_finished = false;  // finish() was called: the run's time, peak RSS and timeline are final
 bool g_watching = false;
 bool g_native_installed = false;
 std::chrono::steady_clock::time_point g_start_time;
@@ -100,6 +101,11 @@ void wait_for_nogil_events() {
     }
 }
 
+int64_t peak_rss() {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? int64_t(ru.ru_maxrss) * 1024 : 0;
+}
+
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start_time).count(); }
 
 }  // namespace
@@ -161,20 +167,26 @@ std::string start(const Options& options) {
     return {};
 }
 
+void finish() {
+    if (!g_active.load() || g_finished) {
+        return;
+    }
+    g_duration = elapsed();
+    timeline::stop(g_duration);
+    g_peak_rss = peak_rss();
+    g_finished = true;
+}
+
 void stop() {
     if (!g_active.load()) {
         return;
     }
+    finish();
     g_active.store(false);
     wait_for_nogil_events();
-    g_duration = elapsed();
+    g_finished = false;
     if (g_native_installed) {
         native::uninstall();
-    }
-    timeline::stop(g_duration);
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        g_peak_rss = int64_t(ru.ru_maxrss) * 1024;
     }
     hooks::uninstall();
     stack::stop_monitoring();
@@ -228,6 +240,22 @@ bool hooks_installed() { return hooks::installed(); }
 bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
+const char* object_reuse() { return hooks::object_reuse(); }
+int monitoring_tool() { return g_active.load() ? stack::monitoring_tool() : -1; }
+int move_monitoring(int tool) {
+    if (!g_active.load() || stack::monitoring_tool() != tool) {
+        return monitoring_tool();
+    }
+    int now = stack::move_monitoring(tool);
+    g_watching = now >= 0;
+    return now;
+}
+void stop_watching() {
+    if (g_active.load() && stack::monitoring_tool() >= 0) {
+        stack::move_monitoring(stack::kNoTool);
+        g_watching = false;
+    }
+}
 bool traces_native() { return g_native_installed; }
 const char* native_problem() { return native::problem(); }
 std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_capsule); }
@@ -313,8 +341,9 @@ void snapshot(SnapshotData& out) {
         out.frames_read = g_frames_read;
     }
     out.lines.load();
-    out.duration_s = g_active.load() ? elapsed() : g_duration;
-    out.peak_rss_bytes = g_peak_rss;
+    bool running = g_active.load() && !g_finished;
+    out.duration_s = running ? elapsed() : g_duration;
+    out.peak_rss_bytes = running ? peak_rss() : g_peak_rss;
     out.mode = int(g_opts.mode);
     out.sample_interval = g_opts.sample_interval;
     timeline::points(out.timeline);

@@ -29,6 +29,7 @@ struct Options {
     double timeline_interval_ms = 10.0;
     bool watch_exits = true;       // 3.12+: sys.monitoring frame exits keep stack reads short
     bool native = true;            // trace the C allocator calls of other libraries
+    bool track_reuse = true;       // 3.13+: objects made in reused blocks go to the line making them
 };
 
 struct SnapshotData;  // snapshot.hpp
@@ -41,6 +42,9 @@ std::string start(const Options& options);
 // ones; otherwise (someone hooked on top of us) leaves ours installed as pass-through.
 // Recorded data stays available to snapshot() until reset(). Requires the GIL.
 void stop();
+// The program has ended: the run's duration, peak RSS and timeline end now. Allocations are
+// still tracked (the block tables stay exact, for holders.hpp) until stop(). Requires the GIL.
+void finish();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.
 bool hooks_installed();
@@ -50,8 +54,18 @@ bool is_forked_child();
 // "exact" (address table only), "sampling" (any allocator) or "sampling-pymalloc" (no MEM/OBJ
 // free hooks; see hooks.cpp). "" before any run.
 const char* hook_kind();
+// Whether objects made in reused blocks (CPython's free lists) are charged to the line making
+// them: "tracked", "lost", "unavailable" or "" (see hooks.hpp). Requires the GIL.
+const char* object_reuse();
 // Whether this run reads only the changed part of stacks (sys.monitoring frame exits, 3.12+).
 bool watches_exits();
+// The sys.monitoring tool id this run holds for that (-1: none).
+int monitoring_tool();
+// The program asks for our tool id `tool`: ours moves to another free one (-1: none left,
+// whole stacks are read from now on). Returns the id we hold now. Requires the GIL.
+int move_monitoring(int tool);
+// Stops watching frame exits for the rest of the run (whole stacks are read from now on).
+void stop_watching();
 // Whether this run traces the C allocator calls of other libraries (native.hpp).
 bool traces_native();
 const char* native_problem();

@@ -16,6 +16,9 @@ Public API::
     run = memlens.stop()
 
 In IPython and Jupyter, ``%load_ext memlens`` adds ``%%memlens`` (docs/notebooks.md).
+PYTEST_DONT_REWRITE: ``memlens run -m pytest`` imports this package before pytest starts, so
+pytest could not rewrite its asserts (it has none); this marker in its docstring keeps pytest
+from warning about that, which ``filterwarnings = error`` would turn into a failed session.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ def profile(
     native: bool = True,
     save: bool | str | os.PathLike[str] = False,
     gpu: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> Profile:
     """Context manager that traces the block it wraps; ``p.run`` is the result.
 
@@ -65,10 +70,13 @@ def profile(
     leaves a run. ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep
     stacks cheap on Python 3.12+ (the figures are the same). ``native=False`` leaves out what C
     libraries allocate through the C allocator; ``gpu=False`` PyTorch's CUDA memory (recorded
-    from when the program initialises CUDA). With ``save=True`` the run is also written into
-    the store of the working directory (``.memlens/runs/``, ``save="path"``: the store rooted
-    there) when the block ends, and becomes ``latest``: ``memlens show`` and the editor show it;
-    ``p.path`` is its file. See :func:`memlens.tracing.tracer.start`.
+    from when the program initialises CUDA). ``holders=False``: the run does not record what
+    holds the lines still live at its end. ``track_reuse=False`` leaves objects CPython makes
+    in reused blocks (its free lists) on the line that first allocated the block, as before
+    Python 3.13 (for comparisons). With ``save=True`` the run is also written into the store
+    of the working directory (``.memlens/runs/``, ``save="path"``: the store rooted there) when
+    the block ends, and becomes ``latest``: ``memlens show`` and the editor show it; ``p.path``
+    is its file. See :func:`memlens.tracing.tracer.start`.
     """
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
     from memlens.tracing.tracer import Profile
@@ -91,6 +99,8 @@ def start(
     native: bool = True,
     save: bool | str | os.PathLike[str] = False,
     gpu: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
 ) -> None:
     """Start tracing every thread of this process (options as :func:`profile`)."""
     options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
@@ -100,17 +110,21 @@ def start(
 
 
 def stop(
-    command: Sequence[str] | None = None, exit_code: int | None = 0, complete: bool = True
+    command: Sequence[str] | None = None,
+    exit_code: int | None = 0,
+    complete: bool = True,
+    holders: bool | None = None,
 ) -> Run:
     """Stop tracing and return the :class:`memlens.model.Run` recorded since :func:`start`
     (started with ``save``: written into the store too, as ``latest``).
 
     ``command``, ``exit_code`` and ``complete`` are recorded in the run's header (default: this
-    process's ``sys.argv``, 0, True).
+    process's ``sys.argv``, 0, True). ``holders``: whether the run records what holds its live
+    lines (default: as :func:`start` was told).
     """
     from memlens.tracing import tracer
 
-    return tracer.stop(command=command, exit_code=exit_code, complete=complete)
+    return tracer.stop(command=command, exit_code=exit_code, complete=complete, holders=holders)
 
 
 def load_ipython_extension(ipython: object) -> None:

@@ -129,19 +129,37 @@ class _Pairs(Mapping[int, tuple[int, int]]):
         return iter(range(len(self._first)))
 
 
-#: Longest caller chain followed from a node to its root (a damaged tree could loop).
-MAX_DEPTH = 10_000
+#: Frames of a call path shown at most: its outermost and innermost half each (the hover, the
+#: MCP server's ``line_figures``); a deeper path says how many frames between are left out.
+SHOWN_FRAMES = 20
 
 
 @dataclass(frozen=True, slots=True)
 class CallPath:
     """One way a line was reached: its nodes from the root down to the line's own node, and
     what was allocated under it (inclusive of what the line called), summed over the nodes
-    that share the path."""
+    that share the path.
+
+    ``frames`` are the path's frames as shown: all of them, or for a path of more than
+    :data:`SHOWN_FRAMES` frames its outermost and innermost halves; ``depth`` is how many
+    frames the whole path has (those left out lie between the halves, after
+    ``frames[:left_out_at]``).
+    """
 
     frames: tuple[CallNode, ...]
     incl_peak_bytes: int
     incl_alloc_bytes: int
+    depth: int = 0
+
+    @property
+    def left_out(self) -> int:
+        """How many frames of the path are not in :attr:`frames`."""
+        return max(0, self.depth - len(self.frames))
+
+    @property
+    def left_out_at(self) -> int:
+        """Where in :attr:`frames` the frames left out would be."""
+        return len(self.frames) // 2 if self.left_out else len(self.frames)
 
 
 class CallTreeIndex:
@@ -168,10 +186,11 @@ class CallTreeIndex:
 
     def at(self, file: str, line: int) -> list[CallNode]:
         """The nodes of ``file:line`` (one per call path that reached it)."""
+        return [self.tree[i] for i in self._ids_at(file, line)]
+
+    def _ids_at(self, file: str, line: int) -> list[int]:
         fid = self._file_ids.get(file)
-        if fid is None:
-            return []
-        return [self.tree[i] for i in self._by_line.get((fid, line), ())]
+        return [] if fid is None else self._by_line.get((fid, line), [])
 
     @property
     def inclusive(self) -> Mapping[int, tuple[int, int]]:
@@ -179,29 +198,76 @@ class CallTreeIndex:
         peak, alloc = self.tree.inclusive("peak_bytes"), self.tree.inclusive("alloc_bytes")
         return _Pairs(peak, alloc)
 
-    def path_to(self, node: CallNode) -> tuple[CallNode, ...]:
-        """The nodes from the root down to ``node`` (at most :data:`MAX_DEPTH` callers)."""
-        frames = [node]
-        cur = self.node(node.parent)
-        while cur is not None and len(frames) <= MAX_DEPTH:
-            frames.append(cur)
-            cur = self.node(cur.parent)
-        frames.reverse()
-        return tuple(frames)
+    def path_to(self, node: CallNode, shown: int | None = None) -> tuple[CallNode, ...]:
+        """The nodes from the root down to ``node``; with ``shown``, only the outermost and
+        innermost ``shown // 2`` of a deeper path (:class:`CallPath`)."""
+        ids = self._path_ids(node.id)
+        if shown is not None and len(ids) > shown:
+            ids = ids[: shown // 2] + ids[len(ids) - (shown - shown // 2) :]
+        return tuple(self.tree[i] for i in ids)
 
-    def heaviest_paths(self, file: str, line: int, limit: int = 3) -> list[CallPath]:
-        """The ``limit`` call paths reaching ``file:line`` that held the most at the peak.
+    def _path_ids(self, node_id: int) -> list[int]:
+        """The ids of the nodes from the root down to ``node_id`` (a canonical tree: every
+        parent comes before its child, so the walk ends)."""
+        parent = self.tree.parent
+        ids = []
+        n = node_id
+        while n >= 0:
+            ids.append(n)
+            p = parent[n]
+            n = p if p < n else -1  # (never otherwise in a canonical tree)
+        ids.reverse()
+        return ids
+
+    def heaviest_paths(
+        self, file: str, line: int, limit: int = 3, shown: int = SHOWN_FRAMES
+    ) -> list[CallPath]:
+        """The ``limit`` call paths reaching ``file:line`` that held the most at the peak,
+        each with at most ``shown`` of its frames (:class:`CallPath`).
 
         Nodes reached through the same callers (the same file, line and function at every
-        level) are one path; their figures are added. Ties go to the larger allocation.
+        level) are one path; their figures are added. Ties go to the larger allocation, then
+        to the shorter path, then to the one recorded first. The cost is linear in the nodes
+        of the line and their callers (each walked once: a line reached 3,000 frames deep by
+        recursion is 3,000 nodes, not 3,000 paths of up to 3,000 frames), plus the frames
+        shown.
         """
-        incl = self.inclusive
-        merged: dict[tuple[tuple[str, int, str], ...], tuple[tuple[CallNode, ...], int, int]] = {}
-        for node in self.at(file, line):
-            frames = self.path_to(node)
-            key = tuple((n.file, n.line, n.function) for n in frames)
-            peak, alloc = incl[node.id]
-            first, p, a = merged.get(key, (frames, 0, 0))
-            merged[key] = (first, p + peak, a + alloc)
-        ranked = sorted(merged.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
-        return [CallPath(frames, p, a) for _, (frames, p, a) in ranked[:limit]]
+        nodes = self._ids_at(file, line)
+        if not nodes:
+            return []
+        tree = self.tree
+        parent, files, lines, functions = tree.parent, tree.file, tree.line, tree.function
+        peak, alloc = tree.inclusive("peak_bytes"), tree.inclusive("alloc_bytes")
+        # Each path interned as (its callers' path, file, line, function): nodes with the
+        # same path get the same id, found by walking up only to a node seen before.
+        path_of: dict[int, int] = {}
+        interned: dict[tuple[int, int, int, int], int] = {}
+        depth: list[int] = []
+        merged: dict[int, list[int]] = {}  # path id -> [first node, peak, alloc]
+        for n in nodes:
+            chain = []
+            m = n
+            while m >= 0 and m not in path_of:
+                chain.append(m)
+                m = parent[m] if parent[m] < m else -1
+            pid = path_of[m] if m >= 0 else -1
+            for k in reversed(chain):
+                key = (pid, files[k], lines[k], functions[k])
+                found = interned.get(key)
+                if found is None:
+                    found = interned[key] = len(depth)
+                    depth.append((depth[pid] if pid >= 0 else 0) + 1)
+                pid = path_of[k] = found
+            entry = merged.get(pid)
+            if entry is None:
+                merged[pid] = [n, peak[n], alloc[n]]
+            else:
+                entry[1] += peak[n]
+                entry[2] += alloc[n]
+        ranked = sorted(
+            merged.items(), key=lambda kv: (-kv[1][1], -kv[1][2], depth[kv[0]], kv[1][0])
+        )
+        return [
+            CallPath(self.path_to(tree[first], shown), p, a, depth[pid])
+            for pid, (first, p, a) in ranked[:limit]
+        ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memlens import held
 from memlens.model import (
     DEVICE_FIGURES,
     ERRORS,
@@ -110,13 +111,17 @@ def run_header(info: RunInfo) -> dict[str, Any]:
 def to_json_dict(run: Run) -> dict[str, Any]:
     info = run.info
     gpu = has_gpu(info)
+    holders = held.index(run)
 
-    def lines(sf: SourceFile) -> dict[str, dict[str, Any]]:
+    def lines(path: str, sf: SourceFile) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for line, st in sorted(sf.lines.items()):
             out[str(line)] = entry = dict[str, Any](line_figures(st, info.mode, gpu))
             if line in sf.gpu_devices:
                 entry["gpu_devices"] = device_figures(sf.gpu_devices[line])
+            found = holders.get((path, line))
+            if found:
+                entry["held_by"] = held.to_json(found)
         return out
 
     return {
@@ -126,7 +131,7 @@ def to_json_dict(run: Run) -> dict[str, Any]:
         "files": {
             path: {
                 "sha256": sf.sha256,
-                "lines": lines(sf),
+                "lines": lines(path, sf),
                 "functions": [function_figures(fn, gpu) for fn in sf.functions],
             }
             for path, sf in run.files.items()

@@ -72,6 +72,34 @@ def clear_processes(folder: str, remove: bool = False) -> str | None:
     return None
 
 
+def claim_held(lock_path: str) -> bool:
+    """Whether a live process holds its claim ``lock_path`` in a processes folder (a POSIX
+    lock, which the kernel releases when the process ends, however it ends)."""
+    import fcntl
+
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(lock_path, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False  # gone: it finished meanwhile
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing it drops the lock we may have taken
+    return False
+
+
+def claims_held(folder: str) -> bool:
+    """Whether a live process still writes into the processes folder ``folder``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(n.endswith(".lock") and claim_held(os.path.join(folder, n)) for n in names)
+
+
 def process_run_name(pid: int, n: int = 1) -> str:
     """The file name of a process's run in a processes folder: ``<pid>.mlrun``, or
     ``<pid>-<n>.mlrun`` for the n-th process of the run that had the same id."""
@@ -119,12 +147,21 @@ def display_path(path: str, cwd: str | None = None) -> str:
     return printable(path if rel.startswith("..") else rel)
 
 
+#: The invisible marks that reorder or hide text ("Trojan Source": bidi marks, embeddings,
+#: overrides and isolates, a zero-width space, the byte order mark): shown as escapes on the
+#: terminal (:func:`printable`) and replaced in the editor's Markdown (memlens_lsp.markdown).
+INVISIBLE = (
+    0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF,
+)  # fmt: skip
+
+
 def _unprintable_table() -> dict[int, str]:
     # C0 controls but tab, DEL, C1 controls (0x9b is a one-byte CSI on some terminals), and the
-    # invisible marks that reorder or hide text ("Trojan Source": bidi overrides and isolates).
-    codes = [*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)]
-    codes += [0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-    codes += [0xFEFF]
+    # invisible marks.
+    codes = [*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0), *INVISIBLE]
+    # Lone surrogates: the bytes of a file name that is not UTF-8 (os.fsdecode); printed as
+    # they are, they would fail the write ("surrogates not allowed").
+    codes += range(0xD800, 0xE000)
     return {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in codes}
 
 
@@ -137,8 +174,9 @@ def printable(text: str) -> str:
     Everything memlens prints that comes from a run file or the file system (names, source
     lines, commands, run ids, error messages quoting them) goes through here, so no escape
     sequence from a hostile run reaches the terminal. Control characters (all but tab),
-    including newlines and ESC, and the invisible marks that reorder text become visible
-    escapes (``\\x1b``); everything else is kept.
+    including newlines and ESC, the invisible marks that reorder text and the undecodable
+    bytes of a file name that is not UTF-8 become visible escapes (``\\x1b``, ``\\udcff``);
+    everything else is kept.
     """
     global _UNPRINTABLE
     if text.isprintable():

@@ -12,10 +12,14 @@ The rule (docs/how-it-works.md, "Child processes"):
 - the merged timeline is that sum, on the first run's clock; so are the merged moments (each
   line's live bytes at the processes' moments, summed over the processes alive then) and when
   the merged peak happened;
+- what holds a line's objects (``holders``) is each process's own paths, listed together;
 - a process that left only a checkpoint (killed, crashed, still running) counts with what the
   checkpoint held; one that left no run counts with nothing;
 - GPU memory (PyTorch CUDA) likewise per line and function; the run's GPU peak is the sum of
   each process's own (processes usually use their own devices), and its devices are theirs.
+
+``memlens merge`` applies the same rule to runs made apart (workers on other machines, or not
+started by the profiled program): :func:`combine`.
 
 Standard library only; run after the program ended, so imports cost nothing it measures.
 """
@@ -23,12 +27,14 @@ Standard library only; run after the program ended, so imports cost nothing it m
 from __future__ import annotations
 
 import math
-from datetime import datetime
+import os
+from datetime import datetime, timezone
 
 from memlens.calltree import TreeBuilder
-from memlens.errors import RunFileError
+from memlens.errors import MemlensError, RunFileError
 from memlens.layout import process_runs
 from memlens.model import (
+    CALL_TREE_COLUMNS,
     DEVICE_FIGURES,
     ERRORS,
     FIGURES,
@@ -91,7 +97,95 @@ def merge(runs: Sequence[Run], processes: Sequence[ProcessInfo]) -> Run:
         call_tree=_merge_trees([r.call_tree for r in runs]),
         timeline=timeline,
         moments=_merge_moments(runs) if len(runs) > 1 else root.moments,
+        holders=tuple(h for r in runs for h in r.holders),  # each process's paths, as found
     )
+
+
+def combine(runs: Sequence[Run]) -> Run:
+    """Runs made apart (``memlens merge``: workers on several machines, or processes that
+    were not children of one profiled program) as one run, by :func:`merge`'s rule. The run
+    that started first gives the header, the sources it recorded and the clock; the header
+    lists every process of every run (a run that followed children lists its own), spans from
+    the first start to the last end, and is complete only when every run is. Runs of
+    different modes or sampling intervals are refused: their figures are not of one kind.
+    Files a run recorded under its own workspace root are taken as the first run's files at
+    the same place under its root (:func:`onto`), so that a file of two checkouts is one."""
+    if not runs:
+        raise MemlensError("nothing to merge")
+    kinds = {(r.info.mode, r.info.sample_interval_bytes) for r in runs}
+    if len(kinds) > 1:
+        listed_kinds = ", ".join(
+            mode if mode == "exact" else f"{mode} every {interval} bytes"
+            for mode, interval in sorted(kinds)
+        )
+        raise MemlensError(f"cannot merge runs made in different modes ({listed_kinds})")
+    ordered = sorted(runs, key=lambda r: (_start(r) is None, _start(r) or 0.0))
+    root = ordered[0].info.workspace_root
+    ordered = [ordered[0], *(onto(r, root) for r in ordered[1:])]
+    processes = [p for r in ordered for p in processes_of(r)]
+    merged = merge(ordered, processes)
+    info = replace(merged.info, complete=all(r.info.complete for r in ordered))
+    first, last = _span(ordered)
+    if first is not None and last is not None:
+        ended = datetime.fromtimestamp(last, timezone.utc).isoformat()
+        info = replace(info, ended=ended, duration_s=max(last - first, info.duration_s))
+    return replace(merged, info=info)
+
+
+def onto(run: Run, root: str) -> Run:
+    """``run`` with the files it recorded under its workspace root (another checkout, another
+    machine) moved to the same relative path under ``root``, as the editor maps a run made in
+    another checkout onto the workspace. ``run`` itself when either root is unknown, they are
+    the same, or the run's root is a file system's root (a process started from ``/``)."""
+    own = run.info.workspace_root
+    if not (own and root and os.path.isabs(own) and os.path.isabs(root)):
+        return run
+    own, root = os.path.normpath(own), os.path.normpath(root)
+    if own == root or os.path.dirname(own) == own:
+        return run
+    prefix = os.path.join(own, "")
+
+    def moved(path: str) -> str:
+        if os.path.isabs(path) and os.path.normpath(path).startswith(prefix):
+            return os.path.join(root, os.path.relpath(os.path.normpath(path), own))
+        return path
+
+    files: dict[str, SourceFile] = {}
+    for path, sf in run.files.items():
+        new = moved(path)
+        if new != path:
+            sf = replace(sf, path=new)
+        mine = files.get(new)
+        files[new] = sf if mine is None else _merge_file(mine, sf)
+    tree = run.call_tree
+    columns = {name: getattr(tree, name) for name in CALL_TREE_COLUMNS}
+    tree = CallTree([moved(p) for p in tree.files], tree.functions, columns)
+    m = run.moments
+    moments = Moments(
+        m.t,
+        m.traced_bytes,
+        [moved(p) for p in m.files],
+        m.lines,
+        [(moved(f), q, first, last) for f, q, first, last in m.function_keys],
+        m.functions,
+    )
+    return replace(run, files=files, call_tree=tree, moments=moments)
+
+
+def processes_of(run: Run) -> tuple[ProcessInfo, ...]:
+    """The processes whose figures ``run`` holds: those its header lists (a run that followed
+    child processes), else its own process (its parent unknown: 0)."""
+    if run.info.processes:
+        return run.info.processes
+    info = run.info
+    return (ProcessInfo(info.pid, 0, info.command, info.complete, info.peak_traced_bytes),)
+
+
+def _span(runs: Sequence[Run]) -> tuple[float | None, float | None]:
+    """The first start and the last end of ``runs`` (timestamps), None when not known."""
+    starts = [t for t in (_start(r) for r in runs) if t is not None]
+    ends = [t + r.info.duration_s for r in runs if (t := _start(r)) is not None]
+    return (min(starts), max(ends)) if starts else (None, None)
 
 
 #: Most processes whose own runs are read to split a merged run's lines by process.

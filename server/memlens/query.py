@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from memlens import held
 from memlens.calltree import CallTreeIndex
 from memlens.export import device_figures, has_gpu, run_header
 from memlens.export import function_figures as function_export
@@ -112,6 +113,7 @@ def _line_entry(run: Run, tree: CallTreeIndex, sf: SourceFile, line: int) -> dic
         "code": _code(sf, line),
         "function": _function_of(tree, sf, line),
         **line_export(sf.lines[line], run.info.mode, has_gpu(run.info)),
+        "held_by": held.to_json(held.of_line(run, sf.path, line)),
     }
     if line in sf.gpu_devices:
         entry["gpu_devices"] = device_figures(sf.gpu_devices[line])
@@ -157,7 +159,9 @@ def line_figures(
     run: Run, file: str, start: int = 1, end: int | None = None, paths: int = 3
 ) -> list[dict[str, Any]]:
     """The lines of ``file`` (a key of ``run.files``) between ``start`` and ``end`` that have
-    figures, each with its ``paths`` heaviest call paths (:meth:`CallTreeIndex.heaviest_paths`)."""
+    figures, each with its ``paths`` heaviest call paths (:meth:`CallTreeIndex.heaviest_paths`:
+    of a path deeper than :data:`memlens.calltree.SHOWN_FRAMES` frames, its outermost and
+    innermost ones, ``frames_left_out`` saying how many lie between)."""
     sf = run.files[file]
     tree = CallTreeIndex(run.call_tree)
     out: list[dict[str, Any]] = []
@@ -170,6 +174,7 @@ def line_figures(
                 "frames": [
                     {"path": n.file, "line": n.line, "function": n.function} for n in p.frames
                 ],
+                "frames_left_out": p.left_out,
                 "incl_peak_bytes": p.incl_peak_bytes,
                 "incl_alloc_bytes": p.incl_alloc_bytes,
             }

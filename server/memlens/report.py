@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memlens import growth
+from memlens import growth, held
 from memlens.annotate import figure_text, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
@@ -495,3 +495,54 @@ def _render_rich(
                 if lr.label:
                     line.append(f"  {lr.label}", style="bold magenta")
             console.print(line, soft_wrap=True, highlight=False)
+
+
+# -- what holds a line (`memlens show --why FILE:LINE`) ----------------------------------------
+
+NOT_RECORDED_WHY = (
+    "the run recorded nothing about what holds it (only lines still live at the end of a run "
+    "made by this memlens are looked into)"
+)
+
+
+def why_lines(run: Run, file: str, line: int) -> list[str]:
+    """What holds ``file``:``line`` at the end of the run, as lines of plain text (names from
+    the run made printable): one per path, then one per object on it, with its type and the
+    line that allocated it."""
+    where = f"{display_path(file)}:{line}"
+    stats = run.files[file].lines.get(line) if file in run.files else None
+    out = []
+    if stats is None:
+        out.append(f"{where} has no figures in this run")
+    else:
+        n = stats.live_count
+        objects = f" in {fmt_count(n)} object{'' if n == 1 else 's'}" if n else ""
+        out.append(f"{where} holds {fmt_bytes(stats.live_bytes)} at exit{objects}")
+    paths = held.of_line(run, file, line)
+    if not paths:
+        out.append(f"  {NOT_RECORDED_WHY}")
+        return out
+    total = held.sampled(paths)
+    for h in paths:
+        if h.outcome != "found":
+            out.append(f"  {held.NO_PATH.get(h.outcome, printable(h.outcome))}")
+            continue
+        out.append(f"  held by {printable(held.expression(h))}  ({h.objects} of {total} sampled)")
+        parts = [(printable(p.text.strip()), p) for p in held.parts(h)]
+        width = min(max(len(text) for text, _ in parts), 48)
+        for text, p in parts:
+            at = (
+                f"allocated at {display_path(p.file)}:{p.line}"
+                if p.file
+                else "not allocated by a traced line"
+            )
+            out.append(f"    {text:<{width}}  {printable(p.type) or '-':<12}  {at}")
+    return out
+
+
+def parse_where(run: Run, where: str) -> tuple[str, int]:
+    """``FILE:LINE`` (a file of the run as :func:`find_file` resolves it) as (file, line)."""
+    name, _, number = where.rpartition(":")
+    if not name or not number.isdigit():
+        raise MemlensError(f"--why {where}: expected FILE:LINE, e.g. app.py:42")
+    return find_file(run, name), int(number)

@@ -19,6 +19,7 @@ never follows a link out of itself (see :func:`memlens.layout.read_pointer`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -29,13 +30,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memlens.errors import MemlensError, RunFileError
+from memlens.errors import MemlensError, RunFileError, os_error_reason
 from memlens.layout import (
     KINDS,
     POINTERS,
+    PROCESSES_SUFFIX,
     RUN_SUFFIX,
     RUNS_DIR,
     STORE_DIR,
+    claims_held,
     clear_processes,
     display_path,
     in_store,
@@ -49,7 +52,7 @@ from memlens.layout import (
 from memlens.runfile import reader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from memlens.model import RunInfo
 
@@ -76,6 +79,25 @@ def run_kind(info: RunInfo) -> str:
 #: How many of the newest runs a store made before kinds is searched for the latest run of a
 #: kind (each costs reading a header).
 KIND_SCAN = 20
+
+
+@contextlib.contextmanager
+def _one_line(doing: str, path: Path) -> Iterator[None]:
+    """An OSError changing the store (read-only, full, not ours) as one MemlensError line."""
+    try:
+        yield
+    except OSError as exc:
+        raise MemlensError(
+            f"cannot {doing} {display_path(str(path))}: {os_error_reason(exc)}"
+        ) from None
+
+
+def _is_file_or_link(path: Path) -> bool:
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
 def warn(path: Path, problem: str) -> None:
@@ -114,8 +136,9 @@ class Store:
             raise MemlensError(
                 f"{display_path(str(run_path))} is not a run file of the store {self.runs_dir}"
             )
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        write_pointer(str(self.runs_dir), name, str(run_path))
+        with _one_line("write", self.runs_dir / name):
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            write_pointer(str(self.runs_dir), name, str(run_path))
 
     def adopt(self, run_path: Path) -> Path:
         """``run_path`` if it is a run of this store, else a copy of it put into the store.
@@ -127,13 +150,14 @@ class Store:
         if self.holds(run_path):
             return run_path
 
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
         target = self.runs_dir / (run_path.stem + RUN_SUFFIX)
         n = 1
         while target.exists():
             n += 1
             target = self.runs_dir / f"{run_path.stem}-{n}{RUN_SUFFIX}"
-        replace_file(str(target), lambda tmp: shutil.copyfile(run_path, tmp))
+        with _one_line("write", target):
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            replace_file(str(target), lambda tmp: shutil.copyfile(run_path, tmp))
         return target
 
     def holds(self, path: Path) -> bool:
@@ -146,7 +170,8 @@ class Store:
             return False
 
     def clear_pointer(self, name: str) -> None:
-        (self.runs_dir / name).unlink(missing_ok=True)
+        with _one_line("remove", self.runs_dir / name):
+            (self.runs_dir / name).unlink(missing_ok=True)
 
     def point_latest(self, run_path: Path, kind: str = "program") -> None:
         """Point ``latest`` and the latest of ``kind`` at a run file of this store."""
@@ -220,13 +245,14 @@ class Store:
             return None
 
     def run_files(self) -> list[Path]:
-        """Run files of the store, oldest first (ids sort by start time)."""
+        """Run files of the store, oldest first (ids sort by start time); a directory named
+        like one is none."""
         if not self.runs_dir.is_dir():
             return []
         return sorted(
             p
             for p in self.runs_dir.iterdir()
-            if p.suffix == RUN_SUFFIX and not p.name.startswith(".")
+            if p.suffix == RUN_SUFFIX and not p.name.startswith(".") and not p.is_dir()
         )
 
     def _newest(self) -> Path | None:
@@ -294,13 +320,16 @@ class Store:
         """Delete all but the ``keep`` newest runs; never the baseline. Returns what went."""
         if keep < 0:
             raise MemlensError("--keep must be at least 0")
-        files = self.run_files()
+        # Only run files: something else named like one (a FIFO) is not the store's to remove.
+        files = [p for p in self.run_files() if _is_file_or_link(p)]
         baselines = (self.pointer(pointer_name("baseline", kind)) for kind in KINDS)
         protected = {p.resolve() for p in baselines if p is not None}
         doomed = [p for p in files[: max(0, len(files) - keep)] if p.resolve() not in protected]
         for p in doomed:
-            p.unlink(missing_ok=True)
+            with _one_line("remove", p):
+                p.unlink(missing_ok=True)
             clear_processes(processes_folder(str(p)), remove=True)  # its processes' runs
+        self._remove_orphan_processes()
         self._remove_stale_temporaries()
         latest = self.pointer("latest")
         if latest is None:
@@ -314,6 +343,25 @@ class Store:
             if os.path.lexists(self.runs_dir / name) and self.pointer(name) is None:
                 self.clear_pointer(name)
         return doomed
+
+    def _remove_orphan_processes(self, older_than_s: float = 3600.0) -> None:
+        """Delete the processes folders (per-process runs of a run that followed its children)
+        whose run file is gone: left by a program that ended before its first checkpoint, or
+        whose run was removed by hand. Only folders untouched for an hour and that no running
+        process still writes into (a claim held: memlens.tracing.follow)."""
+        if not self.runs_dir.is_dir():
+            return
+        cutoff = time.time() - older_than_s
+        for p in self.runs_dir.iterdir():
+            if not p.name.endswith(PROCESSES_SUFFIX) or p.name.startswith("."):
+                continue
+            run = p.with_name(p.name.removesuffix(PROCESSES_SUFFIX) + RUN_SUFFIX)
+            try:
+                if os.path.lexists(run) or p.lstat().st_mtime >= cutoff or claims_held(str(p)):
+                    continue
+            except OSError:
+                continue
+            clear_processes(str(p), remove=True)
 
     def _remove_stale_temporaries(self, older_than_s: float = 3600.0) -> None:
         """Delete temporaries of writers that were killed mid-write (``.<name>.<random>.tmp``)."""

@@ -83,8 +83,16 @@ class memoized(Generic[_T]):
 
 
 def canonical(path: str | os.PathLike[str]) -> str:
-    """The key the index uses for a file: absolute, symlinks resolved, case-normalised."""
-    return os.path.normcase(os.path.realpath(os.fspath(path)))
+    """The key the index uses for a file: absolute, symlinks resolved, case-normalised.
+
+    Recorded paths come from untrusted runs: a name no file can have (a NUL byte) is kept as
+    it is written, made absolute, so that it names nothing on disk and never fails a lookup.
+    """
+    name = os.fspath(path)
+    try:
+        return os.path.normcase(os.path.realpath(name))
+    except (ValueError, OSError):
+        return os.path.normcase(os.path.abspath(name))
 
 
 _NOT_FUNCTIONS = re.compile(r"<(lambda|listcomp|dictcomp|setcomp|genexpr|module)>$")
@@ -362,7 +370,7 @@ def _resolve(recorded: str, dirs: Iterable[Path]) -> str:
         return canonical(p)
     for d in dirs:
         candidate = d / p
-        if candidate.exists():
+        if os.path.exists(candidate):  # (False for a name no file can have, not an error)
             return canonical(candidate)
     first = next(iter(dirs), Path.cwd())
     return canonical(first / p)

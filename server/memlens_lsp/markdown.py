@@ -8,7 +8,8 @@ Markdown; the fixed parts of the server's Markdown are written by hand.
 
 Both first replace control characters (C0, C1, DEL, line and paragraph separators: escape
 sequences, and line breaks that would start a new block such as a link reference definition
-or raw HTML) with U+FFFD. :func:`text` then backslash-escapes every ASCII punctuation
+or raw HTML) and the invisible marks that reorder or hide text (bidi overrides and isolates:
+:data:`memlens.layout.INVISIBLE`, which the terminal escapes too) with U+FFFD. :func:`text` then backslash-escapes every ASCII punctuation
 character, which CommonMark always allows and which leaves no link, image, autolink, HTML,
 entity, emphasis or table syntax; it also keeps GFM's bare-URL autolinks (``www.x.org``,
 ``https://...``) from forming, as ``.``, ``:`` and ``/`` are escaped. :func:`code` puts the
@@ -20,9 +21,15 @@ on ``|`` even inside code spans): the server's tables hold figures only.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 
-#: Control characters, and line/paragraph separators some renderers treat as line breaks.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+from memlens.layout import INVISIBLE
+
+#: Control characters, line/paragraph separators some renderers treat as line breaks, and the
+#: invisible marks that reorder text.
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029" + "".join(re.escape(chr(c)) for c in INVISIBLE) + "]"
+)
 _PUNCTUATION = re.compile(r"""([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])""")
 _BACKTICKS = re.compile(r"`+")
 #: Untrusted strings are cut to this many characters (a name, a path) before rendering.
@@ -30,7 +37,8 @@ MAX_CHARS = 300
 
 
 def plain(value: str) -> str:
-    """``value`` with control characters replaced and cut to :data:`MAX_CHARS`."""
+    """``value`` with control characters and invisible marks replaced, cut to
+    :data:`MAX_CHARS` (also for plain text the editor shows: diagnostics)."""
     if len(value) > MAX_CHARS:
         value = value[: MAX_CHARS - 1] + "…"
     return _CONTROL.sub("\ufffd", value)
@@ -48,3 +56,14 @@ def code(value: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
     return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def link(label: str, path: str, line: int, title: str) -> str:
+    """``label`` (Markdown made by :func:`code` or :func:`text`) as a link to ``line`` of the
+    file ``path`` (absolute; otherwise the label alone), with ``title`` (plain text) as its
+    tooltip. The path is percent-encoded into a ``file:`` URI, so no Markdown survives in it."""
+    if not path.startswith("/") or "\x00" in path:
+        return label
+    uri = PurePosixPath(path).as_uri() + (f"#L{line}" if line > 0 else "")
+    tip = re.sub(r'(["\\])', r"\\\1", plain(title))
+    return f'[{label}]({uri} "{tip}")'

@@ -60,6 +60,20 @@ _I = TypeVar("_I")
 _O = TypeVar("_O")
 
 
+def uri_path(uri: str) -> str | None:
+    """The canonical path (:func:`memlens_lsp.index.canonical`) of a ``file:`` URI, with its
+    percent escapes decoded (``%20``, ``%C3%BC``): the one way the server turns a document's
+    or a folder's URI into the path its figures are keyed by. None for other schemes, and for
+    a name no file can have (a NUL byte, beyond the system's limits)."""
+    if not uri.startswith("file:"):
+        return None
+    try:
+        path = to_fs_path(uri)
+        return None if path is None else canonical(path)
+    except (ValueError, OSError):
+        return None
+
+
 class Notices:
     """Rate limits for what the server tells the user, so that a problem that keeps coming
     back (a run file rewritten in place several times a second, a bad setting) is shown once
@@ -195,10 +209,15 @@ class MemlensServer(LanguageServer):
 
     # -- helpers used by features ------------------------------------------------------------
     def document(self, uri: str) -> TextDocument | None:
-        # pygls keys documents by their unquoted URI (a notebook cell's has "%3D" in it).
-        if unquote(uri) not in self.workspace.text_documents:
-            return None
-        return self.workspace.get_text_document(uri)
+        """The open document ``uri`` names, however the client escapes it (pygls keeps
+        documents under their URI with percent escapes decoded), or None: the one way
+        features look a document up."""
+        documents: dict[str, TextDocument] = self.workspace.text_documents
+        return documents.get(uri) or documents.get(unquote(uri))
+
+    def open_uris(self) -> list[str]:
+        """The URIs of the open documents, as the client sent them."""
+        return [doc.uri for doc in self.workspace.text_documents.values()]
 
     async def context(self, uri: str) -> DocContext | None:
         """The document, its figures and line mapping; None when nothing to show.
@@ -206,13 +225,13 @@ class MemlensServer(LanguageServer):
         The re-mapping runs off the event loop; when the document or the loaded runs change
         meanwhile, the request is served from the newer state (a few tries, then None)."""
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
-        path = to_fs_path(uri)
-        if path is None and notebook is None:
+        path_key = uri_path(uri)
+        if path_key is None and notebook is None:
             return None
         if self.first_load is not None and not self.first_load.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.first_load.wait(), FIRST_LOAD_WAIT_S)
-        key = canonical(path) if path is not None else ""
+        key = path_key or ""
         for _ in range(3):
             doc = self.document(uri)
             if doc is None:

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlens import growth
+from memlens import growth, held
 from memlens.annotate import (
     HINT_WIDTH,
     change_kind,
@@ -404,7 +404,7 @@ def gone_items(
     for g in gone_lines(view, mapping, settings, len(lines)):
         text = lines[g.line] if g.line < len(lines) else ""
         start = len(text) - len(text.lstrip())
-        what = f" ({g.text[:60]})" if g.text else ""
+        what = f" ({md.plain(g.text[:60])})" if g.text else ""
         message = f"Gone since the baseline: line {g.baseline_line}{what} held {g.label}"
         out.append(DiagnosticItem(g.line, start, len(text), message, "gone"))
     return out
@@ -515,6 +515,8 @@ def call_paths(run: RunData, key: str, line: int, limit: int = 3) -> list[tuple[
             for n in callers
         ]
         frames.append(f"{md.code(own.function)} (line {own.line})")
+        if path.left_out:  # a deep path: its outermost and innermost frames
+            frames.insert(path.left_out_at, f"… {path.left_out:,} more frames …")
         out.append((" → ".join(frames), path.incl_peak_bytes, path.incl_alloc_bytes))
     return out
 
@@ -644,6 +646,10 @@ def hover_markdown(
             "(an import, a module constant, a class body), so it is not reported as a leak."
         )
         out.append("")
+    out.extend(held_by_markdown(view, line))
+    if stats.live_bytes and reuse_caveat(info.python, info.mode):
+        out.append(REUSE_CAVEAT.format(python=md.text(info.python)))
+        out.append("")
     recorded = os.path.normcase(os.path.normpath(view.source.path))
     if local_path is not None and recorded != local_path:
         out.append(f"_Profiled as {md.code(view.source.path)} (another checkout)._")
@@ -699,6 +705,64 @@ def _device_table(each: Sequence[GpuDeviceLine]) -> list[str]:
     )
     out.append("")
     return out
+
+
+#: Paths shown in a hover, at most.
+MAX_HELD_PATHS = 3
+#: The hover's note on lines live at exit in runs made before Python 3.13.
+REUSE_CAVEAT = (
+    "_Python {python}: objects CPython reuses from its free lists (tuples, floats, lists, "
+    "dicts) stay charged to the line that first allocated them, so this line's live memory "
+    "may belong to a line that made objects after it (from Python 3.13 on, memlens charges "
+    "them to the line that makes them)._"
+)
+
+
+def reuse_caveat(python: str, mode: str) -> bool:
+    """Whether a run's live figures carry the free-list error (made by memlens before 3.13)."""
+    if mode not in ("exact", "sampling"):
+        return False
+    major, _, rest = python.partition(".")
+    minor = rest.partition(".")[0]
+    return major == "3" and minor.isdigit() and int(minor) < 13
+
+
+def held_by_markdown(view: FileView, line: int) -> list[str]:
+    """What holds the line's memory at exit, for its hover: each path (the heaviest first) with
+    every part a link to the line that allocated its object; or why none was found. Empty when
+    the run recorded nothing for the line."""
+    paths = held.of_line(view.run.run, view.key, line)
+    if not paths:
+        return []
+    found = sorted((h for h in paths if h.outcome == "found"), key=lambda h: -h.objects)
+    total = held.sampled(paths)
+    if not found:
+        reason = held.NO_PATH.get(paths[0].outcome, paths[0].outcome)
+        return [f"**Held by**: {md.text(reason)}.", ""]
+    out = [f"**Held by** (what keeps it alive at exit; {total} sampled objects):", ""]
+    for h in found[:MAX_HELD_PATHS]:
+        links = []
+        for part in held.parts(h):
+            where = view.run.local_path(part.file) if part.file in view.run.run.files else ""
+            made = (
+                f"allocated at line {part.line}" if part.file else "not allocated by a traced line"
+            )
+            title = f"{part.type}, {made}" if part.type else made
+            links.append(md.link(md.code(part.text.strip()), where, part.line, title))
+        out.append(f"- {' → '.join(links)} · {h.objects} of {total}")
+    if len(found) > MAX_HELD_PATHS:
+        out.append(f"- … {len(found) - MAX_HELD_PATHS} more paths (`memlens show --why`)")
+    out.append("")
+    return out
+
+
+def held_by_suffix(view: FileView, line: int) -> str:
+    """``; held by ledger._price_cache[…]`` (what holds most of the line's sampled objects) for
+    a warning's message; "" when the run found nothing for the line."""
+    found = [h for h in held.of_line(view.run.run, view.key, line) if h.outcome == "found"]
+    if not found:
+        return ""
+    return f"; held by {md.plain(held.expression(max(found, key=lambda h: h.objects)))}"
 
 
 # -- scopes --------------------------------------------------------------------------------
@@ -864,6 +928,7 @@ def leak_items(
         start = len(text) - len(text.lstrip())
         verdict = view.verdict(rec)
         message = growth.message(verdict, stats.live_count, stats.alloc_bytes)
+        message += held_by_suffix(view, rec)
         code = "leak" if verdict.kind in (growth.GROWING, growth.UNKNOWN) else "kept"
         out.append(DiagnosticItem(line - 1, start, len(text), message, code))
     out.sort(key=lambda d: d.line)

@@ -16,6 +16,7 @@ from memlens.model import (
     FUNCTION_FIGURES,
     GPU_FIGURES,
     GPU_FUNCTION_FIGURES,
+    OUTCOMES,
     SELF_FIGURES,
 )
 
@@ -88,6 +89,34 @@ _FIGURE_PROPS: dict[str, Any] = {
         },
     },
 }
+_HOP = {
+    "type": "object",
+    "properties": {
+        "kind": {"type": "string"},
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "file": {"type": ["string", "null"]},
+        "line": {"type": ["integer", "null"]},
+    },
+    "required": ["kind", "name", "type", "file", "line"],
+}
+_HELD_BY = {
+    "type": "array",
+    "description": "What keeps the line's memory alive at exit: reference paths from a root "
+    "(module, thread, C code, cycle) to a sample of its objects; `objects` of the sample took "
+    "each path; `outcome` says why there is none (budget, unreached). Empty when the run did "
+    "not record it (lines not live at exit).",
+    "items": {
+        "type": "object",
+        "properties": {
+            "objects": {"type": "integer"},
+            "outcome": {"type": "string", "enum": list(OUTCOMES)},
+            "path": {"type": "string"},
+            "hops": {"type": "array", "items": _HOP},
+        },
+        "required": ["objects", "outcome"],
+    },
+}
 _LINE: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -96,8 +125,9 @@ _LINE: dict[str, Any] = {
         "code": {"type": "string"},
         "function": {"type": ["string", "null"]},
         **_FIGURE_PROPS,
+        "held_by": _HELD_BY,
     },
-    "required": ["path", "line", "code", "function", *FIGURES],
+    "required": ["path", "line", "code", "function", *FIGURES, "held_by"],
 }
 _CALL_PATH = {
     "type": "object",
@@ -114,10 +144,11 @@ _CALL_PATH = {
                 "required": ["path", "line", "function"],
             },
         },
+        "frames_left_out": {"type": "integer"},
         "incl_peak_bytes": {"type": "integer"},
         "incl_alloc_bytes": {"type": "integer"},
     },
-    "required": ["frames", "incl_peak_bytes", "incl_alloc_bytes"],
+    "required": ["frames", "frames_left_out", "incl_peak_bytes", "incl_alloc_bytes"],
 }
 _SUMMARY = {
     "type": "object",

@@ -64,9 +64,28 @@ async def call_tool(ws: Workspace, name: str, arguments: Mapping[str, Any]) -> t
     except Exception as exc:  # a bug: one line to the client, the traceback to our stderr
         logger.exception("memlens mcp: %s failed", name)
         return _error(f"internal error in {name} ({type(exc).__name__}); see the server's log")
-    return types.CallToolResult(
-        content=_text(json.dumps(result, separators=(",", ":"))), structured_content=result
-    )
+    text = json.dumps(result, separators=(",", ":"))
+    if "\\ud" in text:  # a surrogate, maybe lone (a file name that is not UTF-8)
+        result = _unicode(result)
+        text = json.dumps(result, separators=(",", ":"))
+    return types.CallToolResult(content=_text(text), structured_content=result)
+
+
+def _unicode(value: Any) -> Any:
+    """``value`` with every string valid Unicode: the undecodable bytes of a file name that is
+    not UTF-8 (lone surrogates, as ``os.fsdecode`` gives them) become U+FFFD, which JSON sent
+    as UTF-8 can carry."""
+    if isinstance(value, str):
+        try:
+            raw = value.encode("utf-8", "surrogateescape")  # the name's own bytes
+        except UnicodeEncodeError:  # other lone surrogates (a JSON escape in a header)
+            raw = value.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_unicode(k): _unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unicode(v) for v in value]
+    return value
 
 
 def _run_id(uri: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 from memlens.layout import processes_folder
 from memlens.model import Run
 from memlens.runfile import reader
-from tests.cli.memlens_cmd import memlens, plain
+from tests.cli.memlens_cmd import latest_name, latest_run, memlens, plain
 
 pytest.importorskip(
     "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
@@ -159,6 +159,83 @@ def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
     assert child.parent_pid == run.info.pid
 
 
+def _old_pythons() -> list[str]:
+    """Pythons older than 3.7 (which cannot read `from __future__ import annotations`) found
+    on this machine: pyenv's, or Debian's python2.7."""
+    found = sorted(
+        str(p)
+        for p in (Path.home() / ".pyenv" / "versions").glob("*/bin/python")
+        if re.match(r"(2\.|3\.[0-6]\.)", p.parent.parent.name)
+    )
+    if not found and Path("/usr/bin/python2.7").exists():
+        found.append("/usr/bin/python2.7")
+    return found
+
+
+def test_older_pythons_started_by_the_program_start_as_without_memlens(tmp_path: Path) -> None:
+    """The start-up hook that follows children is read by every Python the program starts:
+    an old one (2.7, 3.6) prints no error and runs as without memlens (not followed)."""
+    pythons = _old_pythons()
+    if not pythons:
+        pytest.skip("no Python older than 3.7 on this machine")
+    script = SCRIPTS / "old_python.py"
+    reference = plain(script, *pythons, cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "old_python.py", *pythons)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout
+    assert all(line.endswith(" ''") for line in proc.stdout.splitlines()), proc.stdout
+    assert len(run.info.processes) <= 1  # nothing followed
+
+
+def test_program_replacing_itself_with_python_goes_on_with_its_run(tmp_path: Path) -> None:
+    """os.execv of a Python program: that program runs under `memlens run` too, and the one
+    run holds both parts (as two processes of the same id), with one report at the end."""
+    script, target = SCRIPTS / "execs_python.py", SCRIPTS / "exec_target.py"
+    reference = plain(script, str(target), "a", cwd=tmp_path)
+    proc = memlens("run", "--top", "3", str(script), str(target), "a", cwd=tmp_path)
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert reference.stdout == "launcher\nbecame ['a'] __main__\n"
+    assert proc.stdout.startswith(reference.stdout)
+    assert proc.stdout.count("memlens: peak") == 1
+    assert memlens_lines(proc.stderr) == [f"memlens: run written to {latest_name(tmp_path)}"]
+    run = latest_run(tmp_path)
+    assert 3 * MiB <= alloc(run, "exec_target.py", 5) < 3.1 * MiB
+    assert 2 * MiB <= alloc(run, "execs_python.py", 7) < 2.1 * MiB
+    assert alloc(run, "execs_python.py", 16) < 4096  # memlens's own work at the exec is not
+    first, second = run.info.processes
+    assert first.pid == second.pid == run.info.pid
+    assert first.command == ("python", str(target), "a")
+    assert second.command == ("python", str(script), str(target), "a")
+
+
+def test_child_replacing_itself_with_python_is_followed(tmp_path: Path) -> None:
+    target = SCRIPTS / "exec_target.py"
+    proc, run, _ = run_o(tmp_path, "execs_python.py", "fork", str(target))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "launcher",
+        "became ['child'] __main__",
+        "child exit 0",
+        "became [] __main__",
+    ]
+    assert 6 * MiB <= alloc(run, "exec_target.py", 5) < 6.2 * MiB  # the child's and the root's
+    pids = [p.pid for p in run.info.processes]
+    assert len(pids) == 4  # the root's two parts, the child's two
+    assert len(set(pids)) == 2
+
+
+def test_program_replacing_itself_with_another_program_ends_its_run(tmp_path: Path) -> None:
+    script = SCRIPTS / "execs_shell.py"
+    reference = plain(script, cwd=tmp_path)
+    proc, run, out = run_o(tmp_path, "execs_shell.py")
+    assert proc.returncode == reference.returncode == 0
+    assert proc.stdout == reference.stdout == "launcher\nfrom sh\n"
+    assert memlens_lines(proc.stderr) == ["memlens: run written to run.mlrun"]
+    assert run.info.complete
+    assert 2 * MiB <= alloc(run, "execs_shell.py", 5) < 2.1 * MiB
+    assert not os.path.exists(processes_folder(str(out)))  # nothing followed the shell
+
+
 def test_nested_children_are_followed(tmp_path: Path) -> None:
     proc, run, _ = run_o(tmp_path, "nested.py")
     assert proc.returncode == 0, proc.stderr
@@ -175,6 +252,22 @@ def test_nested_children_are_followed(tmp_path: Path) -> None:
     while len(chain) < 4:
         chain.append(next(pid for pid, parent in parent_of.items() if parent == chain[-1]))
     assert f"grandchild {chain[-2]}" in proc.stdout  # os.getppid() in the forked one
+
+
+def test_function_shipped_by_value_is_charged_to_its_line_in_both_processes(
+    tmp_path: Path,
+) -> None:
+    """cloudpickle rebuilds a function of __main__ under the file name "<dynamic-code>": in the
+    child that unpickles it and in the program itself, its 5 MiB are on its own line."""
+    reference = plain(SCRIPTS / "shipped.py", cwd=tmp_path)
+    proc, run, _ = run_o(tmp_path, "shipped.py")
+    assert proc.returncode == reference.returncode == 0, proc.stderr
+    assert proc.stdout == reference.stdout == "5242881\n5242882\n"
+    assert len(run.info.processes) == 2
+    assert 10 * MiB <= alloc(run, "shipped.py", 12) < 10.1 * MiB
+    calls = run.files[str(SCRIPTS / "shipped.py")].lines
+    assert calls[18].alloc_bytes < MiB  # subprocess.run
+    assert calls[19].alloc_bytes < MiB  # print(pickle.loads(payload)(2))
 
 
 def _child_ended_by_a_signal(tmp_path: Path, script: str, stdout: str) -> tuple[Run, Path]:
@@ -241,6 +334,44 @@ def test_child_ended_by_sigterm_writes_its_run_and_dies_by_it(tmp_path: Path) ->
     own = reader.read(Path(processes_folder(str(out))) / f"{child.pid}.mlrun")
     others = [st.alloc_bytes for n, st in own.files[str(script)].lines.items() if n != 10]
     assert sum(others) < 64 * 1024
+
+
+def test_children_ended_while_starting_write_their_runs(tmp_path: Path) -> None:
+    """Spawned children terminated while they start (at moments spread over their start-up)
+    die by SIGTERM as without memlens, and each one that claimed a run wrote it whole."""
+    proc, run, _ = run_o(tmp_path, "terminated_while_starting.py", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"exit codes [{-signal.SIGTERM}]\n"
+    assert memlens_lines(proc.stderr) == ["memlens: run written to run.mlrun"]
+    assert [p.pid for p in run.info.processes[1:] if not p.complete] == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_program_ended_by_sigterm_does_not_wait_for_its_children(
+    tmp_path: Path, method: str
+) -> None:
+    """Plain python dies of SIGTERM at once, leaving its pool's workers: so does the program
+    under memlens, after writing its run, without waiting --follow-wait for the workers."""
+    out = tmp_path / "run.mlrun"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlens", "run", "--no-report", "--follow-wait", "600",
+         "-o", str(out), str(SCRIPTS / "pool_sigterm.py"), method],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)  # far less than --follow-wait
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workers it left
+    assert proc.returncode == -signal.SIGTERM
+    assert memlens_lines(err) == ["memlens: run written to run.mlrun"]
+    run = reader.read(out)
+    assert not run.info.complete
+    assert len(run.info.processes) >= 5
+    assert [p.complete for p in run.info.processes[1:]] == [False] * 4
 
 
 @pytest.mark.parametrize("follow", [True, False], ids=["follow", "no-follow"])

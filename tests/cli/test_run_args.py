@@ -78,3 +78,31 @@ def test_usual_command_lines_need_no_argparse(argv: list[str]) -> None:
 )
 def test_help_errors_and_abbreviations_go_to_argparse(argv: list[str]) -> None:
     assert run_command.parse(argv) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "split"),
+    [
+        (["app.py", "a"], ([], ["app.py", "a"])),
+        (["-u", "-W", "ignore", "app.py"], (["-u", "-W", "ignore"], ["app.py"])),
+        (
+            ["-Werror::DeprecationWarning", "-X", "dev", "app.py"],
+            (["-Werror::DeprecationWarning", "-X", "dev"], ["app.py"]),
+        ),
+        (["-uB", "-m", "pkg.tool", "-c"], (["-uB"], ["-m", "pkg.tool", "-c"])),
+        (["-mpkg", "x"], ([], ["-m", "pkg", "x"])),
+        (
+            ["--check-hash-based-pycs", "never", "a.py"],
+            (["--check-hash-based-pycs", "never"], ["a.py"]),
+        ),
+        (["-c", "print(1)"], None),  # memlens runs files and modules
+        (["-S", "app.py"], None),  # no site: memlens would not be found
+        (["-"], None),
+        (["-i"], None),
+        (["--help"], None),
+    ],
+)
+def test_python_command_lines_a_program_replaces_itself_with(
+    argv: list[str], split: tuple[list[str], list[str]] | None
+) -> None:
+    assert run_command._python_command(argv) == split

@@ -444,6 +444,15 @@ def test_full_disk_never_leaves_no_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert kept.files == {}
     assert kept.info.peak_traced_bytes == final.info.peak_traced_bytes
     assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
+    # The disk filled up before the first checkpoint: the header, which fits, is written.
+    out.unlink()
+    monkeypatch.setattr(writer, "_write_db", disk(sizes["header"] + 4096))
+    with pytest.raises(OSError, match="only the run's header was kept"):
+        writer.write_final(final, out)
+    kept = reader.read(out)
+    assert (kept.info.complete, kept.files) == (False, {})
+    assert kept.info.peak_traced_bytes == final.info.peak_traced_bytes
+    assert [p.name for p in tmp_path.iterdir()] == ["r.mlrun"]
     # Other write errors are not a full disk: the checkpoint stays as it was.
     monkeypatch.setattr(writer, "_write_db", real)
     writer.write(checkpoint, out)

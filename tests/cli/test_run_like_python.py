@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memlens.store import Store
-from tests.cli.memlens_cmd import latest_run, memlens, plain
+from tests.cli.memlens_cmd import command, latest_run, memlens, plain
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
 
@@ -286,3 +286,141 @@ def test_program_that_closes_its_streams(tmp_path: Path) -> None:
     run = latest_run(tmp_path)
     assert run.info.complete
     assert run.files[str(script)].lines[4].live_bytes >= 10**6
+
+
+@pytest.mark.parametrize("as_module", [False, True])
+def test_program_chaining_to_the_previous_sigterm_handler(tmp_path: Path, as_module: bool) -> None:
+    """The program finds the default action where memlens handles SIGTERM (so it finishes its
+    own shutdown instead of calling memlens's handler), and `__builtins__` is a module."""
+    shutil.copy(SCRIPTS / "chains_sigterm.py", tmp_path)
+    target = ("-m", "chains_sigterm") if as_module else ("chains_sigterm.py",)
+    reference = command([sys.executable, *target], cwd=tmp_path)
+    proc = memlens("run", "--no-report", *target, cwd=tmp_path)
+    assert reference.stdout == (
+        "builtins: module\nprevious: True False\nreplaced: True False\nshutting down\n"
+    )
+    assert (
+        (proc.returncode, proc.stdout)
+        == (reference.returncode, reference.stdout)
+        == (
+            3,
+            reference.stdout,
+        )
+    )
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")] == []
+    run = latest_run(tmp_path)
+    assert run.info.complete
+    assert run.info.exit_code == 3
+    assert run.files[str(tmp_path / "chains_sigterm.py")].lines[22].live_bytes >= 3 * MiB
+
+
+def test_report_goes_where_memlens_was_started_not_into_the_programs_files(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(SCRIPTS / "redirects_output.py", tmp_path)
+    proc = memlens("run", "--top", "3", "redirects_output.py", "log.txt", "other.txt", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "log.txt").read_text() == "into the log\n"
+    assert (tmp_path / "other.txt").read_text() == "into the other file\n"
+    out = proc.stdout.splitlines()
+    assert out[0] == "before"
+    assert out[1].startswith("memlens: peak ")
+    first = next(ln.split() for ln in out if ln.split()[:1] == ["1"])
+    assert first[1] == "redirects_output.py:14"
+    assert proc.stderr.startswith("memlens: run written to ")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="-P and PYTHONSAFEPATH: Python 3.11+")
+@pytest.mark.parametrize(
+    ("how", "target"),
+    [
+        ("-P", ["where.py"]),
+        ("-I", ["where.py"]),
+        ("PYTHONSAFEPATH", ["where.py"]),
+        ("-P", ["-m", "where"]),
+        ("PYTHONSAFEPATH", ["-m", "where"]),
+    ],
+)
+def test_safe_path_leaves_the_scripts_folder_off_sys_path(
+    tmp_path: Path, how: str, target: list[str]
+) -> None:
+    (tmp_path / "where.py").write_text(
+        "import os, sys\n"
+        "print(os.getcwd() in sys.path, os.path.dirname(__file__) in sys.path, sys.path[0])\n"
+    )
+    flags = [] if how == "PYTHONSAFEPATH" else [how]
+    env = dict(os.environ)
+    if how == "PYTHONSAFEPATH":
+        env["PYTHONSAFEPATH"] = "1"
+    if target[0] == "-m":  # found through PYTHONPATH, since its folder is not on the path
+        env["PYTHONPATH"] = str(tmp_path.parent)
+        target = ["-m", f"{tmp_path.name}.where"]
+        (tmp_path / "__init__.py").write_text("")
+    reference = command([sys.executable, *flags, *target], cwd=tmp_path, env=env)
+    proc = command(
+        [sys.executable, *flags, "-m", "memlens", "run", "--no-report", *target],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout.startswith("False False ")
+    assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr
+
+
+def test_pytest_with_warnings_as_errors_gives_plain_pytests_result(tmp_path: Path) -> None:
+    """`memlens run -m pytest` in a project whose pytest turns warnings into errors. Installed
+    from a wheel, memlens is among the files of a distribution with a pytest plugin, which
+    pytest marks for assertion rewriting and warns about when it is already imported (as under
+    `memlens run`): a distribution listing memlens's package, as its wheel does, shows it here
+    (the editable install lists only its import hook)."""
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\n"
+        "filterwarnings =\n"
+        "    error\n"
+        "    ignore:Module already imported so cannot be rewritten; _editable_skbc_memlens"
+        ":pytest.PytestAssertRewriteWarning\n"
+    )
+    dist = tmp_path / "plugged-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugged\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\nplugged = plugged\n")
+    (dist / "RECORD").write_text("plugged.py,,\nmemlens/__init__.py,,\n")
+    (tmp_path / "plugged.py").write_text("")
+    (tmp_path / "test_it.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('n', range(3))\n"
+        "def test_n(n):\n    assert [n] * 2 == [n, n]\n"
+    )
+    flags = ("-q", "-p", "no:cacheprovider", "-p", "no:asyncio")
+    reference = command([sys.executable, "-m", "pytest", *flags], cwd=tmp_path)
+    proc = memlens("run", "--no-report", "-m", "pytest", *flags, cwd=tmp_path)
+    assert reference.returncode == 0, reference.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("3 passed")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_program_claims_the_monitoring_tool_ids_memlens_holds(tmp_path: Path) -> None:
+    script = SCRIPTS / "monitoring_tools.py"
+    reference = plain(script, cwd=tmp_path)
+    proc = memlens("run", "--no-report", str(script), cwd=tmp_path)
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout.splitlines()[1] == "[None, None, None, 'mine3', 'mine4', 'mine5']"
+    assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr
+
+
+def test_breakpoint_stops_where_python_stops(tmp_path: Path) -> None:
+    """pdb stops on the line of breakpoint() (3.13+; the line after it before 3.13) under
+    memlens as under python (3.13 missed a line when memlens watched the frame's code)."""
+    script = SCRIPTS / "breaks.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONBREAKPOINT"}
+    reference = command([sys.executable, script], cwd=tmp_path, env=env, stdin="c\n")
+    proc = command(
+        [sys.executable, "-m", "memlens", "run", "--no-report", script],
+        cwd=tmp_path,
+        env=env,
+        stdin="c\n",
+    )
+    assert reference.returncode == 0, reference.stderr
+    stops = [ln for ln in reference.stdout.splitlines() if ln.startswith("-> ")]
+    assert stops == ["-> breakpoint()" if sys.version_info >= (3, 13) else "-> after = before + 1"]
+    assert (proc.returncode, proc.stdout) == (0, reference.stdout), proc.stderr

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import tracemalloc
@@ -471,3 +473,92 @@ def test_a_store_made_before_kinds_reads_as_before(tmp_path: Path) -> None:
     store.set_pointer("baseline-tests", runs[1])
     store.prune(0)
     assert store.run_files() == runs[:2]
+
+
+def test_odd_entries_in_the_store_give_one_line(tmp_path: Path) -> None:
+    """A run file named with bytes that are not UTF-8, a directory named like a run file, a
+    header integer of 10**400: listed, shown or refused in one line each, never a traceback."""
+    store = Store(tmp_path)
+    good = store.runs_dir / f"{A_ID}.mlrun"
+    writer.write(sample_run(), good)
+    odd = os.fsdecode(bytes(store.runs_dir) + b"/\xff\xfeodd.mlrun")
+    writer.write(sample_run(), odd)
+    (store.runs_dir / "20261122-120000-3.mlrun").mkdir()
+    huge = store.runs_dir / "20261122-130000-4.mlrun"
+    writer.write(sample_run(), huge)
+    con = sqlite3.connect(huge)
+    header = json.loads(con.execute("SELECT value FROM meta WHERE key='run'").fetchone()[0])
+    header["peak_traced_bytes"] = 10**400
+    con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
+    con.commit()
+    con.close()
+
+    listed = memlens("runs", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr == ""
+    rows = listed.stdout.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == [A_ID, "20261122-130000-4", "\\udcff\\udcfeodd"]
+    assert "unreadable: bad run header: peak_traced_bytes is out of range" in rows[1]
+    as_json = memlens("runs", "--json", cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    assert [e["id"] for e in json.loads(as_json.stdout)] == [
+        A_ID, "20261122-130000-4", "\udcff\udcfeodd",
+    ]  # fmt: skip
+    for args in (("show", "20261122-13"), ("show", "20261122-120000-3.mlrun")):
+        proc = memlens(*args, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith("memlens: cannot read "), proc.stderr
+    shown = memlens("show", odd, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    pruned = memlens("runs", "prune", "--keep", "0", cwd=tmp_path)
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stderr == "memlens: removed 3 run(s), kept 0\n"
+    assert (store.runs_dir / "20261122-120000-3.mlrun").is_dir()  # not a run: not removed
+
+
+def test_a_read_only_store_gives_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs prune` and `baseline set` where the store cannot be changed (a read-only mount;
+    simulated: tests may run as root, which permissions do not stop)."""
+    a, _ = _store_with_two_runs(tmp_path)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(args[0]))
+
+    monkeypatch.setattr(os, "unlink", refused)
+    monkeypatch.setattr(os, "replace", refused)
+    monkeypatch.setattr(Path, "unlink", refused)
+    for args, action in (
+        (["runs", "prune", "--keep", "0"], "remove"),
+        (["baseline", "set", A_ID], "write"),
+        (["baseline", "clear"], "remove"),
+    ):
+        assert main([*args, "--dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"memlens: cannot {action} "), err
+        assert err.endswith(": Read-only file system\n"), err
+        assert len(err.splitlines()) == 1
+    assert a.exists()
+
+
+def test_prune_removes_processes_folders_whose_run_is_gone(tmp_path: Path) -> None:
+    """A program that followed its children and ended before its first checkpoint (or whose
+    run was removed by hand) leaves a processes folder that no run lists: prune removes it
+    once it is an hour old (a fresh one may belong to a program still starting)."""
+    store = Store(tmp_path)
+    run = store.runs_dir / f"{A_ID}.mlrun"
+    writer.write(sample_run(), run)
+    kept = store.runs_dir / f"{A_ID}.processes"  # its run is there
+    orphan = store.runs_dir / f"{B_ID}.processes"
+    fresh = store.runs_dir / "20261122-120000-3.processes"
+    for folder in (kept, orphan, fresh):
+        folder.mkdir()
+        writer.write(sample_run(), folder / "4243.mlrun")
+    for folder in (kept, orphan):
+        os.utime(folder, (1, 1))
+    assert memlens("runs", "prune", "--keep", "5", cwd=tmp_path).returncode == 0
+    assert not orphan.exists()
+    assert kept.exists()
+    assert fresh.exists()

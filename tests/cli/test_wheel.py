@@ -122,3 +122,21 @@ def test_installed_wheel_holds_every_package(installed: Path, tmp_path: Path) ->
     )
     where = _sh(installed / "python", "-c", code, cwd=tmp_path).split()
     assert all(w.startswith(str(installed.parent)) for w in where), where
+
+
+def test_installed_wheel_runs_pytest_with_warnings_as_errors(
+    installed: Path, tmp_path: Path
+) -> None:
+    """`memlens run -m pytest` gives plain pytest's result in a project whose pytest turns
+    warnings into errors (installed from a wheel, pytest finds memlens among the files of a
+    distribution with a pytest plugin, already imported)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (tmp_path / "test_it.py").write_text("def test_it():\n    assert [1] * 2 == [1, 1]\n")
+    flags = ("-q", "-p", "no:cacheprovider", "-p", "no:asyncio")
+    plain = command([installed / "python", "-m", "pytest", *flags], cwd=tmp_path)
+    under = command(
+        [installed / "memlens", "run", "--no-report", "-m", "pytest", *flags], cwd=tmp_path
+    )
+    assert plain.returncode == 0, plain.stdout
+    assert under.returncode == 0, under.stdout + under.stderr
+    assert under.stdout.splitlines()[-1].startswith("1 passed")

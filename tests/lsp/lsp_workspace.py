@@ -28,6 +28,8 @@ from memlens.layout import RUN_SUFFIX
 from memlens.model import (
     CallNode,
     FunctionStats,
+    HeldBy,
+    Hop,
     LineStats,
     Moments,
     Run,
@@ -192,6 +194,29 @@ def app_run(
         [runs.source(key, text, lines, functions)],
         tree,
         run_info=info(line5_peak + 4096 + 16384, started=started),
+        holders=() if baseline else app_holders(key),
+    )
+
+
+def app_holders(key: str) -> tuple[HeldBy, ...]:
+    """What holds the app's live lines: line 5's bytearrays, in the lists `CACHE` (line 14)
+    keeps; line 18's own bytes are `CACHE`'s item array."""
+    root = Hop("module", "__main__", "module")
+    cache = Hop("attribute", "CACHE", "list", key, 14)
+    return (
+        HeldBy(
+            key,
+            5,
+            5,
+            "found",
+            (
+                root,
+                cache,
+                Hop("index", "0", "list", key, 5),
+                Hop("index", "3", "bytearray", key, 5),
+            ),
+        ),
+        HeldBy(key, 18, 1, "found", (root, cache, Hop("buffer", "items", "", key, 18))),
     )
 
 

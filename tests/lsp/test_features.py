@@ -183,6 +183,39 @@ async def test_hover_table_baseline_and_call_paths(
         close_doc(client, uri)
 
 
+async def test_hover_names_what_holds_a_line(client: LanguageClient, workspace: Workspace) -> None:
+    uri = workspace.uri("proj", "app.py")
+    app = workspace.folders["proj"] / "app.py"
+    open_doc(client, uri, APP)
+    try:
+        hover = await hover_at(client, uri, 4)
+        assert hover is not None
+        assert isinstance(hover.contents, lsp.MarkupContent)
+        lines = hover.contents.value.splitlines()
+        start = lines.index("**Held by** (what keeps it alive at exit; 5 sampled objects):")
+        at = app.as_uri()
+        assert lines[start + 2] == (
+            f'- [`__main__.CACHE`]({at}#L14 "list, allocated at line 14") → '
+            f'[`[0]`]({at}#L5 "list, allocated at line 5") → '
+            f'[`[3]`]({at}#L5 "bytearray, allocated at line 5") · 5 of 5'
+        )
+        # The line that grows the list: its own bytes are the list's item array.
+        appended = await hover_at(client, uri, 17)
+        assert appended is not None
+        assert isinstance(appended.contents, lsp.MarkupContent)
+        assert (
+            f'- [`__main__.CACHE`]({at}#L14 "list, allocated at line 14") → '
+            f'[`(its item array)`]({at}#L18 "allocated at line 18") · 1 of 1'
+        ) in appended.contents.value.splitlines()
+        # A line the run recorded nothing about says nothing.
+        greet = await hover_at(client, uri, 9)
+        assert greet is not None
+        assert isinstance(greet.contents, lsp.MarkupContent)
+        assert "Held by" not in greet.contents.value
+    finally:
+        close_doc(client, uri)
+
+
 async def lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str, Any]]:
     result = await client.text_document_code_lens_async(
         lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
@@ -233,7 +266,7 @@ async def test_leak_diagnostics(client: LanguageClient, workspace: Workspace) ->
         assert d.source == "memlens"
         assert d.message == (
             "2.0 MiB allocated here in 1.0k objects is still live at exit "
-            "(likely leak; 3.0 MiB allocated in total)"
+            "(likely leak; 3.0 MiB allocated in total); held by __main__.CACHE[0][3]"
         )
     finally:
         close_doc(client, uri)

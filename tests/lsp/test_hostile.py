@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from raw_client import RawClient, frame
 from tests.runs import new_run, source
 
-from memlens.model import CallNode, FunctionStats, LineStats, replace
+from memlens.model import CallNode, FunctionStats, HeldBy, Hop, LineStats, replace
 from memlens.store import Store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux only")
@@ -68,6 +68,7 @@ EVIL_NAMES = [
     "a\n[ref]: https://evil.example/r\n\n<div>block</div>\n[ref]",
     "www.evil.example and https://evil.example/auto <https://evil.example/angle> x@evil.example",
     "&lt;img src=x&gt; &#60;b&#62;",
+    "admin\u202e\u2066 // evil\u2069\u2066",  # bidi: reorders what the hover shows
 ]
 
 
@@ -119,11 +120,64 @@ def test_hover_renders_no_link_image_or_html_from_a_run(
     assert "<script" not in html
     assert "\x1b" not in markdown
     assert "\x07" not in markdown
+    assert not {"\u202e", "\u2066", "\u2069"} & set(markdown)
     # The names are shown (as text), not dropped.
     rendered = "".join(t.content for t in tokens if t.type == "inline")
     assert "[click](https://evil.example/a)" in rendered
     assert "<script>alert(1)</script>" in rendered
     assert "[id](https:evil.example)<b>" in rendered
+
+
+def test_what_holds_a_line_renders_only_the_servers_own_links(
+    tmp_path: Path, client: RawClient
+) -> None:
+    # Names, types and files of a run's paths are untrusted: every hop carries a hostile name
+    # and type, and one's file is a hostile path of the run (listed in it, so it is linked).
+    folder = tmp_path / "evil"
+    folder.mkdir()
+    text = "def run():\n    data = [0] * 10**6\n    return data\n\nrun()\n"
+    (folder / "app.py").write_text(text)
+    key = str(folder / "app.py")
+    evil_file = '/work/x.py)](javascript:alert(1))<b>"\n[ref]: https://evil.example/r'
+    lines = {2: LineStats(alloc_bytes=8 * MiB, alloc_count=1, live_bytes=8 * MiB, live_count=1)}
+    hops = [Hop("module", EVIL_NAMES[0], EVIL_NAMES[1], key, 1)]
+    hops += [Hop("key", name, name, evil_file, 3) for name in EVIL_NAMES[2:]]
+    run = new_run(
+        [source(key, text, lines), source(evil_file, "x = 1\n", {})],
+        run_info=info(8 * MiB),
+        holders=(HeldBy(key, 2, 5, "found", tuple(hops)),),
+    )
+    write_run(folder, run, "20261122-100000-1")
+    client.initialize([folder.as_uri()])
+    _loaded(client, folder)
+    uri = (folder / "app.py").as_uri()
+    _open(client, uri, text)
+    markdown = _hover(client, uri, 1)["result"]["contents"]["value"]
+    assert "**Held by**" in markdown
+    renderer = MarkdownIt("commonmark")
+    renderer.validateLink = lambda url: True  # every link, file: ones too (as VS Code's hovers)
+    tokens = renderer.parse(markdown)
+    links: list[str] = []
+    kinds: set[str] = set()
+
+    def walk(ts: list[Any]) -> None:
+        for t in ts:
+            kinds.add(t.type)
+            if t.type == "link_open":
+                links.append(t.attrs["href"])
+            walk(t.children or [])
+
+    walk(tokens)
+    assert not kinds & {"image", "html_inline", "html_block"}, kinds
+    # One link per part, each to a file of the run at a line: the app's, and the hostile path
+    # percent-encoded into a file: URI (no link target survives in it).
+    assert links[0] == f"{uri}#L1"
+    assert links[1:] == [
+        "file:///work/x.py%29%5D%28javascript%3Aalert%281%29%29%3Cb%3E%22%0A%5Bref%5D%3A%20https%3A/evil.example/r#L3"
+    ] * (len(EVIL_NAMES) - 2)
+    rendered = "".join(t.content for t in tokens if t.type == "inline")
+    assert "[click](https://evil.example/a)" in rendered
+    assert "<script>alert(1)</script>" in rendered
 
 
 # -- re-mapping is bounded and off the event loop ------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -244,6 +245,17 @@ async def test_list_runs_marks_latest_baseline_and_unreadable_runs(tmp_path: Pat
     assert json.loads(memlens("runs", "--json", cwd=tmp_path).stdout) == listed["runs"]
 
 
+async def test_list_runs_with_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    a, b = two_runs(tmp_path)
+    odd = os.fsdecode(bytes(Store(tmp_path).runs_dir) + b"/20261122-120000-\xff.mlrun")
+    shutil.copy(a, odd)
+    async with connect(tmp_path) as client:
+        listed = await ok(client, "list_runs")
+    rows = listed["runs"]
+    assert [r["id"] for r in rows] == [a.stem, b.stem, "20261122-120000-\ufffd"]
+    assert rows[2]["peak_traced_bytes"] == 48 * MIB  # read all the same
+
+
 async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
     a, _ = two_runs(tmp_path)
     async with connect(tmp_path) as client:
@@ -268,6 +280,7 @@ async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
                 {"path": "/work/app.py", "line": 6, "function": "<module>"},
                 {"path": "/work/app.py", "line": 4, "function": "load"},
             ],
+            "frames_left_out": 0,
             "incl_peak_bytes": 40 * MIB,
             "incl_alloc_bytes": 40 * MIB,
         }
@@ -277,6 +290,42 @@ async def test_line_figures_with_call_paths(tmp_path: Path) -> None:
     assert one["lines"] == [whole["lines"][1]]
     assert [ln["call_paths"] for ln in no_paths["lines"]] == [[], []]
     assert empty["lines"] == []
+
+
+async def test_what_holds_a_line(tmp_path: Path) -> None:
+    # `memlens run` recorded what holds the line live at exit: the module global `kept`.
+    profiled_keeper(tmp_path)
+    async with connect(tmp_path) as client:
+        lines = await ok(client, "line_figures", path="keeper.py", start_line=KEEP_LINE)
+        top = await ok(client, "top_lines", by="live", limit=1)
+    keep = lines["lines"][0]
+    assert keep["line"] == KEEP_LINE
+    found = {h["path"]: h for h in keep["held_by"]}
+    # The bytearray object and its data, both made on the line, and the list's item array
+    # (`kept.append` grew it on the same line).
+    assert set(found) == {
+        "__main__.kept[0]",
+        "__main__.kept[0] (its data)",
+        "__main__.kept (its item array)",
+    }
+    hops = found["__main__.kept[0] (its data)"]["hops"]
+    keeper = str(tmp_path / "keeper.py")
+    assert [(h["kind"], h["name"], h["type"]) for h in hops] == [
+        ("module", "__main__", "module"),
+        ("attribute", "kept", "list"),
+        ("index", "0", "bytearray"),
+        ("buffer", "data", ""),
+    ]
+    assert [(h["file"], h["line"]) for h in hops[2:]] == [(keeper, KEEP_LINE), (keeper, KEEP_LINE)]
+    assert sum(h["objects"] for h in keep["held_by"]) == 3
+    assert top["lines"][0]["held_by"] == keep["held_by"]
+    # A line not live at exit has nothing.
+    churn = line_of(lines, CHURN_LINE)
+    assert churn is None or churn["held_by"] == []
+
+
+def line_of(answer: dict[str, Any], line: int) -> dict[str, Any] | None:
+    return next((ln for ln in answer["lines"] if ln["line"] == line), None)
 
 
 async def test_function_figures_self_and_inclusive(tmp_path: Path) -> None:

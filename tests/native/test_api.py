@@ -19,7 +19,7 @@ from tests.cli.memlens_cmd import memlens as memlens_command
 
 #: tracer.start's parameters that memlens run (or attach) alone uses (its launcher, the command
 #: it ran, pointing the store's `latest` at each checkpoint, a process that was running before).
-INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached", "sources"}
+INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached", "sources", "amend"}
 
 
 @pytest.mark.parametrize("function", [memlens.profile, memlens.start])

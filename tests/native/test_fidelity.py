@@ -282,3 +282,51 @@ def test_exact_figures_hold_with_other_allocators(allocator: str) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_the_program_may_claim_any_monitoring_tool_id(tmp_path: Path) -> None:
+    # memlens holds a sys.monitoring tool id (frame exits); the program sees every id free and
+    # claims them all, memlens's first: memlens moves to another id, then gives up watching
+    # (reading whole stacks), and every line keeps the figures of a run that never watched.
+    ns, path = load(tmp_path, STACK_PROGRAM)
+    monitoring = sys.monitoring
+    seen: dict[str, Any] = {}
+
+    def claims_every_id() -> int:
+        total: int = ns["main"]()
+        held = _tracer.monitoring_tool()
+        seen["free"] = [monitoring.get_tool(i) for i in range(6)]
+        monitoring.use_tool_id(held, "mine")
+        seen["moved"] = _tracer.monitoring_tool()
+        total += ns["main"]()
+        for i in range(6):
+            if monitoring.get_tool(i) is None:
+                monitoring.use_tool_id(i, f"mine{i}")
+        seen["last"] = _tracer.monitoring_tool()
+        seen["tools"] = [monitoring.get_tool(i) for i in range(6)]
+        try:
+            total += ns["main"]()
+        finally:
+            for i in range(6):
+                monitoring.free_tool_id(i)
+        return total
+
+    watched = profile(claims_every_id, watch_exits=True)
+    assert seen["free"] == [None] * 6  # as without memlens
+    assert seen["moved"] not in (-1, 4)
+    assert seen["last"] == -1
+    assert all(t is not None and t.startswith("mine") for t in seen["tools"])
+    # Tracing stopped: sys.monitoring's own functions are back.
+    assert type(monitoring.use_tool_id) is type(len)
+
+    def three_times() -> int:
+        return int(ns["main"]() + ns["main"]() + ns["main"]())
+
+    plain = profile(three_times, watch_exits=False)
+    a, b = watched.files[path].lines, plain.files[path].lines
+    for tag in ("leaf", "worker_leaf", "nest_worker", "nest_nest", "main_nest", "main_worker"):
+        x, y = a[tagged(path, tag)], b[tagged(path, tag)]
+        for name in ("alloc_bytes", "incl_alloc_bytes", "incl_peak_bytes"):
+            mine, theirs = getattr(x, name), getattr(y, name)
+            assert abs(mine - theirs) <= max(1024, theirs // 200), (tag, name, mine, theirs)

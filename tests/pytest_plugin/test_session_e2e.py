@@ -4,6 +4,7 @@ mode, an interrupted session, the store option."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from tests.pytest_plugin.session import export, project, pytest_session, summary
@@ -60,3 +61,83 @@ def test_sampling_mode(tmp_path: Path) -> None:
     leaks = doc["run"]["tests"]["test_session.py::test_leaks"]
     # A 10 MiB block is sampled for sure; its estimate is within a sample interval or so.
     assert 10 * MiB - 256 * 1024 <= leaks["leaked_bytes"] <= 10 * MiB + 256 * 1024
+
+
+KILLED = """\
+import os
+import signal
+import time
+
+HELD = []
+
+
+def test_first():
+    HELD.append(bytearray(4 * 1024 * 1024))
+
+
+def test_second():
+    HELD.append(bytearray(2 * 1024 * 1024))
+
+
+def test_killed():
+    os.kill(os.getpid(), signal.SIGTERM)  # as a CI job's timeout ends the session
+    time.sleep(60)
+"""
+
+
+def test_session_killed_by_sigterm_writes_the_tests_that_ran(tmp_path: Path) -> None:
+    """pytest dies of SIGTERM as without memlens, and the run holds the figures of every test
+    that ran before it (no checkpoint was written yet)."""
+    cwd = project(tmp_path, **{"test_killed.py": KILLED})
+    plain = pytest_session(cwd, "-q")
+    proc = pytest_session(cwd, "-q", "--memlens")
+    assert plain.returncode == proc.returncode == -signal.SIGTERM, proc.stdout
+    doc = export(cwd)
+    assert doc["run"]["complete"] is False
+    assert doc["run"]["exit_code"] is None
+    tests = doc["run"]["tests"]
+    assert list(tests) == ["test_killed.py::test_first", "test_killed.py::test_second"]
+    assert tests["test_killed.py::test_first"]["leaked_bytes"] >= 4 * MiB
+    assert tests["test_killed.py::test_second"]["leaked_bytes"] >= 2 * MiB
+
+
+def test_checkpoints_hold_the_tests_that_ran(tmp_path: Path) -> None:
+    """A session killed outright (SIGKILL) leaves its last checkpoint, with the per-test
+    figures of the tests that ran before it."""
+    # (A checkpoint every 5 s: one is written while the last test waits.)
+    tests = KILLED.replace("os.kill(os.getpid(), signal.SIGTERM)", "time.sleep(7)").replace(
+        "time.sleep(60)", "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    cwd = project(tmp_path, **{"test_killed.py": tests})
+    proc = pytest_session(cwd, "-q", "--memlens")
+    assert proc.returncode == -signal.SIGKILL, proc.stdout
+    doc = export(cwd)
+    assert doc["run"]["complete"] is False
+    assert list(doc["run"]["tests"]) == [
+        "test_killed.py::test_first",
+        "test_killed.py::test_second",
+    ]
+
+
+FORKS = """\
+import os
+
+
+def test_forks():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_no_fork_warning_for_memlens_threads(tmp_path: Path) -> None:
+    """Python 3.12+ warns at os.fork in a multi-threaded process: memlens's own threads do not
+    make a test's process multi-threaded."""
+    cwd = project(tmp_path, **{"test_forks.py": FORKS})
+    strict = ("-q", "-p", "no:asyncio", "-W", "error::DeprecationWarning")
+    plain = pytest_session(cwd, *strict)
+    proc = pytest_session(cwd, *strict, "--memlens")
+    assert plain.returncode == proc.returncode == 0, proc.stdout
+    assert "multi-threaded" not in proc.stdout
+    assert summary(proc) == summary(plain) == "1 passed"

@@ -119,6 +119,11 @@ def test_export_of_a_real_run() -> None:
     assert doc["run"]["peak_traced_bytes"] >= 1 << 20
     line = str(_work.__code__.co_firstlineno + 1)
     stats = doc["files"][here]["lines"][line]
+    # What holds the line: the local variable `keep` of this test, which holds the bytes.
+    held_by = stats.pop("held_by")
+    assert held_by[0]["outcome"] == "found"
+    assert [h["kind"] for h in held_by[0]["hops"][:2]] == ["thread", "local"]
+    assert held_by[0]["hops"][1]["name"] == "keep"
     assert set(stats) == set(FIGURES) | set(NATIVE)
     assert all(isinstance(v, int) for v in stats.values())
     assert stats["native_live_bytes"] == 0  # bytes objects are Python's

@@ -24,6 +24,7 @@ TRACING = "tracing"
 PUBLIC_API = "public API"
 NOTEBOOK = "notebook magics"
 PYTEST_PLUGIN = "pytest plugin"
+DASK_PLUGIN = "Dask worker plugin"
 LANGUAGE_SERVER = "language server"
 MCP_SERVER = "MCP server"
 CLI = "CLI"
@@ -37,6 +38,8 @@ MAY_IMPORT = {
     PUBLIC_API: {TRACING, NOTEBOOK, CORE},
     NOTEBOOK: {TRACING, CORE},
     PYTEST_PLUGIN: {TRACING, CORE},
+    # memlens.dask: profiles a running cluster's workers through the public API.
+    DASK_PLUGIN: {PUBLIC_API, TRACING, CORE},
     LANGUAGE_SERVER: {CORE},
     MCP_SERVER: {CORE},
     CLI: {TRACING, PUBLIC_API, NOTEBOOK, PYTEST_PLUGIN, LANGUAGE_SERVER, MCP_SERVER, CORE},
@@ -58,6 +61,8 @@ def part(module: str) -> str:
         return PYTEST_PLUGIN
     if module == "memlens":  # profile, start, stop; load_ipython_extension
         return PUBLIC_API
+    if module == "memlens.dask":
+        return DASK_PLUGIN
     if module == "memlens._tracer" or _is(module, "memlens.tracing"):
         return TRACING
     # The magics (IPython's side); memlens.notebook.cells is pure (the core).

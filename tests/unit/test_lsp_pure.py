@@ -591,3 +591,26 @@ def test_comparison_colours_and_gone_lines(tmp_path: Path) -> None:
     )
     assert [(r["line"], r["delta"]) for r in top] == [(4, None), (2, -MiB), (3, 0)]
     assert [(r["baselineLine"], r["text"]) for r in gone_rows] == [(2, "old = load(9)")]
+
+
+def test_the_hover_says_where_free_lists_may_move_live_memory(tmp_path: Path) -> None:
+    # Runs made by memlens before Python 3.13 leave objects CPython reuses from its free lists
+    # on the line that first allocated them: the hover of a line live at exit says so.
+    assert views.reuse_caveat("3.12.1", "exact")
+    assert views.reuse_caveat("3.10.13", "sampling")
+    assert not views.reuse_caveat("3.13.0", "exact")
+    assert not views.reuse_caveat("3.15.2", "exact")
+    assert not views.reuse_caveat("3.11.7", "imported")  # tracemalloc's own figures
+    assert not views.reuse_caveat("", "exact")
+    live = LineStats(alloc_bytes=MiB, alloc_count=1, live_bytes=MiB, live_count=1)
+    gone = LineStats(alloc_bytes=MiB, alloc_count=1)
+    folder, key = folder_with(tmp_path, "a = f()\nb = g()\n", {1: live, 2: gone})  # (3.11.7)
+    view = folder.view(key)
+    assert view is not None
+    note = views.REUSE_CAVEAT.format(python="3\\.11\\.7")
+    assert note in (
+        views.hover_markdown(view, 1, Settings(), stale=False, has_baseline=False) or ""
+    )
+    assert note not in (
+        views.hover_markdown(view, 2, Settings(), stale=False, has_baseline=False) or ""
+    )

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memlens.errors import RunFileError
-from memlens.merge import MAX_COMMAND_CHARS, MAX_MOMENTS, merge
+from memlens.errors import MemlensError, RunFileError
+from memlens.merge import MAX_COMMAND_CHARS, MAX_MOMENTS, combine, merge, onto
 from memlens.model import (
     CallNode,
     GpuDevice,
@@ -273,3 +273,70 @@ def test_merged_moments_are_bounded() -> None:
     moments = merge([root, child], [ROOT, CHILD]).moments
     assert len(moments) <= MAX_MOMENTS
     assert moments.t[-1] == pytest.approx(0.4005)  # the last of them kept
+
+
+def test_runs_made_apart_are_combined_by_the_same_rule() -> None:
+    """memlens merge: two workers' runs (the later-started given first) become one run with
+    the first-started's header, every process listed, the span of both, the lines summed."""
+    first = sample_run(pid=7, command=("dask", "worker", "a"))
+    second = replace(
+        sample_run(pid=7, command=("dask", "worker", "b"), started="2026-11-22T10:00:01+00:00"),
+        timeline=(TimelinePoint(0.0, 5 * MIB, 0), TimelinePoint(2.0, 5 * MIB, 0)),
+    )
+    merged = combine([second, first])
+    assert merged.files["/work/app.py"].lines[4].alloc_bytes == 80 * MIB
+    assert merged.info.command == ("dask", "worker", "a")
+    assert [p.command[-1] for p in merged.info.processes] == ["a", "b"]
+    assert all(p.parent_pid == 0 and p.complete for p in merged.info.processes)
+    assert merged.info.duration_s == 2.5  # from the first start to the second's end (1 + 1.5 s)
+    assert merged.info.ended == "2026-11-22T10:00:02.500000+00:00"
+    assert merged.info.complete
+
+
+def test_a_merged_run_lists_its_own_processes_and_an_incomplete_run_marks_the_merge() -> None:
+    parent = merge([sample_run(), sample_run(pid=101)], [ROOT, CHILD])
+    killed = sample_run(pid=300, complete=False)
+    merged = combine([parent, killed])
+    assert [p.pid for p in merged.info.processes] == [100, 101, 300]
+    assert not merged.info.processes[2].complete
+    assert not merged.info.complete
+    assert merged.files["/work/app.py"].lines[4].alloc_bytes == 120 * MIB
+
+
+def test_runs_of_different_modes_are_refused_in_one_line() -> None:
+    sampled = sample_run(mode="sampling", sample_interval_bytes=4096)
+    with pytest.raises(MemlensError, match=r"different modes \(exact, sampling every 4096"):
+        combine([sample_run(), sampled])
+    with pytest.raises(MemlensError, match="nothing to merge"):
+        combine([])
+
+
+def test_files_of_another_checkout_are_the_first_runs_files() -> None:
+    """A worker's run made in /b/proj (another machine's checkout) and one made in /a/proj:
+    /b/proj/app.py is /a/proj/app.py, one file with the lines and call paths of both; files
+    outside the checkout stay where they were recorded."""
+    mine = sample_run(path="/a/proj/app.py", workspace_root="/a/proj")
+    theirs = sample_run(
+        path="/b/proj/app.py", workspace_root="/b/proj", started="2026-11-22T10:00:01+00:00"
+    )
+    merged = combine([theirs, mine])
+    assert set(merged.files) == {"/a/proj/app.py"}
+    assert merged.files["/a/proj/app.py"].lines[4].alloc_bytes == 80 * MIB
+    assert [(n.file, n.line, n.alloc_bytes) for n in merged.call_tree] == [
+        ("/a/proj/app.py", 6, 2048),
+        ("/a/proj/app.py", 4, 80 * MIB),
+    ]
+    outside = sample_run(path="/usr/lib/python3/x.py", workspace_root="/b/proj")
+    assert set(onto(outside, "/a/proj").files) == {"/usr/lib/python3/x.py"}
+    # A process started from / (its store root): nothing is moved.
+    from_root = sample_run(path="/b/proj/app.py", workspace_root="/")
+    assert set(onto(from_root, "/a/proj").files) == {"/b/proj/app.py"}
+
+
+def test_moments_of_another_checkout_move_with_its_files() -> None:
+    theirs = with_moments(sample_run(workspace_root="/work"), [0.1, 0.2], [5, 6])
+    moved = onto(theirs, "/a/proj")
+    assert set(moved.files) == {"/a/proj/app.py"}
+    assert list(moved.moments.files) == ["/a/proj/app.py"]
+    assert list(moved.moments.function_keys) == [("/a/proj/app.py", "load", 3, 4)]
+    assert moved.moments.values_at(1) == {"/a/proj/app.py": {4: (6, 6)}}

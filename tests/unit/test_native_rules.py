@@ -8,9 +8,10 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "native" / "src"
 
 #: The prefixes of the functions installed as hooks: the PEP 445 domains in exact (ex_), sampling
-#: (sm_) and pymalloc-sampling (pym_) modes, pymalloc's arena allocator, numpy's handler (np_)
-#: and the C library's allocator and mappings (ml_, through native.cpp's patched slots).
-HOOK = re.compile(r"^(?:void\*|void|int) ((?:ex|sm|pym|np|ml|arena)_\w+)\(", re.MULTILINE)
+#: (sm_) and pymalloc-sampling (pym_) modes, pymalloc's arena allocator, numpy's handler (np_),
+#: the C library's allocator and mappings (ml_, through native.cpp's patched slots) and
+#: CPython's reference tracer (ref_: objects made, 3.13+).
+HOOK = re.compile(r"^(?:void\*|void|int) ((?:ex|sm|pym|np|ml|arena|ref)_\w+)\(", re.MULTILINE)
 FUNCTION = re.compile(
     r"^(?:__attribute__\(\(\w+\)\) )?(?:inline |static )*[\w:<>*& ]+?\b(\w+)\([^;{]*\)\s*\{",
     re.MULTILINE,
@@ -71,6 +72,7 @@ def test_every_hook_checks_the_reentrancy_flag() -> None:
     bodies = _bodies(text)
     hooks = set(HOOK.findall(text))
     assert {"ex_malloc", "sm_malloc", "pym_malloc", "np_malloc", "ml_malloc", "ml_mmap"} <= hooks
+    assert "ref_event" in hooks
     # Frees call no allocator (the tables they update allocate nothing): they need no flag.
     hooks = {h for h in hooks if not h.endswith("_free")}
     unguarded = {h for h in hooks if h not in UNGUARDED and not _guarded(h, bodies, set())}

@@ -16,10 +16,15 @@ from memlens.errors import RunFileError
 from memlens.model import (
     GPU_FIGURES,
     GPU_FUNCTION_FIGURES,
+    HOP_KINDS,
+    OUTCOMES,
+    ROOT_KINDS,
     CallNode,
     FunctionStats,
     GpuDevice,
     GpuDeviceLine,
+    HeldBy,
+    Hop,
     LineStats,
     Moments,
     Run,
@@ -34,7 +39,7 @@ from memlens.runfile import reader, schema, writer
 from memlens.runfile.schema import FORMAT_VERSION
 from tests.data.formats.make_v2 import golden_v2_run
 from tests.data.formats.make_v3 import golden_v3_run
-from tests.runs import MIB, info, new_run, sample_run
+from tests.runs import MIB, info, new_run, sample_holders, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -219,7 +224,37 @@ def runs(draw: st.DrawFn) -> Run:
         gpu_peak_bytes=draw(st.just(0) | sizes),
         gpus=tuple(draw(st.lists(gpu_devices, max_size=3))),
     )
-    return replace(new_run(files, nodes, timeline, run_info=run_info), moments=moments)
+    return replace(
+        new_run(files, nodes, timeline, run_info=run_info, holders=draw(holders_of(paths))),
+        moments=moments,
+    )
+
+
+def holders_of(paths: list[str]) -> st.SearchStrategy[tuple[HeldBy, ...]]:
+    """What holds lines of ``paths``, in the order a run keeps them (by file, then line)."""
+    if not paths:
+        return st.just(())
+    names = st.text(max_size=40)
+
+    def hops(found: bool) -> st.SearchStrategy[tuple[Hop, ...]]:
+        if not found:
+            return st.just(())
+        where = st.sampled_from(["", *paths])
+        root = st.builds(Hop, st.sampled_from(ROOT_KINDS), names, names)
+        rest = st.lists(
+            st.tuples(st.sampled_from(HOP_KINDS), names, names, where, st.integers(1, 10_000)).map(
+                lambda h: Hop(*h[:4], h[4] if h[3] else 0)
+            ),
+            max_size=5,
+        )
+        return st.tuples(root, rest).map(lambda t: (t[0], *t[1]))
+
+    one = st.tuples(
+        st.sampled_from(paths), st.integers(1, 500), st.integers(0, 5), st.sampled_from(OUTCOMES)
+    ).flatmap(lambda t: hops(t[3] == "found").map(lambda h: HeldBy(t[0], t[1], t[2], t[3], h)))
+    return st.lists(one, max_size=6).map(
+        lambda hs: tuple(sorted(hs, key=lambda h: (paths.index(h.file), h.line)))
+    )
 
 
 @settings(
@@ -304,7 +339,7 @@ def test_golden_v2_file() -> None:
 
 
 GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
-GOLDEN_V3_SHA256 = "5a2c81db116abb66439c21c406952e34e11c4cc8091be88f8dc586469a11d01b"
+GOLDEN_V3_SHA256 = "3985f128623207bd543cd0c45b711ac738fd20075bba629aa483779cc8abf1a1"
 
 
 def test_golden_v3_file() -> None:
@@ -313,7 +348,8 @@ def test_golden_v3_file() -> None:
     run = reader.read(GOLDEN_V3)
     assert run == golden_v3_run()
     # Spelled out where version 3 differs from version 2: GPU figures per line, function and
-    # device, the run's GPU peak and devices.
+    # device, the run's GPU peak and devices;
+    # what holds the live lines.
     sf = run.files["/work/train.py"]
     assert [sf.lines[n].gpu_live_bytes for n in (4, 5, 8)] == [16 * MIB, 8 * MIB, 0]
     assert sf.lines[8].incl_gpu_peak_bytes == 40 * MIB
@@ -328,6 +364,19 @@ def test_golden_v3_file() -> None:
         (0, 32 * MIB, True),
         (1, 8 * MIB, False),
     ]
+    assert [(h.file, h.line, h.objects, h.outcome, len(h.hops)) for h in run.holders] == [
+        ("/work/train.py", 4, 3, "found", 3),
+        ("/work/train.py", 4, 2, "found", 3),
+        ("/work/train.py", 5, 0, "unreached", 0),
+    ]
+    assert run.holders[0].hops == (
+        Hop("thread", "loader in step", "frame"),
+        Hop("local", "y", "Tensor", "/work/train.py", 4),
+        Hop("buffer", "data", "", "/work/train.py", 4),
+    )
+    assert run.holders[1].hops[0] == Hop("module", "train", "module", "/work/train.py", 1)
+    # Version 2 files read with no holders.
+    assert reader.read(GOLDEN_V2).holders == ()
     # ... and when the peak was, and the moments.
     assert run.info.peak_at_s == 1.5
     moments = run.moments
@@ -339,10 +388,10 @@ def test_golden_v3_file() -> None:
     # (a line that holds nothing then is left out)
     assert moments.values_at(2) == {"/work/train.py": {4: (1024, 1024), 8: (0, 1024)}}
     assert moments.function_values_at(2) == {("/work/train.py", "step", 3, 6): 1024}
-    assert reader.read_info(GOLDEN_V3) == run.info
     # Older files have no moments, and no peak time.
     assert not reader.read(GOLDEN_V2).moments
     assert reader.read(GOLDEN_V2).info.peak_at_s is None
+    assert reader.read_info(GOLDEN_V3) == run.info
 
 
 def test_runs_without_gpu_figures_keep_their_header(tmp_path: Path) -> None:
@@ -552,9 +601,76 @@ def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("peak_traced_bytes", "lots"), ("seed", 1.5), ("attached", 1)]
+    ("sql", "reason"),
+    [
+        (
+            "UPDATE holder_hops SET kind = 'evil' WHERE hop = 1",
+            "corrupt file (holder_hops holds an unknown kind 'evil')",
+        ),
+        (
+            "UPDATE holder_hops SET kind = 'attribute' WHERE hop = 0",
+            "corrupt file (holder_hops holds an unknown kind 'attribute')",
+        ),
+        (
+            "UPDATE holder_hops SET hop = 7 WHERE hop = 2",
+            "corrupt file (holder_hops numbers a path's hops out of order)",
+        ),
+        (
+            "UPDATE holders SET chain = 3 WHERE line = 6",
+            "corrupt file (holders numbers a line's paths out of order)",
+        ),
+        (
+            "UPDATE holders SET outcome = 'maybe'",
+            "corrupt file (holders holds an unknown outcome or a bad count)",
+        ),
+        (
+            "UPDATE holders SET objects = -1",
+            "corrupt file (holders holds an unknown outcome or a bad count)",
+        ),
+        ("UPDATE holders SET file_id = 99", "corrupt file (holders names unknown file id 99)"),
+        (
+            "UPDATE holder_hops SET at_file = 99 WHERE hop = 1",
+            "corrupt file (holder_hops names unknown file id 99)",
+        ),
+        (
+            "UPDATE holder_hops SET chain = 1",
+            "corrupt file (holder_hops names a path holders does not hold)",
+        ),
+        (
+            "DELETE FROM holder_hops",
+            "corrupt file (holders holds a path without hops, or hops without a path)",
+        ),
+        (
+            "UPDATE holder_hops SET name = hex(zeroblob(5000)) WHERE hop = 1",
+            "corrupt file (holder_hops holds a value of the wrong type or size)",
+        ),
+        (
+            "UPDATE holder_hops SET at_line = 'x' WHERE hop = 1",
+            "corrupt file (holder_hops holds a value of the wrong type or size)",
+        ),
+    ],
 )
-def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> None:
+def test_damaged_holders(tmp_path: Path, sql: str, reason: str) -> None:
+    # What holds a line comes from a file like everything else: every path is checked.
+    path = tmp_path / "r.mlrun"
+    writer.write(replace(sample_run(), holders=sample_holders()), path)
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "what"),
+    [
+        ("peak_traced_bytes", "lots", "str"),
+        ("seed", 1.5, "float"),
+        ("attached", 1, "int"),
+        # JSON integers have no limit; the run file's figures are 64-bit.
+        ("peak_traced_bytes", 10**400, "out of range"),
+        ("pid", -(2**63) - 1, "out of range"),
+        ("max_depth", 2**63, "out of range"),
+    ],
+)
+def test_header_with_wrong_types(tmp_path: Path, key: str, value: object, what: str) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(), path)
     con = sqlite3.connect(path)
@@ -563,7 +679,7 @@ def test_header_with_wrong_types(tmp_path: Path, key: str, value: object) -> Non
     con.execute("UPDATE meta SET value = ? WHERE key = 'run'", (json.dumps(header),))
     con.commit()
     con.close()
-    _bad(path, f"bad run header: {key} is {type(value).__name__}")
+    _bad(path, f"bad run header: {key} is {what}")
 
 
 def _read_or_error(path: Path) -> str:

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
-from memlens.model import FIGURES, LineStats, TimelinePoint, replace
+from memlens.model import FIGURES, LineStats, Run, TimelinePoint, replace
 from memlens.runfile import reader, writer
-from tests.runs import sample_run
+from tests.runs import sample_holders, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
@@ -54,6 +54,12 @@ _SPEC = (
     ("tree", "column, part, data", "column, part"),
     ("tree_names", "id, name", "id"),
     ("timeline", "t, traced_bytes, rss_bytes", "rowid"),
+    ("holders", "file_id, line, chain, objects, outcome", "file_id, line, chain"),
+    (
+        "holder_hops",
+        "file_id, line, chain, hop, kind, name, type, at_file, at_line",
+        "file_id, line, chain, hop",
+    ),
     ("moments", "t, traced_bytes", "rowid"),
     ("moment_lines", "column, part, data", "column, part"),
     ("moment_functions", "column, part, data", "column, part"),
@@ -90,12 +96,16 @@ def _sql(path: Path, statement: str) -> None:
     con.close()
 
 
+def _with_holders() -> Run:
+    return replace(sample_run(), holders=sample_holders())
+
+
 def test_written_digest_is_the_documented_one(tmp_path: Path) -> None:
-    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(_with_holders(), tmp_path / "r.mlrun")
     digest = _meta(path)["content_sha256"]
     assert len(digest) == 64
     assert digest == _spec_digest(path)
-    assert reader.read(path) == sample_run()
+    assert reader.read(path) == _with_holders()
 
 
 def test_golden_file_without_digest_still_reads() -> None:
@@ -112,12 +122,14 @@ def test_golden_file_without_digest_still_reads() -> None:
         "UPDATE tree_names SET name = 'renamed'",
         "UPDATE timeline SET rss_bytes = 0",
         "UPDATE functions SET qualname = 'renamed'",
+        "UPDATE holder_hops SET name = 'other' WHERE kind = 'attribute'",
+        "UPDATE holders SET objects = 4 WHERE outcome = 'found'",
         "DELETE FROM timeline",
         "UPDATE meta SET value = replace(value, '\"exit_code\": 0', '\"exit_code\": 1') WHERE key = 'run'",
     ],
 )
 def test_changed_values_are_refused_in_one_line(tmp_path: Path, statement: str) -> None:
-    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    path = writer.write(_with_holders(), tmp_path / "r.mlrun")
     _sql(path, statement)
     with pytest.raises(RunFileError) as info:
         reader.read(path)

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "memlens.cli.baseline",
     "export": "memlens.cli.export",
     "diff": "memlens.cli.diff",
+    "merge": "memlens.cli.merge",
     "import": "memlens.cli.importer",
     "lsp": "memlens.cli.lsp",
     "mcp": "memlens.cli.mcp",
@@ -124,6 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # The system refused something memlens itself did (a read-only store, a full disk):
+        # one line, as every other error. (The profiled program's own errors never get here.)
+        import os
+
+        from memlens.errors import os_error_reason
+        from memlens.layout import display_path
+
+        where = f"{display_path(os.fsdecode(exc.filename))}: " if exc.filename else ""
+        print(f"memlens: {where}{os_error_reason(exc)}", file=sys.stderr)
+        return 1
 
 
 def _main(args_list: list[str], first: str | None) -> int:

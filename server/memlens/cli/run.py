@@ -19,7 +19,8 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import argparse
     from argparse import Namespace
-    from typing import Any
+    from collections.abc import Mapping, Sequence
+    from typing import Any, TextIO
 
     from memlens.model import Run
     from memlens.tracing import runner
@@ -107,6 +108,14 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
             "action": "store_true",
             "help": "leave out GPU memory (PyTorch CUDA), which is recorded by default from "
             "when the program initialises CUDA",
+        },
+    ),
+    (
+        ("--no-holders",),
+        {
+            "action": "store_true",
+            "help": "do not look for what holds the lines still live at exit (the search, done "
+            "as the program ends, takes at most a fifth of the run's time)",
         },
     ),
     (
@@ -286,6 +295,7 @@ def run(args: Namespace) -> int:
             raise MemlensError(f"--sample: {exc}") from None
     if args.seed is not None and interval is None:
         raise MemlensError("--seed is for sampling mode: add --sample BYTES")
+    _CONSOLE.keep()  # before the program: where memlens's own output goes (see _Console)
     if args.timeline_interval < 0 or args.checkpoint_interval < 0 or args.follow_wait < 0:
         raise MemlensError("intervals must not be negative")
     top_rows(args.top)  # a bad --top is reported before the program runs
@@ -298,6 +308,7 @@ def run(args: Namespace) -> int:
         args.json = _json_path(args.json, target)
 
     out_path, in_store = output_path(args.dir, args.output)
+    store_root = os.path.abspath(args.dir)  # (a program that execs goes on in the same store)
     command = target.command()
     # The live status line works (allocates) at moments of its own, which would move a sampled
     # run's samples (any sampled run can be repeated with its seed): the one line at the start
@@ -322,7 +333,12 @@ def run(args: Namespace) -> int:
             _say("memlens: no run written (the program did not start)")
             return
         if following:
-            result = _with_children(result, out_path, args.follow_wait)
+            # Ended by SIGTERM or SIGHUP, which plain python dies of at once: only a moment
+            # for children (ended by the same signal when it was sent to the process group).
+            wait = args.follow_wait
+            if ending.signum is not None:
+                wait = min(wait, follow.SIGNALLED_WAIT_S)
+            result = _with_children(result, out_path, wait)
         _save_and_report(result, out_path, in_store, args, ending)
 
     pointed = [False]
@@ -345,6 +361,7 @@ def run(args: Namespace) -> int:
         "libraries": args.libraries,
         "native": not args.no_native,
         "gpu": not args.no_gpu,
+        "holders": not args.no_holders,
         "timeline_interval_ms": args.timeline_interval,
         "checkpoint_interval_s": args.checkpoint_interval,
     }
@@ -385,8 +402,34 @@ def run(args: Namespace) -> int:
         _tracer.restart_sampling()  # memlens's own work so far moves no sample
         _tracer.set_thread_paused(False)
 
+    def on_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> runner.Exec | None:
+        """The program replaces itself (os.execv): with the same Python running a program
+        (a script or -m), that one runs under `memlens run` too and goes on with this run, in
+        which the program's part so far is one process (kept in the processes folder). Any
+        other program: None (this run ends there)."""
+        if not following:
+            return None
+        again = _continued_command(path, argv, args, seed, out_path, store_root)
+        if again is None:
+            return None
+        if progress is not None:
+            progress.stop()
+        try:
+            part = tracer.stop(command=command, exit_code=None, complete=True)
+            follow.keep_part(part, out_path)
+        except (MemlensError, OSError, ValueError) as exc:
+            _say(f"memlens: the run so far is lost: {exc}")
+        return runner.Exec(
+            path, again, {**child.without_following(env), follow.CONTINUE_ENV: out_path}
+        )
+
     return runner.run(
-        target, on_exit, on_start=on_start, on_end=follow.end_children if following else None
+        target,
+        on_exit,
+        on_start=on_start,
+        on_end=follow.end_children if following else None,
+        on_exec=on_exec,
+        plain_env=child.without_following,
     )
 
 
@@ -491,6 +534,70 @@ def _seeded_command(seed: int, args: Namespace) -> list[str] | None:
     return [*interpreter, "run", "--seed", str(seed), *options, *program]
 
 
+def _continued_command(
+    path: str, argv: Sequence[str], args: Namespace, seed: int | None, out_path: str, root: str
+) -> list[str] | None:
+    """What executing the Python program ``argv`` (with this interpreter, ``path``) becomes
+    under ``memlens run`` going on with this run: the same interpreter options, then ``-m
+    memlens run`` with this run's options and file, then the program and its arguments. None
+    when ``path`` is another program, or the command line is not a script or a module run by
+    Python (``-c``, an interactive interpreter, ``-S`` which would not find memlens)."""
+    try:
+        same = os.path.samefile(path, sys.executable)
+    except (OSError, ValueError):
+        same = False
+    split = _python_command(list(argv[1:])) if same else None
+    if split is None:
+        return None
+    python_options, program = split
+    options: list[str] = []
+    for flags, keywords in OPTIONS:
+        dest = _dest(flags, keywords)
+        value = getattr(args, dest, None)
+        if dest in ("as_module", "output", "dir", "seed"):
+            continue
+        if keywords.get("action") == "store_true":
+            options += [flags[-1]] if value else []
+        elif keywords.get("action") == "append":
+            options += [token for v in value or () for token in (flags[-1], v)]
+        elif value is not None and value != keywords.get("default"):
+            options += [flags[-1], str(value)]
+    if seed is not None:
+        options += ["--seed", str(seed)]
+    options += ["--output", out_path, "--dir", root]
+    return [argv[0] if argv else path, *python_options, "-m", "memlens", "run", *options, *program]
+
+
+#: Python's options that take a value (single letters; the value attached or the next word).
+_PYTHON_VALUE_OPTIONS = "WX"
+
+
+def _python_command(tokens: list[str]) -> tuple[list[str], list[str]] | None:
+    """A Python command line (without argv[0]) split into the interpreter's options and the
+    program (``[script, args...]`` or ``["-m", module, args...]``); None for anything else."""
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "-m" or (token.startswith("-m") and not token.startswith("--")):
+            module = token[2:] or (tokens[i + 1] if i + 1 < len(tokens) else "")
+            rest = tokens[i + 1 :] if token[2:] else tokens[i + 2 :]
+            return (tokens[:i], ["-m", module, *rest]) if module else None
+        if not token.startswith("-"):
+            return tokens[:i], tokens[i:]
+        if token in ("-", "--") or token.startswith("--"):
+            if token != "--check-hash-based-pycs":
+                return None  # stdin, or a long option that is not worth understanding here
+            i += 2
+            continue
+        letters = token[1:]
+        valued = next((k for k, c in enumerate(letters) if c in _PYTHON_VALUE_OPTIONS), None)
+        flags = letters if valued is None else letters[:valued]  # (then the value)
+        if "c" in flags or "m" in flags or "S" in flags:
+            return None
+        i += 2 if valued == len(letters) - 1 else 1
+    return None  # no program: an interactive interpreter
+
+
 def _with_children(result: Run, out_path: str, wait_s: float) -> Run:
     """The program's run merged with the runs of the processes it started (memlens.tracing.follow);
     the program's own run, with one message, when they cannot be merged."""
@@ -560,7 +667,8 @@ def _save_and_report(
     _say(f"memlens: run written to {_shown(out_path)}")
     if args.json not in (None, "-"):
         _write_json(result, args.json)
-    if _closed(sys.stdout):
+    out = _CONSOLE.stream(1)
+    if out is None:
         return  # the program closed its stdout: no report, as python would print nothing
     try:
         if args.json == "-":
@@ -568,25 +676,25 @@ def _save_and_report(
 
             from memlens.export import to_json_dict
 
-            json.dump(to_json_dict(result), sys.stdout, indent=2)
-            print()
+            json.dump(to_json_dict(result), out, indent=2)
+            out.write("\n")
         elif not args.no_report:
             from memlens.report import render
 
             render(
                 result,
-                sys.stdout,
+                out,
                 by=args.by,
                 top=top_rows(args.top),
                 show_listing=not args.no_listing,
             )
-        sys.stdout.flush()
+        out.flush()
     except OSError:
         # `memlens run app.py | head`: the reader left (BrokenPipeError); or the terminal hung
         # up (EIO after SIGHUP). The exit code stays the program's, and nothing complains at
         # exit about the unflushed rest.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, out.fileno())
         os.close(devnull)
     flush_streams()
 
@@ -627,12 +735,110 @@ def _closed(stream: object) -> bool:
     return stream is None or bool(getattr(stream, "closed", False))
 
 
+class _Console:
+    """The standard output and error ``memlens run`` was started with: where its messages and
+    report go, wherever the program sent its own output.
+
+    A program may redirect its output into files of its own (``sys.stdout = open(...)``,
+    ``contextlib.redirect_stdout`` left in place, ``os.dup2(log, 1)``): the report still goes
+    where the user looks. A copy of each descriptor, made before the program starts
+    (non-inheritable, numbered high so that the program's own descriptors are numbered as
+    under python), is used once the descriptor itself leads elsewhere. A program that closed
+    its stream gets no report, as it would print nothing. A child the program forks closes
+    the copies at once: it reports nothing, and a copy of a pipe left open in a child that
+    outlives the program would keep the pipe's reader waiting.
+    """
+
+    #: The copies are the highest free descriptors below this (or the open-files limit).
+    TOP = 256
+
+    def __init__(self) -> None:
+        #: descriptor -> (its copy, st_dev, st_ino when memlens started)
+        self._saved: dict[int, tuple[int, int, int]] = {}
+        self._streams: dict[int, TextIO] = {}
+
+    def keep(self) -> None:
+        if not self._saved and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+        for fd in (1, 2):
+            if fd in self._saved:
+                continue
+            try:
+                st = os.fstat(fd)
+                copy = _high_copy(fd, self.TOP)
+            except OSError:
+                continue
+            if copy is not None:
+                self._saved[fd] = (copy, st.st_dev, st.st_ino)
+
+    def _forget(self) -> None:
+        saved, self._saved = self._saved, {}
+        self._streams.clear()
+        for copy, _, _ in saved.values():
+            try:  # noqa: SIM105 - contextlib costs start-up time
+                os.close(copy)
+            except OSError:
+                pass
+
+    def stream(self, fd: int) -> TextIO | None:
+        """The stream for memlens's output on ``fd`` (1 or 2); None when the program closed
+        it."""
+        program = sys.__stdout__ if fd == 1 else sys.__stderr__
+        if program is None or _closed(program):
+            return None
+        saved = self._saved.get(fd)
+        if saved is None or _leads_to(fd, saved[1:]):
+            return program
+        if fd in self._streams:
+            return self._streams[fd]
+        copy = saved[0]
+        if not _leads_to(copy, saved[1:]):
+            return None  # the copy was closed by the program: nowhere to write
+        encoding = getattr(program, "encoding", None) or "utf-8"
+        errors = getattr(program, "errors", None) or "strict"
+        stream = open(copy, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+        self._streams[fd] = stream
+        return stream
+
+    def fd(self, fd: int) -> int:
+        """The descriptor to write memlens's raw output for ``fd`` to (the status line)."""
+        saved = self._saved.get(fd)
+        if saved is None or _leads_to(fd, saved[1:]) or not _leads_to(saved[0], saved[1:]):
+            return fd
+        return saved[0]
+
+
+def _high_copy(fd: int, top: int) -> int | None:
+    """A non-inheritable copy of ``fd`` at the highest free descriptor below ``top``."""
+    limit = min(top, os.sysconf("SC_OPEN_MAX")) if hasattr(os, "sysconf") else top
+    for n in range(limit - 1, 2, -1):
+        try:
+            os.fstat(n)
+        except OSError:
+            return os.dup2(fd, n, inheritable=False)
+    return None
+
+
+def _leads_to(fd: int, identity: tuple[int, int]) -> bool:
+    """Whether ``fd`` is open on the file (device, inode) ``identity``."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == identity
+
+
+_CONSOLE = _Console()
+
+
 def _say(message: str) -> None:
-    """A memlens message on the program's stderr, unless the program closed or broke it."""
-    if _closed(sys.stderr):
+    """A memlens message on memlens's stderr (:class:`_Console`), unless the program closed
+    or broke it."""
+    err = _CONSOLE.stream(2)
+    if err is None:
         return
     try:
-        print(message, file=sys.stderr, flush=True)
+        print(message, file=err, flush=True)
     except (OSError, ValueError):
         return
 
@@ -707,4 +913,4 @@ def _write_fd2(text: str) -> None:
     import contextlib
 
     with contextlib.suppress(OSError):  # a closed terminal: nothing to show it on
-        os.write(2, text.encode("utf-8", "replace"))
+        os.write(_CONSOLE.fd(2), text.encode("utf-8", "replace"))

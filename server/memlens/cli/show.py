@@ -10,7 +10,7 @@ from memlens.cli.options import add_by, add_dir, add_listing, add_run_spec, add_
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
 from memlens.moment import SYNTAX, resolve
-from memlens.report import find_file, render
+from memlens.report import find_file, parse_where, render, why_lines
 from memlens.runfile import reader
 from memlens.store import Store
 from memlens.timeline import add_arguments as add_timeline_arguments
@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="PID",
         help="the figures of one process of a run that followed child processes",
+    )
+    parser.add_argument(
+        "--why",
+        metavar="FILE:LINE",
+        help="what keeps this line's memory alive at exit: the references from a module global, "
+        "class attribute, thread or C code to its objects",
     )
     add_top(parser)
     add_listing(parser)
@@ -55,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
         if args.at is not None:
             raise MemlensError("--at and --timeline are two views: give one of them")
         return show(result, args)
+    if args.why:
+        if args.at is not None:
+            raise MemlensError("--at and --why are two views: give one of them")
+        where, line = parse_where(result, args.why)
+        for text in why_lines(result, where, line):
+            print(text)
+        return 0
     at = resolve(result, args.at) if args.at is not None else None
     file = find_file(result, args.file) if args.file else None
     render(

@@ -40,6 +40,7 @@ from memlens.model.figures import (
     calls_figure,
     gpu_figure,
 )
+from memlens.model.holders import HOP_KINDS, OUTCOMES, ROOT_KINDS, HeldBy, Hop
 from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
@@ -57,8 +58,11 @@ __all__ = [
     "GPU_FIGURES",
     "GPU_FUNCTION_FIGURES",
     "GPU_SELF_FIGURES",
+    "HOP_KINDS",
     "NAMED_FIGURES",
     "NATIVE",
+    "OUTCOMES",
+    "ROOT_KINDS",
     "SELF_FIGURES",
     "SUMS",
     "TEST_FIGURES",
@@ -75,6 +79,8 @@ __all__ = [
     "FunctionStats",
     "GpuDevice",
     "GpuDeviceLine",
+    "HeldBy",
+    "Hop",
     "LineStats",
     "Moments",
     "NotebookCell",
@@ -679,14 +685,16 @@ class RunInfo(Value):
 
 class Run(Value):
     """A whole profiling run. ``moments`` holds each line's live bytes at moments of the run
-    (empty for runs made without them: imports, older run files)."""
+    (empty for runs made without them: imports, older run files). ``holders``: what held the
+    lines live at its end (:class:`HeldBy`, by file and line; empty when not recorded)."""
 
-    __slots__ = ("call_tree", "files", "info", "moments", "timeline")
+    __slots__ = ("call_tree", "files", "holders", "info", "moments", "timeline")
     info: RunInfo
     files: Mapping[str, SourceFile]
     call_tree: CallTree
     timeline: tuple[TimelinePoint, ...]
     moments: Moments
+    holders: tuple[HeldBy, ...]
 
     def __init__(
         self,
@@ -695,9 +703,11 @@ class Run(Value):
         call_tree: Iterable[CallNode] = (),
         timeline: tuple[TimelinePoint, ...] = (),
         moments: Moments | None = None,
+        holders: tuple[HeldBy, ...] = (),
     ) -> None:
         _set(self, "info", info)
         _set(self, "files", {} if files is None else files)
         _set(self, "call_tree", CallTree.from_nodes(call_tree))
         _set(self, "timeline", timeline)
         _set(self, "moments", Moments() if moments is None else moments)
+        _set(self, "holders", holders)

@@ -62,16 +62,20 @@ from memlens.model import (
 )
 from memlens.runfile import reader, writer
 from memlens.store import Store
-from memlens.tracing import cuda, tracer
+from memlens.tracing import cuda, runner, tracer
 from memlens.tracing.follow import merge_folder
 from memlens.units import fmt_bytes, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
+    import types
     from collections.abc import Callable, Generator, Sequence
     from typing import Any
 
-    from memlens.model import Run
+    from memlens.model import Run, RunInfo
+else:
+    import _signal as signal  # the C core, as memlens.tracing.runner uses it
 
 #: Figures compared with the baseline run (allocation volume is churn, not memory held); the
 #: GPU peak of a test whose baseline used GPU memory too.
@@ -89,6 +93,10 @@ _run_command: tuple[str, ...] = ()
 #: Whether this plugin started the tracer (a pytest-xdist worker starts it before it knows
 #: where its run goes: ``_run_path`` is None until then).
 _started = False
+#: The session whose tests the run records (set when it is registered).
+_current: _SessionRun | None = None
+#: The handler of SIGTERM and SIGHUP while tracing (:func:`_on_ending_signal`), if installed.
+_ending_handler: runner.AsDefault | None = None
 
 
 def start_tracing(options: Any, config: pytest.Config, path_later: bool = False) -> None:
@@ -123,10 +131,13 @@ def start_tracing(options: Any, config: pytest.Config, path_later: bool = False)
             command=command,
             on_checkpoint=first_checkpoint,
             workspace_root=os.path.realpath(options.memlens_dir),
+            amend=_with_tests,  # checkpoints hold the per-test figures so far
         )
     except MemlensError as exc:
         raise pytest.UsageError(f"memlens: {exc}") from None
     _run_path, _run_command, _started = path, command, True
+    _watch_ending_signals()
+    runner.guard_forks()  # a test that forks: no SIGTERM lost to the child's start-up
 
 
 def _store_run(options: Any) -> tuple[str, Callable[[], None]]:
@@ -162,10 +173,77 @@ def start_worker_checkpoints(folder: str) -> str:
     return path
 
 
+def _with_tests(info: RunInfo) -> RunInfo:
+    """A checkpoint's header with the figures of the tests that ran so far."""
+    session = _current
+    return info if session is None else replace(info, tests=tuple(session.tests))
+
+
+def _watch_ending_signals() -> None:
+    """SIGTERM and SIGHUP (a CI job's timeout, a closed terminal) write the run so far, with
+    the figures of the tests that ran, before pytest dies of them as it would without memlens.
+    Only where they have their default action, which the tests still see
+    (:class:`memlens.tracing.runner.AsDefault`)."""
+    global _ending_handler
+    handler = runner.AsDefault(_on_ending_signal)
+    for signum in runner.ENDING_SIGNALS:
+        if runner.is_default(signal.getsignal(signum)):
+            try:
+                signal.signal(signum, handler)
+            except ValueError:  # pytest runs in another thread than the main one
+                return
+            _ending_handler = handler
+
+
+def _unwatch_ending_signals() -> None:
+    global _ending_handler
+    handler, _ending_handler = _ending_handler, None
+    for signum in runner.ENDING_SIGNALS:
+        if handler is not None and signal.getsignal(signum) is handler:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+def _on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
+    _tracer.set_thread_paused(True)  # writing the run is memlens's work
+    ending = runner.Ending(None, False, True, signum)
+    held = runner.hold_signals(ending)  # a second SIGTERM must not cut the write short
+    try:
+        session = _current
+        _write_run(session.tests if session is not None else [], None, False, ending.seal)
+    except (MemlensError, OSError, ValueError):
+        pass  # the last checkpoint stays
+    finally:
+        runner.restore_signals(held)
+    runner.die_by(signum)
+
+
+def _write_run(
+    tests: list[TestStats],
+    status: int | None,
+    complete: bool,
+    seal: Callable[[RunInfo], RunInfo] | None = None,
+) -> str | None:
+    """Stop tracing and write the session's run (its tests, pytest's exit status, whether the
+    session ended by itself) over its last checkpoint, and point ``latest`` at it (not in a
+    pytest-xdist worker: its run is one process of its controller's). Returns the path, or
+    None when tracing had stopped. (A SIGTERM's way; a session that ends writes its run
+    through :meth:`_SessionRun._write`.)"""
+    path = _run_path
+    run = stop_tracing()
+    if run is None or path is None:
+        return None
+    info = replace(run.info, exit_code=status, complete=complete, tests=tuple(tests))
+    writer.write_final(replace(run, info=info), path, seal=seal)
+    if not getattr(_current, "worker", False):
+        _point_latest_at(path)
+    return path
+
+
 def stop_tracing() -> Run | None:
     """Stop the tracer if this plugin started it; the run, or None."""
     global _run_path, _started
 
+    _unwatch_ending_signals()
     started, _started, _run_path = _started, False, None
     if not started or not tracer.is_tracing():
         return None
@@ -290,8 +368,10 @@ class _SessionRun:
     :class:`DistributedSession` is pytest-xdist's controller)."""
 
     def __init__(self, config: pytest.Config) -> None:
+        global _current
         self.config = config
         self.tests: list[TestStats] = []
+        _current = self  # checkpoints and a SIGTERM write its tests' figures
         self.run_path: str | None = None
         self.problem: str | None = None  # why no run was written
         self.increase = _increase_options(config)
@@ -651,6 +731,8 @@ class MemlensSession(_SessionRun):
     # -- the end: the run, the summary -----------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        global _current
+        _current = None
         ended = self._stop(exitstatus)
         if ended is None:
             return

@@ -98,11 +98,16 @@ GPU_TYPES: dict[str, tuple[type, ...]] = {
 #: Most GPU devices a run header lists.
 MAX_GPUS = 4096
 _MAX_BYTES = 2**63 - 1
+#: The integers a header may hold: 64 bits, as the run file's tables hold figures (JSON has
+#: no limit: 10**400 would fail whatever shows it).
+_INT64 = range(-(2**63), 2**63)
 
 
 def is_a(value: object, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in types:
-        return False  # JSON true/false are not numbers here
+    if isinstance(value, bool):
+        return bool in types  # JSON true/false are not numbers here
+    if isinstance(value, int) and value not in _INT64:
+        return False
     return isinstance(value, types)
 
 
@@ -150,7 +155,9 @@ def parse_header(raw: object, name: str) -> RunInfo:
     for key, value in raw.items():
         expected = HEADER_TYPES.get(key)
         if expected is not None and not is_a(value, expected):
-            raise RunFileError(name, f"bad run header: {key} is {type(value).__name__}")
+            out_of_range = type(value) is int and value not in _INT64
+            what = "out of range" if out_of_range else type(value).__name__
+            raise RunFileError(name, f"bad run header: {key} is {what}")
     if not all(isinstance(c, str) for c in raw["command"]):
         raise RunFileError(name, "bad run header: command")
     raw["command"] = tuple(raw["command"])
@@ -379,9 +386,10 @@ def gpus(name: str, entries: list[object]) -> tuple[GpuDevice, ...]:
         raise RunFileError(name, f"bad run header: more than {MAX_GPUS} GPU devices")
     out: list[GpuDevice] = []
     for entry in entries:
-        values = _typed(name, entry, GPU_TYPES, "gpus")
-        if not all(0 <= v <= _MAX_BYTES for k, v in values.items() if k != "complete"):
+        figures = entry.items() if isinstance(entry, dict) else ()
+        if any(type(v) is int and not 0 <= v <= _MAX_BYTES for k, v in figures if k in GPU_TYPES):
             raise RunFileError(name, "bad run header: gpus (a figure out of range)")
+        values = _typed(name, entry, GPU_TYPES, "gpus")
         out.append(GpuDevice(**values))
     return tuple(out)
 

@@ -26,10 +26,15 @@ from memlens.layout import open_regular
 from memlens.model import (
     DEVICE_FIGURES,
     FIGURES,
+    HOP_KINDS,
+    OUTCOMES,
+    ROOT_KINDS,
     CallNode,
     CallTree,
     FunctionStats,
     GpuDeviceLine,
+    HeldBy,
+    Hop,
     LineStats,
     Moments,
     Run,
@@ -46,6 +51,8 @@ from memlens.runfile.schema import (
     INT,
     MAGIC,
     MAX_HEADER_CHARS,
+    MAX_HOLDER_CHAINS,
+    MAX_HOLDER_HOPS,
     MAX_META_VALUE_CHARS,
     MAX_NAME_CHARS,
     MAX_ROWS,
@@ -221,7 +228,8 @@ def _expected_size(header: bytes) -> int | None:
 
 
 def _uri_path(name: str) -> str:
-    return quote(os.path.abspath(name))
+    # (As bytes: a name that is not UTF-8 holds surrogates, which quote() cannot encode.)
+    return quote(os.fsencode(os.path.abspath(name)))
 
 
 def _meta(con: sqlite3.Connection, name: str) -> dict[str, object]:
@@ -445,6 +453,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
     timeline = tuple(
         TimelinePoint(float(t), tb, rss) for t, tb, rss in digest.rows(tables["timeline"])
     )
+    holders = _read_holders(name, digest, tables, ids, paths) if version >= 3 else ()
     moments = (
         _read_moments(name, digest, tables, paths, function_keys) if version >= 3 else Moments()
     )
@@ -468,6 +477,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         call_tree=tree,
         timeline=timeline,
         moments=moments,
+        holders=holders,
     )
 
 
@@ -548,6 +558,55 @@ def _read_moments(
         if column and (min(column) < 0 or max(column) >= sizes):
             raise RunFileError(name, f"corrupt file (a moment change names an unknown {index})")
     return Moments(t, traced, paths, lines, function_keys, fns)
+
+
+def _read_holders(
+    name: str,
+    digest: RowDigest,
+    tables: Mapping[str, Table],
+    ids: Mapping[int, int],
+    paths: list[str],
+) -> tuple[HeldBy, ...]:
+    """Version 3's paths to what holds each line, checked: known files, kinds and outcomes,
+    paths numbered from 0 per line and hops from 0 per path, found paths with hops."""
+
+    def bad(what: str) -> RunFileError:
+        return RunFileError(name, f"corrupt file ({what})")
+
+    def path_of(fid: int, table: str) -> str:
+        pos = ids.get(fid)
+        if pos is None:
+            raise bad(f"{table} names unknown file id {fid!r}")
+        return paths[pos]
+
+    chains: dict[tuple[int, int, int], tuple[str, int, int, str, list[Hop]]] = {}
+    count: dict[tuple[int, int], int] = {}
+    for fid, line, chain, objects, outcome in digest.rows(tables["holders"]):
+        if outcome not in OUTCOMES or not 0 <= objects < 2**31:
+            raise bad("holders holds an unknown outcome or a bad count")
+        if chain != count.get((fid, line), 0) or chain >= MAX_HOLDER_CHAINS:
+            raise bad("holders numbers a line's paths out of order")
+        count[fid, line] = chain + 1
+        chains[fid, line, chain] = (path_of(fid, "holders"), line, objects, outcome, [])
+    for fid, line, chain, hop, kind, text, type_, at_file, at_line in digest.rows(
+        tables["holder_hops"]
+    ):
+        entry = chains.get((fid, line, chain))
+        if entry is None:
+            raise bad("holder_hops names a path holders does not hold")
+        hops = entry[4]
+        if hop != len(hops) or hop >= MAX_HOLDER_HOPS:
+            raise bad("holder_hops numbers a path's hops out of order")
+        if kind not in (ROOT_KINDS if hop == 0 else HOP_KINDS):
+            raise bad(f"holder_hops holds an unknown kind {kind[:40]!r}")
+        where = path_of(at_file, "holder_hops") if at_file else ""
+        hops.append(Hop(kind, text, type_, where, at_line if where else 0))
+    out = []
+    for path, line, objects, outcome, hops in chains.values():
+        if (outcome == "found") != bool(hops):
+            raise bad("holders holds a path without hops, or hops without a path")
+        out.append(HeldBy(path, line, objects, outcome, tuple(hops)))
+    return tuple(out)
 
 
 def _read_tree(

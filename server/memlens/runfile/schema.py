@@ -216,9 +216,13 @@ _V2 = {t.name: t for t in V2}
 
 #: Version 3: GPU memory (docs/how-it-works.md, "GPU memory"): GPU figures at the end of each
 #: line's and function's row (0 where there are none), and ``gpu_devices``: a line's self GPU
-#: figures per device, for runs that used several devices; and the moments (docs/how-it-works.md,
-#: "Moments"): each line's and function's live bytes at moments of the run. The other tables
-#: are version 2's.
+#: figures per device, for runs that used several devices. What holds the lines live at the
+#: end of the run (:class:`memlens.model.HeldBy`): ``holders`` has one row per path
+#: (``chain``) of a line, or one row for a line without a path (its ``outcome``);
+#: ``holder_hops`` the hops of each path, from its root (``hop`` 0). ``at_file`` is the file
+#: id of the line that allocated a hop's object (0: none), ``at_line`` that line (0: none).
+#: And the moments (docs/how-it-works.md, "Moments"): each line's and function's live bytes at
+#: moments of the run. The other tables are version 2's.
 V3: tuple[Table, ...] = (
     _V2["files"],
     Table(
@@ -239,6 +243,26 @@ V3: tuple[Table, ...] = (
     _V2["tree"],
     _V2["tree_names"],
     _V2["timeline"],
+    Table(
+        "holders",
+        (*_ints("file_id", "line", "chain", "objects"), ("outcome", TEXT, False)),
+        "file_id, line, chain",
+        key="file_id, line, chain",
+        without_rowid=True,
+    ),
+    Table(
+        "holder_hops",
+        (
+            *_ints("file_id", "line", "chain", "hop"),
+            ("kind", TEXT, False),
+            ("name", TEXT, False),
+            ("type", TEXT, False),
+            *_ints("at_file", "at_line"),
+        ),
+        "file_id, line, chain, hop",
+        key="file_id, line, chain, hop",
+        without_rowid=True,
+    ),
     Table("moments", (("t", REAL, False), *_ints("traced_bytes")), "rowid"),
     Table("moment_lines", _PARTS, "column, part", key="column, part", without_rowid=True),
     Table("moment_functions", _PARTS, "column, part", key="column, part", without_rowid=True),
@@ -299,11 +323,17 @@ MAX_ROWS: dict[str, int] = {
     "tree": 1_000,
     "tree_names": 10_000_000,
     "timeline": 1_000_000,
+    "holders": 100_000,
+    "holder_hops": 1_000_000,
     "moments": 100_000,
     "moment_lines": 1_000,  # parts
     "moment_functions": 1_000,  # parts
     "moment_values": 50_000_000,  # values per column of moment_lines or moment_functions
 }
+#: Most paths of one line, and most hops of one path, a reader accepts (the tracer records at
+#: most 5 and 40).
+MAX_HOLDER_CHAINS = 64
+MAX_HOLDER_HOPS = 256
 #: Longest text value, in bytes (a recorded source file), and longest name (a path, a
 #: qualified name, a meta key), in characters; the run header (meta ``run``) is a name too.
 MAX_VALUE_BYTES = 64 * 1024 * 1024

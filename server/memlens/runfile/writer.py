@@ -84,23 +84,29 @@ def write_final(run: Run, path: _P, *, seal: Callable[[RunInfo], RunInfo] | None
     it replaces, the checkpoint first gives way to the run's header alone (a few KiB, marked
     incomplete) and the final run is then written over that. ``path`` holds a readable run at
     every moment: the checkpoint, the header, the final run. If even the final run does not fit
-    then, the header stays and the error says so.
+    then, the header stays and the error says so. Without a checkpoint (the disk filled up
+    before the first one), the header is written where the run does not fit.
     """
     try:
         return write(run, path, seal=seal)
     except OSError as exc:
-        if exc.errno not in _NO_ROOM or not os.path.isfile(path):
+        if exc.errno not in _NO_ROOM:
             raise
+        failure = exc
     header_only = replace(
         run,
         files={},
         call_tree=(),
         timeline=(),
         moments=None,
+        holders=(),
         info=replace(run.info, complete=False),
     )
+    had_checkpoint = os.path.isfile(path)
     write(header_only, path)  # fails (and keeps the checkpoint) if even this does not fit
     try:
+        if not had_checkpoint:
+            raise failure  # nothing was freed: the final run would not fit now either
         return write(run, path, seal=seal)
     except OSError as exc:
         raise OSError(
@@ -192,6 +198,9 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
             tables["timeline"],
             [(float(p.t), p.traced_bytes, p.rss_bytes) for p in run.timeline],
         )
+        held, hops = _holder_rows(run, file_ids)
+        _insert(con, digest, tables["holders"], held)
+        _insert(con, digest, tables["holder_hops"], hops)
         moments, moment_lines, moment_functions = _moment_rows(run.moments, file_ids, function_ids)
         _insert(con, digest, tables["moments"], moments)
         _insert(con, digest, tables["moment_lines"], moment_lines)
@@ -214,6 +223,30 @@ def _insert(
 ) -> None:
     con.executemany(table.insert(), rows)
     digest.table(table.name, rows)
+
+
+def _holder_rows(
+    run: Run, file_ids: Mapping[str, int]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows of the ``holders`` and ``holder_hops`` tables, in key order (paths of a line
+    numbered from 0 in the order of ``run.holders``)."""
+    chains: dict[tuple[int, int], int] = {}
+    held: list[tuple[Any, ...]] = []
+    hops: list[tuple[Any, ...]] = []
+    for h in run.holders:
+        fid = file_ids.get(h.file)
+        if fid is None:
+            raise ValueError(f"what holds a line names a file not in the run: {h.file}")
+        chain = chains[fid, h.line] = chains.get((fid, h.line), -1) + 1
+        held.append((fid, h.line, chain, h.objects, h.outcome))
+        for i, hop in enumerate(h.hops):
+            at = file_ids.get(hop.file, 0)
+            hops.append(
+                (fid, h.line, chain, i, hop.kind, hop.name, hop.type, at, hop.line if at else 0)
+            )
+    held.sort(key=lambda r: r[:3])
+    hops.sort(key=lambda r: r[:4])
+    return held, hops
 
 
 def _tree_rows(

@@ -35,10 +35,10 @@ TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init_
 if TYPE_CHECKING:
     import signal
     import types
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from memlens.tracing.runner import Ending
+    from memlens.tracing.runner import Ending, Exec
 else:
     import _signal as signal  # the C core: `import signal` loads enum & co. (memlens.tracing.runner)
 
@@ -49,9 +49,14 @@ STARTUP_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_startu
 
 #: multiprocessing's helper processes: started like children, but they serve the program's
 #: whole life and end only after it, so they are not traced (their own allocations are
-#: multiprocessing's); the fork server's own children are followed.
+#: multiprocessing's); the fork server's own children are followed. loky (joblib's process
+#: pool, standalone or vendored) starts a resource tracker of its own the same way.
 _FORKSERVER = "from multiprocessing.forkserver import main"
-_RESOURCE_TRACKER = "from multiprocessing.resource_tracker import main"
+_RESOURCE_TRACKERS = (
+    "from multiprocessing.resource_tracker import main",
+    "from joblib.externals.loky.backend.resource_tracker import main",
+    "from loky.backend.resource_tracker import main",
+)
 
 #: The options of the run a child inherits, with their types (the value of :data:`ENV`).
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -68,6 +73,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "libraries": (bool,),
     "native": (bool,),
     "gpu": (bool,),
+    "holders": (bool,),
     "timeline_interval_ms": (int, float),
     "checkpoint_interval_s": (int, float),
 }
@@ -132,14 +138,26 @@ def leave() -> None:
         _quietly(os.unlink, own.run_path)
     _config = None
     _traced = False
-    os.environ.pop(ENV, None)
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    kept = without_following(os.environ)
+    for name in (ENV, "PYTHONPATH"):
+        if name in kept:
+            os.environ[name] = kept[name]
+        else:
+            os.environ.pop(name, None)
+
+
+def without_following(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of the environment ``env`` that makes no process follow: without :data:`ENV`,
+    and without :data:`STARTUP_DIR` first on ``PYTHONPATH``."""
+    out = {k: v for k, v in env.items() if k != ENV}
+    paths = out.get("PYTHONPATH", "").split(os.pathsep)
     if paths[0] == STARTUP_DIR:
         rest = os.pathsep.join(paths[1:])
         if rest:
-            os.environ["PYTHONPATH"] = rest
+            out["PYTHONPATH"] = rest
         else:
-            os.environ.pop("PYTHONPATH", None)
+            del out["PYTHONPATH"]
+    return out
 
 
 def following() -> dict[str, Any] | None:
@@ -176,7 +194,7 @@ def start_child() -> None:
         if config is None or not _same_interpreter(config):
             return
         code = _command_code().removeprefix("import sys; ")  # (3.14's fork server command)
-        if code.startswith(_RESOURCE_TRACKER):
+        if code.startswith(_RESOURCE_TRACKERS):
             return
         argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
         command = ("python", *argv[1:])
@@ -188,8 +206,29 @@ def start_child() -> None:
         say(f"memlens: this process is not followed: {exc}")
 
 
+#: The signals that end a child: held while it starts being followed.
+_ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> None:
-    """Trace this process as a child of ``parent``: claim its run, start the tracer."""
+    """Trace this process as a child of ``parent``: claim its run, start the tracer.
+
+    SIGTERM, SIGHUP and SIGINT wait meanwhile (blocked in this thread, and so in memlens's
+    threads started here: a process-directed signal then has no thread to go to): sent to a
+    child that is still starting (a pool terminating a worker), one is delivered once the
+    child has claimed its run, its handlers are in place and what writing the run needs is
+    imported, so the child writes its run and dies by the signal. Handled earlier, it would
+    write the run from the middle of an import (a "partially initialized module" error and no
+    run), and die with a signal that is blocked (exit status 128 + N, not the signal).
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
+    try:
+        _begin_held(config, parent, command)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _begin_held(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> None:
     global _own, _finishing
     from memlens.errors import MemlensError
     from memlens.tracing import tracer
@@ -209,6 +248,7 @@ def _begin(config: dict[str, Any], parent: int, command: tuple[str, ...]) -> Non
             libraries=config["libraries"],
             native=config["native"],
             gpu=config["gpu"],
+            holders=config["holders"],
             timeline_interval_ms=config["timeline_interval_ms"],
             checkpoint=own.run_path if interval > 0 else None,
             checkpoint_interval_s=interval,
@@ -237,9 +277,7 @@ def _import_writer() -> None:
     thread or by another one a fork left behind, would fail the write), with the ending
     signals held meanwhile: their handler writes the run, which these very imports would
     otherwise be in the middle of (a pool terminating a worker that is still starting)."""
-    # (SIGINT and runner.ENDING_SIGNALS, spelled out: runner is among what is imported here.)
-    ending = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ending)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
     try:
         import array  # noqa: F401
         import datetime  # noqa: F401
@@ -376,15 +414,19 @@ def _watch_exits() -> None:
     inherited from the root); interpreter exit is the atexit handler's."""
     from memlens.tracing import runner
 
+    global _ending_handler
     os._exit = _exit_writing_run  # type: ignore[assignment]
+    # The program sees the default action (runner.AsDefault): a handler of its own that
+    # chains to the previous one behaves as under python.
+    _ending_handler = runner.AsDefault(_on_ending_signal)
+    runner._wrap_exec(_before_exec)
     watched = False
     for signum in runner.ENDING_SIGNALS:
         handler = signal.getsignal(signum)
-        if handler in (signal.SIG_DFL, _on_ending_signal) or (
-            getattr(handler, "__module__", None) == runner.__name__
-        ):
+        # The default action, or a memlens handler (this process's or, forked, its parent's).
+        if runner.is_default(handler) or isinstance(handler, runner.AsDefault):
             try:
-                signal.signal(signum, _on_ending_signal)
+                signal.signal(signum, _ending_handler)
             except ValueError:  # not the main thread: the default action stays
                 return
             watched = True
@@ -392,6 +434,9 @@ def _watch_exits() -> None:
         _watch_signals()
         runner.guard_forks()  # its children's start-up must not lose these signals either
 
+
+#: The handler of SIGTERM and SIGHUP while this child is traced (:func:`_on_ending_signal`).
+_ending_handler: object = None
 
 #: Seconds a followed child's main thread has to take a SIGTERM or SIGHUP (and write its
 #: run) before it is ended by the signal's default action without its final run.
@@ -458,13 +503,23 @@ def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
             seen = _handled
             deadline = time.monotonic() + KICK_LIMIT_S
             time.sleep(0.05)
-            while _handled == seen and signal.getsignal(signum) is _on_ending_signal:
+            while _handled == seen and signal.getsignal(signum) is _ending_handler:
                 if time.monotonic() >= deadline:
                     # Stuck where no handler runs (a long C call): it dies as plain Python
                     # would have at once; its last checkpoint counts (listed incomplete).
                     _tracer.die_by_signal(signum)
                 signal.pthread_kill(main_thread, signum)  # its blocking call returns: EINTR
                 time.sleep(0.05)
+
+
+def _before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
+    """``os.exec*`` in a followed child: its run is written first (it ends there); the
+    program it becomes is followed as a new child, if it is Python."""
+    from memlens.tracing.runner import Exec
+
+    if os.access(path, os.X_OK):  # (execvp tries each folder of PATH in turn)
+        _finish(None, True)
+    return Exec(path, argv, env)
 
 
 def _exit_writing_run(status: int, /) -> None:
@@ -528,7 +583,7 @@ def _finish(exit_code: int | None, complete: bool) -> None:
     finally:
         runner.restore_signals(held)
         for signum, handler in held.items():
-            if handler is _on_ending_signal:  # the run is written: they act as without memlens
+            if handler is _ending_handler:  # the run is written: they act as without memlens
                 signal.signal(signum, signal.SIG_DFL)
         # Without a final run the claim stays: the root lists this process as incomplete.
         if written:

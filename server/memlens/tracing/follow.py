@@ -26,6 +26,17 @@ if TYPE_CHECKING:
     from memlens.model import ProcessInfo, Run
 
 
+#: Set by a program replacing itself with a Python program (os.execv): the run file that the
+#: `memlens run` it becomes goes on with.
+CONTINUE_ENV = "MEMLENS_CONTINUE"
+
+#: Seconds the children are waited for when a signal ended the program (SIGTERM, SIGHUP),
+#: which plain python dies of at once: a signal sent to the whole process group ends them as
+#: fast (their runs are written by then); one sent to the program alone leaves them running,
+#: counted with their last checkpoint.
+SIGNALLED_WAIT_S = 0.25
+
+
 def follow(
     run_path: str,
     command: Sequence[str],
@@ -39,6 +50,7 @@ def follow(
     gpu: bool,
     timeline_interval_ms: float,
     checkpoint_interval_s: float,
+    holders: bool = True,
 ) -> bool:
     """Follow this process's children into the processes folder of ``run_path``, with these
     options (as :func:`memlens.tracing.tracer.start` takes them). False, after a one-line message,
@@ -47,7 +59,10 @@ def follow(
     from memlens.layout import clear_processes, processes_folder
 
     folder = processes_folder(run_path)
-    problem = clear_processes(folder)
+    # A program that replaced itself (os.execv) and goes on with its run under a new `memlens
+    # run` keeps what its first part and its children left there (keep_part).
+    continued = os.environ.pop(CONTINUE_ENV, None) == run_path
+    problem = None if continued else clear_processes(folder)
     if problem is not None:
         say(f"memlens: child processes are not followed: {problem}")
         return False
@@ -66,6 +81,7 @@ def follow(
         "libraries": libraries,
         "native": native,
         "gpu": gpu,
+        "holders": holders,
         "timeline_interval_ms": float(timeline_interval_ms),
         "checkpoint_interval_s": float(checkpoint_interval_s),
     }
@@ -74,6 +90,25 @@ def follow(
     if paths.split(os.pathsep)[0] != STARTUP_DIR:
         os.environ["PYTHONPATH"] = STARTUP_DIR + (os.pathsep + paths if paths else "")
     return True
+
+
+def keep_part(run: Run, run_path: str) -> None:
+    """The program is about to replace itself with another program that goes on with the run
+    ``run_path`` (os.execv): ``run``, its part so far, is kept in the processes folder as one
+    process of the run (the same id as the part that follows), to be merged at the end."""
+    from memlens.layout import process_run_name, processes_folder
+    from memlens.model import ProcessInfo, replace
+    from memlens.runfile import writer
+
+    folder = processes_folder(run_path)
+    os.makedirs(folder, exist_ok=True)
+    pid = os.getpid()
+    me = ProcessInfo(pid, os.getppid(), child.command(), True, run.info.peak_traced_bytes)
+    for n in range(2, 1000):
+        name = os.path.join(folder, process_run_name(pid, n))
+        if not os.path.lexists(name) and not os.path.lexists(name[: -len(".mlrun")] + ".lock"):
+            writer.write(replace(run, info=replace(run.info, processes=(me,))), name)
+            return
 
 
 def end_children() -> None:
@@ -156,33 +191,17 @@ def _wait(folder: str, wait_s: float) -> set[str]:
     Returns the names whose claim is still there (incomplete: no final run)."""
     import time
 
+    from memlens.layout import claim_held
+
     deadline = time.monotonic() + wait_s
     while True:
         claims = {n[: -len(".lock")] for n in os.listdir(folder) if n.endswith(".lock")}
-        running = [n for n in claims if _held(os.path.join(folder, n + ".lock"))]
+        running = [n for n in claims if claim_held(os.path.join(folder, n + ".lock"))]
         if not running or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
     # A claim still held, or left behind by a process that died (SIGKILL, a crash).
     return {n[: -len(".lock")] for n in os.listdir(folder) if n.endswith(".lock")}
-
-
-def _held(lock_path: str) -> bool:
-    """Whether a live process holds the lock on ``lock_path``."""
-    import fcntl
-
-    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(lock_path, flags | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False  # gone: it finished meanwhile
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # closing it drops the lock we may have taken
-    return False
 
 
 def _run_names(folder: str, claims: set[str]) -> list[str]:

@@ -25,7 +25,7 @@ TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at star
 if TYPE_CHECKING:
     import signal
     import types
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from memlens.model import RunInfo
@@ -49,7 +49,9 @@ class Ending:
 
     ``exit_code`` is the program's exit code, or None when it did not exit by itself (a signal
     or Ctrl-C ended it); ``complete`` is False when it was interrupted; ``started`` is False
-    when its code never ran (it did not compile): there is nothing to record.
+    when its code never ran (it did not compile): there is nothing to record; ``signum`` is
+    the ending signal (SIGTERM, SIGHUP) that killed it, which plain python would have died of
+    at once (None otherwise).
 
     While ``on_exit`` runs, SIGINT, SIGTERM and SIGHUP are held. The writer calls
     :meth:`seal` once the run's rows are written: a signal held by then is recorded (the run
@@ -58,12 +60,15 @@ class Ending:
     run, which is written as the program left it: the process then exits as the run says.
     """
 
-    __slots__ = ("_held", "_sealed_with", "complete", "exit_code", "sealed", "started")
+    __slots__ = ("_held", "_sealed_with", "complete", "exit_code", "sealed", "signum", "started")
 
-    def __init__(self, exit_code: int | None, complete: bool, started: bool) -> None:
+    def __init__(
+        self, exit_code: int | None, complete: bool, started: bool, signum: int | None = None
+    ) -> None:
         self.exit_code = exit_code
         self.complete = complete
         self.started = started
+        self.signum = signum
         self.sealed = False
         self._held: int | None = None  # the first signal held while on_exit ran
         self._sealed_with: int | None = None
@@ -119,13 +124,16 @@ class Target:
             import importlib.util
 
             assert self.module is not None
-            sys.path.insert(0, os.getcwd())
+            # Found where `python -m` looks: the working directory first, unless -P, -I or
+            # PYTHONSAFEPATH leaves it out.
+            cwd = [] if getattr(sys.flags, "safe_path", False) else [os.getcwd()]
+            sys.path[:0] = cwd
             try:
                 spec = importlib.util.find_spec(self.module)
             except (ImportError, ValueError) as exc:
                 raise MemlensError(f"no module named {self.module!r} ({exc})") from None
             finally:
-                sys.path.pop(0)
+                del sys.path[: len(cwd)]
             if spec is None:
                 raise MemlensError(f"no module named {self.module!r}")
 
@@ -135,6 +143,8 @@ def run(
     on_exit: Callable[[Ending], None],
     on_start: Callable[[], None] | None = None,
     on_end: Callable[[], None] | None = None,
+    on_exec: Callable[[str, Sequence[str], Mapping[str, str]], Exec | None] | None = None,
+    plain_env: Callable[[Mapping[str, str]], dict[str, str]] = dict,
 ) -> int:
     """Run ``target``; return its exit code (or die by the signal that killed it).
 
@@ -142,6 +152,13 @@ def run(
     read and compiled), so a caller can exclude its set-up work from what it measures.
     ``on_end`` is called when the program has ended by itself and its threads are joined,
     right before ``on_exit`` (signals are not held yet: Ctrl-C still interrupts it).
+
+    When the program replaces itself with another (``os.execv`` & co.), ``on_exec(path, argv,
+    env)`` may say what to execute instead (the same program under ``memlens run``, which
+    goes on with the run: :class:`Exec`); otherwise the program has ended there: ``on_exit``
+    is called (exit code None, complete), then it executes ``path`` as asked, in the
+    environment ``plain_env`` makes of the one it was given (where children are followed: one
+    that follows nothing, since the run has ended).
     """
     start_program = on_start or (lambda: None)
     finished = False
@@ -150,13 +167,15 @@ def run(
     interrupted = [False]
     atexit.register(_after_atexit, interrupted)
 
-    def finish(code: int | None, complete: bool, started: bool = True) -> None:
+    def finish(
+        code: int | None, complete: bool, started: bool = True, signum: int | None = None
+    ) -> None:
         nonlocal finished
         # A child forked by the program is not traced and has no run of its own to write.
         if finished or os.getpid() != pid:
             return
         finished = True
-        ending = Ending(code, complete, started)
+        ending = Ending(code, complete, started, signum)
         held = hold_signals(ending)
         try:
             on_exit(ending)
@@ -178,22 +197,40 @@ def run(
     def on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
         # Without memlens, SIGTERM or SIGHUP kills the program on the spot. Keep that: record
         # the run, then die by the same signal (no unwinding, the same exit status).
-        finish(None, False)
+        finish(None, False, signum=signum)
         die_by(signum)
 
-    ours = [s for s in ENDING_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    def before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
+        if finished or os.getpid() != pid or not os.access(path, os.X_OK):
+            return Exec(path, argv, env)  # (execvp tries each folder of PATH in turn)
+        replaced = on_exec(path, argv, env) if on_exec is not None else None
+        if replaced is not None:
+            return replaced
+        flush_streams()
+        finish(None, True)
+        return Exec(path, argv, plain_env(env))
+
+    _wrap_exec(before_exec)
+    ending_handler = AsDefault(on_ending_signal)
+    ours = [s for s in ENDING_SIGNALS if is_default(signal.getsignal(s))]
     for signum in ours:
-        signal.signal(signum, on_ending_signal)
+        signal.signal(signum, ending_handler)
     guard_forks()
 
+    # Python puts the script's folder (or, with -m, the working directory) first on sys.path,
+    # unless -P, -I or PYTHONSAFEPATH says not to (then memlens's own sys.path[0], the folder
+    # of the `memlens` script, was not put there either).
+    safe_path = getattr(sys.flags, "safe_path", False)  # Python 3.11+
     if target.script is not None:
         script = target.script
         sys.argv = [script, *target.args]
-        sys.path[0] = os.path.dirname(os.path.realpath(script))
+        if not safe_path:
+            sys.path[0] = os.path.dirname(os.path.realpath(script))
     else:
         assert target.module is not None
         sys.argv = [target.module, *target.args]  # runpy sets argv[0] to the file
-        sys.path[0] = os.getcwd()
+        if not safe_path:
+            sys.path[0] = os.getcwd()
 
     code: int = 0
     complete = True
@@ -201,7 +238,7 @@ def run(
     # Like the interpreter, run in a real __main__ module that stays alive after the program
     # ends, so what its globals hold counts as live at exit (runpy.run_path would drop them).
     main = type(sys)("__main__")  # a module object, without importing types
-    main.__dict__["__builtins__"] = __builtins__
+    main.__dict__["__builtins__"] = sys.modules["builtins"]  # a module, as python gives __main__
     sys.modules["__main__"] = main
     try:
         if target.script is not None:
@@ -239,9 +276,99 @@ def run(
             pass
     finish(None if interrupted[0] else code, complete, started)
     for signum in ours:  # the program has ended: its signals are the process's again
-        if signal.getsignal(signum) is on_ending_signal:
+        if signal.getsignal(signum) is ending_handler:
             signal.signal(signum, signal.SIG_DFL)
+    _unwrap_exec()
     return 128 + int(signal.SIGINT) if interrupted[0] else code
+
+
+class Exec:
+    """What ``os.execve`` executes: ``path`` with ``argv`` and the environment ``env``."""
+
+    __slots__ = ("argv", "env", "path")
+
+    def __init__(self, path: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.path = path
+        self.argv = argv
+        self.env = env
+
+
+#: os.execv and os.execve as they were before :func:`_wrap_exec` (None: not wrapped).
+_real_exec: tuple[Any, Any] | None = None
+
+
+def _wrap_exec(before: Callable[[str, Sequence[str], Mapping[str, str]], Exec]) -> None:
+    """Make ``os.execv`` and ``os.execve`` (through which the other ``os.exec*`` functions
+    go) call ``before(path, argv, env)`` first and execute what it returns."""
+    global _real_exec
+    real_execv, real_execve = os.execv, os.execve
+    if _real_exec is None:
+        _real_exec = (real_execv, real_execve)
+
+    from memlens import _tracer
+
+    def execv(path: Any, argv: Any, /) -> None:
+        paused = _tracer.set_thread_paused(True)  # what memlens does here is not the program's
+        try:
+            plan = before(os.fsdecode(path), list(argv), os.environ)
+            if plan.env is os.environ:
+                real_execv(plan.path, list(plan.argv))
+            else:
+                real_execve(plan.path, list(plan.argv), plan.env)
+        finally:
+            _tracer.set_thread_paused(paused)  # (the exec failed: the program goes on)
+
+    def execve(path: Any, argv: Any, env: Any, /) -> None:
+        if isinstance(path, int):  # a file descriptor (fexecve): another program, as asked
+            real_execve(path, argv, env)
+            return
+        paused = _tracer.set_thread_paused(True)
+        try:
+            plan = before(os.fsdecode(path), list(argv), env)
+            real_execve(plan.path, list(plan.argv), plan.env)
+        finally:
+            _tracer.set_thread_paused(paused)
+
+    os.execv = execv  # type: ignore[assignment]
+    os.execve = execve  # type: ignore[assignment]
+
+
+def _unwrap_exec() -> None:
+    global _real_exec
+    if _real_exec is not None:
+        if getattr(os.execv, "__module__", None) == __name__:  # (unless the program's)
+            os.execv, os.execve = _real_exec
+        _real_exec = None
+
+
+class AsDefault(int):
+    """A handler of memlens's for a signal the program leaves to its default action, which the
+    program takes for that default action.
+
+    memlens handles SIGTERM and SIGHUP where the program does not, to write the run before the
+    process dies by the signal. A program that asks for the handler in place
+    (``signal.getsignal``, or what ``signal.signal`` returns) must get ``SIG_DFL``, as under
+    python: one that chains to the previous handler (``if callable(prev): prev(signum,
+    frame)``) would otherwise call memlens's and die instead of finishing its own shutdown. So
+    the handler is an int equal to ``SIG_DFL`` (the ``signal`` module gives it back as
+    ``Handlers.SIG_DFL``) that is callable: CPython takes only an exact int for SIG_DFL, so it
+    installs and calls it as a handler (3.10 to 3.15).
+    """
+
+    handler: Callable[[int, types.FrameType | None], None]
+
+    def __new__(cls, handler: Callable[[int, types.FrameType | None], None]) -> AsDefault:  # noqa: PYI034
+        self = super().__new__(cls, int(signal.SIG_DFL))
+        self.handler = handler
+        return self
+
+    def __call__(self, signum: int, frame: types.FrameType | None) -> None:
+        self.handler(signum, frame)
+
+
+def is_default(handler: object) -> bool:
+    """Whether ``handler`` (as ``_signal.getsignal`` gives it) is the default action itself."""
+    return type(handler) is int and handler == signal.SIG_DFL
 
 
 _forks_guarded = False

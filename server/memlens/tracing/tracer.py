@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
-    from memlens.model import Run, SourceFile
+    from memlens.model import HeldBy, Run, RunInfo, SourceFile
 
 # Only what start() needs is imported at module level: `memlens run` imports this module
 # before the profiled program starts, so every import here is start-up overhead. The rest
@@ -70,6 +70,7 @@ class _Session:
         "attached",
         "exclude",
         "hidden",
+        "holders",
         "include",
         "libraries",
         "mode",
@@ -94,10 +95,12 @@ class _Session:
         workspace_root: str = "",
         attached: bool = False,
         sources: Mapping[str, tuple[str, str]] | None = None,
+        holders: bool = True,
     ) -> None:
         self.mode = mode
         self.attached = attached
         self.sources = dict(sources or {})
+        self.holders = holders
         self.workspace_root = workspace_root
         self.save_to: str | None = None  # the run file in the store (start's ``save``)
         self.seed = seed
@@ -140,6 +143,9 @@ def start(
     sources: Mapping[str, tuple[str, str]] | None = None,
     save: bool | str | os.PathLike[str] = False,
     gpu: bool = True,
+    holders: bool = True,
+    track_reuse: bool = True,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     """Install the allocator hooks and start recording every thread of this process.
 
@@ -156,7 +162,9 @@ def start(
     time between them; atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
-    checkpoint written. ``hidden`` names files (e.g. a launcher script) that are never charged,
+    checkpoint written; ``amend``, when given, is called (in that thread too) with each
+    checkpoint's header and returns the header to record (the pytest plugin adds the
+    per-test figures so far). ``hidden`` names files (e.g. a launcher script) that are never charged,
     like memlens's own. ``native=False`` leaves out what C libraries allocate themselves
     (malloc & co. and anonymous mmap, charged to the Python line that made them do it).
     ``watch_exits=False`` turns off the frame-exit monitoring that keeps deep stacks cheap on
@@ -170,6 +178,9 @@ def start(
     show`` and the editor find it; the store's root is the run's workspace root.
     ``gpu=False`` leaves out PyTorch's CUDA memory (:mod:`memlens.tracing.cuda`), recorded by
     default from when the program initialises CUDA.
+    ``track_reuse=False`` leaves objects that CPython makes in reused blocks (its free lists) on the line that first
+    allocated the block, as before Python 3.13 (for comparisons). ``holders=False``: the run
+    does not record what holds its live lines (see :func:`stop`).
     """
     global _session, _last_saved
     if mode not in ("exact", "sampling"):
@@ -205,19 +216,23 @@ def start(
         workspace_root=workspace_root,
         attached=attached,
         sources=sources,
+        holders=holders,
     )
     session.save_to = save_to
     _last_saved = save_to
     try:
-        _tracer.start(mode, interval, seed or 0, timeline_interval_ms, watch_exits, native)
+        _tracer.start(
+            mode, interval, seed or 0, timeline_interval_ms, watch_exits, native, track_reuse
+        )
     except RuntimeError as exc:
         raise MemlensError(str(exc)) from None
     _session = session
     cuda.enabled = gpu
     _watch_imports()
+    _share_monitoring()
     if checkpoint is not None:
         _start_checkpoints(
-            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint
+            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
         )
 
 
@@ -255,8 +270,14 @@ def stop(
     command: Sequence[str] | None = None,
     exit_code: int | None = 0,
     complete: bool = True,
+    holders: bool | None = None,
 ) -> Run:
     """Stop recording and return the run. Raises MemlensError when not tracing.
+
+    With ``holders`` (by default, as :func:`start` was told), the run records what holds the lines live at its end
+    (:mod:`memlens.tracing.holders`): found now, while the program's objects are still alive
+    and the tracer still knows which line each block belongs to (the snapshot is taken first,
+    and this thread is paused: the search is not the program's).
 
     In a child process forked while tracing, the child was never traced (unless it started a
     run of its own): this raises too.
@@ -267,17 +288,48 @@ def stop(
         raise MemlensError("memlens is not tracing")
     _session = None
     _stop_checkpoints()
-    _tracer.stop()
-    _unwatch_imports()
-    gpu = cuda.take()  # PyTorch's CUDA memory, before anything is torn down (untraced)
     if session.pid != os.getpid() or _tracer.is_forked_child():
+        _tracer.stop()
+        _unwatch_imports()
+        _unshare_monitoring()
         raise MemlensError("this process was forked from a traced parent and was not traced")
-    snap = _tracer.snapshot()
+    paused = _tracer.set_thread_paused(True)
+    try:
+        _tracer.finish()  # the run's time and timeline end with the program
+        snap = _tracer.snapshot()
+        parts = _collapse(snap, session)
+        wanted = session.holders if holders is None else holders
+        held = _holders(parts, float(snap.info["duration_s"])) if wanted else ()
+    finally:
+        _tracer.stop()
+        _tracer.set_thread_paused(paused)
+    _unwatch_imports()
+    _unshare_monitoring()
+    gpu = cuda.take()  # PyTorch's CUDA memory, once the tracer has stopped (untraced)
+    if _tracer.object_reuse() == "lost":
+        print(
+            "memlens: another tool (tracemalloc?) replaced memlens's reference tracer during the "
+            "run: objects CPython reused from its free lists after that stay charged to the line "
+            "that first allocated them",
+            file=sys.stderr,
+        )
     _tracer.reset()  # the snapshot holds what the run needs: free the tracer's tables first
-    run = _build_run(snap, session, command, exit_code, complete, gpu)
+    run = _make_run(parts, snap, session, command, exit_code, complete, held, gpu)
     if session.save_to is not None:
         _save(run, session.save_to)
     return run
+
+
+def _holders(parts: _Parts, duration_s: float) -> tuple[HeldBy, ...]:
+    """What holds the run's live lines; nothing (and one line saying why) if the search fails:
+    it never costs the run."""
+    from memlens.tracing import holders
+
+    try:
+        return holders.find(parts.built, parts.paths, duration_s)
+    except Exception as exc:  # noqa: BLE001 - the run is written whatever happens here
+        print(f"memlens: what holds the live lines was not recorded: {exc}", file=sys.stderr)
+        return ()
 
 
 def _store_run_path(root: str) -> str:
@@ -318,8 +370,70 @@ def abandon() -> None:
     _stop_checkpoints()
     _tracer.stop()
     _unwatch_imports()
+    _unshare_monitoring()
     cuda.take()  # recording off
     _tracer.reset()
+
+
+# sys.monitoring (3.12+): the tracer holds a tool id (to learn of frame exits), which the
+# program may ask for too.
+#: sys.monitoring's functions whose first argument is a tool id.
+_MONITORING_CALLS = (
+    "use_tool_id",
+    "free_tool_id",
+    "clear_tool_id",
+    "get_tool",
+    "register_callback",
+    "set_events",
+    "get_events",
+    "set_local_events",
+    "get_local_events",
+)
+#: The functions of sys.monitoring replaced while tracing, by name: (original, replacement).
+_monitoring_originals: dict[str, tuple[Any, Any]] = {}
+
+
+def _share_monitoring() -> None:
+    """Let the program use every sys.monitoring tool id, the one memlens holds included.
+
+    Each function of sys.monitoring that takes a tool id is wrapped (``_tracer.monitoring_call``,
+    a C function: the wrapper adds no event of its own to what the program monitors): given
+    the id memlens holds, it first moves memlens to another free id (with none left, the
+    tracer reads whole stacks from then on), then does what it does, as without memlens (the
+    id is free by then: ``get_tool`` says None, ``use_tool_id`` takes it).
+    """
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None or _monitoring_originals or _tracer.monitoring_tool() < 0:
+        return
+    if TYPE_CHECKING:
+        from functools import partial
+    else:
+        from _functools import partial  # the C core: functools itself imports more
+
+    for name in _MONITORING_CALLS:
+        real = getattr(monitoring, name, None)
+        if real is not None:
+            ours = partial(_tracer.monitoring_call, real)
+            _monitoring_originals[name] = (real, ours)
+            setattr(monitoring, name, ours)
+    if sys.version_info[:2] == (3, 13):
+        # CPython 3.13 only: when a code object has local events of another tool (ours),
+        # turning on opcode tracing in one of its frames (what pdb does at breakpoint()) misses
+        # that frame's next instruction, and the debugger stops one line late. A debugging
+        # session is no place for speed: from breakpoint() on, memlens stops watching.
+        real = sys.breakpointhook
+        ours = partial(_tracer.unwatched_call, real)
+        _monitoring_originals["breakpointhook"] = (real, ours)
+        sys.breakpointhook = ours
+
+
+def _unshare_monitoring() -> None:
+    monitoring = getattr(sys, "monitoring", None)
+    for name, (real, ours) in _monitoring_originals.items():
+        where = sys if name == "breakpointhook" else monitoring
+        if getattr(where, name, None) is ours:  # (unless the program replaced it since)
+            setattr(where, name, real)
+    _monitoring_originals.clear()
 
 
 # Checkpoints: a daemon thread, untraced, that snapshots while the program runs.
@@ -335,6 +449,7 @@ def _start_checkpoints(
     interval: float,
     command: Sequence[str] | None,
     on_checkpoint: Callable[[], None] | None = None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
 ) -> None:
     # _thread rather than threading: no extra import in the profiled program at start-up.
     import _thread
@@ -362,7 +477,7 @@ def _start_checkpoints(
                     return
                 began = time.thread_time()
                 with writing:
-                    written = write_checkpoint(session, path, command)
+                    written = write_checkpoint(session, path, command, amend)
                 if written and on_checkpoint is not None:
                     on_checkpoint()
                 # A big run takes a while to build and write, mostly holding the GIL: space
@@ -393,15 +508,23 @@ def block_signals() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 
 
-def write_checkpoint(session: _Session, path: str, command: Sequence[str] | None) -> bool:
-    """Write the run so far to ``path`` (incomplete); False when it could not be written.
-    The caller's thread must be paused."""
+def write_checkpoint(
+    session: _Session,
+    path: str,
+    command: Sequence[str] | None,
+    amend: Callable[[RunInfo], RunInfo] | None = None,
+) -> bool:
+    """Write the run so far to ``path`` (incomplete, marked a checkpoint), its header passed
+    through ``amend``; False when it could not be written. The caller's thread must be
+    paused."""
     from memlens.model import replace
     from memlens.runfile import writer
 
     snap = _tracer.snapshot()
     run = _build_run(snap, session, command, None, False)
     run = replace(run, info=replace(run.info, checkpoint=True))
+    if amend is not None:
+        run = replace(run, info=amend(run.info))
     try:
         writer.write(run, path)
     except OSError as exc:
@@ -716,6 +839,27 @@ def _match(path: str, pattern: str) -> bool:
     return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
 
+class _Parts:
+    """A snapshot collapsed onto lines (:func:`_collapse`): the native build's columns, the
+    charged files' paths (by file id) and the functions' ids."""
+
+    __slots__ = ("built", "flt", "functions", "given", "paths")
+
+    def __init__(
+        self,
+        built: dict[str, Any],
+        paths: list[str],
+        functions: dict[tuple[int, str, int, int], int],
+        flt: _Filter,
+        given: dict[str, str],
+    ) -> None:
+        self.built = built
+        self.paths = paths
+        self.functions = functions
+        self.flt = flt  # which file each code object is charged to
+        self.given = given  # recorded name -> text, for code without a file (notebook cells)
+
+
 def _build_run(
     snap: Any,
     session: _Session,
@@ -724,30 +868,16 @@ def _build_run(
     complete: bool,
     gpu: object = None,
 ) -> Run:
-    """The run of a native snapshot: the filters decide, per code object, which file it is
-    charged to; the native side collapses the call tree onto lines and sums the figures
-    (time and memory linear in the tree's nodes); here only per-line, per-function and
-    per-file objects are made. The call tree stays in typed columns. ``gpu``: PyTorch's
-    snapshot of the GPU memory (:func:`memlens.tracing.cuda.take`), charged by the same
-    filters."""
-    from array import array
-    from datetime import datetime, timedelta, timezone
+    """The run of a native snapshot (without what holds its lines: see :func:`stop`)."""
+    parts = _collapse(snap, session)
+    return _make_run(parts, snap, session, command, exit_code, complete, (), gpu)
 
-    from memlens._version import __version__
-    from memlens.layout import platform_name, python_version
-    from memlens.model import (
-        CALL_TREE_COLUMNS,
-        SUMS,
-        CallTree,
-        FunctionStats,
-        LineStats,
-        Moments,
-        Run,
-        RunInfo,
-        SourceFile,
-        TimelinePoint,
-    )
-    from memlens.source import read_source, text_digest
+
+def _collapse(snap: Any, session: _Session) -> _Parts:
+    """The filters decide, per code object, which file it is charged to; the native side
+    collapses the call tree onto lines and sums the figures (time and memory linear in the
+    tree's nodes)."""
+    from array import array
 
     flt = _Filter(
         session.include, session.exclude, session.libraries, session.hidden, session.sources
@@ -770,8 +900,43 @@ def _build_run(
         file_of.append(fid)
         function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
     built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
-    paths = list(files)
+    return _Parts(built, list(files), functions, flt, given)
 
+
+def _make_run(
+    parts: _Parts,
+    snap: Any,
+    session: _Session,
+    command: Sequence[str] | None,
+    exit_code: int | None,
+    complete: bool,
+    holders: tuple[HeldBy, ...],
+    gpu: object = None,
+) -> Run:
+    """The run of a collapsed snapshot: here only per-line, per-function and per-file objects
+    are made. The call tree stays in typed columns. ``gpu``: PyTorch's snapshot of the GPU
+    memory (:func:`memlens.tracing.cuda.take`), charged by the same filters."""
+    from array import array
+    from datetime import datetime, timedelta, timezone
+
+    from memlens._version import __version__
+    from memlens.layout import platform_name, python_version
+    from memlens.model import (
+        CALL_TREE_COLUMNS,
+        SUMS,
+        CallTree,
+        FunctionStats,
+        LineStats,
+        Moments,
+        Run,
+        RunInfo,
+        SourceFile,
+        TimelinePoint,
+    )
+    from memlens.source import read_source, text_digest
+
+    built, paths, functions = parts.built, parts.paths, parts.functions
+    flt, given = parts.flt, parts.given
     sites, incl, native = built["sites"], built["sites_incl"], built["sites_native"]
     self_sums = [sites[k] for k in SUMS]
     incl_sums = [incl[k] for k in SUMS]
@@ -873,7 +1038,14 @@ def _build_run(
             "live_bytes": m["function_live"],
         },
     )
-    run = Run(info=info, files=run_files, call_tree=call_tree, timeline=timeline, moments=moments)
+    run = Run(
+        info=info,
+        files=run_files,
+        call_tree=call_tree,
+        timeline=timeline,
+        moments=moments,
+        holders=holders,
+    )
     if gpu is not None:
         run = cuda.attach(run, gpu, lambda f: flt.realpath(f) if flt.passes(f) else None)
     return run

@@ -31,8 +31,8 @@ from memlens.store import Store, run_kind
 from memlens_lsp import convert, protocol, views
 from memlens_lsp.background import in_thread
 from memlens_lsp.features import runs
-from memlens_lsp.index import FolderState, canonical
-from memlens_lsp.state import MemlensServer
+from memlens_lsp.index import FolderState
+from memlens_lsp.state import MemlensServer, uri_path
 
 #: Seconds a command may spend finding and checking a run file.
 RESOLVE_TIMEOUT_S = 10.0
@@ -54,14 +54,14 @@ def _folder(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
     if isinstance(uri, str):
         state = ls.index.get(uri)
         if state is None:
-            path = to_fs_path(uri)
+            path = uri_path(uri)
             if path is not None:
-                state = ls.index.folder_for(canonical(path))
+                state = ls.index.folder_for(path)
         if state is not None:
             return state
     doc = a.get("uri")
-    if isinstance(doc, str) and (path := to_fs_path(doc)) is not None:
-        state = ls.index.folder_for(canonical(path))
+    if isinstance(doc, str) and (path := uri_path(doc)) is not None:
+        state = ls.index.folder_for(path)
         if state is not None:
             return state
     if not ls.index.folders:
@@ -77,8 +77,8 @@ def _shown(ls: MemlensServer, a: dict[str, Any]) -> FolderState:
     kind = a.get("kind")
     if kind not in KINDS:
         doc = a.get("uri")
-        path = to_fs_path(doc) if isinstance(doc, str) else None
-        found = ls.index.lookup(canonical(path)) if path is not None else None
+        key = uri_path(doc) if isinstance(doc, str) else None
+        found = ls.index.lookup(key) if key is not None else None
         if found is not None and found[0].uri == folder.uri:
             return found[0]
         program = ls.index.get(folder.uri, "program")
@@ -172,8 +172,8 @@ async def document_run(ls: MemlensServer, *args: object) -> dict[str, Any] | Non
     when none has figures for it (the status bar shows that run)."""
     a = _arg(args)
     uri = a.get("uri")
-    path = to_fs_path(uri) if isinstance(uri, str) else None
-    found = ls.index.lookup(canonical(path)) if path is not None else None
+    key = uri_path(uri) if isinstance(uri, str) else None
+    found = ls.index.lookup(key) if key is not None else None
     if found is None:
         return None
     state = found[0]
@@ -342,19 +342,22 @@ async def jump_to_peak(ls: MemlensServer, *args: object) -> dict[str, Any]:
 async def run_file(ls: MemlensServer, *args: object) -> protocol.RunFileResult:
     a = _arg(args)
     uri = a.get("uri")
+    # The file as the client names it is run (its links kept, as `python FILE` would); its
+    # canonical path says which folder it belongs to.
     path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
+    key = uri_path(uri) if isinstance(uri, str) else None
     try:
-        regular = path is not None and stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
+        regular = path is not None and key is not None and stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
         regular = False
-    if path is None or not regular:
+    if path is None or key is None or not regular:
         raise JsonRpcInvalidParams(message=f"memlens: cannot run {uri!r}: not a file")
     extra = a.get("args") or []
     if not isinstance(extra, list) or not all(isinstance(x, str) for x in extra):
         raise JsonRpcInvalidParams(message='memlens: "args" must be a list of strings')
     # Only files of an open workspace folder run, and their runs go to that folder's store:
     # never a store in a directory the user did not open (a system directory, say).
-    folder_state = ls.index.folder_for(canonical(path))
+    folder_state = ls.index.folder_for(key)
     if folder_state is None:
         raise JsonRpcInvalidParams(
             message=f"memlens: cannot run {path}: it is outside every workspace folder"

@@ -68,7 +68,7 @@ def publish(ls: MemlensServer, uri: str) -> None:
 
 
 def publish_all(ls: MemlensServer) -> None:
-    for uri in list(ls.workspace.text_documents):
+    for uri in ls.open_uris():
         publish(ls, uri)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import from_fs_path
 
 from memlens.errors import RunFileError
 from memlens.layout import KINDS, POINTERS
@@ -38,7 +38,7 @@ from memlens_lsp import convert, protocol, settings, views
 from memlens_lsp.background import in_thread
 from memlens_lsp.features import diagnostics
 from memlens_lsp.index import FolderState, Index, Memo, RunData
-from memlens_lsp.state import ClientFeatures, MemlensServer, Method
+from memlens_lsp.state import ClientFeatures, MemlensServer, Method, uri_path
 
 WATCH_REGISTRATION_ID = "memlens-runs-watcher"
 #: Seconds to wait for the client's answer to a server request before going on without it.
@@ -124,7 +124,7 @@ def folder_states(ls: MemlensServer) -> list[FolderState]:
         uris = [ws.root_uri]
     out = []
     for uri in uris:
-        path = to_fs_path(uri)
+        path = uri_path(uri)
         if path is None:
             continue
         root = Path(path).resolve()
@@ -394,11 +394,11 @@ async def did_change_watched_files(
 ) -> None:
     touched = []
     for change in params.changes:
-        path = to_fs_path(change.uri)
+        path = uri_path(change.uri)
         if path is None:
             continue
         for folder in ls.index.folders:
-            if str(Path(path)).startswith(str(folder.root)) and folder.uri not in touched:
+            if folder.contains(path) and folder.uri not in touched:
                 touched.append(folder.uri)
     stale = [
         u

@@ -19,6 +19,8 @@ from memlens.model import (  # noqa: E402
     FunctionStats,
     GpuDevice,
     GpuDeviceLine,
+    HeldBy,
+    Hop,
     LineStats,
     Moments,
     Run,
@@ -32,9 +34,11 @@ MIB = 1024 * 1024
 
 def golden_v3_run() -> Run:
     """A training step on two GPUs: host figures as in version 2, GPU figures per line
-    (self and inclusive), per function, per device, and the run's GPU devices; when the peak
-    happened (1.5 s) and the moments: train.py:4 holds 2048 B and :5 512 B from 1.0 s (:8 all
-    that in calls), then from 2.5 s :4 holds 1024 B and :5 nothing; step() likewise."""
+    (self and inclusive), per function, per device, and the run's GPU devices; and what holds
+    the lines live at the end: line 4's objects by the module's `history` list through a
+    thread's frame and through the module, line 5's by nothing the search could see; when the
+    peak happened (1.5 s) and the moments: train.py:4 holds 2048 B and :5 512 B from 1.0 s (:8
+    all that in calls), then from 2.5 s :4 holds 1024 B and :5 nothing; step() likewise."""
     train = SourceFile(
         path="/work/train.py",
         sha256="ef" * 32,
@@ -44,65 +48,27 @@ def golden_v3_run() -> Run:
         ),
         lines={
             4: LineStats(
-                2048,
-                4,
-                1024,
-                2,
-                2048,
-                2048,
-                1024,
-                2048,
-                gpu_alloc_bytes=48 * MIB,
-                gpu_alloc_count=3,
-                gpu_live_bytes=16 * MIB,
-                gpu_peak_bytes=32 * MIB,
-                incl_gpu_alloc_bytes=48 * MIB,
-                incl_gpu_live_bytes=16 * MIB,
-                incl_gpu_peak_bytes=32 * MIB,
+                2048, 4, 1024, 2, 2048, 2048, 1024, 2048,
+                gpu_alloc_bytes=48 * MIB, gpu_alloc_count=3, gpu_live_bytes=16 * MIB,
+                gpu_peak_bytes=32 * MIB, incl_gpu_alloc_bytes=48 * MIB,
+                incl_gpu_live_bytes=16 * MIB, incl_gpu_peak_bytes=32 * MIB,
             ),
             5: LineStats(
-                512,
-                1,
-                0,
-                0,
-                512,
-                512,
-                0,
-                512,
-                gpu_alloc_bytes=8 * MIB,
-                gpu_alloc_count=2,
-                gpu_live_bytes=8 * MIB,
-                gpu_peak_bytes=8 * MIB,
-                incl_gpu_alloc_bytes=8 * MIB,
-                incl_gpu_live_bytes=8 * MIB,
-                incl_gpu_peak_bytes=8 * MIB,
+                512, 1, 0, 0, 512, 512, 0, 512,
+                gpu_alloc_bytes=8 * MIB, gpu_alloc_count=2, gpu_live_bytes=8 * MIB,
+                gpu_peak_bytes=8 * MIB, incl_gpu_alloc_bytes=8 * MIB,
+                incl_gpu_live_bytes=8 * MIB, incl_gpu_peak_bytes=8 * MIB,
             ),
             8: LineStats(
-                0,
-                0,
-                0,
-                0,
-                0,
-                2560,
-                1024,
-                2560,
-                incl_gpu_alloc_bytes=56 * MIB,
-                incl_gpu_live_bytes=24 * MIB,
+                0, 0, 0, 0, 0, 2560, 1024, 2560,
+                incl_gpu_alloc_bytes=56 * MIB, incl_gpu_live_bytes=24 * MIB,
                 incl_gpu_peak_bytes=40 * MIB,
             ),
         },  # fmt: skip
         functions=(
             FunctionStats(
-                "step",
-                3,
-                6,
-                2560,
-                5,
-                1024,
-                2560,
-                gpu_alloc_bytes=56 * MIB,
-                gpu_alloc_count=5,
-                gpu_live_bytes=24 * MIB,
+                "step", 3, 6, 2560, 5, 1024, 2560,
+                gpu_alloc_bytes=56 * MIB, gpu_alloc_count=5, gpu_live_bytes=24 * MIB,
                 gpu_peak_bytes=40 * MIB,
             ),
         ),  # fmt: skip
@@ -161,6 +127,31 @@ def golden_v3_run() -> Run:
             },
             [("/work/train.py", "step", 3, 6)],
             {"moment": [0, 2], "function": [0, 0], "live_bytes": [2560, 1024]},
+        ),
+        holders=(
+            HeldBy(
+                "/work/train.py",
+                4,
+                3,
+                "found",
+                (
+                    Hop("thread", "loader in step", "frame"),
+                    Hop("local", "y", "Tensor", "/work/train.py", 4),
+                    Hop("buffer", "data", "", "/work/train.py", 4),
+                ),
+            ),
+            HeldBy(
+                "/work/train.py",
+                4,
+                2,
+                "found",
+                (
+                    Hop("module", "train", "module", "/work/train.py", 1),
+                    Hop("attribute", "history", "list", "/work/train.py", 8),
+                    Hop("index", "[0]", "Tensor", "/work/train.py", 4),
+                ),
+            ),
+            HeldBy("/work/train.py", 5, 0, "unreached"),
         ),
     )
 

@@ -1,0 +1,268 @@
+"""What holds the lines live at the end of a run (memlens.tracing.holders, native/src/holders.cpp):
+the paths from a module global, a class attribute, an instance attribute, a slot or a thread's
+frame to the line's objects, each hop with the line that allocated its object; found without
+changing the program (reference counts are as they were) and within its bounds. (C code and
+cycles, which need a fresh process: tests/cli/test_holders_e2e.py.)"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import textwrap
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memlens
+from memlens import held
+from memlens.model import HeldBy, Run
+from memlens.tracing import holders
+
+from .conftest import tagged
+
+
+@pytest.fixture
+def module(tmp_path: Path) -> Iterator[Any]:
+    """Makes modules from source, as imports do (a real file, in sys.modules): the walk
+    starts from sys.modules. They are removed afterwards."""
+    made: list[str] = []
+
+    def make(source: str, name: str = "ledger") -> tuple[types.ModuleType, str]:
+        path = tmp_path / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        mod = types.ModuleType(name)
+        mod.__file__ = str(path)
+        sys.modules[name] = mod
+        made.append(name)
+        exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)  # noqa: S102 - ours
+        return mod, str(path)
+
+    yield make
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+def run_of(fn: Any, **options: Any) -> Run:
+    gc.collect()
+    with memlens.profile(**options) as p:
+        fn()
+    assert p.run is not None
+    return p.run
+
+
+def paths_of(run: Run, path: str, tag: str) -> list[HeldBy]:
+    found = held.of_line(run, path, tagged(path, tag))
+    assert found, f"nothing recorded for @{tag}: {run.holders}"
+    return found
+
+
+def hops(h: HeldBy) -> list[tuple[str, str, str, int]]:
+    """(kind, name, type, line) of each hop (the line only for the hop's own file)."""
+    return [(x.kind, x.name, x.type, x.line) for x in h.hops]
+
+
+LEDGER = """\
+_price_cache = {}  # @cache
+
+
+def price(sku, day):
+    key = (sku, day)  # @key
+    hit = _price_cache.get(key)
+    if hit is None:
+        hit = [float(day)] * 50  # @hit
+        _price_cache[key] = hit  # @store
+    return hit
+
+
+def work(n):
+    for i in range(n):
+        price(f"sku{i % 100}", i // 100)
+"""
+
+
+def test_a_module_global_holds_what_a_line_keeps(module: Any) -> None:
+    mod, path = module(LEDGER)
+    run = run_of(lambda: mod.work(2000))
+    (hit,) = paths_of(run, path, "hit")
+    assert hit.outcome == "found"
+    assert hit.objects == holders.SAMPLES
+    key_name = hit.hops[2].name
+    assert key_name.startswith("('sku")
+    assert key_name.endswith(")")
+    # (The module and its dict were made before the run: no line allocated them.)
+    assert hops(hit) == [
+        ("module", "ledger", "module", 0),
+        ("attribute", "_price_cache", "dict", 0),
+        ("key", key_name, "list", tagged(path, "hit")),
+    ]
+    assert hit.hops[2].file == path
+    assert held.expression(hit) == f"ledger._price_cache[{key_name}]"
+    # The storing line's own memory is the dict's table; the keys are the dict's keys.
+    (store,) = paths_of(run, path, "store")
+    assert hops(store)[-1] == ("buffer", "table", "", tagged(path, "store"))
+    assert held.expression(store) == "ledger._price_cache (its hash table)"
+    (key,) = paths_of(run, path, "key")
+    assert [h.kind for h in key.hops] == ["module", "attribute", "dict_key"]
+
+
+def test_class_and_instance_attributes(module: Any) -> None:
+    mod, path = module(
+        """\
+        class Registry:
+            items = []
+
+
+        class Ledger:
+            def __init__(self):
+                self.rows = []  # @rows
+
+
+        LEDGER = None
+
+
+        def work():
+            global LEDGER
+            LEDGER = Ledger()  # @ledger
+            for i in range(300):
+                Registry.items.append(str(i) * 20)  # @append
+                LEDGER.rows.append([i] * 20)  # @row
+        """
+    )
+    run = run_of(mod.work)
+    (append,) = paths_of(run, path, "append")
+    assert hops(append)[:3] == [
+        ("module", "ledger", "module", 0),
+        ("attribute", "Registry", "type", 0),
+        ("attribute", "items", "list", 0),
+    ]
+    assert append.hops[3].kind == "index"
+    assert held.expression(append).startswith("ledger.Registry.items[")
+    (row,) = paths_of(run, path, "row")
+    assert hops(row)[:3] == [
+        ("module", "ledger", "module", 0),
+        ("attribute", "LEDGER", "Ledger", tagged(path, "ledger")),
+        ("attribute", "rows", "list", tagged(path, "rows")),
+    ]
+    assert row.hops[3].kind == "index"
+
+
+def test_a_slot_and_a_bytearray_s_data(module: Any) -> None:
+    mod, path = module(
+        """\
+        class Slotted:
+            __slots__ = ("kept",)
+
+        SLOTTED = Slotted()
+
+
+        def work():
+            SLOTTED.kept = bytearray(50_000)  # @slot
+        """
+    )
+    run = run_of(mod.work)
+    line = tagged(path, "slot")
+    found = {held.expression(h): hops(h) for h in paths_of(run, path, "slot")}
+    assert found == {
+        "ledger.SLOTTED.kept": [
+            ("module", "ledger", "module", 0),
+            ("attribute", "SLOTTED", "Slotted", 0),
+            ("attribute", "kept", "bytearray", line),
+        ],
+        "ledger.SLOTTED.kept (its data)": [
+            ("module", "ledger", "module", 0),
+            ("attribute", "SLOTTED", "Slotted", 0),
+            ("attribute", "kept", "bytearray", line),
+            ("buffer", "data", "", line),
+        ],
+    }
+
+
+def test_a_thread_s_local_variable(module: Any) -> None:
+    mod, path = module(
+        """\
+        import threading
+
+        started = threading.Event()
+        release = threading.Event()
+
+
+        def hold():
+            buf = []
+            for i in range(500):
+                buf.append(str(i) * 50)  # @local
+            started.set()
+            release.wait()
+        """
+    )
+    worker = threading.Thread(target=mod.hold, name="holder")
+
+    def work() -> None:
+        worker.start()
+        mod.started.wait()
+
+    try:
+        run = run_of(work)
+    finally:
+        mod.release.set()
+        worker.join()
+    (local,) = paths_of(run, path, "local")
+    assert local.hops[0].kind == "thread"
+    assert local.hops[0].name == "holder in hold"
+    assert [h.kind for h in local.hops[1:]] == ["local", "index"]
+    assert local.hops[1].name == "buf"
+
+
+def test_the_walk_s_bounds(module: Any) -> None:
+    mod, path = module(LEDGER)
+    mod.work(2000)
+    with memlens.profile(holders=False) as p:
+        mod.work(4000)
+    assert p.run is not None
+    assert p.run.holders == ()
+    # A budget too small to reach anything: the lines say so.
+    original = holders.MAX_VISITS
+    holders.MAX_VISITS = 10
+    try:
+        run = run_of(lambda: mod.work(6000))
+    finally:
+        holders.MAX_VISITS = original
+    (hit,) = paths_of(run, path, "hit")
+    assert (hit.outcome, hit.hops) == ("budget", ())
+
+
+def test_lines_not_live_at_exit_are_not_looked_for(module: Any) -> None:
+    mod, path = module(
+        """\
+        def work():
+            for _ in range(100):
+                tmp = [0] * 1000  # @tmp
+            return len(tmp)
+        """
+    )
+    run = run_of(mod.work)
+    assert held.of_line(run, path, tagged(path, "tmp")) == []
+
+
+def test_reference_counts_are_as_they_were(module: Any) -> None:
+    mod, path = module(
+        """\
+        KEPT = []
+
+
+        def work():
+            for i in range(200):
+                KEPT.append([i] * 100)  # @kept
+        """
+    )
+    kept = mod.KEPT
+    before = sys.getrefcount(kept)
+    run = run_of(mod.work)
+    # (Counted before asserting: pytest's assertions hold references of their own.)
+    after, item = sys.getrefcount(kept), sys.getrefcount(kept[0])
+    assert after == before
+    assert item == 2  # the list's, and getrefcount's argument
+    assert held.expression(paths_of(run, path, "kept")[0]).startswith("ledger.KEPT[")

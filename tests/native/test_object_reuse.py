@@ -1,0 +1,190 @@
+"""Objects CPython makes in reused blocks (its free lists of tuples, floats, dicts, lists...)
+are charged to the line that makes them (3.13+: the reference tracer reports every object
+made); the reference tracer memlens finds at start is chained to and put back, one set during
+the run is left in place and reported. Before 3.13 the error is what docs/how-it-works.md
+("Free lists") says it is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from memlens import _tracer
+
+from .conftest import line, load, profile, tagged
+
+needs_ref_tracer = pytest.mark.skipif(
+    sys.version_info < (3, 13), reason="the reference tracer exists from Python 3.13 on"
+)
+
+#: A generator yields tuples; a loop unpacks them and stores new tuples in a module-level dict:
+#: in steady state every stored tuple is made in the block of a tuple the loop just dropped.
+FLOW = """\
+store = {}
+
+
+def rows(n):
+    for i in range(n):
+        yield (i, i * 2, "x")  # @yield
+
+
+def main(n):
+    for a, b, c in rows(n):
+        store[a] = (b, c, a)  # @store
+"""
+N = 50_000
+TUPLE = sys.getsizeof((0, 0, 0))  # a 3-tuple's block (GC header included)
+INT = 32  # an int below 2**30 takes at most 32 bytes (28 before 3.12)
+
+
+@needs_ref_tracer
+def test_reused_tuples_are_charged_to_the_line_that_makes_them(tmp_path: Path) -> None:
+    ns, path = load(tmp_path, FLOW)
+    run = profile(lambda: ns["main"](N))
+    assert _tracer.object_reuse() == "tracked"
+    stored, yielded = line(run, path, "store"), line(run, path, "yield")
+    # The storing line holds the tuples it made (and the dict's table)...
+    assert stored.live_count >= N
+    assert stored.live_bytes >= N * TUPLE
+    # ... the yielding line only the ints i * 2 it made, which the stored tuples keep (ints
+    # up to 256 are CPython's own).
+    assert N - 129 <= yielded.live_count <= N
+    assert yielded.live_bytes <= N * INT
+    # Allocations are the allocator's calls: the yielding line made every tuple's block.
+    assert yielded.alloc_count >= N
+    ns["store"].clear()
+
+
+DICTS = """\
+store = []
+
+
+def rows(n):
+    for i in range(n):
+        yield {"sku": i % 100}  # @yield
+
+
+def main(n):
+    for row in rows(n):
+        store.append({"qty": row["sku"]})  # @store
+"""
+
+
+@needs_ref_tracer
+def test_reused_dicts_and_their_keys_tables_go_to_the_line_that_makes_them(tmp_path: Path) -> None:
+    # A small dict's keys table comes from a free list of its own (no object, no event): it
+    # moves with the dict it was made for.
+    ns, path = load(tmp_path, DICTS)
+    run = profile(lambda: ns["main"](N))
+    stored, yielded = line(run, path, "store"), line(run, path, "yield")
+    assert stored.live_bytes >= N * sys.getsizeof({"qty": 0})  # the dict and its table
+    # (At most the last row, dead on the free list at the end: docs/how-it-works.md.)
+    assert yielded.live_bytes <= 2 * sys.getsizeof({"sku": 0})
+    ns["store"].clear()
+
+
+@needs_ref_tracer
+def test_without_reuse_tracking_the_yielding_line_keeps_everything(tmp_path: Path) -> None:
+    # What every Python before 3.13 shows (the comparison docs/how-it-works.md makes).
+    ns, path = load(tmp_path, FLOW)
+    run = profile(lambda: ns["main"](N), track_reuse=False)
+    assert _tracer.object_reuse() == "off"
+    assert line(run, path, "yield").live_bytes >= N * TUPLE
+    assert line(run, path, "store").live_count < N // 100
+    ns["store"].clear()
+
+
+@needs_ref_tracer
+def test_a_reference_tracer_set_before_is_chained_to_and_put_back(tmp_path: Path) -> None:
+    # tracemalloc (3.13+) sets a reference tracer too, to move a reused block's traceback.
+    ns, path = load(tmp_path, FLOW)
+    tracemalloc.start()
+    try:
+        run = profile(lambda: ns["main"](N))
+        assert line(run, path, "store").live_bytes >= N * TUPLE
+        assert _tracer.object_reuse() == "tracked"
+        # tracemalloc's tracer was called all along (its tracebacks moved too) and is back.
+        stats = tracemalloc.take_snapshot().statistics("lineno")
+        at = tagged(path, "store")
+        stored = sum(
+            s.size for s in stats if (s.traceback[0].filename, s.traceback[0].lineno) == (path, at)
+        )
+        assert stored >= N * TUPLE
+    finally:
+        tracemalloc.stop()
+        ns["store"].clear()
+
+
+@needs_ref_tracer
+def test_a_reference_tracer_set_during_the_run_stays_and_is_reported(tmp_path: Path) -> None:
+    # (In a process of its own: tracemalloc's allocator hooks then sit on top of memlens's,
+    # which stay below them for the rest of the process.)
+    script = tmp_path / "lost.py"
+    script.write_text(
+        "import tracemalloc, memlens\n"
+        "from memlens import _tracer\n"
+        "with memlens.profile():\n"
+        "    tracemalloc.start()\n"
+        "    kept = [(i, i) for i in range(1000)]\n"
+        "print(_tracer.object_reuse(), tracemalloc.is_tracing())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "lost True\n"
+    assert proc.stderr == (
+        "memlens: another tool (tracemalloc?) replaced memlens's reference tracer during the run: "
+        "objects CPython reused from its free lists after that stay charged to the line that "
+        "first allocated them\n"
+    )
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13+ tracks reused blocks")
+def test_before_3_13_reused_blocks_stay_on_their_first_line(tmp_path: Path) -> None:
+    # The documented error (docs/how-it-works.md, "Free lists"): the stored tuples' blocks
+    # were allocated by the yielding line.
+    ns, path = load(tmp_path, FLOW)
+    run = profile(lambda: ns["main"](N))
+    assert _tracer.object_reuse() == "unavailable"
+    assert line(run, path, "yield").live_bytes >= N * TUPLE
+    assert line(run, path, "store").live_count < N // 100
+    ns["store"].clear()
+
+
+@needs_ref_tracer
+def test_dicts_handed_to_another_thread_and_dropped_there(tmp_path: Path) -> None:
+    # A dict made in one thread and destroyed in another before the first makes any other
+    # object: the tracer looks at a dict's keys only while it is alive.
+    ns, path = load(
+        tmp_path,
+        """\
+        import queue
+        import threading
+
+        kept = []
+
+
+        def main(n):
+            q = queue.SimpleQueue()
+
+            def drop():
+                while (d := q.get()) is not None:
+                    if d["i"] % 2:
+                        kept.append(d)
+
+            t = threading.Thread(target=drop)
+            t.start()
+            for i in range(n):
+                q.put({"i": i})  # @made
+            q.put(None)
+            t.join()
+        """,
+    )
+    run = profile(lambda: ns["main"](20_000))
+    assert line(run, path, "made").live_count >= 10_000
+    ns["kept"].clear()
