@@ -270,3 +270,49 @@ def test_bad_gate_options_are_usage_errors(tmp_path: Path) -> None:
         "ERROR: memlens: --memlens-tolerance: '150%' is not PATTERN=PERCENT (e.g. "
         "'tests/test_x.py::test_threads=150%')"
     ) in proc.stderr
+
+
+TEST_THREADS = """\
+import random
+import threading
+import time
+
+import pytest
+
+
+def work(seconds):
+    # Each thread holds its buffers a random while: how many overlap differs from run to run.
+    held = [bytearray(256 * 1024) for _ in range(4)]
+    time.sleep(seconds)
+    del held
+
+
+@pytest.mark.memlens(compare=("alloc", "leaks"))
+def test_threads():
+    threads = [
+        threading.Thread(target=work, args=(random.uniform(0, 0.02),)) for _ in range(16)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_steady():
+    rows = [bytearray(1000) for _ in range(1000)]
+    assert len(rows) == 1000
+"""
+
+
+def test_an_unchanged_thread_heavy_suite_passes_its_gate_three_times(tmp_path: Path) -> None:
+    """A suite whose thread-heavy test peaks differently from run to run passes the gate
+    against its baseline run after run, with that test compared on what it allocates and
+    keeps (docs/pytest.md, "One test's tolerance")."""
+    cwd = project(tmp_path, **{"test_threads.py": TEST_THREADS})
+    code, out, result = _gated(cwd)
+    assert (code, result) == (0, "2 passed"), out
+    assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
+    for _ in range(3):
+        code, out, result = _gated(cwd, "--memlens-fail-on-increase")
+        assert (code, result) == (0, "2 passed"), out
+        assert "2 tests compared with" in out
