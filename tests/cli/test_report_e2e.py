@@ -51,7 +51,7 @@ def test_default_report_lists_memory_kept_after_a_transient_peak(tmp_path: Path)
     lines = proc.stdout.splitlines()
     header = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#  line"))
     columns = re.split(r" {2,}", lines[header].strip())
-    assert columns == ["#", "line", "live at exit", "allocs", "share of peak", "code"]
+    assert columns == ["#", "line", "live at exit", "growth", "allocs", "share of peak", "code"]
     assert _table(lines, header)[0][:4] == ["1", f"{script}:7", "5.0", "MiB"]
     assert LEAKS not in lines
 

@@ -46,6 +46,15 @@ def module(tmp_path: Path) -> Iterator[Any]:
         sys.modules.pop(name, None)
 
 
+@pytest.fixture(autouse=True)
+def _time_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    # These runs last a moment, so the search's time bound is its floor; inside the whole test
+    # suite's process (a heap of test modules and clients walked before a thread's frames) on
+    # a loaded machine that floor can end the walk before a thread is reached. The paths are
+    # what these tests check; the bounds are test_the_walk_s_bounds's.
+    monkeypatch.setattr(holders, "MIN_SECONDS", 10.0)
+
+
 def run_of(fn: Any, **options: Any) -> Run:
     gc.collect()
     with memlens.profile(**options) as p:

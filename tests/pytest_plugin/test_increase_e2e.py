@@ -200,12 +200,14 @@ def test_a_tests_own_tolerance_exemption_and_figures(tmp_path: Path) -> None:
     assert memlens("baseline", "set", "latest", cwd=cwd).returncode == 0
     baseline = (cwd / ".memlens" / "runs" / "baseline-tests").read_text().strip()
 
-    doubled = {"WIDE_KIB": "8192", "OUT_KIB": "8192", "PLAIN_KIB": "8192", "HOLD": "1"}
+    # (test_plain grows by 105%, away from a step of the suggested tolerance: a baseline a few
+    # bytes apart from 4 MiB must not change the suggestion)
+    doubled = {"WIDE_KIB": "8192", "OUT_KIB": "8192", "PLAIN_KIB": "8400", "HOLD": "1"}
     code, out, result = _gated(cwd, "--memlens-fail-on-increase", **doubled)
     assert (code, result) == (1, "1 failed, 3 passed"), out
     assert "FAILED test_gate.py::test_plain - " in out
     # The failure says how to widen the gate for this test, or leave it out.
-    lines = out.split("memlens: peak 8.0 MiB, +", 1)[1].splitlines()
+    lines = out.split("memlens: peak 8.2 MiB, +", 1)[1].splitlines()
     assert lines[1:4] == [
         (
             'to allow it more: @pytest.mark.memlens(increase="120%") on the test, or '
