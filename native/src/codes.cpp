@@ -1,3 +1,4 @@
+#include "compat.hpp"  // first: Py_BUILD_CORE before Python.h (3.12 internal headers)
 #include "codes.hpp"
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // See holders.hpp. The walk keeps, per object reached, the object, the entry it was reached
 // from and its root (16 bytes), and which objects it has seen (a bitmap over the address
 // space: about 1/128 of the memory walked); all freed when it returns.
+#include "compat.hpp"  // first: Py_BUILD_CORE before Python.h (3.12 internal headers)
 #include "holders.hpp"
 
 #include <structmember.h>

@@ -1,4 +1,5 @@
 // See tracer.hpp: the public API, run by run. The hooks are in hooks.cpp.
+#include "compat.hpp"  // first: Py_BUILD_CORE before Python.h (3.12 internal headers)
 #include "tracer.hpp"
 
 #include <Python.h>
