@@ -21,6 +21,8 @@ from memlens.units import fmt_bytes
 
 #: What a moment may be written as (one line, for errors and help texts).
 SYNTAX = "peak, end, a time such as 2.5s or 250ms, or a share of the run such as 40%"
+#: The same in an argparse help string (which is %-formatted: Python 3.14 checks it at once).
+HELP_SYNTAX = SYNTAX.replace("%", "%%")
 
 _TIME = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|ms)$")
 _SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*%$")

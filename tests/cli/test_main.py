@@ -47,6 +47,16 @@ def test_every_option_has_help_and_says_its_default(command: str) -> None:
             assert "repeatable" in action.help, name
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_s_help_formats(command: str) -> None:
+    # argparse %-formats help strings (Python 3.14 checks them as options are added): a bare
+    # "%" in one breaks the command on every Python, not only its --help.
+    sub = next(
+        a for a in build_parser(command)._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert sub.choices[command].format_help()
+
+
 #: (command, option) of options that mean something else in that command than in others.
 OWN_MEANING = {
     # each command prints its own document (memlens run writes it to FILE)

@@ -16,7 +16,7 @@ from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
 from memlens.errors import MemlensError
 from memlens.layout import display_path, pointer_name, printable
 from memlens.model import NAMED_FIGURES
-from memlens.moment import SYNTAX, resolve, run_at
+from memlens.moment import HELP_SYNTAX, resolve, run_at
 from memlens.runfile import reader
 from memlens.store import Store, run_kind
 from memlens.units import fmt_bytes, fmt_delta_bytes, fmt_percent
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="moment_from",
         metavar="MOMENT",
-        help=f"what grew or shrank in one run (A, default latest) from this moment ({SYNTAX}) "
+        help=f"what grew or shrank in one run (A, default latest) from this moment ({HELP_SYNTAX}) "
         "to --to's",
     )
     parser.add_argument(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from memlens.cli.options import add_by, add_dir, add_listing, add_run_spec, add_top, top_rows
 from memlens.errors import MemlensError
 from memlens.layout import display_path, process_runs, processes_folder
-from memlens.moment import SYNTAX, resolve
+from memlens.moment import HELP_SYNTAX, resolve
 from memlens.report import find_file, parse_where, render, why_lines
 from memlens.runfile import reader
 from memlens.store import Store
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--at",
         metavar="MOMENT",
-        help=f"each line's live bytes at one moment of the run: {SYNTAX}",
+        help=f"each line's live bytes at one moment of the run: {HELP_SYNTAX}",
     )
     add_dir(parser)
 
