@@ -125,7 +125,7 @@ def test_tracing_started_mid_run_charges_the_right_lines(
     assert _near(out["peak"], 28 * MIB, 256 * 1024), out["peak"]
     if sys.version_info >= (3, 12):
         # memlens watches frame exits only with a tool id the program leaves free...
-        assert out["watched"] == (3 not in hold or 4 not in hold)
+        assert out["watched"] == (len(hold) < 6)
         # ...and the program's own tools keep their events while it traces.
         assert out["returns"] >= (20 if hold else 0)
 
