@@ -954,10 +954,13 @@ def _make_run(
         if not stats.is_empty():
             per_file_lines.setdefault(fid, {})[line] = stats
     fn_sums = [built["functions"][k] for k in SUMS]
+    # A function whose figures end at 0 is kept when a moment holds live bytes of it (3.13+:
+    # its blocks may have moved to other lines since, as CPython reused them).
+    in_moments = set(built["moments"]["function"])
     per_file_funcs: dict[int, list[FunctionStats]] = {}
     for (fid, qualname, first, last), fn in sorted(functions.items()):
         sums = [c[fn] for c in fn_sums]
-        if any(sums):
+        if any(sums) or fn in in_moments:
             per_file_funcs.setdefault(fid, []).append(
                 FunctionStats.from_sums(qualname, first, last, sums)
             )
