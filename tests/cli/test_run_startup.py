@@ -61,6 +61,10 @@ SAMPLING = {"memlens.units"}
 #: it too when a site package does, as here): a few names, no code. And 3.13 loads linecache
 #: for code given with -c, as this test starts memlens (the `memlens` script does not).
 FUTURE = {"__future__", "linecache"} if sys.version_info >= (3, 13) else {"__future__"}
+if sys.version_info >= (3, 12):
+    # sys.monitoring's functions wrapped with _functools.partial (the C core, no Python code:
+    # tracer._share_monitoring); loaded by site already on some builds, not on Debian's 3.14.
+    FUTURE |= {"_functools"}
 
 #: As the `memlens` console script starts memlens.
 MEMLENS = "import sys\nfrom memlens.cli import main\nsys.exit(main())\n"
