@@ -179,7 +179,12 @@ def test_c_code_cycles_and_a_program_that_notices_nothing(tmp_path: Path) -> Non
     assert "what holds" not in stderr  # no search failure reported
     for h in of(run, app, "kept"):
         assert (h.hops[0].kind, h.hops[0].name) == ("c", "list")
-        assert [x.kind for x in h.hops[1:4]] == ["index", "referent", "index"]
+        # (the search function, then its defaults tuple; 3.10 reaches the tuple's item from
+        # the function without a hop of its own for the tuple's index)
+        assert [x.kind for x in h.hops[1:4]] in (
+            ["index", "referent", "index"],
+            ["index", "referent"],
+        )
         assert h.hops[2].type == "tuple"  # the search function's defaults
     for h in of(run, app, "payload"):
         assert (h.hops[0].kind, h.hops[0].name, h.hops[1].name) == ("cycle", "Node", "payload")
