@@ -102,6 +102,21 @@ inline bool page_get(uintptr_t p, uint32_t* node) {
     return true;
 }
 
+// Charges a tracked pymalloc block to `node` instead: true with the node it was charged to
+// and its size if `p` is one (then *was == node when nothing changed).
+inline bool page_move(uintptr_t p, uint32_t node, uint32_t* was, size_t* size) {
+    uint32_t k = 0;
+    uint32_t* slot = page_slot(p, &k);
+    uint32_t v = slot ? *slot : 0;
+    if (!v) {
+        return false;
+    }
+    *was = (v >> 4) - 1;
+    *size = size_t(k) * 16 - (v & 15);
+    *slot = ((node + 1) << 4) | (v & 15);
+    return true;
+}
+
 // pymalloc released an arena: its pages hold no block anymore.
 void arena_freed(uintptr_t p, size_t size);
 

@@ -164,6 +164,13 @@ inline void free_at(uint32_t id, int64_t bytes, int64_t count) {
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
     on_free(n.fig, g_total, bytes, count);
 }
+// A live block moved to node `id` (free_at took it from its old node), with the node's moment
+// kept.
+inline void move_in_at(uint32_t id, int64_t bytes, int64_t count) {
+    Node& n = node(id);
+    moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
+    on_move_in(n.fig, g_total, bytes, count);
+}
 // ... and its no-GIL figures `f` (under g_table_lock).
 inline void alloc_nogil(uint32_t id, NogilFigures& f, int64_t bytes, int64_t count) {
     moments::touch(f.moment, id, f.fig.live_bytes, moments::g_log_nogil);

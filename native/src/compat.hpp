@@ -27,6 +27,7 @@
 //   kRefTracer               -> whether the reference tracer exists (3.13+: PyRefTracer_SetTracer
 //                               reports every object made, free-listed ones included)
 //   RefTracer, RefEvent, kRefCreate, get_ref_tracer, set_ref_tracer -> its API (no-ops before)
+//   free_listed_int_size(op) -> the bytes of an int CPython keeps on a free list (3.14+), or 0
 //   instance_dict(op)        -> an object's own __dict__ if it exists (never made: 3.11+ keeps a
 //                               new object's attributes in its own values until a dict is asked
 //                               for), or nullptr
@@ -235,6 +236,18 @@ inline size_t preheader(PyTypeObject* tp) {
 #endif
 }
 inline uintptr_t block_of(PyObject* op) { return reinterpret_cast<uintptr_t>(op) - preheader(Py_TYPE(op)); }
+
+// The bytes an int took from the allocator if CPython keeps it on a free list, or 0: 3.14+
+// keeps freed one-digit ints (the counters and sums of every loop).
+inline size_t free_listed_int_size(PyObject* op) {
+#if PY_VERSION_HEX >= 0x030E0000
+    if (PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(op))) {
+        return size_t(PyLong_Type.tp_basicsize) + size_t(PyLong_Type.tp_itemsize);
+    }
+#endif
+    (void)op;
+    return 0;
+}
 
 // -- Object values, dicts and frame locals (what holds an object: holders.cpp) -------------
 

@@ -387,30 +387,32 @@ size_t free_listed_size(PyObject* op) {
     if (tp == &PyFloat_Type || tp == &PyList_Type || tp == &PyDict_Type || tp == &PySlice_Type) {
         return compat::preheader(tp) + size_t(tp->tp_basicsize);
     }
-    return 0;
+    return tp == &PyLong_Type ? compat::free_listed_int_size(op) : 0;
 }
 
 // A tracked block whose object now belongs to `node`: its live (and peak) figures move there,
 // without an allocation (the allocator was not called). Its old node's figures were taken back
-// by forget(). `in_map`: it was in the pymalloc block map.
+// by forget(). `in_map`: it is a pymalloc block (it goes in the block map).
 void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     if (!g_sampling) {
         if (!(in_map && blocks::page_put(block, size, node))) {
             Guard g(g_table_lock);
             table_put_locked(block, node, size, true);
         }
-        calltree::on_move_in(calltree::node(node).fig, g_total, int64_t(size), 1);
+        calltree::move_in_at(node, int64_t(size), 1);
         return;
     }
     sampling::Weight w = sampling::weight(size);
     Guard g(g_table_lock);
     table_put_locked(block, node, size, true);
-    Figures& f = calltree::node(node).fig;
+    Node& n = calltree::node(node);
+    Figures& f = n.fig;
     Variances& v = calltree::vars(node);
     if (calltree::touch(f)) {
         v.peak = v.live;
     }
     v.live += w.var;
+    moments::touch(n.moment, node, f.live_bytes, moments::g_log);
     calltree::on_move_in(f, g_total, w.bytes, w.count);
 }
 
@@ -419,12 +421,36 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
 // not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
 __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) {
     t.in_hook = true;
+    uint32_t node = 0;
+    bool known = false;
+    if (!g_sampling && !t.paused && g_map && blocks::page_get(block, &node)) {
+        // A block of the pymalloc map (the common case: a free list handing back a tuple, a
+        // float, a dict): its slot is charged to the line making the object now, in place.
+        node = node_for(t, true, Block::Python);
+        known = true;
+        uint32_t was = 0;
+        size_t size = 0;
+        if (node != stack::kNotTheProgram && blocks::page_move(block, node, &was, &size)) {
+            if (was != node) {
+                calltree::free_at(was, int64_t(size), 1);
+                calltree::move_in_at(node, int64_t(size), 1);
+            }
+            t.in_hook = false;
+            return;
+        }
+    }
     Forgotten old = forget(block, true, true);
-    size_t size = old.tracked ? old.size : g_sampling ? 0 : free_listed_size(op);
+    size_t listed = g_sampling ? 0 : free_listed_size(op);
+    size_t size = old.tracked ? old.size : listed;
     if (size && !t.paused) {
-        uint32_t node = node_for(t, true, Block::Python);
+        if (!known) {
+            node = node_for(t, true, Block::Python);
+        }
         if (node != stack::kNotTheProgram) {
-            adopt(block, size, old.tracked && old.in_map, node);
+            // A builtin free-listed object was made by the object allocator, so over pymalloc
+            // its block is a pymalloc block even when it was untracked (allocated before the
+            // run) or in the table: in the map, its next reuse takes the fast path above.
+            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node);
         }
     }
     t.in_hook = false;

@@ -134,7 +134,13 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now) {
         if (epoch != 1) {
             out.peak_t = epoch != g_last_epoch ? now : g_peak_t;
         }
+        // The moment open now ends at the snapshot: the last moment is the run as it stands
+        // (or as it ended), whatever changed after the latest boundary.
+        out.bounds.reserve(g_kept + 1);
         out.bounds.assign(g_bounds, g_bounds + g_kept);
+        if (g_kept > 0 && now > g_bounds[g_kept - 1].t) {
+            out.bounds.push_back(Bound{__atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1, now, traced_total()});
+        }
     }
     if (g_overflowed) {
         out.dropped = true;

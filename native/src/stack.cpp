@@ -36,7 +36,7 @@ namespace memlens {
 // code id, parent node) -> node, direct-mapped. A function that allocates at a few places in a
 // loop finds each place's node here instead of in the call tree's index.
 struct LeafCache {
-    static constexpr int kSize = 16;
+    static constexpr int kSize = 64;
     struct Entry {
         uintptr_t pos;
         uint32_t code_id;
@@ -44,7 +44,9 @@ struct LeafCache {
         uint32_t node;
     };
     Entry entries[kSize];
-    static int slot(uintptr_t pos) { return int((pos >> 1) ^ (pos >> 5)) & (kSize - 1); }
+    // Fibonacci hashing of the instruction's index: the allocating positions of one loop
+    // (a few dozen code units apart) spread over the slots instead of pairing up.
+    static int slot(uintptr_t pos) { return int((uint32_t(pos >> 1) * 0x9E3779B1u) >> 26); }
 };
 
 struct ThreadStack {

@@ -4,7 +4,6 @@ then, and against the run's own figures at the end."""
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -115,11 +114,6 @@ def test_the_last_moment_is_the_end(program: Any, mode: str) -> None:
     """After the program's last change, every line's live bytes (self and inclusive, each
     stack once under recursion) and every function's are exactly the run's live figures: the
     moments collapse the tree onto lines as the run's figures do."""
-    if sys.version_info >= (3, 14) and program is _RECURSION and mode == "exact":
-        # Known: on 3.14 a block CPython reuses (and memlens moves to the line making the
-        # object) can leave one recursion line's last moment a small block (56 bytes) apart
-        # from its final figure. To be found in the moment log of moved blocks.
-        pytest.xfail("3.14: a reused block's move is not in the moments (56 bytes)")
     options = {"mode": mode, "sample_interval": 64 * 1024, "seed": 7} if mode == "sampling" else {}
     run, _ = profiled(settled(program), **options)
     assert len(run.moments) > 0
