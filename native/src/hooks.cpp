@@ -489,9 +489,12 @@ __attribute__((noinline)) void dict_made() {
     if (!keys) {
         return;
     }
-    uint32_t here = node_of_block(compat::block_of(mp));
     uint32_t there = node_of_block(keys);
-    if (here == UINT32_MAX || there == UINT32_MAX || here == there) {
+    if (there == UINT32_MAX) {
+        return;  // (sampling: nearly always)
+    }
+    uint32_t here = node_of_block(compat::block_of(mp));
+    if (here == UINT32_MAX || here == there) {
         return;
     }
     Forgotten old = forget(keys, true, true);
@@ -516,7 +519,9 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
             uintptr_t block = compat::block_of(op);
             if (block == t.last_block) {
                 t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
-            } else {
+            } else if (!g_sampling || blocks::filter_hit(block)) {
+                // (Sampling tracks only sampled blocks, all in the table: the filter rules out
+                // nearly every reuse at the cost of one load.)
                 reused(t, op, block);
             }
             if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
