@@ -352,10 +352,6 @@ def test_program_ended_by_sigterm_does_not_wait_for_its_children(
 ) -> None:
     """Plain python dies of SIGTERM at once, leaving its pool's workers: so does the program
     under memlens, after writing its run, without waiting --follow-wait for the workers."""
-    if method == "spawn" and sys.version_info >= (3, 14):
-        # Known: on 3.14 a spawn pool's program under memlens writes its run on SIGTERM but
-        # does not end while its workers live (3.13 and older, and fork pools, end at once).
-        pytest.xfail("3.14: memlens run waits for a spawn pool's workers after SIGTERM")
     out = tmp_path / "run.mlrun"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memlens", "run", "--no-report", "--follow-wait", "600",

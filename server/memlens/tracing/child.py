@@ -441,75 +441,18 @@ _ending_handler: object = None
 #: Seconds a followed child's main thread has to take a SIGTERM or SIGHUP (and write its
 #: run) before it is ended by the signal's default action without its final run.
 KICK_LIMIT_S = 2.0
-#: This process's signal pipe (read end, write end): Python's wakeup file descriptor.
-_wakeup: tuple[int, int] | None = None
 #: How many times :func:`_on_ending_signal` was called (the watcher thread reads it).
 _handled = 0
 
 
 def _watch_signals() -> None:
-    """Make sure a SIGTERM or SIGHUP reaches :func:`_on_ending_signal`.
+    """Make sure a SIGTERM or SIGHUP reaches :func:`_on_ending_signal` (see
+    :func:`memlens.tracing.runner.watch_signals`); a main thread that still has not taken it
+    after :data:`KICK_LIMIT_S` seconds (busy in a long C call, which plain Python would not
+    have waited for) is ended by the signal's default action."""
+    from memlens.tracing import runner
 
-    Python runs a handler when the main thread next looks; a signal that comes just as that
-    thread enters a blocking C call (a multiprocessing pool worker waiting for its queue's
-    lock) is never looked at, and the worker, which plain Python would have ended at once,
-    waits forever. So a thread of ours learns of each signal from Python's wakeup file
-    descriptor (unless the program set one) and, until our handler has run, interrupts the
-    main thread's wait by sending it the signal again. A main thread that still has not
-    taken it after :data:`KICK_LIMIT_S` seconds (busy in a long C call, which plain Python
-    would not have waited for) is ended by the signal's default action.
-    """
-    global _wakeup
-    import _thread
-
-    previous = _wakeup
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    try:
-        replaced = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    except ValueError:  # not the main thread
-        replaced = -2
-    if replaced not in (-1, previous[1] if previous is not None else -1):
-        if replaced != -2:
-            signal.set_wakeup_fd(replaced)  # the program's own: it stays
-        os.close(read_end)
-        os.close(write_end)
-        return
-    if previous is not None:  # a copy of the parent's (forked): its thread is not here
-        _quietly(os.close, previous[0])
-        _quietly(os.close, previous[1])
-    _wakeup = (read_end, write_end)
-    _thread.start_new_thread(_resend_signals, (read_end, _thread.get_ident(), os.getpid()))
-
-
-def _resend_signals(read_end: int, main_thread: int, pid: int) -> None:
-    import time
-
-    from memlens import _tracer
-    from memlens.tracing import runner, tracer
-
-    _tracer.set_thread_paused(True)
-    _tracer.name_thread("memlens-signals")
-    tracer.block_signals()
-    ending = set(runner.ENDING_SIGNALS)
-    while True:
-        try:
-            data = os.read(read_end, 64)
-        except OSError:
-            return
-        if not data or os.getpid() != pid:
-            return
-        for signum in set(data) & ending:
-            seen = _handled
-            deadline = time.monotonic() + KICK_LIMIT_S
-            time.sleep(0.05)
-            while _handled == seen and signal.getsignal(signum) is _ending_handler:
-                if time.monotonic() >= deadline:
-                    # Stuck where no handler runs (a long C call): it dies as plain Python
-                    # would have at once; its last checkpoint counts (listed incomplete).
-                    _tracer.die_by_signal(signum)
-                signal.pthread_kill(main_thread, signum)  # its blocking call returns: EINTR
-                time.sleep(0.05)
+    runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
 
 
 def _before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:

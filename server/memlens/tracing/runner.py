@@ -194,9 +194,12 @@ def run(
         else:
             die_by(signum)
 
+    handled = [0]
+
     def on_ending_signal(signum: int, frame: types.FrameType | None) -> None:
         # Without memlens, SIGTERM or SIGHUP kills the program on the spot. Keep that: record
         # the run, then die by the same signal (no unwinding, the same exit status).
+        handled[0] += 1
         finish(None, False, signum=signum)
         die_by(signum)
 
@@ -215,6 +218,9 @@ def run(
     ours = [s for s in ENDING_SIGNALS if is_default(signal.getsignal(s))]
     for signum in ours:
         signal.signal(signum, ending_handler)
+    if ours:
+        # The run is all there is: no limit (a child's last checkpoint stands in for its run).
+        watch_signals(ending_handler, lambda: handled[0], None)
     guard_forks()
 
     # Python puts the script's folder (or, with -m, the working directory) first on sys.path,
@@ -401,6 +407,92 @@ def guard_forks() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     os.register_at_fork(before=block, after_in_parent=restore, after_in_child=restore)
+
+
+#: This process's signal pipe (read end, write end): Python's wakeup file descriptor.
+_wakeup: tuple[int, int] | None = None
+
+
+def watch_signals(handler: object, handled: Callable[[], int], limit_s: float | None) -> None:
+    """Make sure a SIGTERM or SIGHUP reaches ``handler`` (memlens's, installed for it).
+
+    Python runs a handler when the main thread next looks, and a process-directed signal may
+    be taken by any thread that does not block it (one of the program's: a multiprocessing
+    pool's); a main thread waiting in a blocking C call (a sleep, a queue's lock) is then never
+    interrupted, and the program, which plain Python would have ended at once, waits on. So a
+    thread of ours learns of each signal from Python's wakeup file descriptor (unless the
+    program set one) and, until ``handled()`` says the handler ran, interrupts the main
+    thread's wait by sending it the signal again. After ``limit_s`` seconds without it (the
+    main thread busy in a long C call) the process ends by the signal's default action;
+    with None, it keeps asking.
+    """
+    global _wakeup
+    import _thread
+
+    previous = _wakeup
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        replaced = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        replaced = -2
+    if replaced not in (-1, previous[1] if previous is not None else -1):
+        if replaced != -2:
+            signal.set_wakeup_fd(replaced)  # the program's own: it stays
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if previous is not None:  # a copy of the parent's (forked): its thread is not here
+        for fd in previous:
+            try:  # noqa: SIM105 - contextlib is not imported at start-up
+                os.close(fd)
+            except OSError:
+                pass
+    _wakeup = (read_end, write_end)
+    _thread.start_new_thread(
+        _resend_signals,
+        (read_end, _thread.get_ident(), os.getpid(), handler, handled, limit_s),
+    )
+
+
+def _resend_signals(
+    read_end: int,
+    main_thread: int,
+    pid: int,
+    handler: object,
+    handled: Callable[[], int],
+    limit_s: float | None,
+) -> None:
+    import time
+
+    from memlens import _tracer
+
+    _tracer.set_thread_paused(True)
+    _tracer.name_thread("memlens-signals")
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # never ours to take
+    ending = set(ENDING_SIGNALS)
+    while True:
+        try:
+            data = os.read(read_end, 64)
+        except OSError:
+            return
+        if not data or os.getpid() != pid:
+            return
+        for signum in set(data) & ending:
+            seen = handled()
+            deadline = None if limit_s is None else time.monotonic() + limit_s
+            pause = 0.05
+            time.sleep(pause)
+            while handled() == seen and signal.getsignal(signum) is handler:
+                if deadline is not None and time.monotonic() >= deadline:
+                    # Stuck where no handler runs (a long C call): it dies as plain Python
+                    # would have at once; its last checkpoint counts (listed incomplete).
+                    _tracer.die_by_signal(signum)
+                signal.pthread_kill(main_thread, signum)  # its blocking call returns: EINTR
+                time.sleep(pause)
+                if deadline is None:
+                    pause = min(pause * 2, 1.0)  # a long C call is asked less and less often
 
 
 def _join_threads() -> None:
