@@ -28,6 +28,7 @@
 //                               reports every object made, free-listed ones included)
 //   RefTracer, RefEvent, kRefCreate, get_ref_tracer, set_ref_tracer -> its API (no-ops before)
 //   free_listed_int_size(op) -> the bytes of an int CPython keeps on a free list (3.14+), or 0
+//   bytearray_block(op)      -> the block of a bytearray's data (3.15+: a bytes object's)
 //   instance_dict(op)        -> an object's own __dict__ if it exists (never made: 3.11+ keeps a
 //                               new object's attributes in its own values until a dict is asked
 //                               for), or nullptr
@@ -236,6 +237,17 @@ inline size_t preheader(PyTypeObject* tp) {
 #endif
 }
 inline uintptr_t block_of(PyObject* op) { return reinterpret_cast<uintptr_t>(op) - preheader(Py_TYPE(op)); }
+
+// The memory block holding a bytearray's data, or 0: 3.15+ keeps the data in a bytes object
+// of its own (ob_bytes points inside it), older versions in a block of their own.
+inline uintptr_t bytearray_block(PyObject* op) {
+    auto* ba = reinterpret_cast<PyByteArrayObject*>(op);
+#if PY_VERSION_HEX >= 0x030F0000
+    return ba->ob_bytes_object ? block_of(ba->ob_bytes_object) : 0;
+#else
+    return reinterpret_cast<uintptr_t>(ba->ob_bytes);
+#endif
+}
 
 // The bytes an int took from the allocator if CPython keeps it on a free list, or 0: 3.14+
 // keeps freed one-digit ints (the counters and sums of every loop).

@@ -240,8 +240,8 @@ void expand(Walk& w, uint32_t i) {
             check(w, reinterpret_cast<uintptr_t>(so->table), i, Via::Table);
         }
     } else if (PyByteArray_Check(op)) {
-        if (char* bytes = reinterpret_cast<PyByteArrayObject*>(op)->ob_bytes) {
-            check(w, reinterpret_cast<uintptr_t>(bytes), i, Via::Data);
+        if (uintptr_t data = compat::bytearray_block(op)) {
+            check(w, data, i, Via::Data);
         }
     } else if (is_ndarray(w, op)) {
         // numpy's PyArrayObject starts with its data pointer, after the object header.
@@ -502,7 +502,7 @@ Chain describe_path(const Walk& w, const Found& f) {
         PyObject* last = w.entries[f.entry].obj;
         uintptr_t block = f.via == Via::Items   ? reinterpret_cast<uintptr_t>(reinterpret_cast<PyListObject*>(last)->ob_item)
                           : f.via == Via::Data && PyByteArray_Check(last)
-                              ? reinterpret_cast<uintptr_t>(reinterpret_cast<PyByteArrayObject*>(last)->ob_bytes)
+                              ? compat::bytearray_block(last)
                           : f.via == Via::Data ? reinterpret_cast<uintptr_t>(
                                                      *reinterpret_cast<char**>(reinterpret_cast<char*>(last) + sizeof(PyObject)))
                           : PyDict_Check(last) ? reinterpret_cast<uintptr_t>(reinterpret_cast<PyDictObject*>(last)->ma_keys)
