@@ -295,7 +295,9 @@ int decode_line_table(const uint8_t* table, size_t len, int first_line,
                 default:
                     break;
             }
-            if (!none) {
+            // Line 0 is no line either: a module's first instruction (RESUME, 3.11+), where a
+            // tracer's or debugger's call event allocates; charged to the code's first line.
+            if (!none && line > 0) {
                 out->emplace_back(addr, line);
                 if (line > last) {
                     last = line;
@@ -314,7 +316,7 @@ int decode_line_table(const uint8_t* table, size_t len, int first_line,
             p += 2;
             if (ldelta != -128) {
                 line += ldelta;
-                if (delta) {
+                if (delta && line > 0) {
                     out->emplace_back(addr, line);
                     if (line > last) {
                         last = line;

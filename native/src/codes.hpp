@@ -75,7 +75,8 @@ public:
     size_t count() const { return infos_.size(); }
     const Info& info(uint32_t code) const { return infos_[code]; }
     // The line of instruction `offset` (code units) of `code`; the previous line with a number
-    // for instructions that have none; the first line when there is none before.
+    // for instructions that have none (or line 0: a module's RESUME); the first line when
+    // there is none before.
     int line(uint32_t code, int32_t offset) const;
 
 private:

@@ -127,7 +127,8 @@ def test_numpy_arrays_made_in_threads_are_traced(tmp_path: Path) -> None:
 
 def test_line_tables_resolve_as_co_lines_does() -> None:
     # Dead code objects are resolved from copies of their line tables: the decoder must agree
-    # with the interpreter's own co_lines() for every instruction of many real code objects.
+    # with the interpreter's own co_lines() for every instruction of many real code objects
+    # (line 0, a module's first instruction on 3.11+, is no line: the code's first line).
 
     def all_codes(code: Any) -> Any:
         yield code
@@ -140,7 +141,9 @@ def test_line_tables_resolve_as_co_lines_does() -> None:
         source = Path(module.__file__ or "").read_text()
         for code in all_codes(compile(source, module.__file__ or "", "exec")):
             starts: list[tuple[int, int]] = [
-                (start, line) for start, _end, line in code.co_lines() if line is not None
+                (start, line)
+                for start, _end, line in code.co_lines()
+                if line  # (not 0, None)
             ]
             for offset in range(len(code.co_code) // 2):
                 expected = code.co_firstlineno
@@ -330,3 +333,41 @@ def test_the_program_may_claim_any_monitoring_tool_id(tmp_path: Path) -> None:
         for name in ("alloc_bytes", "incl_alloc_bytes", "incl_peak_bytes"):
             mine, theirs = getattr(x, name), getattr(y, name)
             assert abs(mine - theirs) <= max(1024, theirs // 200), (tag, name, mine, theirs)
+
+
+def test_a_tracers_allocations_at_a_modules_start_are_on_its_first_line(tmp_path: Path) -> None:
+    # A trace function (coverage's, a debugger's) of a file that is not charged allocates
+    # at every call event, where the frame has not run an instruction yet: in a module, its
+    # RESUME, whose line is 0 on 3.11+. No line 0 in the run: the module's first line.
+    ns, path = load(
+        tmp_path,
+        """
+        import sys
+
+        def body():
+            return 1
+
+        def program(tracer, path):
+            sys.settrace(tracer)
+            try:
+                exec(compile("x = 1\\ny = body()\\n", path, "exec"), {"body": body})
+            finally:
+                sys.settrace(None)
+        """,
+    )
+    helper, helper_path = load(
+        tmp_path,
+        """
+        seen = []
+
+        def tracer(frame, event, arg):
+            seen.append([event] * 100)  # allocates on every event, the call events first
+            return tracer
+        """,
+        name="helper",
+    )
+    previous = sys.gettrace()
+    run = profile(lambda: ns["program"](helper["tracer"], path), exclude=[helper_path])
+    sys.settrace(previous)
+    assert all(line > 0 for sf in run.files.values() for line in sf.lines)
+    assert run.files[path].lines[1].alloc_count > 0  # the exec'd module's start
