@@ -14,15 +14,14 @@ from __future__ import annotations
 import argparse
 import html
 import os
-import re
 import sys
 from collections.abc import Sequence
 
 from memlens.errors import MemlensError
+from memlens.layout import printable
 from memlens.model import Run, TimelinePoint
 from memlens.units import fmt_bytes
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
@@ -82,7 +81,7 @@ def sparkline(points: Sequence[tuple[float, int]], width: int = 24) -> str:
 
 
 def _clean(text: str, limit: int = 80) -> str:
-    text = _CONTROL.sub("\ufffd", text)
+    text = printable(text)  # (escapes control and invisible reordering marks, as everywhere)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -52,6 +52,18 @@ def test_terminal_drawing_marks_the_peak() -> None:
     assert timeline.terminal(replace(_run(), timeline=())).startswith("memlens: this run has no")
 
 
+def test_terminal_drawing_escapes_reordering_marks() -> None:
+    """A hostile run's source line cannot reorder what the terminal shows: bidi controls and
+    zero-width marks are printed as escapes, as everywhere memlens prints a run's text."""
+    run = _run()
+    path = next(iter(run.files))
+    text = "a = load()  # \u202eevil\u202c\u200b\nb = build()\nc = '<script>'\n"
+    files = {path: source(path, text, dict(run.files[path].lines), sha256="ab" * 32)}
+    out = timeline.terminal(replace(run, files=files), width=40, height=6)
+    assert not any(c in out for c in "\u202e\u202c\u200b\x1b")
+    assert "\\u202eevil\\u202c" in out
+
+
 def test_svg_is_well_formed_and_escapes_the_run() -> None:
     svg = timeline.svg(_run())
     root = ET.fromstring(svg)
