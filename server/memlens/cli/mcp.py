@@ -13,7 +13,7 @@ from memlens.layout import printable
 HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
 
 #: The SDK's requirement when memlens's own metadata cannot say it (pyproject.toml's ``mcp``
-#: extra is the one place it is written; tests/cli/test_mcp_missing_sdk.py checks the two).
+#: extra is the one place it is written; tests/mcp_server/test_mcp_e2e.py checks the two).
 SDK_REQUIREMENT = "mcp>=2.3,<3"
 
 
