@@ -1097,6 +1097,11 @@ int ml_munmap(void* addr, size_t len) {
     }
     return real<MunmapFn>(g_real_munmap)(addr, len);
 }
+#ifndef MREMAP_FIXED
+// mremap is Linux's; elsewhere native tracing is not built in (native.cpp), so this function
+// is never installed, but it must compile (macOS wheels).
+#define MREMAP_FIXED 2
+#endif
 void* ml_mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
     void* new_addr = nullptr;
     if (flags & MREMAP_FIXED) {
