@@ -106,6 +106,9 @@ bool start(double interval_ms) {
     if (interval_ms > 0) {
         g_stop = false;
         g_thread = new std::thread(sampler_main, interval_ms);
+        // Named now, not only by itself: Python 3.12+ warns at a fork while the process has
+        // threads other than memlens's, which it tells by their names.
+        name_thread(g_thread->native_handle(), "memlens-timeline");
     }
     return true;
 }

@@ -213,12 +213,15 @@ bool disable_address_randomization() {
 #endif
 }
 
-void name_thread(const char* name) {
+void name_thread(const char* name) { name_thread(pthread_self(), name); }
+
+void name_thread(pthread_t thread, const char* name) {
 #ifdef __linux__
     char kept[16];
     std::snprintf(kept, sizeof kept, "%s", name);
-    pthread_setname_np(pthread_self(), kept);
+    pthread_setname_np(thread, kept);
 #else
+    (void)thread;
     (void)name;
 #endif
 }

@@ -14,6 +14,8 @@
 // over time), compat.hpp (every CPython version branch).
 #pragma once
 
+#include <pthread.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -114,6 +116,8 @@ bool disable_address_randomization();
 // bytes kept). memlens's own threads are named "memlens-..." so that they can be told from
 // the program's (memlens.runner: Python 3.12+'s warning at fork counts threads). Linux only.
 void name_thread(const char* name);
+// ... of another thread (named by its creator: a fork right after sees it named).
+void name_thread(pthread_t thread, const char* name);
 
 // Whether the calling thread's allocations are not tracked (frees always are).
 bool thread_paused();

@@ -449,13 +449,20 @@ def watch_signals(handler: object, handled: Callable[[], int], limit_s: float | 
             except OSError:
                 pass
     _wakeup = (read_end, write_end)
+    ready = _thread.allocate_lock()
+    ready.acquire()  # released by the thread once it is paused and named
     _thread.start_new_thread(
         _resend_signals,
-        (read_end, _thread.get_ident(), os.getpid(), handler, handled, limit_s),
+        (ready, read_end, _thread.get_ident(), os.getpid(), handler, handled, limit_s),
     )
+    # Its start-up allocations count against sampling's shared countdown: done while this
+    # thread waits, they always fall at the same point, so a seeded run repeats exactly. And
+    # a fork from now on sees it named as memlens's (not one of the program's threads).
+    ready.acquire()
 
 
 def _resend_signals(
+    ready: Any,
     read_end: int,
     main_thread: int,
     pid: int,
@@ -463,14 +470,15 @@ def _resend_signals(
     handled: Callable[[], int],
     limit_s: float | None,
 ) -> None:
-    import time
-
     from memlens import _tracer
 
     _tracer.set_thread_paused(True)
     _tracer.name_thread("memlens-signals")
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # never ours to take
+    import time
+
+    ready.release()
     ending = set(ENDING_SIGNALS)
     while True:
         try:
