@@ -474,9 +474,11 @@ def _resend_signals(
 
     _tracer.set_thread_paused(True)
     _tracer.name_thread("memlens-signals")
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # never ours to take
     import time
+
+    from memlens.tracing import tracer  # (loaded already: tracing has started)
+
+    tracer.block_signals()
 
     ready.release()
     ending = set(ENDING_SIGNALS)
