@@ -199,11 +199,21 @@ class FileView:
 
     @memoized
     def function_ranges(self) -> tuple[tuple[int, int], ...] | None:
-        """(first, last) lines of the file's functions and methods; None without a table."""
+        """The lines inside the file's functions and methods, as (first, last) spans in order,
+        overlapping and nested ones merged (so a line's span is found by bisection); None
+        without a table."""
         if not self.source.functions:
             return None
         text = self.text_lines
-        return tuple((f.first_line, f.last_line) for f in self.source.functions if is_def(text, f))
+        spans: list[tuple[int, int]] = []
+        for first, last in sorted(
+            (f.first_line, f.last_line) for f in self.source.functions if is_def(text, f)
+        ):
+            if spans and first <= spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+            else:
+                spans.append((first, last))
+        return tuple(spans)
 
     @memoized
     def baseline_functions(self) -> Mapping[str, FunctionStats]:

@@ -9,6 +9,7 @@ Every string from a run that goes into Markdown passes :mod:`memlens_lsp.markdow
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import re
 import shlex
@@ -786,7 +787,8 @@ def held_by_module(view: FileView, line: int) -> bool:
         # No function table (an imported run): the call tree knows which code ran the line.
         nodes = view.run.tree.at(view.key, line)
         return bool(nodes) and all(n.function == "<module>" for n in nodes)
-    return not any(first <= line <= last for first, last in functions)
+    at = bisect.bisect_right(functions, (line, math.inf)) - 1
+    return at < 0 or functions[at][1] < line
 
 
 # -- code lenses -----------------------------------------------------------------------------

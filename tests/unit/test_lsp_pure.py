@@ -367,6 +367,41 @@ def test_module_state_is_not_a_leak(tmp_path: Path) -> None:
     assert "Held by the module" not in hover
 
 
+def test_lines_between_nested_functions_are_module_state(tmp_path: Path) -> None:
+    """A line is inside a function when any function's range holds it, nested or not; a
+    line between two functions is module state."""
+    text = (
+        "def outer():\n"  # 1
+        "    def inner():\n"  # 2
+        "        return bytearray(10**7)\n"  # 3: in inner and outer
+        "    return [inner()]\n"  # 4: in outer, after inner's end
+        "BETWEEN = bytearray(10**7)\n"  # 5: module level
+        "def g():\n"  # 6
+        "    return bytearray(10**7)\n"  # 7
+        "AFTER = bytearray(10**7)\n"  # 8: module level
+    )
+    live = LineStats(alloc_bytes=9 * MiB, alloc_count=1, live_bytes=9 * MiB, live_count=1)
+    fns = (
+        FunctionStats("<module>", 1, 8, alloc_bytes=9 * MiB),
+        FunctionStats("outer.<locals>.inner", 2, 3, alloc_bytes=9 * MiB),
+        FunctionStats("outer", 1, 4, alloc_bytes=9 * MiB),
+        FunctionStats("g", 6, 7, alloc_bytes=9 * MiB),
+    )
+    folder, key = folder_with(tmp_path, text, {n: live for n in (3, 4, 5, 7, 8)}, functions=fns)
+    view = folder.view(key)
+    assert view is not None
+    assert [views.held_by_module(view, n) for n in range(1, 9)] == [
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
+
+
 _FEED = LineStats(
     alloc_count=1, peak_bytes=200, incl_peak_bytes=10 * MiB, incl_alloc_bytes=40 * MiB
 )
