@@ -477,6 +477,14 @@ def test_attached_round_trips_and_is_absent_from_other_headers(tmp_path: Path) -
     assert "attached" not in header
 
 
+def test_the_largest_seed_round_trips(tmp_path: Path) -> None:
+    """A sampling seed is unsigned 64-bit (memlens run --seed takes 1 to 2**64 - 1): a run
+    with the largest reads back."""
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(seed=2**64 - 1, mode="sampling", sample_interval_bytes=4096), path)
+    assert reader.read(path).info.seed == 2**64 - 1
+
+
 def test_incomplete_runs_read_back_as_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "r.mlrun"
     writer.write(sample_run(complete=False, exit_code=None), path)
@@ -668,6 +676,8 @@ def test_damaged_holders(tmp_path: Path, sql: str, reason: str) -> None:
         ("peak_traced_bytes", 10**400, "out of range"),
         ("pid", -(2**63) - 1, "out of range"),
         ("max_depth", 2**63, "out of range"),
+        ("seed", 2**64, "out of range"),
+        ("seed", -1, "out of range"),
     ],
 )
 def test_header_with_wrong_types(tmp_path: Path, key: str, value: object, what: str) -> None:
