@@ -47,7 +47,7 @@ struct Bound {
 
 constexpr uint32_t kChunkEntries = uint32_t{1} << 16;  // 1 MiB per chunk
 constexpr uint32_t kMaxChunks = 1024;                   // at most 64M entries (1 GiB)
-constexpr size_t kMaxKept = 512;                        // boundaries kept (thinned to half)
+constexpr size_t kMaxKept = 256;                        // boundaries kept (thinned to half)
 
 struct Chunk {
     Entry e[kChunkEntries];

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 #: Most points of a merged timeline (as the tracer's own timelines).
 MAX_TIMELINE_POINTS = 4096
 #: Most moments of a merged run (as the tracer keeps at most).
-MAX_MOMENTS = 512
+MAX_MOMENTS = 256
 #: Most processes listed in a run's header (each entry is small; the header is bounded).
 MAX_LISTED_PROCESSES = 2048
 #: Longest command kept per listed process, in characters (all arguments together).
