@@ -387,7 +387,7 @@ def test_lines_between_nested_functions_are_module_state(tmp_path: Path) -> None
         FunctionStats("outer", 1, 4, alloc_bytes=9 * MiB),
         FunctionStats("g", 6, 7, alloc_bytes=9 * MiB),
     )
-    folder, key = folder_with(tmp_path, text, {n: live for n in (3, 4, 5, 7, 8)}, functions=fns)
+    folder, key = folder_with(tmp_path, text, dict.fromkeys((3, 4, 5, 7, 8), live), functions=fns)
     view = folder.view(key)
     assert view is not None
     assert [views.held_by_module(view, n) for n in range(1, 9)] == [
