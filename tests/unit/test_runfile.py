@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ from memlens.model import (
     replace,
 )
 from memlens.runfile import reader, schema, writer
-from memlens.runfile.schema import FORMAT_VERSION
+from memlens.runfile.schema import FORMAT_VERSION, TREE_PART
 from tests.data.formats.make_v2 import golden_v2_run
 from tests.data.formats.make_v3 import golden_v3_run
 from tests.runs import MIB, info, new_run, sample_holders, sample_run
@@ -342,6 +343,23 @@ GOLDEN_V3 = GOLDEN.parent / "v3.mlrun"
 GOLDEN_V3_SHA256 = "3985f128623207bd543cd0c45b711ac738fd20075bba629aa483779cc8abf1a1"
 
 
+GOLDEN_V4 = GOLDEN.parent / "v4.mlrun"
+GOLDEN_V4_SHA256 = "89cc6813b1eada11456c1d6bbe703db879a23dc34e1409cc67e7940f0e2c4a7a"
+
+
+def test_golden_v4_file() -> None:
+    """Written once by tests/data/formats/make_v4.py with format version 4 (never regenerate):
+    version 3's run, its column parts compressed, reads back as that run."""
+    assert hashlib.sha256(GOLDEN_V4.read_bytes()).hexdigest() == GOLDEN_V4_SHA256
+    assert reader.read(GOLDEN_V4) == golden_v3_run()
+    con = sqlite3.connect(f"file:{GOLDEN_V4}?mode=ro&immutable=1", uri=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("4",)
+    for table in ("tree", "moment_lines", "moment_functions"):
+        for (data,) in con.execute(f"SELECT data FROM {table}"):
+            assert zlib.decompress(data)
+    con.close()
+
+
 def test_golden_v3_file() -> None:
     # Written once by tests/data/formats/make_v3.py with format version 3. Never regenerate.
     assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
@@ -404,6 +422,11 @@ def test_runs_without_gpu_figures_keep_their_header(tmp_path: Path) -> None:
     assert reader.read(path) == sample_run()
 
 
+def _part(hex_values: str) -> str:
+    """A column part holding these bytes, as SQL: compressed, as the writer stores parts."""
+    return f"x'{zlib.compress(bytes.fromhex(hex_values)).hex()}'"
+
+
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
@@ -416,26 +439,30 @@ def test_runs_without_gpu_figures_keep_their_header(tmp_path: Path) -> None:
             "corrupt file (moment_lines lacks a column)",
         ),
         (
-            "UPDATE moment_lines SET data = x'0100' WHERE column = 'file'",
+            f"UPDATE moment_lines SET data = {_part('0100')} WHERE column = 'file'",
             "moment_lines column file is cut short",
         ),
         (
             (
-                "UPDATE moment_lines SET data = x'000000000000000000000000000000000000000009000000'"
+                f"UPDATE moment_lines SET data = {_part('000000000000000000000000000000000000000009000000')}"
                 " WHERE column = 'file'"
             ),
             "a moment change names an unknown file",
         ),
         (
-            ("UPDATE moment_functions SET data = x'0200000000000000' WHERE column = 'moment'"),
+            (
+                f"UPDATE moment_functions SET data = {_part('0200000000000000')} WHERE column = 'moment'"
+            ),
             "moment changes are not in moment order",
         ),
         (
-            ("UPDATE moment_functions SET data = x'0000000007000000' WHERE column = 'function'"),
+            (
+                f"UPDATE moment_functions SET data = {_part('0000000007000000')} WHERE column = 'function'"
+            ),
             "a moment change names an unknown function",
         ),
         (
-            ("UPDATE moment_functions SET data = x'00000000' WHERE column = 'function'"),
+            (f"UPDATE moment_functions SET data = {_part('00000000')} WHERE column = 'function'"),
             "moment_functions columns differ in length",
         ),
     ],
@@ -576,7 +603,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
             ),
         ),
         (
-            "UPDATE tree SET data = x'00' WHERE column = 'parent'",
+            f"UPDATE tree SET data = {_part('00')} WHERE column = 'parent'",
             "corrupt file (tree column parent is cut short)",
         ),
         ("DELETE FROM tree WHERE column = 'line'", "corrupt file (tree lacks a column)"),
@@ -767,11 +794,62 @@ def test_damaged_call_tree(tmp_path: Path, column: str, value: int, reason: str)
     (data,) = con.execute(
         "SELECT data FROM tree WHERE column = ? AND part = 0", (column,)
     ).fetchone()
-    data = value.to_bytes(4, "little", signed=True) + data[4:]
+    data = zlib.compress(value.to_bytes(4, "little", signed=True) + zlib.decompress(data)[4:])
     con.execute("UPDATE tree SET data = ? WHERE column = ? AND part = 0", (data, column))
     con.commit()
     con.close()
     _bad(path, reason)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"not zlib", "corrupt file (tree column parent is damaged)"),
+        (zlib.compress(b"\0\0\0\0")[:-3], "corrupt file (tree column parent is damaged)"),
+        (zlib.compress(b"\0\0\0\0") + b"more", "corrupt file (tree column parent is damaged)"),
+        # A part that would inflate beyond the most values a part holds: refused as it inflates.
+        (
+            zlib.compress(bytes(4 * TREE_PART + 4), 9),
+            "corrupt file (tree column parent is damaged)",
+        ),
+    ],
+)
+def test_damaged_compressed_parts(tmp_path: Path, data: bytes, reason: str) -> None:
+    """Column parts are compressed (format version 4): one that does not inflate, is cut
+    short, has bytes after its end, or inflates beyond a part's size is refused in one line."""
+    path = tmp_path / "r.mlrun"
+    writer.write(sample_run(), path)
+    _edit(path, "UPDATE tree SET data = ? WHERE column = 'parent' AND part = 0", data)
+    _bad(path, reason)
+
+
+def test_call_trees_are_stored_compressed(tmp_path: Path) -> None:
+    """A call tree's columns are compressed: 200,000 nodes of a few distinct values take a
+    small part of their 7.2 MB of raw columns, and read back whole."""
+    n = 200_000
+    base = sample_run()
+    path_key = next(iter(base.files))
+    nodes = tuple(
+        CallNode(i, i - 1, path_key, 4, "load", alloc_bytes=64, alloc_count=1) for i in range(n)
+    )
+    run = replace(base, call_tree=nodes)
+    path = tmp_path / "r.mlrun"
+    writer.write(run, path)
+    assert path.stat().st_size < 7_200_000 / 10
+    back = reader.read(path)
+    assert back.call_tree == run.call_tree
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA page_size").fetchone() == (4096,)  # a large run: SQLite's own
+    con.close()
+
+
+def test_short_runs_make_small_files(tmp_path: Path) -> None:
+    """A short run's file is not mostly empty pages (each table takes at least one): the
+    golden run of version 3, with moments, GPU figures and holders, fits in 24 KiB (60 KiB as
+    version 3 wrote it)."""
+    path = writer.write(golden_v3_run(), tmp_path / "r.mlrun")
+    assert path.stat().st_size <= 24 * 1024
+    assert reader.read(path) == golden_v3_run()
 
 
 def test_version_1_trees_are_put_in_order_and_loops_refused(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,6 @@ def test_golden_file_without_digest_still_reads() -> None:
     [
         "UPDATE lines SET peak_bytes = peak_bytes + 1 WHERE line = (SELECT min(line) FROM lines)",
         "UPDATE files SET text = text || ' '",
-        "UPDATE tree SET data = zeroblob(length(data)) WHERE column = 'alloc_bytes'",
         "UPDATE tree_names SET name = 'renamed'",
         "UPDATE timeline SET rss_bytes = 0",
         "UPDATE functions SET qualname = 'renamed'",
@@ -131,6 +131,23 @@ def test_golden_file_without_digest_still_reads() -> None:
 def test_changed_values_are_refused_in_one_line(tmp_path: Path, statement: str) -> None:
     path = writer.write(_with_holders(), tmp_path / "r.mlrun")
     _sql(path, statement)
+    with pytest.raises(RunFileError) as info:
+        reader.read(path)
+    assert str(info.value) == (
+        f"cannot read {path}: corrupt file (content does not match its checksum)"
+    )
+
+
+def test_changed_call_tree_values_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A call-tree column whose values changed (its part still a whole compressed part of
+    the same length) is caught by the digest."""
+    path = writer.write(_with_holders(), tmp_path / "r.mlrun")
+    con = sqlite3.connect(path)
+    (data,) = con.execute("SELECT data FROM tree WHERE column = 'alloc_bytes'").fetchone()
+    zeros = zlib.compress(bytes(len(zlib.decompress(data))))
+    con.execute("UPDATE tree SET data = ? WHERE column = 'alloc_bytes'", (zeros,))
+    con.commit()
+    con.close()
     with pytest.raises(RunFileError) as info:
         reader.read(path)
     assert str(info.value) == (

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import sys
 import time
+import zlib
 from array import array
 from itertools import pairwise
 from urllib.parse import quote
@@ -46,6 +47,7 @@ from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import clip, parse_header
 from memlens.runfile.schema import (
     BLOB,
+    COMPRESSED_PARTS,
     FORMAT_VERSION,
     FORMATS,
     INT,
@@ -61,6 +63,7 @@ from memlens.runfile.schema import (
     MOMENT_LINE_COLUMNS,
     REAL,
     TREE_COLUMNS,
+    TREE_PART,
     Table,
     expected_schema,
     squash,
@@ -505,9 +508,12 @@ def _read_parts(
     if len(parts) != len(codes) and parts:
         raise RunFileError(name, f"corrupt file ({table.name} lacks a column)")
     out: dict[str, Any] = {}
+    compressed = digest.version >= COMPRESSED_PARTS
     for column, code in columns:
         values = array(code)
         for data in parts.get(column, ()):
+            if compressed:
+                data = _decompressed(name, table.name, column, data, TREE_PART * values.itemsize)
             if len(data) % values.itemsize:
                 raise RunFileError(
                     name, f"corrupt file ({table.name} column {column} is cut short)"
@@ -520,6 +526,19 @@ def _read_parts(
         out[column] = values
     if len({len(c) for c in out.values()}) > 1:
         raise RunFileError(name, f"corrupt file ({table.name} columns differ in length)")
+    return out
+
+
+def _decompressed(name: str, table: str, column: str, data: bytes, most: int) -> bytes:
+    """A compressed column part's bytes (version 4), at most ``most`` of them (a part holds
+    at most TREE_PART values: a part that would inflate beyond is refused before it does)."""
+    inflate = zlib.decompressobj()
+    try:
+        out = inflate.decompress(data, most)
+    except zlib.error:
+        raise RunFileError(name, f"corrupt file ({table} column {column} is damaged)") from None
+    if inflate.unconsumed_tail or inflate.unused_data or not inflate.eof:
+        raise RunFileError(name, f"corrupt file ({table} column {column} is damaged)")
     return out
 
 
@@ -646,6 +665,7 @@ class RowDigest:
     def __init__(self, con: sqlite3.Connection, name: str, version: int) -> None:
         self._con = con
         self._name = name
+        self.version = version
         self._order = [t.name for t in FORMATS[version]]
         row = con.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
         self.expected: object = None if row is None else row[0]
