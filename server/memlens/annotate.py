@@ -25,14 +25,21 @@ if TYPE_CHECKING:
 
 def figure_value(stats: LineStats, figure: str) -> int:
     """The value of a user-facing figure name (``peak``, ``alloc``, ...) for a line."""
-    return stats.figure(NAMED_FIGURES[figure].line)
+    value: int = getattr(stats, _LINE_ATTRIBUTE[figure])
+    return value
+
+
+#: Each user-facing figure's LineStats attribute (asked several times per hint of every line).
+_LINE_ATTRIBUTE: dict[str, str] = {name: fig.line for name, fig in NAMED_FIGURES.items()}
 
 
 def relative_error(stats: LineStats, figure: str) -> float | None:
     """One standard error of a sampled figure as a fraction of it, or None when exact."""
     fig = NAMED_FIGURES[figure]
-    value = stats.figure(fig.line)
-    if not fig.err or value <= 0:
+    if not fig.err:
+        return None
+    value = figure_value(stats, figure)
+    if value <= 0:
         return None
     err: float = getattr(stats, fig.err)
     return err / value if err > 0 else None
@@ -53,14 +60,14 @@ def fit(*parts: Sequence[str], width: int | None = HINT_WIDTH) -> str:
     ``…``, which no combination of figures memlens makes reaches (tests/unit/test_labels.py).
     Labels with more parts (a branch's new figure) add a part here, and fit the same way.
     """
+    label = "".join(forms[0] for forms in parts if forms)
+    if width is None or len(label) <= width:
+        return label
     chosen = [0] * len(parts)
 
     def text() -> str:
         return "".join(forms[i] for forms, i in zip(parts, chosen, strict=True) if forms)
 
-    label = text()
-    if width is None:
-        return label
     while len(label) > width:
         shorter = next(
             (i for i in reversed(range(len(parts))) if chosen[i] < len(parts[i]) - 1), None

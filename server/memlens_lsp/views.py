@@ -174,7 +174,7 @@ def hint_label(
             calls=host != settings.figure,
             compact=compact,
             edited=edited,
-            noise=settings.noise,
+            noise=settings.noise if compare else None,
             run_peak=peak_total,
             width=HINT_WIDTH,
             gpu=gpu is not None,
