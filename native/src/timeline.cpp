@@ -33,7 +33,7 @@ std::condition_variable* g_cv = new std::condition_variable;
 bool g_stop = false;
 
 // Moments begin this often at first (seconds); the spacing doubles each time the kept
-// boundaries are thinned (moments.hpp), so a run of T seconds has moments about T/256 apart.
+// boundaries are thinned (moments.hpp), so a run of T seconds has moments T/256 to T/128 apart.
 constexpr double kFirstMomentS = 0.001;
 
 void sampler_main(double interval_ms) {
