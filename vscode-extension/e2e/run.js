@@ -296,7 +296,13 @@ async function hoverLine(page, source) {
       await page.mouse.move(box.x + 44 + attempt * 7, box.y + box.height / 2);
       try {
         await hover.waitFor({ state: 'visible', timeout: 4000 });
-        return norm(await hover.innerText());
+        const text = norm(await hover.innerText());
+        // A code lens that appears above the line while the mouse moves pushes it down: the
+        // hover shown is then the line above's. Only a hover of the line where it still is counts.
+        const now = await row.boundingBox();
+        if (now && Math.abs(now.y - box.y) < 2) {
+          return text;
+        }
       } catch {
         // try again
       }
