@@ -25,8 +25,10 @@ from memlens.errors import RunFileError, one_line, os_error_reason
 from memlens.layout import open_regular
 from memlens.model import (
     DEVICE_FIGURES,
+    ERRORS,
     FIGURES,
     HOP_KINDS,
+    NATIVE,
     OUTCOMES,
     ROOT_KINDS,
     CallNode,
@@ -35,7 +37,7 @@ from memlens.model import (
     GpuDeviceLine,
     HeldBy,
     Hop,
-    LineStats,
+    LineTableBuilder,
     Moments,
     Run,
     RunInfo,
@@ -403,7 +405,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         files[fpath] = {
             "sha256": sha,
             "text": text,
-            "lines": {},
+            "lines": None,
             "functions": [],
             "gpu_devices": {},
         }
@@ -415,18 +417,26 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
         return by_id[pos]
 
-    # Rows become objects directly (types were checked per table in SQL): a 100k-line run
-    # loads several times faster than with per-value checks in Python.
-    current_id, current_lines = None, None
+    # Rows go into each file's columns (types were checked per table in SQL), one object
+    # per line only when it is looked at (memlens.model.LineTable): a million lines load in
+    # about 100 MB.
+    current_id = None
+    current: LineTableBuilder | None = None
     v1 = version == 1
     function_keys: list[tuple[str, str, int, int]] = []
+    ints = 2 + len(FIGURES) + (0 if v1 else len(NATIVE))  # v1: no native figures
+    errs = ints + len(ERRORS)  # then GPU figures (version 3 on)
+    no_native = (0,) * len(NATIVE)
     for row in digest.rows(tables["lines"]):
         if row[0] != current_id:
-            current_id, current_lines = row[0], entry(row[0], "lines")["lines"]
-        assert current_lines is not None
-        if v1:  # no native figures then
-            row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
-        current_lines[row[1]] = LineStats(*row[2:])
+            current_id = row[0]
+            d = entry(current_id, "lines")
+            if d["lines"] is not None:  # pragma: no cover - ORDER BY file_id groups them
+                raise RunFileError(name, "corrupt file (lines of a file are not together)")
+            current = d["lines"] = LineTableBuilder()
+        assert current is not None
+        figures = row[2:ints] if not v1 else (*row[2:ints], *no_native)
+        current.add(row[1], figures, row[ints:errs], row[errs:])
     if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
         for fid, line, device, *figures in digest.rows(tables["gpu_devices"]):
             entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
@@ -468,7 +478,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                 path=p,
                 sha256=d["sha256"],
                 text=d["text"],
-                lines=d["lines"],
+                lines=d["lines"].table() if d["lines"] is not None else None,
                 functions=tuple(d["functions"]),
                 gpu_devices={line: tuple(each) for line, each in d["gpu_devices"].items()},
             )
