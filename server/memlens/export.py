@@ -7,7 +7,8 @@ file's format version); new keys may be added.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TextIO
 
 from memlens import held
 from memlens.model import (
@@ -20,11 +21,13 @@ from memlens.model import (
     FunctionStats,
     GpuDeviceLine,
     LineStats,
+    LineTable,
     Run,
     RunInfo,
     SourceFile,
 )
 from memlens.runfile.header import tests_json
+from memlens.runfile.jsontext import plain
 from memlens.runfile.schema import MAGIC
 
 #: The version of the export's shape (keys are only ever added within a version).
@@ -108,21 +111,32 @@ def run_header(info: RunInfo) -> dict[str, Any]:
     }
 
 
+def line_extras(run: Run) -> dict[str, dict[int, dict[str, Any]]]:
+    """What a line's entry in the export holds beside its figures, by file and line, for the
+    lines that have some: its GPU figures per device (``gpu_devices``) and what holds it
+    (``held_by``)."""
+    out: dict[str, dict[int, dict[str, Any]]] = {
+        path: {line: {"gpu_devices": device_figures(each)} for line, each in sf.gpu_devices.items()}
+        for path, sf in run.files.items()
+    }
+    for (path, line), found in held.index(run).items():
+        out.setdefault(path, {}).setdefault(line, {})["held_by"] = held.to_json(found)
+    return out
+
+
 def to_json_dict(run: Run) -> dict[str, Any]:
+    """The export of ``run`` as one dict (:func:`write_json` writes the same document piece by
+    piece)."""
     info = run.info
     gpu = has_gpu(info)
-    holders = held.index(run)
+    extras = line_extras(run)
 
     def lines(path: str, sf: SourceFile) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for line, st in sorted(sf.lines.items()):
-            out[str(line)] = entry = dict[str, Any](line_figures(st, info.mode, gpu))
-            if line in sf.gpu_devices:
-                entry["gpu_devices"] = device_figures(sf.gpu_devices[line])
-            found = holders.get((path, line))
-            if found:
-                entry["held_by"] = held.to_json(found)
-        return out
+        extra = extras[path]
+        return {
+            str(line): {**line_figures(st, info.mode, gpu), **extra.get(line, {})}
+            for line, st in sorted(sf.lines.items())
+        }
 
     return {
         "format": MAGIC,
@@ -152,3 +166,105 @@ def to_json_dict(run: Run) -> dict[str, Any]:
         ],
         "timeline": [[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline],
     }
+
+
+def write_json(run: Run, out: TextIO) -> None:
+    """Write the export of ``run`` to ``out``: the JSON of :func:`to_json_dict` (equal once
+    parsed), made piece by piece: one line of text per line of figures and per call-tree
+    node, each made by formatting its numbers (no dict or object per row: a
+    :class:`LineTable`'s columns are read as they are), written in chunks. Time and memory
+    grow with the run's rows, not with a copy of them as Python objects.
+    """
+    info = run.info
+    gpu = has_gpu(info)
+    extras = line_extras(run)
+    write = _Chunks(out)
+    write(f'{{"format": {plain(MAGIC)}, "version": {EXPORT_VERSION},\n')
+    write(f' "run": {plain({**run_header(info), "tests": tests_json(info.tests)})},\n')
+    write(' "files": {')
+    for n, (path, sf) in enumerate(run.files.items()):
+        write(f'{"," if n else ""}\n  {plain(path)}: {{"sha256": {plain(sf.sha256)}, "lines": {{')
+        sep = "\n   "
+        for row in _line_rows(sf.lines, info.mode, gpu, extras[path]):
+            write(sep + row)
+            sep = ",\n   "
+        fns = plain([function_figures(fn, gpu) for fn in sf.functions])
+        write(f'\n  }},\n  "functions": {fns}}}')
+    write('\n },\n "call_tree": [')
+    tree = run.call_tree
+    files = [plain(f) for f in tree.files]
+    names = [plain(f) for f in tree.functions]
+    sep = "\n  "
+    for node, parent, file, line, name, alloc, count, live, peak in zip(
+        tree.id, tree.parent, tree.file, tree.line, tree.function,
+        tree.alloc_bytes, tree.alloc_count, tree.live_bytes, tree.peak_bytes,
+        strict=True,
+    ):  # fmt: skip
+        write(_NODE % (sep, node, parent, files[file], line, names[name], alloc, count, live, peak))
+        sep = ",\n  "
+    write("\n ],\n")
+    write(f' "timeline": {plain([[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline])}\n')
+    write("}\n")
+    write.flush()
+
+
+#: One call-tree node of the export, from its separator, id, parent, file (JSON), line,
+#: function (JSON), alloc_bytes, alloc_count, live_bytes and peak_bytes.
+_NODE = (
+    '%s{"id": %d, "parent": %d, "file": %s, "line": %d, "function": %s, '
+    '"alloc_bytes": %d, "alloc_count": %d, "live_bytes": %d, "peak_bytes": %d}'
+)
+
+
+def _line_format(errors: bool, gpu: bool) -> str:
+    """A line's ``"N": {figures}`` as :func:`line_figures` has them, to be filled with its
+    number, its integer figures, its errors (as JSON writes floats: their repr) when
+    ``errors``, and its GPU figures when ``gpu``."""
+    keys = [f'"{k}": %d' for k in (*FIGURES, *NATIVE)]
+    keys += [f'"{k}": %s' for k in ERRORS] if errors else []
+    keys += [f'"{k}": %d' for k in GPU_FIGURES] if gpu else []
+    return '"%d": {' + ", ".join(keys) + "}"
+
+
+def _line_rows(
+    lines: Mapping[int, LineStats], mode: str, gpu: bool, extras: Mapping[int, dict[str, Any]]
+) -> Iterator[str]:
+    """Each line's ``"N": {entry}`` in increasing line order, as :func:`to_json_dict` has
+    it (its figures, then its ``extras``)."""
+    if not isinstance(lines, LineTable):
+        for line, st in sorted(lines.items()):
+            entry = {**line_figures(st, mode, gpu), **extras.get(line, {})}
+            yield f"{plain(str(line))}: {plain(entry)}"
+        return
+    errors = mode == "sampling"
+    form = _line_format(errors, gpu)
+    no_errs = (0.0,) * len(ERRORS)
+    no_gpu = (0,) * len(GPU_FIGURES)
+    for line, ints, errs, gpus in lines.rows():
+        values: tuple[object, ...] = (line, *ints)
+        if errors:
+            values += tuple(repr(e) for e in (no_errs if errs is None else errs))
+        if gpu:
+            values += tuple(no_gpu if gpus is None else gpus)
+        row = form % values
+        extra = extras.get(line) if extras else None
+        yield row if extra is None else f"{row[:-1]}, {plain(extra)[1:]}"
+
+
+class _Chunks:
+    """Writes pieces of text to ``out`` in chunks (one write per few thousand pieces)."""
+
+    __slots__ = ("_out", "_parts")
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._parts: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        self._parts.append(text)
+        if len(self._parts) >= 4096:
+            self.flush()
+
+    def flush(self) -> None:
+        self._out.write("".join(self._parts))
+        self._parts.clear()
