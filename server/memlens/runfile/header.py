@@ -101,12 +101,14 @@ _MAX_BYTES = 2**63 - 1
 #: The integers a header may hold: 64 bits, as the run file's tables hold figures (JSON has
 #: no limit: 10**400 would fail whatever shows it).
 _INT64 = range(-(2**63), 2**63)
+#: A sampling seed is 64 bits without a sign (memlens.tracing.tracer.MAX_SEED).
+_SEEDS = range(2**64)
 
 
-def is_a(value: object, types: tuple[type, ...]) -> bool:
+def is_a(value: object, types: tuple[type, ...], valid: range = _INT64) -> bool:
     if isinstance(value, bool):
         return bool in types  # JSON true/false are not numbers here
-    if isinstance(value, int) and value not in _INT64:
+    if isinstance(value, int) and value not in valid:
         return False
     return isinstance(value, types)
 
@@ -154,8 +156,9 @@ def parse_header(raw: object, name: str) -> RunInfo:
     raw = {k: v for k, v in raw.items() if k in RUN_KEYS}
     for key, value in raw.items():
         expected = HEADER_TYPES.get(key)
-        if expected is not None and not is_a(value, expected):
-            out_of_range = type(value) is int and value not in _INT64
+        valid = _SEEDS if key == "seed" else _INT64
+        if expected is not None and not is_a(value, expected, valid):
+            out_of_range = type(value) is int and value not in valid
             what = "out of range" if out_of_range else type(value).__name__
             raise RunFileError(name, f"bad run header: {key} is {what}")
     if not all(isinstance(c, str) for c in raw["command"]):
