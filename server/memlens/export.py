@@ -221,7 +221,7 @@ def _line_format(errors: bool, gpu: bool) -> str:
     number, its integer figures, its errors (as JSON writes floats: their repr) when
     ``errors``, and its GPU figures when ``gpu``."""
     keys = [f'"{k}": %d' for k in (*FIGURES, *NATIVE)]
-    keys += [f'"{k}": %s' for k in ERRORS] if errors else []
+    keys += [f'"{k}": %r' for k in ERRORS] if errors else []
     keys += [f'"{k}": %d' for k in GPU_FIGURES] if gpu else []
     return '"%d": {' + ", ".join(keys) + "}"
 
@@ -238,16 +238,9 @@ def _line_rows(
         return
     errors = mode == "sampling"
     form = _line_format(errors, gpu)
-    no_errs = (0.0,) * len(ERRORS)
-    no_gpu = (0,) * len(GPU_FIGURES)
-    for line, ints, errs, gpus in lines.rows():
-        values: tuple[object, ...] = (line, *ints)
-        if errors:
-            values += tuple(repr(e) for e in (no_errs if errs is None else errs))
-        if gpu:
-            values += tuple(no_gpu if gpus is None else gpus)
+    for values in lines.rows(errors, gpu):
         row = form % values
-        extra = extras.get(line) if extras else None
+        extra = extras.get(int(values[0])) if extras else None  # (values[0]: the line)
         yield row if extra is None else f"{row[:-1]}, {plain(extra)[1:]}"
 
 

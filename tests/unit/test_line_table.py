@@ -3,6 +3,7 @@ exactly, through the builder and through a run file, read without making an obje
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -117,9 +118,42 @@ def test_looking_up_lines() -> None:
 def test_the_builder_wants_lines_in_order_and_whole_rows() -> None:
     builder = LineTableBuilder()
     builder.add(3, (0,) * len(INTS), (0.0,) * len(ERRORS))
-    with pytest.raises(ValueError, match="comes after"):
-        builder.add(3, (0,) * len(INTS), (0.0,) * len(ERRORS))
+    builder.add(3, (0,) * len(INTS), (0.0,) * len(ERRORS))
+    with pytest.raises(ValueError, match="increasing order"):
+        builder.table()
     with pytest.raises(ValueError, match="as many"):
         builder.add(4, (0,) * (len(INTS) - 1), (0.0,) * len(ERRORS))
     with pytest.raises(ValueError, match="differ in length"):
-        LineTable(builder.table()._lines, builder.table()._ints[:-1])
+        builder.frombytes(bytes(16), [bytes(8)] * len(INTS), [bytes(16)] * len(ERRORS))
+    with pytest.raises(TypeError):
+        builder.add(7, ("many",) * len(INTS), (0.0,) * len(ERRORS))
+    table = LineTable.of({1: LineStats()})
+    with pytest.raises(ValueError, match="differ in number or length"):
+        LineTable(table._lines, table._ints[:-1])
+
+
+def test_lines_added_by_column_are_the_lines_added_one_by_one() -> None:
+    lines = mixed()
+    rows = sorted(lines.items())
+    builder = LineTableBuilder()
+
+    def column(part: list[tuple[int, LineStats]], name: str) -> bytes:
+        code = "d" if name in ERRORS else "q"
+        return array(code, [getattr(st, name) for _, st in part]).tobytes()
+
+    for part in (rows[:2], rows[2:3], rows[3:]):
+        builder.frombytes(
+            array("q", [n for n, _ in part]).tobytes(),
+            [column(part, f) for f in INTS],
+            [column(part, e) for e in ERRORS],
+            [column(part, g) for g in GPU_FIGURES],
+        )
+    assert builder.table() == lines
+    assert list(LineTable.of(lines).rows(errors=True, gpu=True)) == [
+        (n, *(getattr(st, f) for f in (*INTS, *ERRORS, *GPU_FIGURES))) for n, st in rows
+    ]
+    exact = LineTable.of({2: stats(2, errors=False, gpu=False)})
+    assert list(exact.rows(errors=True, gpu=True)) == [
+        (2, *(getattr(exact[2], f) for f in INTS), 0.0, 0.0, 0.0, *(0,) * len(GPU_FIGURES))
+    ]
+    assert list(exact.rows(errors=False, gpu=False)) == [(2, *(getattr(exact[2], f) for f in INTS))]

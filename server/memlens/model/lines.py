@@ -14,6 +14,8 @@ import math
 from _collections_abc import ItemsView, Mapping, ValuesView  # (collections.abc, cheaper)
 from array import array
 from bisect import bisect_left
+from itertools import islice, repeat
+from operator import lt
 
 from memlens.model.figures import ERRORS, FIGURES, GPU_FIGURES, NATIVE
 from memlens.model.value import Value, _set
@@ -133,40 +135,38 @@ _LINE_FIGURES = frozenset((*FIGURES, *GPU_FIGURES))
 #: The integer figures of a line that every run has, in :class:`LineStats` order: the error
 #: estimates (:data:`ERRORS`) follow them, then the GPU figures (:data:`GPU_FIGURES`).
 INTS: tuple[str, ...] = (*FIGURES, *NATIVE)
-_WIDTH = len(INTS)
-_ERRS = len(ERRORS)
-_GPUS = len(GPU_FIGURES)
 _INT_AT = {name: i for i, name in enumerate(INTS)}
 _GPU_AT = {name: i for i, name in enumerate(GPU_FIGURES)}
 
 
 class LineTable(Mapping[int, LineStats]):
-    """Line figures of one file by column: line numbers in increasing order, and three parts
-    of each line's figures, row after row: its :data:`INTS`, its error estimates
-    (:data:`ERRORS`; None when all are 0, as in exact mode) and its GPU figures
-    (:data:`GPU_FIGURES`; None when all are 0, as in runs without GPU memory). Made by
-    :class:`LineTableBuilder` (which checks the order) or :meth:`of`."""
+    """Line figures of one file by column, a typed array each: the line numbers in increasing
+    order, each of :data:`INTS`, each error estimate (:data:`ERRORS`; none when all are 0, as
+    in exact mode) and each GPU figure (:data:`GPU_FIGURES`; none when all are 0, as in runs
+    without GPU memory). Made by :class:`LineTableBuilder` (which checks the order) or
+    :meth:`of`."""
 
     __slots__ = ("_errs", "_gpu", "_ints", "_lines")
 
     def __init__(
         self,
         lines: array[int],
-        ints: array[int],
-        errs: array[float] | None = None,
-        gpu: array[int] | None = None,
+        ints: Sequence[array[int]],
+        errs: Sequence[array[float]] = (),
+        gpu: Sequence[array[int]] = (),
     ) -> None:
         n = len(lines)
         if (
-            len(ints) != _WIDTH * n
-            or (errs is not None and len(errs) != _ERRS * n)
-            or (gpu is not None and len(gpu) != _GPUS * n)
+            len(ints) != len(INTS)
+            or len(errs) not in (0, len(ERRORS))
+            or len(gpu) not in (0, len(GPU_FIGURES))
+            or any(len(c) != n for part in (ints, errs, gpu) for c in part)
         ):
-            raise ValueError("line table columns differ in length")
+            raise ValueError("line table columns differ in number or length")
         self._lines = lines
-        self._ints = ints
-        self._errs = errs
-        self._gpu = gpu
+        self._ints = tuple(ints)
+        self._errs = tuple(errs)
+        self._gpu = tuple(gpu)
 
     @classmethod
     def of(cls, lines: Mapping[int, LineStats]) -> LineTable:
@@ -207,35 +207,32 @@ class LineTable(Mapping[int, LineStats]):
         return self._stats(i)
 
     def _stats(self, i: int) -> LineStats:
-        errs, gpu = self._errs, self._gpu
         return LineStats(
-            *self._ints[i * _WIDTH : (i + 1) * _WIDTH],
-            *(_NO_ERRS if errs is None else errs[i * _ERRS : (i + 1) * _ERRS]),
-            *(() if gpu is None else gpu[i * _GPUS : (i + 1) * _GPUS]),
+            *[c[i] for c in self._ints],
+            *([c[i] for c in self._errs] if self._errs else _NO_ERRS),
+            *[c[i] for c in self._gpu],
         )
 
     @property
     def has_errors(self) -> bool:
         """Whether some line has an error estimate (sampling mode)."""
-        return self._errs is not None
+        return bool(self._errs)
 
     @property
     def has_gpu(self) -> bool:
         """Whether some line has GPU figures."""
-        return self._gpu is not None
+        return bool(self._gpu)
 
-    def rows(self) -> Iterator[tuple[int, array[int], array[float] | None, array[int] | None]]:
-        """(line, its :data:`INTS`, its :data:`ERRORS` or None when no line has any, its
-        :data:`GPU_FIGURES` or None when no line has any) per line, in order, without making
-        :class:`LineStats` objects (for writers of every line)."""
-        ints, errs, gpu = self._ints, self._errs, self._gpu
-        for i, line in enumerate(self._lines):
-            yield (
-                line,
-                ints[i * _WIDTH : (i + 1) * _WIDTH],
-                None if errs is None else errs[i * _ERRS : (i + 1) * _ERRS],
-                None if gpu is None else gpu[i * _GPUS : (i + 1) * _GPUS],
-            )
+    def rows(self, errors: bool, gpu: bool) -> Iterator[tuple[int | float, ...]]:
+        """Per line, in order, without making :class:`LineStats` objects (for writers of
+        every line): its number and its :data:`INTS`, then with ``errors`` its
+        :data:`ERRORS`, with ``gpu`` its :data:`GPU_FIGURES` (0 where the table has none)."""
+        columns: list[Iterable[int | float]] = [self._lines, *self._ints]
+        if errors:
+            columns += self._errs or [repeat(0.0)] * len(ERRORS)
+        if gpu:
+            columns += self._gpu or [repeat(0)] * len(GPU_FIGURES)
+        return zip(*columns, strict=False)  # (repeat() has no end)
 
     def items(self) -> _Items:
         return _Items(self)
@@ -248,12 +245,12 @@ class LineTable(Mapping[int, LineStats]):
         line order (no objects made)."""
         at = _INT_AT.get(name)
         if at is not None:
-            return self._ints[at::_WIDTH]
+            return self._ints[at]
         at = _GPU_AT[name]
-        return [0] * len(self) if self._gpu is None else self._gpu[at::_GPUS]
+        return self._gpu[at] if self._gpu else [0] * len(self)
 
 
-_NO_ERRS = (0.0,) * _ERRS
+_NO_ERRS = (0.0,) * len(ERRORS)
 
 
 class _Items(ItemsView[int, LineStats]):
@@ -275,52 +272,80 @@ class _Values(ValuesView[LineStats]):
 
 
 class LineTableBuilder:
-    """Makes a :class:`LineTable` from rows in increasing line order. The error estimates and
-    the GPU figures are kept only from the first line that has some on (the lines before
-    have 0): a run without them costs nothing for them."""
+    """Makes a :class:`LineTable` from rows in increasing line order: one at a time
+    (:meth:`add`), or by column (:meth:`frombytes`: a reader of a million rows). The typed
+    columns refuse what is not a number of their type (TypeError; OverflowError beyond 64
+    bits). The table keeps the error estimates and the GPU figures only when some line has
+    them."""
 
     __slots__ = ("_errs", "_gpu", "_ints", "_lines")
 
     def __init__(self) -> None:
         self._lines = array("q")
-        self._ints = array("q")
-        self._errs: array[float] | None = None
-        self._gpu: array[int] | None = None
+        self._ints = tuple(array("q") for _ in INTS)
+        self._errs = tuple(array("d") for _ in ERRORS)
+        self._gpu = tuple(array("q") for _ in GPU_FIGURES)
 
     def add(
         self, line: int, ints: Sequence[int], errs: Sequence[float], gpu: Sequence[int] = ()
     ) -> None:
         """One line's figures: :data:`INTS`, :data:`ERRORS` and :data:`GPU_FIGURES` (empty:
-        none, as all 0) in order. ValueError when ``line`` does not come after the previous
-        one."""
-        lines = self._lines
-        if lines and line <= lines[-1]:
-            raise ValueError(f"line {line} comes after line {lines[-1]}")
-        if len(ints) != _WIDTH or len(errs) != _ERRS or len(gpu) not in (0, _GPUS):
+        all 0) in order."""
+        if (
+            len(ints) != len(INTS)
+            or len(errs) != len(ERRORS)
+            or len(gpu) not in (0, len(GPU_FIGURES))
+        ):
             raise ValueError("a line's figures are not as many as the table's columns")
-        if self._errs is not None:
-            self._errs.extend(errs)
-        elif any(errs):
-            self._errs = array("d", bytes(8 * _ERRS * len(lines)))
-            self._errs.extend(errs)
-        if self._gpu is not None:
-            self._gpu.extend(gpu or _NO_GPU)
-        elif any(gpu):
-            self._gpu = array("q", bytes(8 * _GPUS * len(lines)))
-            self._gpu.extend(gpu)
-        lines.append(line)
-        self._ints.extend(ints)
+        self._lines.append(line)
+        for column, value in zip(self._ints, ints, strict=True):
+            column.append(value)
+        for column_e, value_e in zip(self._errs, errs, strict=True):
+            column_e.append(value_e)
+        for column, value in zip(self._gpu, gpu or _NO_GPU, strict=True):
+            column.append(value)
+
+    def frombytes(
+        self, lines: bytes, ints: Sequence[bytes], errs: Sequence[bytes], gpu: Sequence[bytes] = ()
+    ) -> None:
+        """Lines by column, each column's values as machine values (``array.tobytes``): their
+        numbers, then each of :data:`INTS`, :data:`ERRORS` and :data:`GPU_FIGURES` (none:
+        all 0)."""
+        if (
+            len(ints) != len(INTS)
+            or len(errs) != len(ERRORS)
+            or len(gpu) not in (0, len(GPU_FIGURES))
+        ):
+            raise ValueError("a line's figures are not as many as the table's columns")
+        if any(len(c) != len(lines) for part in (ints, errs, gpu) for c in part):
+            raise ValueError("line columns differ in length")
+        self._lines.frombytes(lines)
+        for column, values in zip(self._ints, ints, strict=True):
+            column.frombytes(values)
+        for column_e, values_e in zip(self._errs, errs, strict=True):
+            column_e.frombytes(values_e)
+        for column, values in zip(
+            self._gpu, gpu or [bytes(len(lines))] * len(GPU_FIGURES), strict=True
+        ):
+            column.frombytes(values)
 
     def table(self) -> LineTable:
-        return LineTable(self._lines, self._ints, self._errs, self._gpu)
+        """The table of the lines added. ValueError when a line does not come after the one
+        before it."""
+        lines = self._lines
+        if not all(map(lt, lines, islice(lines, 1, None))):
+            raise ValueError("lines are not in increasing order")
+        errs = self._errs if any(map(any, self._errs)) else ()
+        gpu = self._gpu if any(map(any, self._gpu)) else ()
+        return LineTable(lines, self._ints, errs, gpu)
 
 
-_NO_GPU = (0,) * _GPUS
+_NO_GPU = (0,) * len(GPU_FIGURES)
 
 
 def line_values(lines: Mapping[int, LineStats], name: str) -> Iterable[tuple[int, int]]:
     """(line, integer figure ``name``) for every line of ``lines``, in order for a :class:`LineTable`
     (whose column is read without making objects), in the mapping's order otherwise."""
     if isinstance(lines, LineTable):
-        return zip(lines._lines, lines.column(name), strict=True)
+        return zip(lines, lines.column(name), strict=True)
     return ((line, getattr(st, name)) for line, st in lines.items())
