@@ -291,19 +291,16 @@ class LineTableBuilder:
     ) -> None:
         """One line's figures: :data:`INTS`, :data:`ERRORS` and :data:`GPU_FIGURES` (empty:
         all 0) in order."""
-        if (
-            len(ints) != len(INTS)
-            or len(errs) != len(ERRORS)
-            or len(gpu) not in (0, len(GPU_FIGURES))
-        ):
-            raise ValueError("a line's figures are not as many as the table's columns")
-        self._lines.append(line)
-        for column, value in zip(self._ints, ints, strict=True):
-            column.append(value)
-        for column_e, value_e in zip(self._errs, errs, strict=True):
-            column_e.append(value_e)
-        for column, value in zip(self._gpu, gpu or _NO_GPU, strict=True):
-            column.append(value)
+
+        def one(code: str, value: float) -> bytes:
+            return array(code, [value]).tobytes()
+
+        self.frombytes(
+            one("q", line),
+            [one("q", v) for v in ints],
+            [one("d", v) for v in errs],
+            [one("q", v) for v in gpu],
+        )
 
     def frombytes(
         self, lines: bytes, ints: Sequence[bytes], errs: Sequence[bytes], gpu: Sequence[bytes] = ()
@@ -338,9 +335,6 @@ class LineTableBuilder:
         errs = self._errs if any(map(any, self._errs)) else ()
         gpu = self._gpu if any(map(any, self._gpu)) else ()
         return LineTable(lines, self._ints, errs, gpu)
-
-
-_NO_GPU = (0,) * len(GPU_FIGURES)
 
 
 def line_values(lines: Mapping[int, LineStats], name: str) -> Iterable[tuple[int, int]]:
