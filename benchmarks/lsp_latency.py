@@ -83,8 +83,15 @@ def _make_run(path: Path, n: int, *, seed: int = 1) -> Run:
         CallNode(i, -1 if i == 0 else 0, key, i + 1, f"f{i}", peak_bytes=1000)
         for i in range(min(n, 2000))
     )
-    info = RunInfo(
-        command=(path.name,),
+    info = bench_info(path.name, sum(s.peak_bytes for s in lines.values()))
+    sf = SourceFile(key, hashlib.sha256(text.encode()).hexdigest(), text, lines, fns)
+    return Run(info, {key: sf}, tree)
+
+
+def bench_info(command: str, peak: int) -> RunInfo:
+    """The header of a made-up run of ``command`` whose peak was ``peak`` bytes."""
+    return RunInfo(
+        command=(command,),
         python="3.11",
         platform="linux",
         started="2026-11-22T00:00:00+00:00",
@@ -94,12 +101,10 @@ def _make_run(path: Path, n: int, *, seed: int = 1) -> Run:
         exit_code=0,
         mode="exact",
         sample_interval_bytes=None,
-        peak_traced_bytes=sum(s.peak_bytes for s in lines.values()),
+        peak_traced_bytes=peak,
         peak_rss_bytes=0,
         complete=True,
     )
-    sf = SourceFile(key, hashlib.sha256(text.encode()).hexdigest(), text, lines, fns)
-    return Run(info, {key: sf}, tree)
 
 
 MiB = 1024 * 1024
@@ -222,11 +227,9 @@ print(statistics.median(times))
 """
 
 
-async def session(
-    python: str, root: Path, n_lines: int, repeats: int, fresh: tuple[Path, ...]
-) -> dict[str, list[float]]:
-    """One server (``python -m memlens lsp``) measured: samples in ms per measure."""
-    src = root / "big.py"
+async def start_server(python: str, root: Path, load_timeout: float = 120) -> RawClient:
+    """A server (``python -m memlens lsp``) of the workspace ``root``, initialized, with its
+    run loaded."""
     proc = await asyncio.create_subprocess_exec(
         python,
         "-m",
@@ -247,7 +250,22 @@ async def session(
         },
     )
     client.notify("initialized", {})
-    await client.wait_for("memlens/runLoaded", 120)
+    try:
+        await client.wait_for("memlens/runLoaded", load_timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return client
+
+
+async def session(
+    python: str, root: Path, n_lines: int, repeats: int, fresh: tuple[Path, ...]
+) -> dict[str, list[float]]:
+    """One server (``python -m memlens lsp``) measured: samples in ms per measure."""
+    src = root / "big.py"
+    client = await start_server(python, root)
+    proc = client.proc
 
     def did_open(path: Path) -> None:
         client.notify(

@@ -7,6 +7,7 @@ listing reads exactly as the editor's inlay hints.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from memlens import growth, held
 from memlens.annotate import figure_text, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
-from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo, gpu_figure
+from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo, gpu_figure, line_values
 from memlens.moment import Moment, run_at
 from memlens.units import fmt_bytes, fmt_count
 
@@ -61,18 +62,23 @@ def top_lines(
     attr = fig.line
     gpu = bool(fig.device)
     peak = (run.info.gpu_peak_bytes if gpu else run.info.peak_traced_bytes) or 1
-    rows: list[tuple[int, str, int, LineStats]] = []
-    for file, sf in run.files.items():
-        if keep is not None and not keep(file):
-            continue
-        for line, st in sf.lines.items():
-            value = st.figure(attr)
-            if value > 0:
-                rows.append((value, file, line, st))
-    rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+    # One figure per line is read (memlens.model.line_values: no object per line of a
+    # LineTable), and only the n kept are sorted: a million lines rank in a second.
+    rows = (
+        (-value, file, line)
+        for file, sf in run.files.items()
+        if keep is None or keep(file)
+        for line, value in line_values(sf.lines, attr)
+        if value > 0
+    )
+    ranked = sorted(rows) if n is None else heapq.nsmallest(n, rows)
     out: list[TopRow] = []
-    for rank, (value, file, line, st) in enumerate(rows[:n], start=1):
-        src = _source_lines(run, file)
+    sources: dict[str, list[str]] = {}
+    for rank, (minus, file, line) in enumerate(ranked, start=1):
+        value, st = -minus, run.files[file].lines[line]
+        if file not in sources:
+            sources[file] = _source_lines(run, file)
+        src = sources[file]
         out.append(
             TopRow(
                 rank=rank,

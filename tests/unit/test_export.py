@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memlens import profile
-from memlens.export import to_json_dict
-from memlens.model import FIGURES, NATIVE
+from memlens.cli import main
+from memlens.export import to_json_dict, write_json
+from memlens.model import FIGURES, NATIVE, LineStats, Run, replace
+from memlens.runfile import reader, writer
 from memlens.tracing import holders
-from tests.runs import MIB, sample_run
+from tests.runs import MIB, new_run, sample_holders, sample_run, source
+
+FORMATS = Path(__file__).resolve().parents[1] / "data" / "formats"
 
 RUN_KEYS = {
     "command",
@@ -134,3 +141,76 @@ def test_export_of_a_real_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 1 << 20 <= stats["live_bytes"] < (1 << 20) + 4096
     assert stats["alloc_count"] >= 4
     assert keep
+
+
+def _written(run: Run) -> Any:
+    out = io.StringIO()
+    write_json(run, out)
+    text = out.getvalue()
+    assert text.endswith("}\n")
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_the_written_export_is_the_documents_json(version: int) -> None:
+    # The golden files: version 3's has GPU figures, GPU figures per device and what holds
+    # its lines; read, their lines are by column (memlens.model.LineTable).
+    run = reader.read(FORMATS / f"v{version}.mlrun")
+    assert _written(run) == json.loads(json.dumps(to_json_dict(run)))
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        sample_run(),
+        sample_run(mode="sampling", sample_interval_bytes=65536),
+        new_run([], holders=()),
+        replace(sample_run(), holders=sample_holders()),
+        new_run(
+            [
+                source(
+                    "/work/a.py",
+                    None,
+                    {
+                        2: LineStats(alloc_bytes=1 << 40),
+                        3: LineStats(alloc_bytes=5, alloc_err=1.5, live_err=0.1, peak_err=1e-300),
+                        9: LineStats(gpu_alloc_bytes=7, incl_gpu_peak_bytes=3),
+                    },
+                )
+            ],
+            mode="sampling",
+            gpu_peak_bytes=7,
+        ),
+    ],
+    ids=["exact", "sampling", "empty", "held", "errors-and-gpu"],
+)
+def test_the_written_export_of_a_run_made_in_memory(run: Run, tmp_path: Path) -> None:
+    expected = json.loads(json.dumps(to_json_dict(run)))
+    assert _written(run) == expected
+    back = reader.read(writer.write(run, tmp_path / "r.mlrun"))
+    assert _written(back) == expected
+
+
+@pytest.mark.usefixtures("allocator_hooks_restored")
+def test_the_written_export_of_a_real_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(holders, "MIN_SECONDS", 10.0)  # (see test_export_of_a_real_run)
+    with profile() as p:
+        keep = _work()
+    assert keep
+    # The document memlens export wrote before it was written piece by piece: one dict.
+    expected = json.loads(json.dumps(to_json_dict(p.run)))
+    assert _written(p.run) == expected
+    back = reader.read(writer.write(p.run, tmp_path / "real.mlrun"))
+    doc = _written(back)
+    assert doc == expected
+    assert doc["files"][os.path.abspath(__file__)]["lines"]
+    assert doc["call_tree"]
+
+
+def test_memlens_export_writes_the_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = replace(sample_run(), holders=sample_holders())
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert main(["export", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(to_json_dict(run)))

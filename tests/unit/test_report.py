@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+import random
+from pathlib import Path
 
 import pytest
 import rich.console
 
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
-from memlens.model import LineStats, ProcessInfo, Run, replace
+from memlens.model import NAMED_FIGURES, LineStats, ProcessInfo, Run, replace
 from memlens.report import display_path, find_file, listing, render, top_lines
+from memlens.runfile import reader, writer
 from tests.runs import new_run, source
 
 MiB = 1024 * 1024
@@ -344,3 +347,41 @@ def test_shares_past_the_peak_of_several_processes_are_explained() -> None:
     out = io.StringIO()
     render(alone, out, rich_output=False, show_listing=False)
     assert "adds up past 100%" not in out.getvalue()
+
+
+@pytest.mark.parametrize("n", [None, 0, 1, 7, 1000])
+@pytest.mark.parametrize("by", ["peak", "live", "incl_alloc", "gpu_alloc"])
+def test_the_top_rows_of_a_run_file_are_those_of_a_full_sort(
+    tmp_path: Path, by: str, n: int | None
+) -> None:
+    # Ties across files and lines, zeros (left out), GPU figures on some lines only; read
+    # back from a file (its lines by column) and ranked as a plain sort of every line would.
+    rnd = random.Random(5)
+
+    def figures() -> dict[int, LineStats]:
+        out = {}
+        for line in rnd.sample(range(1, 400), 120):
+            size = rnd.choice([0, 0, 1, 2, 3, 1000])
+            gpu = rnd.choice([0, 0, 0, 5, 1000])
+            out[line] = LineStats(
+                alloc_bytes=size, live_bytes=size // 2, peak_bytes=size,
+                incl_alloc_bytes=size * 2, gpu_alloc_bytes=gpu, gpu_peak_bytes=gpu,
+            )  # fmt: skip
+        return out
+
+    made = new_run([source(MAIN, None, figures()), source(UTIL, None, figures())])
+    run = reader.read(writer.write(made, tmp_path / "r.mlrun"))
+    keep = None if n == 7 else (lambda f: f == UTIL) if n == 1000 else None
+    attr = NAMED_FIGURES[by].line
+    expected = sorted(
+        (-getattr(st, attr), file, line)
+        for file, sf in made.files.items()
+        if keep is None or keep(file)
+        for line, st in sf.lines.items()
+        if getattr(st, attr) > 0
+    )[:n]
+    got = top_lines(run, by, n, keep)
+    assert [(-r.value, r.file, r.line) for r in got] == expected
+    assert [r.rank for r in got] == list(range(1, len(expected) + 1))
+    assert all(r.stats == made.files[r.file].lines[r.line] for r in got)
+    assert got == top_lines(made, by, n, keep)  # the same from the run's own dicts

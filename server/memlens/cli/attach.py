@@ -196,10 +196,9 @@ def _attached(
     if args.json not in (None, "-"):
         run_command._write_json(result, args.json)
     if args.json == "-":
-        from memlens.export import to_json_dict  # noqa: PLC0415 - only for --json -
+        from memlens.export import write_json  # noqa: PLC0415 - only for --json -
 
-        json.dump(to_json_dict(result), sys.stdout, indent=2)
-        print()
+        write_json(result, sys.stdout)
     elif not args.no_report:
         from memlens.report import render  # noqa: PLC0415 - rich: only for the report
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from memlens.cli.options import add_dir, add_run_spec
-from memlens.export import to_json_dict
+from memlens.export import write_json
 from memlens.runfile import reader
 from memlens.store import Store
 
@@ -21,6 +20,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = reader.read(Store(args.dir).resolve(args.run))
-    json.dump(to_json_dict(result), sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    write_json(result, sys.stdout)
     return 0

@@ -672,12 +672,9 @@ def _save_and_report(
         return  # the program closed its stdout: no report, as python would print nothing
     try:
         if args.json == "-":
-            import json
+            from memlens.export import write_json
 
-            from memlens.export import to_json_dict
-
-            json.dump(to_json_dict(result), out, indent=2)
-            out.write("\n")
+            write_json(result, out)
         elif not args.no_report:
             from memlens.report import render
 
@@ -701,17 +698,14 @@ def _save_and_report(
 
 def _write_json(run: object, path: str) -> None:
     """The export of ``run`` into ``path``, replaced whole (readers never see half of it)."""
-    import json
-
-    from memlens.export import to_json_dict
+    from memlens.export import write_json
     from memlens.model import Run
 
     assert isinstance(run, Run)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as fh:
-            json.dump(to_json_dict(run), fh, indent=2)
-            fh.write("\n")
+            write_json(run, fh)
         os.replace(temporary, path)
     except OSError as exc:
         _say(f"memlens: cannot write {_shown(path)}: {exc.strerror or exc}")

@@ -2,7 +2,8 @@
 
 Everything imports the model from here; its parts stand alone: :mod:`memlens.model.value` (the
 base of the types, :func:`replace`), :mod:`memlens.model.figures` (the figures' names and the
-table of the figures users name), :mod:`memlens.model.tree` (the call tree, by column).
+table of the figures users name), :mod:`memlens.model.tree` (the call tree, by column),
+:mod:`memlens.model.lines` (a file's line figures, by column).
 
 Everything that shows results (CLI, language server, export, diff) speaks these types; the run
 file (:mod:`memlens.runfile`) stores exactly them. Line numbers are 1-based, as in Python
@@ -14,8 +15,6 @@ imports ``inspect``) and generating seven classes cost more CPU than the rest of
 """
 
 from __future__ import annotations
-
-import math
 
 from memlens.model.figures import (
     DEVICE_FIGURES,
@@ -41,6 +40,7 @@ from memlens.model.figures import (
     gpu_figure,
 )
 from memlens.model.holders import HOP_KINDS, OUTCOMES, ROOT_KINDS, HeldBy, Hop
+from memlens.model.lines import LineStats, LineTable, LineTableBuilder, line_values
 from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
@@ -82,6 +82,8 @@ __all__ = [
     "HeldBy",
     "Hop",
     "LineStats",
+    "LineTable",
+    "LineTableBuilder",
     "Moments",
     "NotebookCell",
     "ProcessInfo",
@@ -94,117 +96,11 @@ __all__ = [
     "Value",
     "calls_figure",
     "gpu_figure",
+    "line_values",
     "replace",
     "subtree_sums",
     "value_at",
 ]
-
-
-class LineStats(Value):
-    """Figures recorded for one source line (self and inclusive of callees), with the native
-    part of the self figures, and the line's GPU memory (:data:`GPU_FIGURES`, all devices)."""
-
-    __slots__ = (*FIGURES, *NATIVE, *ERRORS, *GPU_FIGURES)
-    alloc_bytes: int
-    alloc_count: int
-    live_bytes: int
-    live_count: int
-    peak_bytes: int
-    incl_alloc_bytes: int
-    incl_live_bytes: int
-    incl_peak_bytes: int
-    native_alloc_bytes: int
-    native_live_bytes: int
-    native_peak_bytes: int
-    alloc_err: float
-    live_err: float
-    peak_err: float
-    gpu_alloc_bytes: int
-    gpu_alloc_count: int
-    gpu_live_bytes: int
-    gpu_peak_bytes: int
-    incl_gpu_alloc_bytes: int
-    incl_gpu_live_bytes: int
-    incl_gpu_peak_bytes: int
-
-    def __init__(
-        self,
-        alloc_bytes: int = 0,
-        alloc_count: int = 0,
-        live_bytes: int = 0,
-        live_count: int = 0,
-        peak_bytes: int = 0,
-        incl_alloc_bytes: int = 0,
-        incl_live_bytes: int = 0,
-        incl_peak_bytes: int = 0,
-        native_alloc_bytes: int = 0,
-        native_live_bytes: int = 0,
-        native_peak_bytes: int = 0,
-        alloc_err: float = 0.0,
-        live_err: float = 0.0,
-        peak_err: float = 0.0,
-        gpu_alloc_bytes: int = 0,
-        gpu_alloc_count: int = 0,
-        gpu_live_bytes: int = 0,
-        gpu_peak_bytes: int = 0,
-        incl_gpu_alloc_bytes: int = 0,
-        incl_gpu_live_bytes: int = 0,
-        incl_gpu_peak_bytes: int = 0,
-    ) -> None:
-        _set(self, "alloc_bytes", alloc_bytes)
-        _set(self, "alloc_count", alloc_count)
-        _set(self, "live_bytes", live_bytes)
-        _set(self, "live_count", live_count)
-        _set(self, "peak_bytes", peak_bytes)
-        _set(self, "incl_alloc_bytes", incl_alloc_bytes)
-        _set(self, "incl_live_bytes", incl_live_bytes)
-        _set(self, "incl_peak_bytes", incl_peak_bytes)
-        _set(self, "native_alloc_bytes", native_alloc_bytes)
-        _set(self, "native_live_bytes", native_live_bytes)
-        _set(self, "native_peak_bytes", native_peak_bytes)
-        _set(self, "alloc_err", alloc_err)
-        _set(self, "live_err", live_err)
-        _set(self, "peak_err", peak_err)
-        _set(self, "gpu_alloc_bytes", gpu_alloc_bytes)
-        _set(self, "gpu_alloc_count", gpu_alloc_count)
-        _set(self, "gpu_live_bytes", gpu_live_bytes)
-        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
-        _set(self, "incl_gpu_alloc_bytes", incl_gpu_alloc_bytes)
-        _set(self, "incl_gpu_live_bytes", incl_gpu_live_bytes)
-        _set(self, "incl_gpu_peak_bytes", incl_gpu_peak_bytes)
-
-    @classmethod
-    def from_sums(
-        cls,
-        own: Sequence[int],
-        incl: Sequence[int],
-        variances: Sequence[float] = (0.0, 0.0, 0.0),
-        native: Sequence[int] = (0, 0, 0, 0, 0),
-    ) -> LineStats:
-        """From self, inclusive and native sums laid out as :data:`SUMS`, and the variances of
-        the alloc, live and peak estimates (sampling mode; their square roots are the errors)."""
-        alloc_var, live_var, peak_var = (math.sqrt(max(v, 0.0)) for v in variances)
-        return cls(
-            own[0], own[1], own[2], own[3], own[4], incl[0], incl[2], incl[4],
-            native[0], native[2], native[4], alloc_var, live_var, peak_var,
-        )  # fmt: skip
-
-    def figure(self, name: str) -> int:
-        """Return one figure by its name in :data:`FIGURES` or :data:`GPU_FIGURES`."""
-        if name not in _LINE_FIGURES:
-            raise KeyError(name)
-        value: int = getattr(self, name)
-        return value
-
-    def is_empty(self) -> bool:
-        return not any(self._values())
-
-    def has_gpu(self) -> bool:
-        """Whether the line has GPU figures."""
-        return any(getattr(self, f) for f in GPU_FIGURES)
-
-
-_LINE_FIGURES = frozenset((*FIGURES, *GPU_FIGURES))
 
 
 class FunctionStats(Value):

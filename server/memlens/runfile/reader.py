@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import struct
 import sys
 import time
 import zlib
 from array import array
+from bisect import bisect_right
+from itertools import chain as chained
 from itertools import pairwise
 from urllib.parse import quote
 
@@ -26,8 +29,10 @@ from memlens.errors import RunFileError, one_line, os_error_reason
 from memlens.layout import open_regular
 from memlens.model import (
     DEVICE_FIGURES,
+    ERRORS,
     FIGURES,
     HOP_KINDS,
+    NATIVE,
     OUTCOMES,
     ROOT_KINDS,
     CallNode,
@@ -36,7 +41,7 @@ from memlens.model import (
     GpuDeviceLine,
     HeldBy,
     Hop,
-    LineStats,
+    LineTableBuilder,
     Moments,
     Run,
     RunInfo,
@@ -286,8 +291,9 @@ def _read_info(con: sqlite3.Connection, name: str, version: int = FORMAT_VERSION
     return parse_header(raw, name)
 
 
-def _check_types(con: sqlite3.Connection, name: str, table: Table) -> None:
-    """One query per table: does any row hold a value of the wrong type (or too long)?"""
+def _check_types(con: sqlite3.Connection, name: str, table: Table, types: bool = True) -> None:
+    """One query per table: does any row hold a value of the wrong type (or too long)? And
+    one for its REAL columns: does any hold an infinity? (``types`` False: only that.)"""
     tests = []
     for column, kind, nullable in table.columns:
         if kind == INT:
@@ -300,8 +306,8 @@ def _check_types(con: sqlite3.Connection, name: str, table: Table) -> None:
             tests.append(f"typeof({column}) NOT IN ('text', 'null')")
         else:
             tests.append(f"typeof({column}) != 'text' OR length({column}) > {MAX_NAME_CHARS}")
-    bad = con.execute(f"SELECT 1 FROM {table.name} WHERE {' OR '.join(tests)} LIMIT 1").fetchone()
-    if bad is not None:
+    where = " OR ".join(tests)
+    if types and con.execute(f"SELECT 1 FROM {table.name} WHERE {where} LIMIT 1").fetchone():
         raise RunFileError(
             name, f"corrupt file ({table.name} holds a value of the wrong type or size)"
         )
@@ -386,7 +392,8 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
     tables = tables_of(version)
     for table in tables.values():
         if table.name != "meta":
-            _check_types(con, name, table)
+            # (The lines' types are checked as they are read: see below.)
+            _check_types(con, name, table, types=table.name != "lines")
 
     # The rows read are also fed to the content digest (same columns and order as the
     # writer's), so checking it costs no second pass over the tables.
@@ -406,7 +413,7 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         files[fpath] = {
             "sha256": sha,
             "text": text,
-            "lines": {},
+            "lines": None,
             "functions": [],
             "gpu_devices": {},
         }
@@ -418,18 +425,56 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
         return by_id[pos]
 
-    # Rows become objects directly (types were checked per table in SQL): a 100k-line run
-    # loads several times faster than with per-value checks in Python.
-    current_id, current_lines = None, None
+    # Rows go into each file's columns by chunk, with no work per row in Python: a chunk's
+    # values are packed as machine values (struct, which refuses a value of the wrong type:
+    # so the lines table, by far the biggest, is not scanned for types in SQL), each column
+    # taken from them as bytes into a typed array. One object per line only when it is
+    # looked at (memlens.model.LineTable): a million lines load in about 100 MB.
     v1 = version == 1
     function_keys: list[tuple[str, str, int, int]] = []
-    for row in digest.rows(tables["lines"]):
-        if row[0] != current_id:
-            current_id, current_lines = row[0], entry(row[0], "lines")["lines"]
-        assert current_lines is not None
-        if v1:  # no native figures then
-            row = (*row[: 2 + len(FIGURES)], 0, 0, 0, *row[2 + len(FIGURES) :])
-        current_lines[row[1]] = LineStats(*row[2:])
+    lines_table = tables["lines"]
+    width = len(lines_table.columns)
+    ints = 2 + len(FIGURES) + (0 if v1 else len(NATIVE))  # v1: no native figures
+    errs = ints + len(ERRORS)  # then the GPU figures (version 3 on)
+    row_format = "".join("d" if kind == REAL else "q" for _, kind, _ in lines_table.columns)
+    packers: dict[int, struct.Struct] = {}
+    builder: LineTableBuilder | None = None
+    current: dict[str, Any] = {}  # the file whose lines come now
+
+    def finish() -> None:  # a file's lines are all read: its table (its columns trimmed)
+        if builder is not None:
+            try:
+                current["lines"] = builder.table()
+            except ValueError:  # the primary key keeps them in order: a damaged file
+                raise RunFileError(name, "corrupt file (lines are not in order)") from None
+
+    try:
+        for chunk in digest.chunks(lines_table):
+            n = len(chunk)
+            packer = packers.get(n) or packers.setdefault(n, struct.Struct("=" + row_format * n))
+            values = memoryview(packer.pack(*chained.from_iterable(chunk))).cast("q")
+            columns = [values[k::width] for k in range(width)]
+            fids = [row[0] for row in chunk] if chunk[0][0] != chunk[-1][0] else None
+            start = 0
+            while start < n:
+                fid = chunk[start][0]
+                end = n if fids is None else bisect_right(fids, fid, start)
+                if entry(fid, "lines") is not current:
+                    finish()
+                    current = entry(fid, "lines")
+                    if current["lines"] is not None:
+                        raise RunFileError(name, "corrupt file (lines of a file are not together)")
+                    builder = LineTableBuilder()
+                assert builder is not None
+                part = [c[start:end].tobytes() for c in columns]
+                native = [bytes(8 * (end - start))] * len(NATIVE) if v1 else []
+                builder.frombytes(part[1], [*part[2:ints], *native], part[ints:errs], part[errs:])
+                start = end
+    except (struct.error, TypeError, OverflowError):
+        raise RunFileError(
+            name, "corrupt file (lines holds a value of the wrong type or size)"
+        ) from None
+    finish()
     if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
         for fid, line, device, *figures in digest.rows(tables["gpu_devices"]):
             entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
@@ -682,8 +727,13 @@ class RowDigest:
                     pass
 
     def rows(self, table: Table) -> Iterator[Any]:
-        """The table's rows in digest order. At most ``MAX_ROWS[table]`` rows: one more is an
-        error, before it is turned into anything."""
+        """The table's rows in digest order (see :meth:`chunks`)."""
+        for chunk in self.chunks(table):
+            yield from chunk
+
+    def chunks(self, table: Table) -> Iterator[list[Any]]:
+        """The table's rows in digest order, by chunk. At most ``MAX_ROWS[table]`` rows: one
+        more is an error, before it is turned into anything."""
         query = table.select()
         if table.name == "meta":
             query = query.replace(" ORDER BY", f" WHERE key != '{DIGEST_KEY}' ORDER BY")
@@ -707,7 +757,7 @@ class RowDigest:
                     self._d.chunk(chunk)
                 except TypeError:  # a BLOB where text belongs: the row checks will name it
                     self._broken = True
-            yield from chunk
+            yield chunk
         if self.expected is not None:
             self._d.end()
 
