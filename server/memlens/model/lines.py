@@ -15,7 +15,7 @@ from _collections_abc import ItemsView, Mapping, ValuesView  # (collections.abc,
 from array import array
 from bisect import bisect_left
 from itertools import islice, repeat
-from operator import lt
+from operator import attrgetter, lt
 
 from memlens.model.figures import ERRORS, FIGURES, GPU_FIGURES, NATIVE
 from memlens.model.value import Value, _set
@@ -126,10 +126,12 @@ class LineStats(Value):
 
     def has_gpu(self) -> bool:
         """Whether the line has GPU figures."""
-        return any(getattr(self, f) for f in GPU_FIGURES)
+        return any(_gpu_figures(self))
 
 
 _LINE_FIGURES = frozenset((*FIGURES, *GPU_FIGURES))
+#: A line's GPU figures as a tuple (asked per line of every hint).
+_gpu_figures = attrgetter(*GPU_FIGURES)
 
 
 #: The integer figures of a line that every run has, in :class:`LineStats` order: the error
