@@ -13,7 +13,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from memlens.model import (
     GpuDeviceLine,
     LineStats,
     calls_figure,
+    line_values,
 )
 from memlens.moment import Moment, seconds, series
 from memlens.store import run_kind
@@ -917,12 +918,21 @@ def leak_items(
     """Lines that still hold at least ``leakWarning.minBytes`` at exit, judged by the leak
     rule (:mod:`memlens.growth`): a warning where the line's live bytes grew during the run (a
     likely leak), information where it was allocated once and kept. A run without moments
-    cannot tell: a warning, as memory live at exit."""
+    cannot tell: a warning, as memory live at exit. In line order."""
+    out = list(leak_item_iter(view, mapping, lines, settings))
+    out.sort(key=lambda d: d.line)
+    return out
+
+
+def leak_item_iter(
+    view: FileView, mapping: LineMapping, lines: Sequence[str], settings: Settings
+) -> Iterator[DiagnosticItem]:
+    """:func:`leak_items` one at a time, in the run's line order (not the buffer's)."""
     threshold = max(1, settings.leak_min_bytes)
-    out: list[DiagnosticItem] = []
-    for rec, stats in view.lines.items():
-        if stats.live_bytes < threshold or held_by_module(view, rec):
+    for rec, live in line_values(view.lines, "live_bytes"):
+        if live < threshold or held_by_module(view, rec):
             continue
+        stats = view.lines[rec]
         line = mapping.buffer_line(rec)
         if line is None or not 1 <= line <= len(lines):
             continue
@@ -932,9 +942,7 @@ def leak_items(
         message = growth.message(verdict, stats.live_count, stats.alloc_bytes)
         message += held_by_suffix(view, rec)
         code = "leak" if verdict.kind in (growth.GROWING, growth.UNKNOWN) else "kept"
-        out.append(DiagnosticItem(line - 1, start, len(text), message, code))
-    out.sort(key=lambda d: d.line)
-    return out
+        yield DiagnosticItem(line - 1, start, len(text), message, code)
 
 
 # -- run summaries --------------------------------------------------------------------------

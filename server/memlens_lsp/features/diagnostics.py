@@ -2,13 +2,16 @@
 
 Published when a document opens or changes and after every reload or settings change. The
 threshold is ``memlens.leakWarning.minBytes``. Publishing waits a moment (``DELAY_S``) and for
-the document's line re-mapping, which runs off the event loop; per document only the newest
-publication runs (an edit cancels the one for the version before).
+the document's line re-mapping, which runs off the event loop; the warnings are then worked
+out a slice of lines at a time, so that requests that come in meanwhile (another file's first
+hints) are answered between two slices. Per document only the newest publication runs (an edit cancels
+the one for the version before).
 """
 
 from __future__ import annotations
 
 import asyncio
+from itertools import islice
 
 from lsprotocol import types as lsp
 
@@ -22,15 +25,31 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
     if ctx is None:
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
-    items = views.leak_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
+    leaks = views.leak_item_iter(ctx.view, ctx.mapping, ctx.lines, ls.settings)
+    items: list[views.DiagnosticItem] = []
+    while part := list(islice(leaks, SLICE)):
+        items += part
+        await asyncio.sleep(0)  # requests that came in meanwhile go first
+    items.sort(key=lambda d: d.line)
     items += pytest_results.diagnostic_items(
         ctx.view, ctx.mapping, ctx.lines, related=ls.features.related_information
     )
     if views.comparing(ctx.view, ls.settings, ctx.folder.baseline is not None):
         items += views.gone_items(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    return ctx.version, ls.each(
-        "diagnostic", items, lambda item: convert.diagnostic(item, ctx.codec, ctx.lines)
-    )
+    out: list[lsp.Diagnostic] = []
+    for start in range(0, len(items), SLICE):
+        if start:
+            await asyncio.sleep(0)
+        out += ls.each(
+            "diagnostic",
+            items[start : start + SLICE],
+            lambda item: convert.diagnostic(item, ctx.codec, ctx.lines),
+        )
+    return ctx.version, out
+
+
+#: Diagnostics made between two turns of the event loop.
+SLICE = 256
 
 
 #: Seconds a publication waits before it computes: a newer edit (typing) replaces it for free,
