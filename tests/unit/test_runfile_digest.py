@@ -25,7 +25,7 @@ from tests.runs import sample_holders, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
 
-#: The digest as docs/file-format.md spells it (version 3), written independently of the
+#: The digest as docs/file-format.md spells it (versions 3 and 4), written independently of the
 #: reader's code: tables in this order, meta last; a BLOB as the hex SHA-256 of its bytes.
 _SPEC = (
     ("files", "id, path, sha256, text", "id"),
