@@ -30,19 +30,12 @@ import math
 import os
 from datetime import datetime, timezone
 
+from memlens import model
 from memlens.calltree import TreeBuilder
 from memlens.errors import MemlensError, RunFileError
 from memlens.layout import process_runs
 from memlens.model import (
     CALL_TREE_COLUMNS,
-    DEVICE_FIGURES,
-    ERRORS,
-    FIGURES,
-    FUNCTION_FIGURES,
-    GPU_FIGURES,
-    GPU_FUNCTION_FIGURES,
-    NATIVE,
-    SUMS,
     CallTree,
     FunctionKey,
     FunctionStats,
@@ -240,9 +233,10 @@ def listed(process: ProcessInfo) -> ProcessInfo:
 def add_lines(a: LineStats, b: LineStats) -> LineStats:
     """The figures of one line in two processes: sums (errors in quadrature)."""
     sums: dict[str, float] = {
-        f: getattr(a, f) + getattr(b, f) for f in (*FIGURES, *NATIVE, *GPU_FIGURES)
+        f: getattr(a, f) + getattr(b, f)
+        for f in (*model.FIGURES, *model.NATIVE, *model.GPU_FIGURES)
     }
-    sums.update((e, math.hypot(getattr(a, e), getattr(b, e))) for e in ERRORS)
+    sums.update((e, math.hypot(getattr(a, e), getattr(b, e))) for e in model.ERRORS)
     return LineStats(**sums)  # type: ignore[arg-type]  # figures are ints, errors floats
 
 
@@ -262,7 +256,7 @@ def _merge_file(a: SourceFile, b: SourceFile) -> SourceFile:
                 mine_fn,
                 **{
                     f: getattr(mine_fn, f) + getattr(fn, f)
-                    for f in (*FUNCTION_FIGURES, *GPU_FUNCTION_FIGURES)
+                    for f in (*model.FUNCTION_FIGURES, *model.GPU_FUNCTION_FIGURES)
                 },
             )
         )
@@ -292,7 +286,7 @@ def _merge_devices(
                     d
                     if mine is None
                     else replace(
-                        mine, **{f: getattr(mine, f) + getattr(d, f) for f in DEVICE_FIGURES}
+                        mine, **{f: getattr(mine, f) + getattr(d, f) for f in model.DEVICE_FIGURES}
                     )
                 )
     return {
@@ -308,7 +302,9 @@ def _merge_trees(trees: Sequence[CallTree]) -> CallTree:
         # Canonical trees: a node's parent comes before it, ids are positions. Call-tree nodes
         # have no live count: 0 in its place among the sums.
         zeros = [0] * len(tree)
-        sums = [getattr(tree, name) if name in FUNCTION_FIGURES else zeros for name in SUMS]
+        sums = [
+            getattr(tree, name) if name in model.FUNCTION_FIGURES else zeros for name in model.SUMS
+        ]
         new_id: list[int] = []
         for i, parent in enumerate(tree.parent):
             node = builder.node(

@@ -9,16 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from memlens.model import (
-    DEVICE_FIGURES,
-    ERRORS,
-    FIGURES,
-    FUNCTION_FIGURES,
-    GPU_FIGURES,
-    GPU_FUNCTION_FIGURES,
-    OUTCOMES,
-    SELF_FIGURES,
-)
+from memlens import model
 
 
 class ToolSchema(NamedTuple):
@@ -42,7 +33,7 @@ _RUN_ARG = _optional_string(
 )
 _BY_ARG = {
     "type": "string",
-    "enum": list(SELF_FIGURES),
+    "enum": list(model.SELF_FIGURES),
     "default": "peak",
     "description": "The figure that ranks: peak (held at the run's peak), alloc (allocated "
     "over the run) or live (still held at exit); gpu_peak, gpu_alloc, gpu_live: the same of "
@@ -77,15 +68,15 @@ _RUN_REF = {
     "required": ["id", "path"],
 }
 _FIGURE_PROPS: dict[str, Any] = {
-    **{f: {"type": "integer"} for f in FIGURES},
-    **{e: {"type": "number"} for e in ERRORS},
+    **{f: {"type": "integer"} for f in model.FIGURES},
+    **{e: {"type": "number"} for e in model.ERRORS},
     # Runs that recorded GPU memory (PyTorch CUDA) only.
-    **{f: {"type": "integer"} for f in GPU_FIGURES},
+    **{f: {"type": "integer"} for f in model.GPU_FIGURES},
     "gpu_devices": {
         "type": "array",
         "items": {
             "type": "object",
-            "properties": {k: {"type": "integer"} for k in ("device", *DEVICE_FIGURES)},
+            "properties": {k: {"type": "integer"} for k in ("device", *model.DEVICE_FIGURES)},
         },
     },
 }
@@ -110,7 +101,7 @@ _HELD_BY = {
         "type": "object",
         "properties": {
             "objects": {"type": "integer"},
-            "outcome": {"type": "string", "enum": list(OUTCOMES)},
+            "outcome": {"type": "string", "enum": list(model.OUTCOMES)},
             "path": {"type": "string"},
             "hops": {"type": "array", "items": _HOP},
         },
@@ -127,7 +118,7 @@ _LINE: dict[str, Any] = {
         **_FIGURE_PROPS,
         "held_by": _HELD_BY,
     },
-    "required": ["path", "line", "code", "function", *FIGURES, "held_by"],
+    "required": ["path", "line", "code", "function", *model.FIGURES, "held_by"],
 }
 _CALL_PATH = {
     "type": "object",
@@ -369,9 +360,9 @@ TOOLS: tuple[ToolSchema, ...] = (
                             **{
                                 f: {"type": "integer"}
                                 for f in (
-                                    *(f"incl_{f}" for f in FUNCTION_FIGURES),
-                                    *FUNCTION_FIGURES,
-                                    *(f"incl_{f}" for f in GPU_FUNCTION_FIGURES),
+                                    *(f"incl_{f}" for f in model.FUNCTION_FIGURES),
+                                    *model.FUNCTION_FIGURES,
+                                    *(f"incl_{f}" for f in model.GPU_FUNCTION_FIGURES),
                                 )
                             },
                         },

@@ -11,15 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memlens.model import (
-    DEVICE_FIGURES,
-    ERRORS,
-    FIGURES,
-    FUNCTION_FIGURES,
-    GPU_FIGURES,
-    GPU_FUNCTION_FIGURES,
-    NATIVE,
-)
+from memlens import model
 
 MAGIC = "memlens-run"
 #: The version this memlens writes. It reads every version from 1 on.
@@ -86,7 +78,7 @@ def _ints(*names: str) -> tuple[tuple[str, str, bool], ...]:
 _FUNCTION_COLUMNS = (
     ("file_id", INT, False),
     ("qualname", TEXT, False),
-    *_ints("first_line", "last_line", *FUNCTION_FIGURES),
+    *_ints("first_line", "last_line", *model.FUNCTION_FIGURES),
 )
 _TIMELINE_COLUMNS = (("t", REAL, False), *_ints("traced_bytes", "rss_bytes"))
 _FILE_COLUMNS = (
@@ -114,12 +106,12 @@ V1: tuple[Table, ...] = (
     ),
     Table(
         "lines",
-        (*_ints("file_id", "line", *FIGURES), *((e, REAL, False) for e in ERRORS)),
+        (*_ints("file_id", "line", *model.FIGURES), *((e, REAL, False) for e in model.ERRORS)),
         "file_id, line",
         ddl="CREATE TABLE lines ( file_id INTEGER NOT NULL, line INTEGER NOT NULL, "
-        + ", ".join(f"{f} INTEGER NOT NULL" for f in FIGURES)
+        + ", ".join(f"{f} INTEGER NOT NULL" for f in model.FIGURES)
         + ", "
-        + ", ".join(f"{e} REAL NOT NULL" for e in ERRORS)
+        + ", ".join(f"{e} REAL NOT NULL" for e in model.ERRORS)
         + ", PRIMARY KEY (file_id, line) ) WITHOUT ROWID",
     ),
     Table(
@@ -135,7 +127,7 @@ V1: tuple[Table, ...] = (
         (
             *_ints("id", "parent", "file_id", "line"),
             ("function", TEXT, False),
-            *_ints(*FUNCTION_FIGURES),
+            *_ints(*model.FUNCTION_FIGURES),
         ),
         "id",
         ddl="CREATE TABLE nodes ( id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, "
@@ -174,7 +166,10 @@ V2: tuple[Table, ...] = (
     Table("files", _FILE_COLUMNS, "id", key="id"),
     Table(
         "lines",
-        (*_ints("file_id", "line", *FIGURES, *NATIVE), *((e, REAL, False) for e in ERRORS)),
+        (
+            *_ints("file_id", "line", *model.FIGURES, *model.NATIVE),
+            *((e, REAL, False) for e in model.ERRORS),
+        ),
         "file_id, line",
         key="file_id, line",
         without_rowid=True,
@@ -227,19 +222,19 @@ V3: tuple[Table, ...] = (
     _V2["files"],
     Table(
         "lines",
-        (*_V2["lines"].columns, *_ints(*GPU_FIGURES)),
+        (*_V2["lines"].columns, *_ints(*model.GPU_FIGURES)),
         "file_id, line",
         key="file_id, line",
         without_rowid=True,
     ),
     Table(
         "gpu_devices",
-        _ints("file_id", "line", "device", *DEVICE_FIGURES),
+        _ints("file_id", "line", "device", *model.DEVICE_FIGURES),
         "file_id, line, device",
         key="file_id, line, device",
         without_rowid=True,
     ),
-    Table("functions", (*_FUNCTION_COLUMNS, *_ints(*GPU_FUNCTION_FIGURES)), "rowid"),
+    Table("functions", (*_FUNCTION_COLUMNS, *_ints(*model.GPU_FUNCTION_FIGURES)), "rowid"),
     _V2["tree"],
     _V2["tree_names"],
     _V2["timeline"],

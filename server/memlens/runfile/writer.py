@@ -13,18 +13,10 @@ import zlib
 from array import array
 from itertools import pairwise
 
+from memlens import model
 from memlens.errors import one_line
 from memlens.layout import replace_file
-from memlens.model import (
-    DEVICE_FIGURES,
-    ERRORS,
-    FIGURES,
-    FUNCTION_FIGURES,
-    GPU_FIGURES,
-    GPU_FUNCTION_FIGURES,
-    NATIVE,
-    replace,
-)
+from memlens.model import replace
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import header_json
 from memlens.runfile.schema import (
@@ -179,13 +171,13 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                     i,
                     line,
                     *(int(getattr(st, f)) for f in _LINE_INTS),
-                    *(float(getattr(st, e)) for e in ERRORS),
-                    *(int(getattr(st, f)) for f in GPU_FIGURES),
+                    *(float(getattr(st, e)) for e in model.ERRORS),
+                    *(int(getattr(st, f)) for f in model.GPU_FIGURES),
                 )
                 for line, st in sorted(sf.lines.items())
             )
             gpu_devices.extend(
-                (i, line, d.device, *(int(getattr(d, f)) for f in DEVICE_FIGURES))
+                (i, line, d.device, *(int(getattr(d, f)) for f in model.DEVICE_FIGURES))
                 for line, each in sorted(sf.gpu_devices.items())
                 for d in sorted(each, key=lambda d: d.device)
             )
@@ -199,8 +191,8 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                         fn.qualname,
                         fn.first_line,
                         fn.last_line,
-                        *(getattr(fn, f) for f in FUNCTION_FIGURES),
-                        *(getattr(fn, f) for f in GPU_FUNCTION_FIGURES),
+                        *(getattr(fn, f) for f in model.FUNCTION_FIGURES),
+                        *(getattr(fn, f) for f in model.GPU_FUNCTION_FIGURES),
                     )
                 )
         _insert(con, digest, tables["files"], files)
@@ -233,7 +225,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
 
 
 #: Integer columns of a line row, after file_id and line (then the errors, then GPU figures).
-_LINE_INTS = (*FIGURES, *NATIVE)
+_LINE_INTS = (*model.FIGURES, *model.NATIVE)
 
 
 def _insert(
