@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from memlens.errors import MemlensError
+
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -56,6 +58,18 @@ _SIZE_SUFFIXES = {
     **{f"{p}ib": 1024 ** (i + 1) for i, p in enumerate("kmgt")},
     **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
 }
+
+
+def sample_option(text: str | None, flag: str = "--sample") -> int | None:
+    """The mean sampling interval (bytes) that option ``flag`` gives as ``text``: None when the
+    option is not given; a one-line :class:`MemlensError` naming ``flag`` for a
+    size :func:`parse_size` refuses."""
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise MemlensError(f"{flag}: {exc}") from None
 
 
 def parse_size(text: str, *, zero: bool = False) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memlens.units import parse_size
+from memlens.errors import MemlensError
+from memlens.units import parse_size, sample_option
 
 
 @pytest.mark.parametrize(
@@ -57,3 +58,12 @@ def test_zero_where_allowed() -> None:
     assert parse_size("0 B", zero=True) == 0
     with pytest.raises(ValueError, match="size must be positive"):
         parse_size("-1 KiB", zero=True)
+
+
+def test_sample_option_names_its_flag_in_one_line() -> None:
+    assert sample_option(None) is None
+    assert sample_option("64k") == 64 * 1024
+    with pytest.raises(MemlensError, match=r"^--sample: not a size: 'lots'$"):
+        sample_option("lots")
+    with pytest.raises(MemlensError, match=r"^--memlens-sample: size must be positive: '0'$"):
+        sample_option("0", "--memlens-sample")

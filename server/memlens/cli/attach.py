@@ -26,7 +26,7 @@ from memlens.cli.options import (
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
 from memlens.runfile import reader
-from memlens.units import fmt_bytes, parse_size
+from memlens.units import fmt_bytes, sample_option
 
 HELP = "profile a running Python process (3.14+) for a while, without restarting it"
 
@@ -104,12 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline_interval < 0 or args.checkpoint_interval < 0:
         raise MemlensError("intervals must not be negative")
     top_rows(args.top)
-    interval = None
-    if args.sample is not None:
-        try:
-            interval = parse_size(args.sample)
-        except ValueError as exc:
-            raise MemlensError(f"--sample: {exc}") from None
+    interval = sample_option(args.sample)
     if args.json not in (None, "-"):
         args.json = os.path.abspath(args.json)
     out_path, in_store = run_command.output_path(args.dir, args.output, pid=args.pid)

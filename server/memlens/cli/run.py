@@ -286,13 +286,10 @@ def run(args: Namespace) -> int:
     if args.target is None:
         raise MemlensError(NOTHING_TO_RUN)
     interval = None
-    if args.sample is not None:
-        from memlens.units import parse_size
+    if args.sample is not None:  # (the units are not loaded before the program otherwise)
+        from memlens.units import sample_option
 
-        try:
-            interval = parse_size(args.sample)
-        except ValueError as exc:
-            raise MemlensError(f"--sample: {exc}") from None
+        interval = sample_option(args.sample)
     if args.seed is not None and interval is None:
         raise MemlensError("--seed is for sampling mode: add --sample BYTES")
     _CONSOLE.keep()  # before the program: where memlens's own output goes (see _Console)

@@ -39,7 +39,7 @@ from memlens.report import render
 from memlens.runfile import writer
 from memlens.source import text_digest
 from memlens.tracing import tracer
-from memlens.units import parse_size
+from memlens.units import sample_option
 
 #: ``memlens run``'s options that a cell takes (the others are about starting a program).
 CELL_OPTIONS = (
@@ -133,12 +133,7 @@ class Options:
 
     def __init__(self, args: argparse.Namespace, words: list[str]) -> None:
         self.words = words
-        self.interval: int | None = None
-        if args.sample is not None:
-            try:
-                self.interval = parse_size(args.sample)
-            except ValueError as exc:
-                raise MemlensError(f"--sample: {exc}") from None
+        self.interval = sample_option(args.sample)
         if args.seed is not None and self.interval is None:
             raise MemlensError("--seed is for sampling mode: add --sample BYTES")
         self.seed = tracer.sampling_seed(args.seed) if self.interval else None

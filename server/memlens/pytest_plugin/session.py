@@ -64,7 +64,7 @@ from memlens.runfile import reader, writer
 from memlens.store import Store
 from memlens.tracing import cuda, runner, tracer
 from memlens.tracing.follow import merge_folder
-from memlens.units import fmt_bytes, parse_size
+from memlens.units import fmt_bytes, parse_size, sample_option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,12 +113,10 @@ def start_tracing(options: Any, config: pytest.Config, path_later: bool = False)
             _run_path, pointing = _store_run(options)
             tracer.start_checkpoints(_run_path, command=command, on_checkpoint=pointing)
         return
-    interval = None
-    if options.memlens_sample is not None:
-        try:
-            interval = parse_size(options.memlens_sample)
-        except ValueError as exc:
-            raise pytest.UsageError(f"memlens: --memlens-sample: {exc}") from None
+    try:
+        interval = sample_option(options.memlens_sample, "--memlens-sample")
+    except MemlensError as exc:
+        raise pytest.UsageError(f"memlens: {exc}") from None
     path: str | None = None
     first_checkpoint: Callable[[], None] | None = None
     if not path_later:
