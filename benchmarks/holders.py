@@ -56,14 +56,7 @@ def main() -> int:
         }
         for name in args.only or WORKLOADS:
             script = os.path.join(harness.HERE, "workloads", f"{name}.py")
-            for argv in cfgs.values():
-                harness.measure([*argv, script])
-            rounds = []
-            order = list(cfgs)
-            for i in range(args.repeat):
-                turn = order[i % len(order) :] + order[: i % len(order)]
-                rounds.append({cfg: harness.measure([*cfgs[cfg], script]) for cfg in turn})
-            r = harness._summary(rounds)
+            r = harness.compare(cfgs, script, args.repeat)
             without, with_ = r["exact-no-holders"], r["exact"]
             share = (with_["cpu_ratio"] - without["cpu_ratio"]) / without["cpu_ratio"]
             proc = subprocess.run(

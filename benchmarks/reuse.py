@@ -55,14 +55,7 @@ def main() -> int:
                     flush=True,
                 )
                 continue
-            for argv in cfgs.values():
-                harness.measure([*argv, script])
-            rounds = []
-            order = list(cfgs)
-            for i in range(args.repeat):
-                turn = order[i % len(order) :] + order[: i % len(order)]
-                rounds.append({cfg: harness.measure([*cfgs[cfg], script]) for cfg in turn})
-            r = harness._summary(rounds)
+            r = harness.compare(cfgs, script, args.repeat)
             with_, without = r["exact"]["cpu_ratio"] - 1, r["exact-no-reuse"]["cpu_ratio"] - 1
             print(
                 f"{name:14s} plain {r['plain']['cpu_s']:5.2f}s cpu | exact-no-reuse {without:+7.1%}"

@@ -191,17 +191,7 @@ def main() -> int:
         if "memray" not in cfgs and (args.configs is None or "memray" in args.configs):
             print("(memray is not installed in that interpreter: pip install -e .[bench])")
         for name in names:
-            script = str(HERE / "workloads" / f"{name}.py")
-            for argv in cfgs.values():  # warm-up: bytecode caches, page cache
-                measure([*argv, script])
-            rounds: list[dict[str, tuple[float, float, int]]] = []
-            order = list(cfgs)
-            for i in range(args.repeat):
-                # Rotate who goes first: on this machine a run is measurably slower when it
-                # follows another one closely (plain, always first, looked 5% faster).
-                turn = order[i % len(order) :] + order[: i % len(order)]
-                rounds.append({cfg: measure([*cfgs[cfg], script]) for cfg in turn})
-            results[name] = _summary(rounds)
+            results[name] = compare(cfgs, str(HERE / "workloads" / f"{name}.py"), args.repeat)
             for cfg in cfgs:
                 if os.path.isfile(run_file(tmp, cfg)):
                     results[name][cfg]["run_file_bytes"] = os.path.getsize(run_file(tmp, cfg))
@@ -209,6 +199,21 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
+
+
+def compare(cfgs: dict[str, list[str]], script: str, repeat: int) -> dict[str, dict[str, float]]:
+    """Runs ``script`` under each configuration (``plain`` among them) once to warm up, then
+    ``repeat`` rounds of all of them back to back; the rounds' :func:`_summary`."""
+    for argv in cfgs.values():  # warm-up: bytecode caches, page cache
+        measure([*argv, script])
+    rounds: list[dict[str, tuple[float, float, int]]] = []
+    order = list(cfgs)
+    for i in range(repeat):
+        # Rotate who goes first: on this machine a run is measurably slower when it
+        # follows another one closely (plain, always first, looked 5% faster).
+        turn = order[i % len(order) :] + order[: i % len(order)]
+        rounds.append({cfg: measure([*cfgs[cfg], script]) for cfg in turn})
+    return _summary(rounds)
 
 
 def _summary(rounds: list[dict[str, tuple[float, float, int]]]) -> dict[str, dict[str, float]]:
