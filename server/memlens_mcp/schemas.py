@@ -6,7 +6,7 @@ checks every call against its tool's input schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from memlens import model
@@ -23,220 +23,207 @@ class ToolSchema(NamedTuple):
     read_only: bool = True
 
 
-def _optional_string(description: str) -> dict[str, Any]:
-    return {"type": ["string", "null"], "description": description}
+#: A JSON schema, or a part of one.
+Schema = dict[str, Any]
+
+_STRING: Schema = {"type": "string"}
+_INTEGER: Schema = {"type": "integer"}
+_NUMBER: Schema = {"type": "number"}
+_BOOLEAN: Schema = {"type": "boolean"}
+
+
+def _of_type(kind: str, **keywords: Any) -> Schema:
+    """``{"type": kind}`` followed by ``keywords`` (minimum, default, description...) in the
+    order given."""
+    return {"type": kind, **keywords}
+
+
+def _nullable(schema: Schema) -> Schema:
+    """``schema`` that also allows null (its type becomes ``[type, "null"]``)."""
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def _array(items: Schema) -> Schema:
+    return {"type": "array", "items": items}
+
+
+def _record(properties: Mapping[str, Schema], required: Iterable[str] | None = None) -> Schema:
+    """An object with these properties, all of them required unless ``required`` names some."""
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(properties if required is None else required),
+    }
+
+
+def _extended(record: Schema, properties: Mapping[str, Schema]) -> Schema:
+    """``record`` with more properties, all of them required."""
+    return {
+        **record,
+        "properties": {**record["properties"], **properties},
+        "required": [*record["required"], *properties],
+    }
+
+
+def _object(properties: Mapping[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    """A tool's arguments: these properties and no others."""
+    return {**_record(properties, required), "additionalProperties": False}
+
+
+def _optional_string(description: str) -> Schema:
+    return _nullable(_of_type("string", description=description))
 
 
 _RUN_ARG = _optional_string(
     "The run: a run id (or a unique prefix), `latest`, `baseline`, or the path of a run "
     "file inside the workspace. Default: latest."
 )
-_BY_ARG = {
-    "type": "string",
-    "enum": list(model.SELF_FIGURES),
-    "default": "peak",
-    "description": "The figure that ranks: peak (held at the run's peak), alloc (allocated "
+_BY_ARG = _of_type(
+    "string",
+    enum=list(model.SELF_FIGURES),
+    default="peak",
+    description="The figure that ranks: peak (held at the run's peak), alloc (allocated "
     "over the run) or live (still held at exit); gpu_peak, gpu_alloc, gpu_live: the same of "
     "GPU memory (PyTorch CUDA, runs that recorded it).",
-}
-_LIMIT_ARG = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": 100_000,
-    "default": 20,
-    "description": "At most this many rows; 0 = all.",
-}
-_LIBRARY_ARG = {
-    "type": "boolean",
-    "default": False,
-    "description": "Also list files of the standard library and installed packages.",
-}
-_MODE_ARG = {
-    "type": "string",
-    "enum": ["exact", "sample"],
-    "default": "exact",
-    "description": "exact: every allocation; sample: near-zero overhead estimates.",
-}
-_SAMPLE_INTERVAL_ARG = {
-    "type": ["integer", "null"],
-    "minimum": 1,
-    "description": "Mean bytes between samples in sample mode (default 128 KiB).",
-}
-_RUN_REF = {
-    "type": "object",
-    "properties": {"id": {"type": "string"}, "path": {"type": "string"}},
-    "required": ["id", "path"],
-}
-_FIGURE_PROPS: dict[str, Any] = {
-    **{f: {"type": "integer"} for f in model.FIGURES},
-    **{e: {"type": "number"} for e in model.ERRORS},
-    # Runs that recorded GPU memory (PyTorch CUDA) only.
-    **{f: {"type": "integer"} for f in model.GPU_FIGURES},
-    "gpu_devices": {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {k: {"type": "integer"} for k in ("device", *model.DEVICE_FIGURES)},
-        },
-    },
-}
-_HOP = {
-    "type": "object",
-    "properties": {
-        "kind": {"type": "string"},
-        "name": {"type": "string"},
-        "type": {"type": "string"},
-        "file": {"type": ["string", "null"]},
-        "line": {"type": ["integer", "null"]},
-    },
-    "required": ["kind", "name", "type", "file", "line"],
-}
-_HELD_BY = {
-    "type": "array",
-    "description": "What keeps the line's memory alive at exit: reference paths from a root "
-    "(module, thread, C code, cycle) to a sample of its objects; `objects` of the sample took "
-    "each path; `outcome` says why there is none (budget, unreached). Empty when the run did "
-    "not record it (lines not live at exit).",
-    "items": {
-        "type": "object",
-        "properties": {
-            "objects": {"type": "integer"},
-            "outcome": {"type": "string", "enum": list(model.OUTCOMES)},
-            "path": {"type": "string"},
-            "hops": {"type": "array", "items": _HOP},
-        },
-        "required": ["objects", "outcome"],
-    },
-}
-_LINE: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "line": {"type": "integer"},
-        "code": {"type": "string"},
-        "function": {"type": ["string", "null"]},
-        **_FIGURE_PROPS,
-        "held_by": _HELD_BY,
-    },
-    "required": ["path", "line", "code", "function", *model.FIGURES, "held_by"],
-}
-_CALL_PATH = {
-    "type": "object",
-    "properties": {
-        "frames": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "line": {"type": "integer"},
-                    "function": {"type": "string"},
-                },
-                "required": ["path", "line", "function"],
-            },
-        },
-        "frames_left_out": {"type": "integer"},
-        "incl_peak_bytes": {"type": "integer"},
-        "incl_alloc_bytes": {"type": "integer"},
-    },
-    "required": ["frames", "frames_left_out", "incl_peak_bytes", "incl_alloc_bytes"],
-}
-_SUMMARY = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "path": {"type": "string"},
-        "command": {"type": "array", "items": {"type": "string"}},
-        "started": {"type": "string"},
-        "duration_s": {"type": "number"},
-        "exit_code": {"type": ["integer", "null"]},
-        "mode": {"type": "string"},
-        "sample_interval_bytes": {"type": ["integer", "null"]},
-        "peak_traced_bytes": {"type": "integer"},
-        "peak_rss_bytes": {"type": "integer"},
-        "complete": {"type": "boolean"},
-        "attached": {"type": "boolean"},
-        "gpu_peak_bytes": {"type": "integer"},
-    },
-    "required": ["id", "path", "command", "mode", "peak_traced_bytes", "complete"],
-}
-_CHANGE = {
-    "type": "object",
-    "properties": {
-        "a": {"type": "integer"},
-        "b": {"type": "integer"},
-        "delta": {"type": "integer"},
-        "ratio": {"type": ["number", "null"]},
-    },
-    "required": ["a", "b", "delta", "ratio"],
-}
-
-
-def _object(properties: Mapping[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": dict(properties),
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-def _output(properties: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": dict(properties), "required": list(properties)}
-
-
+)
+_LIMIT_ARG = _of_type(
+    "integer",
+    minimum=0,
+    maximum=100_000,
+    default=20,
+    description="At most this many rows; 0 = all.",
+)
+_LIBRARY_ARG = _of_type(
+    "boolean",
+    default=False,
+    description="Also list files of the standard library and installed packages.",
+)
+_MODE_ARG = _of_type(
+    "string",
+    enum=["exact", "sample"],
+    default="exact",
+    description="exact: every allocation; sample: near-zero overhead estimates.",
+)
+_SAMPLE_INTERVAL_ARG = _nullable(
+    _of_type(
+        "integer",
+        minimum=1,
+        description="Mean bytes between samples in sample mode (default 128 KiB).",
+    )
+)
+_LINE_NUMBER_ARG = _nullable(_of_type("integer", minimum=1))
 _MOMENT_ARG_TEXT = (
     "A moment of the run: `peak` (each line's exact share of the peak), `end` (live at "
     "exit), a time such as `2.5s` or `250ms`, or a share of the run such as `40%`."
 )
-_MOMENT_INFO = {
-    "type": "object",
-    "properties": {
-        "kind": {"enum": ["peak", "end", "time"]},
-        "name": {"type": "string"},
-        "spec": {"type": "string"},
-        "t": {"type": ["number", "null"]},
-        "traced_bytes": {"type": "integer"},
-    },
-    "required": ["kind", "name", "spec", "t", "traced_bytes"],
+
+_RUN_REF = _record({"id": _STRING, "path": _STRING})
+_FIGURE_PROPS: Schema = {
+    **dict.fromkeys(model.FIGURES, _INTEGER),
+    **dict.fromkeys(model.ERRORS, _NUMBER),
+    # Runs that recorded GPU memory (PyTorch CUDA) only.
+    **dict.fromkeys(model.GPU_FIGURES, _INTEGER),
+    "gpu_devices": _array(
+        {"type": "object", "properties": dict.fromkeys(("device", *model.DEVICE_FIGURES), _INTEGER)}
+    ),
 }
+_HOP = _record(
+    {
+        "kind": _STRING,
+        "name": _STRING,
+        "type": _STRING,
+        "file": _nullable(_STRING),
+        "line": _nullable(_INTEGER),
+    }
+)
+_HELD_BY = _of_type(
+    "array",
+    description="What keeps the line's memory alive at exit: reference paths from a root "
+    "(module, thread, C code, cycle) to a sample of its objects; `objects` of the sample took "
+    "each path; `outcome` says why there is none (budget, unreached). Empty when the run did "
+    "not record it (lines not live at exit).",
+    items=_record(
+        {
+            "objects": _INTEGER,
+            "outcome": _of_type("string", enum=list(model.OUTCOMES)),
+            "path": _STRING,
+            "hops": _array(_HOP),
+        },
+        ("objects", "outcome"),
+    ),
+)
+#: What every kind of line says of its source line.
+_SOURCE_LINE = {"path": _STRING, "line": _INTEGER, "code": _STRING, "function": _nullable(_STRING)}
+_LINE = _record(
+    {**_SOURCE_LINE, **_FIGURE_PROPS, "held_by": _HELD_BY},
+    (*_SOURCE_LINE, *model.FIGURES, "held_by"),
+)
+_CALL_PATH = _record(
+    {
+        "frames": _array(_record({"path": _STRING, "line": _INTEGER, "function": _STRING})),
+        "frames_left_out": _INTEGER,
+        "incl_peak_bytes": _INTEGER,
+        "incl_alloc_bytes": _INTEGER,
+    }
+)
+_SUMMARY = _record(
+    {
+        "id": _STRING,
+        "path": _STRING,
+        "command": _array(_STRING),
+        "started": _STRING,
+        "duration_s": _NUMBER,
+        "exit_code": _nullable(_INTEGER),
+        "mode": _STRING,
+        "sample_interval_bytes": _nullable(_INTEGER),
+        "peak_traced_bytes": _INTEGER,
+        "peak_rss_bytes": _INTEGER,
+        "complete": _BOOLEAN,
+        "attached": _BOOLEAN,
+        "gpu_peak_bytes": _INTEGER,
+    },
+    ("id", "path", "command", "mode", "peak_traced_bytes", "complete"),
+)
+_MOMENT_INFO = _record(
+    {
+        "kind": {"enum": ["peak", "end", "time"]},
+        "name": _STRING,
+        "spec": _STRING,
+        "t": _nullable(_NUMBER),
+        "traced_bytes": _INTEGER,
+    }
+)
+#: Each figure's change: {figure: {a, b, delta, ratio}}.
+_CHANGES = _of_type(
+    "object",
+    additionalProperties=_record(
+        {"a": _INTEGER, "b": _INTEGER, "delta": _INTEGER, "ratio": _nullable(_NUMBER)}
+    ),
+)
 #: The document `memlens diff --json` prints (diff_runs, diff_moments).
-_DIFF_OUTPUT = _output(
+_DIFF_OUTPUT = _record(
     {
         "format": {"const": "memlens-diff"},
-        "version": {"type": "integer"},
-        "a": {"type": "string"},
-        "b": {"type": "string"},
-        "by": {"type": "string"},
-        "totals": {"type": "object", "additionalProperties": _CHANGE},
-        "files": {"type": "object"},
-        "lines": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string"},
-                    "line_a": {"type": ["integer", "null"]},
-                    "line_b": {"type": ["integer", "null"]},
+        "version": _INTEGER,
+        "a": _STRING,
+        "b": _STRING,
+        "by": _STRING,
+        "totals": _CHANGES,
+        "files": _of_type("object"),
+        "lines": _array(
+            _record(
+                {
+                    "file": _STRING,
+                    "line_a": _nullable(_INTEGER),
+                    "line_b": _nullable(_INTEGER),
                     "status": {"enum": ["same-line", "moved", "new", "gone"]},
-                    "matched_by": {"type": "string"},
-                    "figures": {"type": "object", "additionalProperties": _CHANGE},
+                    "matched_by": _STRING,
+                    "figures": _CHANGES,
                 },
-                "required": ["file", "line_a", "line_b", "status", "figures"],
-            },
-        },
-        "functions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string"},
-                    "qualname": {"type": "string"},
-                    "figures": {"type": "object", "additionalProperties": _CHANGE},
-                },
-                "required": ["file", "qualname", "figures"],
-            },
-        },
+                ("file", "line_a", "line_b", "status", "figures"),
+            )
+        ),
+        "functions": _array(_record({"file": _STRING, "qualname": _STRING, "figures": _CHANGES})),
     }
 )
 
@@ -253,29 +240,27 @@ TOOLS: tuple[ToolSchema, ...] = (
         "command, mode, peak traced bytes, duration, whether the program finished, and which "
         "run is latest and which the baseline. Unreadable run files are listed with the reason.",
         _object({}),
-        _output(
+        _record(
             {
-                "workspace": {"type": "string"},
-                "runs": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string"},
-                            "path": {"type": "string"},
-                            "started": {"type": ["string", "null"]},
-                            "command": {"type": ["array", "null"], "items": {"type": "string"}},
-                            "mode": {"type": ["string", "null"]},
-                            "peak_traced_bytes": {"type": ["integer", "null"]},
-                            "duration_s": {"type": ["number", "null"]},
-                            "complete": {"type": ["boolean", "null"]},
-                            "latest": {"type": "boolean"},
-                            "baseline": {"type": "boolean"},
-                            "error": {"type": ["string", "null"]},
+                "workspace": _STRING,
+                "runs": _array(
+                    _record(
+                        {
+                            "id": _STRING,
+                            "path": _STRING,
+                            "started": _nullable(_STRING),
+                            "command": _nullable(_array(_STRING)),
+                            "mode": _nullable(_STRING),
+                            "peak_traced_bytes": _nullable(_INTEGER),
+                            "duration_s": _nullable(_NUMBER),
+                            "complete": _nullable(_BOOLEAN),
+                            "latest": _BOOLEAN,
+                            "baseline": _BOOLEAN,
+                            "error": _nullable(_STRING),
                         },
-                        "required": ["id", "path", "latest", "baseline", "error"],
-                    },
-                },
+                        ("id", "path", "latest", "baseline", "error"),
+                    )
+                ),
             }
         ),
     ),
@@ -287,13 +272,7 @@ TOOLS: tuple[ToolSchema, ...] = (
         "at exit: a likely leak), and incl_* (including what the line called); in runs that "
         "recorded GPU memory (PyTorch CUDA), gpu_* figures of the same meaning.",
         _RANKING_ARGS,
-        _output(
-            {
-                "run": _RUN_REF,
-                "by": {"type": "string"},
-                "lines": {"type": "array", "items": _LINE},
-            }
-        ),
+        _record({"run": _RUN_REF, "by": _STRING, "lines": _array(_LINE)}),
     ),
     ToolSchema(
         "line_figures",
@@ -301,40 +280,26 @@ TOOLS: tuple[ToolSchema, ...] = (
         "with the heaviest call paths that reached it (root first; incl_* bytes of each path).",
         _object(
             {
-                "path": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The source file: absolute, relative to the workspace, or "
+                "path": _of_type(
+                    "string",
+                    minLength=1,
+                    description="The source file: absolute, relative to the workspace, or "
                     "a unique end of a profiled file's path (`app/models.py`).",
-                },
-                "start_line": {"type": ["integer", "null"], "minimum": 1},
-                "end_line": {"type": ["integer", "null"], "minimum": 1},
+                ),
+                "start_line": _LINE_NUMBER_ARG,
+                "end_line": _LINE_NUMBER_ARG,
                 "run": _RUN_ARG,
-                "call_paths": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": 100,
-                    "default": 3,
-                    "description": "Call paths per line.",
-                },
+                "call_paths": _of_type(
+                    "integer", minimum=0, maximum=100, default=3, description="Call paths per line."
+                ),
             },
             ("path",),
         ),
-        _output(
+        _record(
             {
                 "run": _RUN_REF,
-                "path": {"type": "string"},
-                "lines": {
-                    "type": "array",
-                    "items": {
-                        **_LINE,
-                        "properties": {
-                            **_LINE["properties"],
-                            "call_paths": {"type": "array", "items": _CALL_PATH},
-                        },
-                        "required": [*_LINE["required"], "call_paths"],
-                    },
-                },
+                "path": _STRING,
+                "lines": _array(_extended(_LINE, {"call_paths": _array(_CALL_PATH)})),
             }
         ),
     ),
@@ -344,31 +309,29 @@ TOOLS: tuple[ToolSchema, ...] = (
         "called (each stack once); alloc_bytes, alloc_count, live_bytes and peak_bytes are the "
         "function's own lines.",
         _RANKING_ARGS,
-        _output(
+        _record(
             {
                 "run": _RUN_REF,
-                "by": {"type": "string"},
-                "functions": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "path": {"type": "string"},
-                            "qualname": {"type": "string"},
-                            "first_line": {"type": "integer"},
-                            "last_line": {"type": "integer"},
-                            **{
-                                f: {"type": "integer"}
-                                for f in (
+                "by": _STRING,
+                "functions": _array(
+                    _record(
+                        {
+                            "path": _STRING,
+                            "qualname": _STRING,
+                            "first_line": _INTEGER,
+                            "last_line": _INTEGER,
+                            **dict.fromkeys(
+                                (
                                     *(f"incl_{f}" for f in model.FUNCTION_FIGURES),
                                     *model.FUNCTION_FIGURES,
                                     *(f"incl_{f}" for f in model.GPU_FUNCTION_FIGURES),
-                                )
-                            },
+                                ),
+                                _INTEGER,
+                            ),
                         },
-                        "required": ["path", "qualname", "first_line", "last_line"],
-                    },
-                },
+                        ("path", "qualname", "first_line", "last_line"),
+                    )
+                ),
             }
         ),
     ),
@@ -395,39 +358,20 @@ TOOLS: tuple[ToolSchema, ...] = (
         "by this memlens (runs keep a few hundred moments).",
         _object(
             {
-                "moment": {"type": "string", "minLength": 1, "description": _MOMENT_ARG_TEXT},
+                "moment": _of_type("string", minLength=1, description=_MOMENT_ARG_TEXT),
                 "run": _RUN_ARG,
                 "limit": _LIMIT_ARG,
                 "include_library": _LIBRARY_ARG,
             },
             ("moment",),
         ),
-        _output(
+        _record(
             {
                 "run": _RUN_REF,
                 "moment": _MOMENT_INFO,
-                "lines": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "path": {"type": "string"},
-                            "line": {"type": "integer"},
-                            "code": {"type": "string"},
-                            "function": {"type": ["string", "null"]},
-                            "live_bytes": {"type": "integer"},
-                            "incl_live_bytes": {"type": "integer"},
-                        },
-                        "required": [
-                            "path",
-                            "line",
-                            "code",
-                            "function",
-                            "live_bytes",
-                            "incl_live_bytes",
-                        ],
-                    },
-                },
+                "lines": _array(
+                    _record({**_SOURCE_LINE, "live_bytes": _INTEGER, "incl_live_bytes": _INTEGER})
+                ),
             }
         ),
     ),
@@ -447,11 +391,7 @@ TOOLS: tuple[ToolSchema, ...] = (
                 "limit": _LIMIT_ARG,
             }
         ),
-        {
-            **_DIFF_OUTPUT,
-            "properties": {**_DIFF_OUTPUT["properties"], "from": _MOMENT_INFO, "to": _MOMENT_INFO},
-            "required": [*_DIFF_OUTPUT["required"], "from", "to"],
-        },
+        _extended(_DIFF_OUTPUT, {"from": _MOMENT_INFO, "to": _MOMENT_INFO}),
     ),
     ToolSchema(
         "profile_script",
@@ -460,34 +400,34 @@ TOOLS: tuple[ToolSchema, ...] = (
         "Only when the server was started with --allow-run.",
         _object(
             {
-                "argv": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "maxItems": 1000,
-                    "description": "The script (a path inside the workspace) and its arguments.",
-                },
+                "argv": _of_type(
+                    "array",
+                    items=_STRING,
+                    minItems=1,
+                    maxItems=1000,
+                    description="The script (a path inside the workspace) and its arguments.",
+                ),
                 "mode": _MODE_ARG,
                 "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
-                "timeout_s": {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 86400,
-                    "default": 120,
-                    "description": "Stop the program after this long (the run is still saved, "
+                "timeout_s": _of_type(
+                    "number",
+                    exclusiveMinimum=0,
+                    maximum=86400,
+                    default=120,
+                    description="Stop the program after this long (the run is still saved, "
                     "marked incomplete).",
-                },
+                ),
             },
             ("argv",),
         ),
-        _output(
+        _record(
             {
                 "run": _SUMMARY,
-                "exit_code": {"type": "integer"},
-                "timed_out": {"type": "boolean"},
-                "stdout": {"type": "string"},
-                "stderr": {"type": "string"},
-                "top_lines": {"type": "array", "items": _LINE},
+                "exit_code": _INTEGER,
+                "timed_out": _BOOLEAN,
+                "stdout": _STRING,
+                "stderr": _STRING,
+                "top_lines": _array(_LINE),
             }
         ),
         read_only=False,
@@ -500,31 +440,25 @@ TOOLS: tuple[ToolSchema, ...] = (
         "becomes latest. Only when the server was started with --allow-run.",
         _object(
             {
-                "pid": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 2**31 - 1,
-                    "description": "The process id (`memlens attach --list` lists them).",
-                },
-                "duration_s": {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 3600,
-                    "default": 10,
-                    "description": "How long to stay attached (the process may end sooner).",
-                },
+                "pid": _of_type(
+                    "integer",
+                    minimum=1,
+                    maximum=2**31 - 1,
+                    description="The process id (`memlens attach --list` lists them).",
+                ),
+                "duration_s": _of_type(
+                    "number",
+                    exclusiveMinimum=0,
+                    maximum=3600,
+                    default=10,
+                    description="How long to stay attached (the process may end sooner).",
+                ),
                 "mode": _MODE_ARG,
                 "sample_interval_bytes": _SAMPLE_INTERVAL_ARG,
             },
             ("pid",),
         ),
-        _output(
-            {
-                "run": _SUMMARY,
-                "messages": {"type": "string"},
-                "top_lines": {"type": "array", "items": _LINE},
-            }
-        ),
+        _record({"run": _SUMMARY, "messages": _STRING, "top_lines": _array(_LINE)}),
         read_only=False,
     ),
 )
