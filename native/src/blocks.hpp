@@ -76,45 +76,46 @@ inline uint32_t* page_slot(uintptr_t p, uint32_t* k) {
     return &side[(uint32_t((p & 4095) >> 4) * g_reciprocal[*k]) >> 16];
 }
 
+// A pymalloc block's entry in the block map: its slot (nullptr when `p` is in no page of the
+// map), its size class and the slot's value (0: not tracked).
+struct PageBlock {
+    uint32_t* slot = nullptr;
+    uint32_t k = 0;
+    uint32_t value = 0;
+    explicit operator bool() const { return value != 0; }
+    uint32_t node() const { return (value >> 4) - 1; }
+    size_t size() const { return size_t(k) * 16 - (value & 15); }
+    // Charges the tracked block to `node` instead (its size stays).
+    void charge(uint32_t to) { *slot = value = ((to + 1) << 4) | (value & 15); }
+    // Forgets the tracked block.
+    void clear() { *slot = 0; }
+};
+
+inline PageBlock page_block(uintptr_t p) {
+    PageBlock b;
+    b.slot = page_slot(p, &b.k);
+    b.value = b.slot ? *b.slot : 0;
+    return b;
+}
+
 // Forgets a tracked pymalloc block: true with its node and size if `p` was one.
 inline bool page_take(uintptr_t p, uint32_t* node, size_t* size) {
-    uint32_t k = 0;
-    uint32_t* slot = page_slot(p, &k);
-    uint32_t v = slot ? *slot : 0;
-    if (!v) {
-        return false;
+    PageBlock b = page_block(p);
+    if (b) {
+        b.clear();
+        *node = b.node();
+        *size = b.size();
     }
-    *slot = 0;
-    *node = (v >> 4) - 1;
-    *size = size_t(k) * 16 - (v & 15);
-    return true;
+    return bool(b);
 }
 
 // The node of a tracked pymalloc block (the block stays tracked): true if `p` is one.
 inline bool page_get(uintptr_t p, uint32_t* node) {
-    uint32_t k = 0;
-    uint32_t* slot = page_slot(p, &k);
-    uint32_t v = slot ? *slot : 0;
-    if (!v) {
-        return false;
+    PageBlock b = page_block(p);
+    if (b) {
+        *node = b.node();
     }
-    *node = (v >> 4) - 1;
-    return true;
-}
-
-// Charges a tracked pymalloc block to `node` instead: true with the node it was charged to
-// and its size if `p` is one (then *was == node when nothing changed).
-inline bool page_move(uintptr_t p, uint32_t node, uint32_t* was, size_t* size) {
-    uint32_t k = 0;
-    uint32_t* slot = page_slot(p, &k);
-    uint32_t v = slot ? *slot : 0;
-    if (!v) {
-        return false;
-    }
-    *was = (v >> 4) - 1;
-    *size = size_t(k) * 16 - (v & 15);
-    *slot = ((node + 1) << 4) | (v & 15);
-    return true;
+    return bool(b);
 }
 
 // pymalloc released an arena: its pages hold no block anymore.

@@ -10,15 +10,6 @@ std::atomic<uint32_t> g_size{0};
 
 namespace {
 
-inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 inline uint64_t key_hash(uint32_t parent, uint32_t code, int32_t offset) {
     return mix((uint64_t(parent) << 32 | code) ^ (uint64_t(uint32_t(offset)) * 0x9E3779B97F4A7C15ULL));
 }

@@ -79,13 +79,19 @@ struct NogilEvent {
 
 // Adds or removes figures of a block (w.count allocations of w.bytes in all) at `node`.
 // GIL events in exact mode need no lock; the others hold g_table_lock.
+// Sampling mode: a node's variances, once its figures are brought to the current peak (the
+// live variance at the node's own peak is kept as the peak's), before they change.
+inline Variances& sampled_vars(uint32_t node) {
+    Variances& v = calltree::vars(node);
+    if (calltree::touch(calltree::node(node).fig)) {
+        v.peak = v.live;
+    }
+    return v;
+}
+
 inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
     if (g_sampling) {
-        Figures& f = calltree::node(node).fig;
-        Variances& v = calltree::vars(node);
-        if (calltree::touch(f)) {
-            v.peak = v.live;
-        }
+        Variances& v = sampled_vars(node);
         v.alloc += w.var;
         v.live += w.var;
         calltree::alloc_at(node, w.bytes, w.count);
@@ -98,12 +104,7 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
 
 inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
     if (g_sampling) {
-        Figures& f = calltree::node(node).fig;
-        Variances& v = calltree::vars(node);
-        if (calltree::touch(f)) {
-            v.peak = v.live;
-        }
-        v.live -= w.var;
+        sampled_vars(node).live -= w.var;
         calltree::free_at(node, w.bytes, w.count);
     } else if (gil) {
         calltree::free_at(node, w.bytes, w.count);
@@ -405,15 +406,10 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     sampling::Weight w = sampling::weight(size);
     Guard g(g_table_lock);
     table_put_locked(block, node, size, true);
+    sampled_vars(node).live += w.var;
     Node& n = calltree::node(node);
-    Figures& f = n.fig;
-    Variances& v = calltree::vars(node);
-    if (calltree::touch(f)) {
-        v.peak = v.live;
-    }
-    v.live += w.var;
-    moments::touch(n.moment, node, f.live_bytes, moments::g_log);
-    calltree::on_move_in(f, g_total, w.bytes, w.count);
+    moments::touch(n.moment, node, n.fig.live_bytes, moments::g_log);
+    calltree::on_move_in(n.fig, g_total, w.bytes, w.count);
 }
 
 // An object made in `block`, which this thread did not just allocate: a reused block. A
@@ -423,17 +419,19 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
     t.in_hook = true;
     uint32_t node = 0;
     bool known = false;
-    if (!g_sampling && !t.paused && g_map && blocks::page_get(block, &node)) {
+    blocks::PageBlock b{};
+    if (!g_sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
         // A block of the pymalloc map (the common case: a free list handing back a tuple, a
         // float, a dict): its slot is charged to the line making the object now, in place.
+        // (The slot stays valid meanwhile: its arena holds the object being made.)
         node = node_for(t, true, Block::Python);
         known = true;
-        uint32_t was = 0;
-        size_t size = 0;
-        if (node != stack::kNotTheProgram && blocks::page_move(block, node, &was, &size)) {
+        if (node != stack::kNotTheProgram) {
+            uint32_t was = b.node();
             if (was != node) {
-                calltree::free_at(was, int64_t(size), 1);
-                calltree::move_in_at(node, int64_t(size), 1);
+                b.charge(node);
+                calltree::free_at(was, int64_t(b.size()), 1);
+                calltree::move_in_at(node, int64_t(b.size()), 1);
             }
             t.in_hook = false;
             return;
@@ -1171,7 +1169,7 @@ bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.
 }  // namespace
 
 void start_run() {
-    g_gil_countdown.rng = sampling::mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
+    g_gil_countdown.rng = mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
     g_gil_countdown.left = g_sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
 }
 

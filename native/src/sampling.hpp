@@ -15,15 +15,6 @@ namespace memlens::sampling {
 inline double g_interval = 0;  // mean bytes between samples
 inline std::atomic<uint64_t> g_thread_counter{0};
 
-inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 inline uint64_t next_random(uint64_t& rng) {  // xorshift64*
     uint64_t x = rng;
     x ^= x >> 12;

@@ -45,6 +45,16 @@ struct Guard {
     SpinLock& lock;
 };
 
+// A 64-bit finaliser (MurmurHash3's fmix64): the call tree's hash and the samplers' seeds.
+inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
 inline SpinLock g_table_lock;   // the address table, the no-GIL figures and totals
 inline SpinLock g_intern_lock;  // adding call-tree nodes and code records
 
