@@ -94,8 +94,8 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
         Variances& v = sampled_vars(node);
         v.alloc += w.var;
         v.live += w.var;
-        calltree::alloc_at(node, w.bytes, w.count);
-    } else if (gil) {
+    }
+    if (g_sampling || gil) {
         calltree::alloc_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::alloc_nogil(node, *f, w.bytes, w.count);
@@ -105,8 +105,8 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
 inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
     if (g_sampling) {
         sampled_vars(node).live -= w.var;
-        calltree::free_at(node, w.bytes, w.count);
-    } else if (gil) {
+    }
+    if (g_sampling || gil) {
         calltree::free_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::free_nogil(node, *f, w.bytes, w.count);
