@@ -40,6 +40,10 @@ log = logging.getLogger("memlens_lsp")
 #: Seconds a request made before the first load of the runs waits for it.
 FIRST_LOAD_WAIT_S = 25.0
 
+#: Seconds background work waits for the client's requests to be answered before it goes on
+#: anyway (a client that never stops asking must not hold back leak warnings for good).
+REQUESTS_FIRST_MAX_WAIT_S = 2.0
+
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
 #: registers them.
@@ -267,6 +271,23 @@ class MemlensServer(LanguageServer):
             folder.root if folder is not None else None,
             lambda root: from_fs_path(str(root)) or root.as_uri(),
         )
+
+    async def after_requests(self) -> None:
+        """A turn of the event loop for background work (leak warnings): messages that came
+        in are read, and the client's requests answered first (for at most
+        :data:`REQUESTS_FIRST_MAX_WAIT_S`), so that a document's first hints never wait for
+        another document's warnings."""
+        await asyncio.sleep(0)
+        protocol = self.protocol
+        if isinstance(protocol, transport.MemlensProtocol):
+            await protocol.requests_answered(REQUESTS_FIRST_MAX_WAIT_S)
+
+    def notify_json(self, method: str, params: Any) -> None:
+        """Send notification ``method`` with ``params`` (JSON values) as they are, skipping
+        lsprotocol's conversion."""
+        protocol = self.protocol
+        assert isinstance(protocol, transport.MemlensProtocol)
+        protocol.notify_prebuilt(method, convert.prebuilt(params))
 
     def log_message(self, text: str, level: str = "info") -> None:
         py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}

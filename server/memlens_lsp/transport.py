@@ -60,7 +60,37 @@ _JSONRPC = "2.0"
 
 
 class MemlensProtocol(LanguageServerProtocol):
-    """pygls's LSP protocol, without its retained notification futures."""
+    """pygls's LSP protocol, without its retained notification futures; it knows which of the
+    client's requests are still to be answered (:meth:`requests_answered`), so that work in
+    the background (leak warnings) can wait for them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Ids of the client's requests being handled, not answered yet.
+        self.answering: set[Any] = set()
+        self._all_answered: asyncio.Event | None = None
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        self.answering.add(msg_id)
+        if self._all_answered is not None:
+            self._all_answered.clear()
+        super()._handle_request(msg_id, method_name, params)
+
+    def answered(self, msg_id: Any) -> None:
+        """Note that request ``msg_id`` is answered (every response says so)."""
+        self.answering.discard(msg_id)
+        if not self.answering and self._all_answered is not None:
+            self._all_answered.set()
+
+    async def requests_answered(self, timeout: float) -> None:
+        """Return once every request the client made so far is answered, or after
+        ``timeout`` seconds (a client that never stops asking does not starve the caller)."""
+        if not self.answering:
+            return
+        if self._all_answered is None:
+            self._all_answered = asyncio.Event()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._all_answered.wait(), timeout)
 
     def _execute_handler(
         self,
@@ -98,11 +128,18 @@ class MemlensProtocol(LanguageServerProtocol):
         self, msg_id: Any, result: Any | None = None, error: Any | None = None
     ) -> None:
         """A response; a :class:`memlens_lsp.convert.Prebuilt` result goes out as written."""
+        self.answered(msg_id)
         if error is not None or not isinstance(result, Prebuilt):
             super()._send_response(msg_id, result, error)
             return
         self._result_types.pop(msg_id, None)
         body = f'{{"jsonrpc":"{_JSONRPC}","id":{json.dumps(msg_id)},"result":{result}}}'
+        self._write_body(body.encode("utf-8"))
+
+    def notify_prebuilt(self, method: str, params: Prebuilt) -> None:
+        """A notification whose parameters are already written as JSON (a big file's leak
+        warnings: thousands of diagnostics cost no lsprotocol conversion)."""
+        body = f'{{"jsonrpc":"{_JSONRPC}","method":{json.dumps(method)},"params":{params}}}'
         self._write_body(body.encode("utf-8"))
 
     def _write_body(self, body: bytes) -> None:
