@@ -40,9 +40,16 @@ log = logging.getLogger("memlens_lsp")
 #: Seconds a request made before the first load of the runs waits for it.
 FIRST_LOAD_WAIT_S = 25.0
 
-#: Seconds background work waits for the client's requests to be answered before it goes on
-#: anyway (a client that never stops asking must not hold back leak warnings for good).
-REQUESTS_FIRST_MAX_WAIT_S = 2.0
+#: Background work (leak warnings) goes on when the client has been quiet this long (seconds:
+#: no message coming in, nothing to answer) ...
+CLIENT_QUIET_S = 0.2
+#: ... or, while the client keeps asking, once this long has passed since the work was asked
+#: for: from then on it goes on after a shorter quiet (``BUSY_QUIET_S``), or after
+#: ``BUSY_MAX_WAIT_S`` whatever the client does, so that it takes a small share of the CPU
+#: (a slice of a few milliseconds) while a client keeps asking, and still ends.
+BACKGROUND_DEFER_S = 2.0
+BUSY_QUIET_S = 0.05
+BUSY_MAX_WAIT_S = 0.1
 
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
@@ -272,15 +279,22 @@ class MemlensServer(LanguageServer):
             lambda root: from_fs_path(str(root)) or root.as_uri(),
         )
 
-    async def after_requests(self) -> None:
-        """A turn of the event loop for background work (leak warnings): messages that came
-        in are read, and the client's requests answered first (for at most
-        :data:`REQUESTS_FIRST_MAX_WAIT_S`), so that a document's first hints never wait for
-        another document's warnings."""
+    async def background_turn(self, since: float) -> None:
+        """A turn of the event loop for background work (leak warnings) asked for at
+        ``since`` (``time.monotonic()``): the client goes first. Until
+        :data:`BACKGROUND_DEFER_S` after ``since`` the work waits for the client to be quiet
+        (:data:`CLIENT_QUIET_S`: no message coming in, nothing to answer); after that, for a
+        shorter quiet, or a short while at most. So a document's first hints, or a burst of
+        requests, neither wait for nor share the CPU with another document's warnings."""
         await asyncio.sleep(0)
         protocol = self.protocol
-        if isinstance(protocol, transport.MemlensProtocol):
-            await protocol.requests_answered(REQUESTS_FIRST_MAX_WAIT_S)
+        if not isinstance(protocol, transport.MemlensProtocol):
+            return
+        left = since + BACKGROUND_DEFER_S - time.monotonic()
+        if left > 0:
+            await protocol.client_idle(CLIENT_QUIET_S, left)
+        else:
+            await protocol.client_idle(BUSY_QUIET_S, BUSY_MAX_WAIT_S)
 
     def notify_json(self, method: str, params: Any) -> None:
         """Send notification ``method`` with ``params`` (JSON values) as they are, skipping

@@ -31,6 +31,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, BinaryIO
@@ -60,37 +61,62 @@ _JSONRPC = "2.0"
 
 
 class MemlensProtocol(LanguageServerProtocol):
-    """pygls's LSP protocol, without its retained notification futures; it knows which of the
-    client's requests are still to be answered (:meth:`requests_answered`), so that work in
-    the background (leak warnings) can wait for them."""
+    """pygls's LSP protocol, without its retained notification futures; it knows whether the
+    client is busy with the server (a message coming in, requests not answered yet, or
+    either of those a moment ago: :meth:`client_idle`), so that work in the background (leak
+    warnings) can wait for it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: Ids of the client's requests being handled, not answered yet.
         self.answering: set[Any] = set()
-        self._all_answered: asyncio.Event | None = None
+        #: Whether part of a message has come in, not all of it (a big file's didOpen comes
+        #: in 64 KiB reads, each a turn of the event loop).
+        self.receiving = False
+        #: When (time.monotonic) the client last sent something or got an answer.
+        self.last_heard = time.monotonic()
+        self._served: asyncio.Event | None = None
 
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
         self.answering.add(msg_id)
-        if self._all_answered is not None:
-            self._all_answered.clear()
+        self._note()
         super()._handle_request(msg_id, method_name, params)
 
     def answered(self, msg_id: Any) -> None:
         """Note that request ``msg_id`` is answered (every response says so)."""
         self.answering.discard(msg_id)
-        if not self.answering and self._all_answered is not None:
-            self._all_answered.set()
+        self._note()
 
-    async def requests_answered(self, timeout: float) -> None:
-        """Return once every request the client made so far is answered, or after
-        ``timeout`` seconds (a client that never stops asking does not starve the caller)."""
-        if not self.answering:
-            return
-        if self._all_answered is None:
-            self._all_answered = asyncio.Event()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._all_answered.wait(), timeout)
+    def heard(self, partial: bool) -> None:
+        """Note that bytes came in; ``partial``: a message is not all in yet."""
+        self.receiving = partial
+        self._note()
+
+    def _note(self) -> None:
+        self.last_heard = time.monotonic()
+        served = self._served
+        if served is not None:
+            if self.answering or self.receiving:
+                served.clear()
+            else:
+                served.set()
+
+    async def client_idle(self, quiet: float, timeout: float) -> None:
+        """Return once no message is coming in, every request the client made is answered,
+        and neither has changed for ``quiet`` seconds; or after ``timeout`` seconds (a client
+        that never stops asking does not hold the caller back for good)."""
+        end = time.monotonic() + timeout
+        while (now := time.monotonic()) < end:
+            if self.answering or self.receiving:
+                if self._served is None:
+                    self._served = asyncio.Event()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._served.wait(), end - now)
+                continue
+            left = self.last_heard + quiet - now
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, end - now))
 
     def _execute_handler(
         self,
@@ -265,6 +291,10 @@ class _Frames:
                 return out
             out.append(body)
 
+    def partial(self) -> bool:
+        """Whether part of a message is buffered (more of it is to come)."""
+        return bool(self.buf) or self.want is not None or self.discard > 0
+
     def _next(self) -> bytes | None:
         buf = self.buf
         while True:
@@ -334,6 +364,7 @@ async def serve(
         for body in frames.feed(data):
             dispatch(protocol, body)
             await asyncio.sleep(0)  # let handlers started by this message run in turn
+        protocol.heard(frames.partial())
 
 
 # -- running a server --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ warnings still arrive whole, with exact ranges."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +22,18 @@ from memlens_lsp.transport import MemlensProtocol
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux only")
 
 
-async def test_background_slices_wait_for_open_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+def _server(monkeypatch: pytest.MonkeyPatch) -> tuple[state.MemlensServer, MemlensProtocol]:
     ls = create_server()
     protocol = ls.protocol
     assert isinstance(protocol, MemlensProtocol)
     monkeypatch.setattr(diagnostics, "SLICE_S", 0.0)  # one item a slice
+    return ls, protocol
+
+
+async def test_background_work_waits_for_the_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    ls, protocol = _server(monkeypatch)
+    monkeypatch.setattr(state, "BACKGROUND_DEFER_S", 0.0)  # past waiting for a long quiet
+    monkeypatch.setattr(state, "BUSY_MAX_WAIT_S", 60.0)
     made: list[int] = []
 
     def make(i: int) -> int:
@@ -33,7 +41,8 @@ async def test_background_slices_wait_for_open_requests(monkeypatch: pytest.Monk
         return i * 2
 
     protocol.answering.add(7)  # a request being handled
-    work = asyncio.ensure_future(diagnostics.in_slices(ls, range(5), make))
+    since = time.monotonic()
+    work = asyncio.ensure_future(diagnostics.in_slices(ls, since, range(5), make))
     await asyncio.sleep(0.2)
     assert made == [0]  # waits for the answer
     assert not work.done()
@@ -41,17 +50,45 @@ async def test_background_slices_wait_for_open_requests(monkeypatch: pytest.Monk
     assert await asyncio.wait_for(work, 5) == [0, 2, 4, 6, 8]
 
 
-async def test_a_request_never_answered_does_not_hold_background_work(
+async def test_background_work_waits_for_a_message_coming_in(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ls = create_server()
-    protocol = ls.protocol
-    assert isinstance(protocol, MemlensProtocol)
-    monkeypatch.setattr(diagnostics, "SLICE_S", 0.0)
-    monkeypatch.setattr(state, "REQUESTS_FIRST_MAX_WAIT_S", 0.01)
-    protocol.answering.add("stuck")
-    got = await asyncio.wait_for(diagnostics.in_slices(ls, range(3), lambda i: i), 5)
-    assert got == [0, 1, 2]
+    ls, protocol = _server(monkeypatch)
+    monkeypatch.setattr(state, "BACKGROUND_DEFER_S", 0.0)
+    monkeypatch.setattr(state, "BUSY_MAX_WAIT_S", 60.0)
+    protocol.heard(partial=True)  # half of a didOpen
+    work = asyncio.ensure_future(diagnostics.in_slices(ls, time.monotonic(), range(3), str))
+    await asyncio.sleep(0.2)
+    assert not work.done()
+    protocol.heard(partial=False)
+    assert await asyncio.wait_for(work, 5) == ["0", "1", "2"]
+
+
+async def test_background_work_waits_for_the_client_to_be_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ls, protocol = _server(monkeypatch)
+    monkeypatch.setattr(state, "CLIENT_QUIET_S", 0.3)
+    protocol.heard(partial=False)  # a message just now
+    t0 = time.monotonic()
+    assert await diagnostics.in_slices(ls, t0, range(3), str) == ["0", "1", "2"]
+    assert time.monotonic() - t0 >= 0.3
+
+
+async def test_a_client_that_keeps_asking_holds_background_work_back_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ls, protocol = _server(monkeypatch)
+    monkeypatch.setattr(state, "BACKGROUND_DEFER_S", 0.3)
+    monkeypatch.setattr(state, "BUSY_MAX_WAIT_S", 0.01)
+    protocol.answering.add("stuck")  # never answered
+    t0 = time.monotonic()
+    assert await asyncio.wait_for(diagnostics.in_slices(ls, t0, range(3), str), 5) == [
+        "0",
+        "1",
+        "2",
+    ]
+    assert time.monotonic() - t0 >= 0.3
 
 
 #: A function whose every line still holds 2 MiB at exit, with non-ASCII text (UTF-16 columns).

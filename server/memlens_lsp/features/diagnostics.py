@@ -3,11 +3,13 @@
 Published when a document opens or changes and after every reload or settings change. The
 threshold is ``memlens.leakWarning.minBytes``. Publishing waits a moment (``DELAY_S``) and for
 the document's line re-mapping, which runs off the event loop. The warnings are background
-work: they are worked out a few milliseconds at a time (``SLICE_S``), and between two slices
-the client's requests are answered first (:meth:`~memlens_lsp.state.MemlensServer.after_requests`),
-so that a file's first hints never wait for the warnings of the file opened before it. They
-are sent as JSON written here (no lsprotocol objects: a big file has thousands). Per document
-only the newest publication runs (an edit cancels the one for the version before).
+work (:meth:`~memlens_lsp.state.MemlensServer.background_turn`): they are worked out when the
+client is quiet (or, while it keeps asking, soon after), a few milliseconds at a time
+(``SLICE_S``), and the message coming in and the requests are dealt with first between two
+slices; so a file's first hints never wait for, nor share the CPU with, the warnings of the
+file opened before it. They are sent as JSON written here (no lsprotocol objects: a big file
+has thousands). Per document only the newest publication runs (an edit cancels the one for
+the version before).
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ _I = TypeVar("_I")
 _O = TypeVar("_O")
 
 
-async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list[Any]]:
-    """The document's version and its diagnostics (JSON values), in line order."""
+async def diagnostics_for(
+    ls: MemlensServer, uri: str, since: float
+) -> tuple[int | None, list[Any]]:
+    """The document's version and its diagnostics (JSON values), in line order: background
+    work asked for at ``since`` (:meth:`~memlens_lsp.state.MemlensServer.background_turn`)."""
     ctx = await ls.context(uri)
     if ctx is None:
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
     leaks = views.leak_item_iter(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    items = await in_slices(ls, leaks, lambda item: item)
+    items = await in_slices(ls, since, leaks, lambda item: item)
     items.sort(key=lambda d: d.line)
     items += pytest_results.diagnostic_items(
         ctx.view, ctx.mapping, ctx.lines, related=ls.features.related_information
@@ -45,13 +50,15 @@ async def diagnostics_for(ls: MemlensServer, uri: str) -> tuple[int | None, list
     def make(item: views.DiagnosticItem) -> Any:
         return convert.diagnostic_json(item, ctx.codec, ctx.lines)
 
-    return ctx.version, await in_slices(ls, items, make)
+    return ctx.version, await in_slices(ls, since, items, make)
 
 
-async def in_slices(ls: MemlensServer, items: Iterable[_I], make: Callable[[_I], _O]) -> list[_O]:
+async def in_slices(
+    ls: MemlensServer, since: float, items: Iterable[_I], make: Callable[[_I], _O]
+) -> list[_O]:
     """``make(item)`` for each of ``items`` (an item that fails is left out, as
     :meth:`~memlens_lsp.state.MemlensServer.each`), ``SLICE_S`` seconds of work at a time,
-    the client's requests answered in between."""
+    the client first in between (background work asked for at ``since``)."""
     out: list[_O] = []
     it = iter(items)
     while True:
@@ -59,7 +66,7 @@ async def in_slices(ls: MemlensServer, items: Iterable[_I], make: Callable[[_I],
         out += ls.each("diagnostic", part, make)
         if not part.cut:
             return out
-        await ls.after_requests()
+        await ls.background_turn(since)
 
 
 class _Slice(Generic[_I]):
@@ -82,7 +89,7 @@ class _Slice(Generic[_I]):
                 return
 
 
-#: Seconds of work between two turns of the event loop (the longest a request that comes in
+#: Seconds of work between two turns of the event loop (the longest a message that comes in
 #: meanwhile waits for the warnings).
 SLICE_S = 0.005
 
@@ -93,10 +100,11 @@ DELAY_S = 0.1
 
 
 async def _publish(ls: MemlensServer, uri: str) -> None:
+    since = time.monotonic()
     try:
         await asyncio.sleep(DELAY_S)
-        await ls.after_requests()
-        version, diags = await diagnostics_for(ls, uri)
+        await ls.background_turn(since)
+        version, diags = await diagnostics_for(ls, uri, since)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - failures isolated: log, publish nothing
