@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii as _json_string
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -54,18 +55,21 @@ def prebuilt(values: Any) -> Prebuilt:
     return Prebuilt(json.dumps(values, separators=(",", ":")))
 
 
-def inlay_hint_json(
-    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: Any
-) -> dict[str, Any]:
-    """An inlay hint as the JSON value :func:`inlay_hint` serialises to (what whole-file
-    answers are made of, without the lsprotocol object)."""
+def inlay_hint_text(item: HintItem, codec: PositionCodec, lines: Sequence[str], token: int) -> str:
+    """An inlay hint as the JSON text :func:`inlay_hint` serialises to, with ``data``
+    ``[token, recorded line]`` (what hint answers are made of, written directly: no
+    lsprotocol object, no dict)."""
     line = lines[item.line] if item.line < len(lines) else ""
-    return {
-        "position": {"line": item.line, "character": units(codec, line)},
-        "label": item.label,
-        "paddingLeft": True,
-        "data": data,
-    }
+    return (
+        f'{{"position":{{"line":{item.line},"character":{units(codec, line)}}},'
+        f'"label":{_json_string(item.label)},"paddingLeft":true,'
+        f'"data":[{token},{item.recorded_line}]}}'
+    )
+
+
+def prebuilt_array(texts: list[str]) -> Prebuilt:
+    """A JSON array of values already written as (ASCII) JSON text."""
+    return Prebuilt(f"[{','.join(texts)}]")
 
 
 def inlay_hint(
