@@ -44,12 +44,13 @@ FIRST_LOAD_WAIT_S = 25.0
 #: no message coming in, nothing to answer) ...
 CLIENT_QUIET_S = 0.2
 #: ... or, while the client keeps asking, once this long has passed since the work was asked
-#: for: from then on it goes on after a shorter quiet (``BUSY_QUIET_S``), or after
-#: ``BUSY_MAX_WAIT_S`` whatever the client does, so that it takes a small share of the CPU
-#: (a slice of a few milliseconds) while a client keeps asking, and still ends.
+#: for, whenever no background work (of any document) has run for ``BUSY_MAX_WAIT_S``: a
+#: slice of a few milliseconds that often, a small share of the CPU, so that it still ends.
 BACKGROUND_DEFER_S = 2.0
-BUSY_QUIET_S = 0.05
 BUSY_MAX_WAIT_S = 0.1
+#: Two slices of background work (of two documents) never run without a turn of the event loop
+#: between them: the second waits while the first ended less than this long ago.
+_SLICE_GAP_S = 0.001
 
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
@@ -207,6 +208,8 @@ class MemlensServer(LanguageServer):
         self.background: set[asyncio.Task[None]] = set()
         #: uri -> the task publishing its diagnostics (a newer one replaces it).
         self.publishing: dict[str, asyncio.Task[None]] = {}
+        #: When (time.monotonic) the last slice of background work ended (background_turn).
+        self.background_at = 0.0
         #: The moment hints, hovers and lenses show (a spec of memlens.moment, set with
         #: memlens.setMoment), or None: the run's own figures.
         self.moment: str | None = None
@@ -281,20 +284,32 @@ class MemlensServer(LanguageServer):
 
     async def background_turn(self, since: float) -> None:
         """A turn of the event loop for background work (leak warnings) asked for at
-        ``since`` (``time.monotonic()``): the client goes first. Until
+        ``since`` (``time.monotonic()``), before its next slice: the client goes first. Until
         :data:`BACKGROUND_DEFER_S` after ``since`` the work waits for the client to be quiet
-        (:data:`CLIENT_QUIET_S`: no message coming in, nothing to answer); after that, for a
-        shorter quiet, or a short while at most. So a document's first hints, or a burst of
-        requests, neither wait for nor share the CPU with another document's warnings."""
-        await asyncio.sleep(0)
+        (:data:`CLIENT_QUIET_S`: no message coming in, nothing to answer); after that, for the
+        same quiet or until no background slice has run for :data:`BUSY_MAX_WAIT_S`. So a
+        document's first hints, or a burst of requests, neither wait for nor share much of the
+        CPU with another document's warnings. The caller calls :meth:`background_done` after
+        its slice."""
         protocol = self.protocol
-        if not isinstance(protocol, transport.MemlensProtocol):
-            return
-        left = since + BACKGROUND_DEFER_S - time.monotonic()
-        if left > 0:
-            await protocol.client_idle(CLIENT_QUIET_S, left)
-        else:
-            await protocol.client_idle(BUSY_QUIET_S, BUSY_MAX_WAIT_S)
+        while True:
+            await asyncio.sleep(0)
+            if not isinstance(protocol, transport.MemlensProtocol):
+                return
+            now = time.monotonic()
+            if now - self.background_at < _SLICE_GAP_S:
+                continue  # another document's slice just ran: a turn of the loop first
+            left = since + BACKGROUND_DEFER_S - now
+            if left <= 0:  # waited long enough: a slice now and then, whatever the client does
+                left = self.background_at + BUSY_MAX_WAIT_S - now
+                if left <= 0:
+                    return
+            if await protocol.client_idle(CLIENT_QUIET_S, left):
+                return
+
+    def background_done(self) -> None:
+        """Note that a slice of background work has just run."""
+        self.background_at = time.monotonic()
 
     def notify_json(self, method: str, params: Any) -> None:
         """Send notification ``method`` with ``params`` (JSON values) as they are, skipping

@@ -101,10 +101,10 @@ class MemlensProtocol(LanguageServerProtocol):
             else:
                 served.set()
 
-    async def client_idle(self, quiet: float, timeout: float) -> None:
-        """Return once no message is coming in, every request the client made is answered,
-        and neither has changed for ``quiet`` seconds; or after ``timeout`` seconds (a client
-        that never stops asking does not hold the caller back for good)."""
+    async def client_idle(self, quiet: float, timeout: float) -> bool:
+        """Whether the client became idle within ``timeout`` seconds: no message coming in,
+        every request it made answered, and neither changed for ``quiet`` seconds (False: the
+        time ran out first)."""
         end = time.monotonic() + timeout
         while (now := time.monotonic()) < end:
             if self.answering or self.receiving:
@@ -115,8 +115,9 @@ class MemlensProtocol(LanguageServerProtocol):
                 continue
             left = self.last_heard + quiet - now
             if left <= 0:
-                return
+                return True
             await asyncio.sleep(min(left, end - now))
+        return False
 
     def _execute_handler(
         self,

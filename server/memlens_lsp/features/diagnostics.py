@@ -64,6 +64,7 @@ async def in_slices(
     while True:
         part = _Slice(it, time.perf_counter() + SLICE_S)
         out += ls.each("diagnostic", part, make)
+        ls.background_done()
         if not part.cut:
             return out
         await ls.background_turn(since)
