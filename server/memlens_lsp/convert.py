@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii as _json_string
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -54,18 +55,21 @@ def prebuilt(values: Any) -> Prebuilt:
     return Prebuilt(json.dumps(values, separators=(",", ":")))
 
 
-def inlay_hint_json(
-    item: HintItem, codec: PositionCodec, lines: Sequence[str], data: Any
-) -> dict[str, Any]:
-    """An inlay hint as the JSON value :func:`inlay_hint` serialises to (what whole-file
-    answers are made of, without the lsprotocol object)."""
+def inlay_hint_text(item: HintItem, codec: PositionCodec, lines: Sequence[str], token: int) -> str:
+    """An inlay hint as the JSON text :func:`inlay_hint` serialises to, with ``data``
+    ``[token, recorded line]`` (what hint answers are made of, written directly: no
+    lsprotocol object, no dict)."""
     line = lines[item.line] if item.line < len(lines) else ""
-    return {
-        "position": {"line": item.line, "character": units(codec, line)},
-        "label": item.label,
-        "paddingLeft": True,
-        "data": data,
-    }
+    return (
+        f'{{"position":{{"line":{item.line},"character":{units(codec, line)}}},'
+        f'"label":{_json_string(item.label)},"paddingLeft":true,'
+        f'"data":[{token},{item.recorded_line}]}}'
+    )
+
+
+def prebuilt_array(texts: list[str]) -> Prebuilt:
+    """A JSON array of values already written as (ASCII) JSON text."""
+    return Prebuilt(f"[{','.join(texts)}]")
 
 
 def inlay_hint(
@@ -150,38 +154,45 @@ def code_lens(item: LensItem) -> lsp.CodeLens:
 _SEVERITY = {"leak": lsp.DiagnosticSeverity.Warning, "test": lsp.DiagnosticSeverity.Error}
 
 
-def diagnostic(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str]) -> lsp.Diagnostic:
+def diagnostic_json(item: DiagnosticItem, codec: PositionCodec, lines: Sequence[str]) -> Any:
+    """A diagnostic as the JSON value of an ``lsp.Diagnostic`` (what a publication is made of,
+    without the lsprotocol object: a big file has thousands)."""
     text = lines[item.line] if item.line < len(lines) else ""
-    related = [
-        lsp.DiagnosticRelatedInformation(
-            location=lsp.Location(
-                uri=from_fs_path(path) or path,
-                range=lsp.Range(
-                    start=lsp.Position(line=line, character=0),
-                    end=lsp.Position(line=line, character=0),
-                ),
-            ),
-            message=message,
-        )
-        for path, line, message in item.related
-    ]
-    return lsp.Diagnostic(
-        range=lsp.Range(
-            start=lsp.Position(line=item.line, character=units(codec, text[: item.start])),
-            end=lsp.Position(line=item.line, character=units(codec, text[: item.end])),
-        ),
-        message=item.message,
-        severity=_SEVERITY.get(item.code, lsp.DiagnosticSeverity.Information),
-        source=SOURCE,
-        code=item.code,
-        related_information=related or None,
-    )
+    start = units(codec, text[: item.start])
+    end = units(codec, text[: item.end])
+    out: dict[str, Any] = {
+        "range": {
+            "start": {"line": item.line, "character": start},
+            "end": {"line": item.line, "character": end},
+        },
+        "message": item.message,
+        "severity": int(_SEVERITY.get(item.code, lsp.DiagnosticSeverity.Information)),
+        "code": item.code,
+        "source": SOURCE,
+    }
+    if item.related:
+        out["relatedInformation"] = [
+            {
+                "location": {
+                    "uri": from_fs_path(path) or path,
+                    "range": {
+                        "start": {"line": line, "character": 0},
+                        "end": {"line": line, "character": 0},
+                    },
+                },
+                "message": message,
+            }
+            for path, line, message in item.related
+        ]
+    return out
 
 
-def publish(
-    uri: str, version: int | None, diags: list[lsp.Diagnostic]
-) -> lsp.PublishDiagnosticsParams:
-    return lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version)
+def publish_json(uri: str, version: int | None, diags: list[Any]) -> dict[str, Any]:
+    """``textDocument/publishDiagnostics``'s parameters as JSON values."""
+    out: dict[str, Any] = {"uri": uri, "diagnostics": diags}
+    if version is not None:
+        out["version"] = version
+    return out
 
 
 def message(text: str, *, error: bool = False) -> lsp.ShowMessageParams:

@@ -40,6 +40,18 @@ log = logging.getLogger("memlens_lsp")
 #: Seconds a request made before the first load of the runs waits for it.
 FIRST_LOAD_WAIT_S = 25.0
 
+#: Background work (leak warnings) goes on when the client has been quiet this long (seconds:
+#: no message coming in, nothing to answer) ...
+CLIENT_QUIET_S = 0.2
+#: ... or, while the client keeps asking, once this long has passed since the work was asked
+#: for, whenever no background work (of any document) has run for ``BUSY_MAX_WAIT_S``: a
+#: slice of a few milliseconds that often, a small share of the CPU, so that it still ends.
+BACKGROUND_DEFER_S = 2.0
+BUSY_MAX_WAIT_S = 0.1
+#: Two slices of background work (of two documents) never run without a turn of the event loop
+#: between them: the second waits while the first ended less than this long ago.
+_SLICE_GAP_S = 0.001
+
 #: An LSP method a feature handles: (method, handler(ls, params), registration options or
 #: None). Each feature module lists its own in ``METHODS``; :mod:`memlens_lsp.server`
 #: registers them.
@@ -196,6 +208,8 @@ class MemlensServer(LanguageServer):
         self.background: set[asyncio.Task[None]] = set()
         #: uri -> the task publishing its diagnostics (a newer one replaces it).
         self.publishing: dict[str, asyncio.Task[None]] = {}
+        #: When (time.monotonic) the last slice of background work ended (background_turn).
+        self.background_at = 0.0
         #: The moment hints, hovers and lenses show (a spec of memlens.moment, set with
         #: memlens.setMoment), or None: the run's own figures.
         self.moment: str | None = None
@@ -267,6 +281,42 @@ class MemlensServer(LanguageServer):
             folder.root if folder is not None else None,
             lambda root: from_fs_path(str(root)) or root.as_uri(),
         )
+
+    async def background_turn(self, since: float) -> None:
+        """A turn of the event loop for background work (leak warnings) asked for at
+        ``since`` (``time.monotonic()``), before its next slice: the client goes first. Until
+        :data:`BACKGROUND_DEFER_S` after ``since`` the work waits for the client to be quiet
+        (:data:`CLIENT_QUIET_S`: no message coming in, nothing to answer); after that, for the
+        same quiet or until no background slice has run for :data:`BUSY_MAX_WAIT_S`. So a
+        document's first hints, or a burst of requests, neither wait for nor share much of the
+        CPU with another document's warnings. The caller calls :meth:`background_done` after
+        its slice."""
+        protocol = self.protocol
+        while True:
+            await asyncio.sleep(0)
+            if not isinstance(protocol, transport.MemlensProtocol):
+                return
+            now = time.monotonic()
+            if now - self.background_at < _SLICE_GAP_S:
+                continue  # another document's slice just ran: a turn of the loop first
+            left = since + BACKGROUND_DEFER_S - now
+            if left <= 0:  # waited long enough: a slice now and then, whatever the client does
+                left = self.background_at + BUSY_MAX_WAIT_S - now
+                if left <= 0:
+                    return
+            if await protocol.client_idle(CLIENT_QUIET_S, left):
+                return
+
+    def background_done(self) -> None:
+        """Note that a slice of background work has just run."""
+        self.background_at = time.monotonic()
+
+    def notify_json(self, method: str, params: Any) -> None:
+        """Send notification ``method`` with ``params`` (JSON values) as they are, skipping
+        lsprotocol's conversion."""
+        protocol = self.protocol
+        assert isinstance(protocol, transport.MemlensProtocol)
+        protocol.notify_prebuilt(method, convert.prebuilt(params))
 
     def log_message(self, text: str, level: str = "info") -> None:
         py_level = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}

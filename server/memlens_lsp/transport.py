@@ -31,6 +31,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, BinaryIO
@@ -60,7 +61,63 @@ _JSONRPC = "2.0"
 
 
 class MemlensProtocol(LanguageServerProtocol):
-    """pygls's LSP protocol, without its retained notification futures."""
+    """pygls's LSP protocol, without its retained notification futures; it knows whether the
+    client is busy with the server (a message coming in, requests not answered yet, or
+    either of those a moment ago: :meth:`client_idle`), so that work in the background (leak
+    warnings) can wait for it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Ids of the client's requests being handled, not answered yet.
+        self.answering: set[Any] = set()
+        #: Whether part of a message has come in, not all of it (a big file's didOpen comes
+        #: in 64 KiB reads, each a turn of the event loop).
+        self.receiving = False
+        #: When (time.monotonic) the client last sent something or got an answer.
+        self.last_heard = time.monotonic()
+        self._served: asyncio.Event | None = None
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        self.answering.add(msg_id)
+        self._note()
+        super()._handle_request(msg_id, method_name, params)
+
+    def answered(self, msg_id: Any) -> None:
+        """Note that request ``msg_id`` is answered (every response says so)."""
+        self.answering.discard(msg_id)
+        self._note()
+
+    def heard(self, partial: bool) -> None:
+        """Note that bytes came in; ``partial``: a message is not all in yet."""
+        self.receiving = partial
+        self._note()
+
+    def _note(self) -> None:
+        self.last_heard = time.monotonic()
+        served = self._served
+        if served is not None:
+            if self.answering or self.receiving:
+                served.clear()
+            else:
+                served.set()
+
+    async def client_idle(self, quiet: float, timeout: float) -> bool:
+        """Whether the client became idle within ``timeout`` seconds: no message coming in,
+        every request it made answered, and neither changed for ``quiet`` seconds (False: the
+        time ran out first)."""
+        end = time.monotonic() + timeout
+        while (now := time.monotonic()) < end:
+            if self.answering or self.receiving:
+                if self._served is None:
+                    self._served = asyncio.Event()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._served.wait(), end - now)
+                continue
+            left = self.last_heard + quiet - now
+            if left <= 0:
+                return True
+            await asyncio.sleep(min(left, end - now))
+        return False
 
     def _execute_handler(
         self,
@@ -98,11 +155,18 @@ class MemlensProtocol(LanguageServerProtocol):
         self, msg_id: Any, result: Any | None = None, error: Any | None = None
     ) -> None:
         """A response; a :class:`memlens_lsp.convert.Prebuilt` result goes out as written."""
+        self.answered(msg_id)
         if error is not None or not isinstance(result, Prebuilt):
             super()._send_response(msg_id, result, error)
             return
         self._result_types.pop(msg_id, None)
         body = f'{{"jsonrpc":"{_JSONRPC}","id":{json.dumps(msg_id)},"result":{result}}}'
+        self._write_body(body.encode("utf-8"))
+
+    def notify_prebuilt(self, method: str, params: Prebuilt) -> None:
+        """A notification whose parameters are already written as JSON (a big file's leak
+        warnings: thousands of diagnostics cost no lsprotocol conversion)."""
+        body = f'{{"jsonrpc":"{_JSONRPC}","method":{json.dumps(method)},"params":{params}}}'
         self._write_body(body.encode("utf-8"))
 
     def _write_body(self, body: bytes) -> None:
@@ -228,6 +292,10 @@ class _Frames:
                 return out
             out.append(body)
 
+    def partial(self) -> bool:
+        """Whether part of a message is buffered (more of it is to come)."""
+        return bool(self.buf) or self.want is not None or self.discard > 0
+
     def _next(self) -> bytes | None:
         buf = self.buf
         while True:
@@ -297,6 +365,7 @@ async def serve(
         for body in frames.feed(data):
             dispatch(protocol, body)
             await asyncio.sleep(0)  # let handlers started by this message run in turn
+        protocol.heard(frames.partial())
 
 
 # -- running a server --------------------------------------------------------------------------

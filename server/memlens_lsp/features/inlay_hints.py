@@ -48,31 +48,32 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> convert
     )
     made = cache.lines
 
-    def make(item: views.HintItem) -> dict[str, Any]:
+    def make(item: views.HintItem) -> str:
         hint = made.get(item.line)
         if hint is None:
             # data = [document state, recorded line]: compact, as big files send many hints.
-            data = [cache.token, item.recorded_line]
-            hint = made[item.line] = convert.inlay_hint_json(item, ctx.codec, ctx.lines, data)
+            hint = made[item.line] = convert.inlay_hint_text(
+                item, ctx.codec, ctx.lines, cache.token
+            )
         return hint
 
-    # Written as JSON here, once: a whole file's answer is kept as it is sent.
-    out = convert.prebuilt(ls.each("inlay hint", items, make))
+    # Written as JSON here, once per line: a whole file's answer is kept as it is sent.
+    out = convert.prebuilt_array(ls.each("inlay hint", items, make))
     if whole:
         cache.whole = out
     return out
 
 
 class HintCache:
-    """Converted hints of one document state (version, run, settings, encoding): per line, and
-    the whole file's answer as sent."""
+    """Converted hints of one document state (version, run, settings, encoding): per line (its
+    JSON text), and the whole file's answer as sent."""
 
     __slots__ = ("key", "lines", "token", "whole")
 
     def __init__(self, key: tuple[Any, ...], token: int) -> None:
         self.key = key
         self.token = token
-        self.lines: dict[int, dict[str, Any]] = {}
+        self.lines: dict[int, str] = {}
         self.whole: convert.Prebuilt | None = None
 
 
