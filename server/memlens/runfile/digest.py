@@ -59,7 +59,8 @@ class Digest:
 
     def chunk_text(self, text: bytes) -> None:
         """A chunk of rows given as :func:`digest_json` makes them (not empty)."""
-        self._h.update(self._sep + text)
+        self._h.update(self._sep)
+        self._h.update(text)
         self._sep = b","
 
     def end(self) -> None:

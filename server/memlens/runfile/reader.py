@@ -68,6 +68,7 @@ from memlens.runfile.schema import (
     MOMENT_FUNCTION_COLUMNS,
     MOMENT_LINE_COLUMNS,
     REAL,
+    TEXT,
     TREE_COLUMNS,
     TREE_PART,
     Table,
@@ -778,6 +779,9 @@ class RowDigest:
         hold 0 on every row (:func:`_zero_columns`), not fetched: the rows lack them."""
         query = table.select()
         text = None
+        # A table with texts (the recorded sources) is hashed a row at a time: a chunk's JSON
+        # would hold every text of the run at once, several times over.
+        by_row = any(nullable and kind == TEXT for _, kind, nullable in table.columns)
         if zero:
             kept = [c for c in table.names if c not in zero]
             query = query.replace(", ".join(table.names), ", ".join(kept), 1)
@@ -801,7 +805,10 @@ class RowDigest:
                 )
             if self.expected is not None:
                 try:
-                    if text is None:
+                    if by_row:
+                        for row in chunk:
+                            self._d.chunk([row])
+                    elif text is None:
                         self._d.chunk(chunk)
                     else:
                         self._d.chunk_text(text(chunk))
