@@ -244,3 +244,16 @@ def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
     path = writer.write(run, tmp_path / "big.mlrun")
     assert _meta(path)["content_sha256"] == _spec_digest(path)
     assert reader.read(path) == run
+
+
+def test_texts_already_held_are_shared(tmp_path: Path) -> None:
+    # A diff reads the second run with the first one's texts: an equal text is that string
+    # (held once); a text that differs under the same digest is the file's own.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    sf = sample_run().files["/work/app.py"]
+    held = "".join(list(sf.text or ""))  # equal, another object
+    run = reader.read(path, {sf.sha256: held})
+    assert run == sample_run()
+    assert run.files[sf.path].text is held
+    other = reader.read(path, {sf.sha256: "something else"})
+    assert other.files[sf.path].text == sf.text

@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
             # Like with like: the baseline of the new run's kind (a test run's, a program's).
             a = pointer_name("baseline", run_kind(reader.read_info(path_b)))
         path_a = store.resolve(a)
-        d = diff_runs(reader.read(path_a), reader.read(path_b))
+        run_a = reader.read(path_a)
+        texts = {sf.sha256: sf.text for sf in run_a.files.values() if sf.text is not None}
+        d = diff_runs(run_a, reader.read(path_b, texts))
+        del run_a, texts
         by = args.by or "peak"
     figure = NAMED_FIGURES[by]
     line_attr, fn_attr = figure.line, figure.node

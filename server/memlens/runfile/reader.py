@@ -87,9 +87,17 @@ if TYPE_CHECKING:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def read(path: str | os.PathLike[str]) -> Run:
-    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
-    return _with_db(path, _read_db, whole=True)
+def read(path: str | os.PathLike[str], texts: Mapping[str, str] | None = None) -> Run:
+    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem.
+
+    ``texts``: recorded texts already held, by their SHA-256 (another run's): a file's text
+    equal to one of them is that string, held once (two runs of a program share most of
+    their texts; a diff holds both)."""
+
+    def read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
+        return _read_db(con, name, version, texts or {})
+
+    return _with_db(path, read_db, whole=True)
 
 
 def read_info(path: str | os.PathLike[str]) -> RunInfo:
@@ -389,7 +397,7 @@ def _quick_check(con: sqlite3.Connection, name: str, table: str | None) -> None:
         raise RunFileError(name, f"corrupt file ({detail})")
 
 
-def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
+def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[str, str]) -> Run:
     info = _read_info(con, name, version)
     tables = tables_of(version)
     for table in tables.values():
@@ -410,6 +418,9 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, "corrupt file (files holds a text that is too long)")
         if fpath in files:
             raise RunFileError(name, "corrupt file (files names a file twice)")
+        known = texts.get(sha)
+        if known is not None and known == text:
+            text = known
         ids[fid] = len(paths)
         paths.append(fpath)
         files[fpath] = {
@@ -796,7 +807,8 @@ class RowDigest:
         if self.expected is not None:
             self._d.start(table.name)
         count = 0
-        while chunk := cursor.fetchmany(Digest.CHUNK):
+        # (Texts a few at a time: each is let go as soon as it is read.)
+        while chunk := cursor.fetchmany(16 if by_row else Digest.CHUNK):
             count += len(chunk)
             if count > limit:
                 raise RunFileError(
