@@ -14,10 +14,17 @@ when A is 0 and B is not: "new"; 0.0 when both are 0).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from io import StringIO
+from itertools import accumulate, chain, islice, repeat
+from operator import attrgetter, eq, le, mul, neg, sub, truediv
+from typing import Any, TextIO, overload
 
+from memlens.export import write_rows
 from memlens.mapping import line_map
 from memlens.model import (
     FIGURES,
@@ -26,10 +33,12 @@ from memlens.model import (
     GPU_FUNCTION_FIGURES,
     FunctionStats,
     LineStats,
+    LineTable,
     Run,
     RunInfo,
     SourceFile,
 )
+from memlens.runfile.jsontext import plain
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -152,24 +161,125 @@ class FunctionDiff:
 
 @dataclass(frozen=True, slots=True)
 class FileDiff:
-    """How one file's lines were matched, and its line and function diffs."""
+    """How one file's lines were matched, its line pairs by column, and its function diffs.
+
+    Pair ``k`` (in file order: by the line to show, then the line in A) is
+    :meth:`line`\\(``k``): its line in A is ``line_a[k]`` when ``sides[k] & 1`` (else the code
+    does not exist in A), in B ``line_b[k]`` when ``sides[k] & 2``; its figures are row
+    ``row_a[k]`` of ``a`` and ``row_b[k]`` of ``b`` (-1: none recorded there). A million
+    pairs take a few arrays, not a million objects; :meth:`values` reads one figure of them.
+    """
 
     path: str
     matched_by: str
-    lines: tuple[LineDiff, ...]
+    a: LineTable
+    b: LineTable
+    line_a: array[int]
+    line_b: array[int]
+    row_a: array[int]
+    row_b: array[int]
+    sides: bytes
     functions: tuple[FunctionDiff, ...]
+
+    def __len__(self) -> int:
+        return len(self.sides)
+
+    def line(self, k: int) -> LineDiff:
+        """Pair ``k`` as a :class:`LineDiff`."""
+        sides, ra, rb = self.sides[k], self.row_a[k], self.row_b[k]
+        return LineDiff(
+            self.path,
+            self.line_a[k] if sides & 1 else None,
+            self.line_b[k] if sides & 2 else None,
+            self.a.at(ra) if ra >= 0 else None,
+            self.b.at(rb) if rb >= 0 else None,
+            self.matched_by,
+        )
+
+    @property
+    def lines(self) -> list[LineDiff]:
+        return [self.line(k) for k in range(len(self))]
+
+    def values(
+        self, figure: str, pairs: Sequence[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """One integer figure (of :data:`FIGURES` or :data:`GPU_FIGURES`) in A and in B, of
+        each of ``pairs`` (None: all, in order); 0 where a run recorded no figures."""
+        return _Rows(self.a, self.row_a, pairs).values(figure), _Rows(
+            self.b, self.row_b, pairs
+        ).values(figure)
+
+
+class _Rows:
+    """Some pairs' rows in one run's table of a file, to read their figures by column: 0
+    where that run recorded none (row -1)."""
+
+    __slots__ = ("_present", "_rows", "_table")
+
+    def __init__(self, table: LineTable, rows: array[int], pairs: Sequence[int] | None) -> None:
+        self._table = table
+        self._rows: Sequence[int] = rows if pairs is None else list(map(rows.__getitem__, pairs))
+        present = list(map(_ZERO.__le__, self._rows))
+        self._present = None if all(present) else present
+
+    def values(self, figure: str) -> list[int]:
+        table, rows = self._table, self._rows
+        if not table or (figure in GPU_FIGURES and not table.has_gpu):
+            return [0] * len(rows)
+        got = map(table.column(figure).__getitem__, rows)
+        # Row -1 reads the last row, multiplied by False: no Python per pair.
+        return list(got) if self._present is None else list(map(mul, got, self._present))
+
+
+_ZERO = 0
+
+
+class LineDiffs(Sequence[LineDiff]):
+    """The line pairs of every file, in order, as :class:`LineDiff` objects made on access."""
+
+    __slots__ = ("_files", "_starts")
+
+    def __init__(self, files: Sequence[FileDiff]) -> None:
+        self._files = files
+        self._starts = list(accumulate((len(fd) for fd in files), initial=0))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, i: int) -> LineDiff: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[LineDiff]: ...
+    def __getitem__(self, i: int | slice) -> LineDiff | list[LineDiff]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        f = bisect_right(self._starts, i) - 1
+        return self._files[f].line(i - self._starts[f])
+
+    def __iter__(self) -> Iterator[LineDiff]:
+        for fd in self._files:
+            for k in range(len(fd)):
+                yield fd.line(k)
 
 
 @dataclass(frozen=True, slots=True)
 class RunDiff:
-    lines: tuple[LineDiff, ...]
+    files: tuple[FileDiff, ...]
     functions: tuple[FunctionDiff, ...]
     #: Files whose lines were matched by number only (no recorded text on one side and
     #: different hashes): their line pairs are a guess.
     unmatched_sources: tuple[str, ...] = ()
-    files: tuple[FileDiff, ...] = ()
     info_a: RunInfo | None = None
     info_b: RunInfo | None = None
+
+    @property
+    def lines(self) -> LineDiffs:
+        """Every line pair, file by file (files by path)."""
+        return LineDiffs(self.files)
 
     def totals(self) -> dict[str, Change]:
         """Run totals: peak traced bytes and peak RSS; the GPU peak when either run has one."""
@@ -215,41 +325,91 @@ def diff_files(path: str, fa: SourceFile | None, fb: SourceFile | None) -> FileD
     if fa is None or fb is None:
         only = fa or fb
         assert only is not None
-        how = ONLY_IN_A if fa is not None else ONLY_IN_B
-        lines = tuple(
-            LineDiff(
-                path,
-                n if fa else None,
-                n if fb else None,
-                st if fa else None,
-                st if fb else None,
-                how,
-            )
-            for n, st in sorted(only.lines.items())
-        )
+        table = LineTable.of(only.lines)
+        n = len(table)
+        numbers, rows, none = array("q", table), array("q", range(n)), array("q", [-1]) * n
         fns = tuple(
             FunctionDiff(path, fn.qualname, fn if fa else None, fn if fb else None)
             for fn in only.functions
         )
-        return FileDiff(path, how, lines, fns)
+        if fa is not None:
+            return FileDiff(
+                path, ONLY_IN_A, table, _EMPTY, numbers, numbers, rows, none, b"\1" * n, fns
+            )
+        return FileDiff(
+            path, ONLY_IN_B, _EMPTY, table, numbers, numbers, none, rows, b"\2" * n, fns
+        )
+    ta, tb = LineTable.of(fa.lines), LineTable.of(fb.lines)
     mapping, how = matching(fa, fb)
-    out: list[LineDiff] = []
+    functions = _diff_functions(path, fa.functions, fb.functions)
+    numbers = array("q", ta)
+    if numbers == array("q", tb) and all(map(eq, map(mapping.get, numbers), numbers)):
+        # The same lines have figures in both runs, each still the same code (the file did
+        # not change, or not around them): row i pairs with row i.
+        rows = array("q", range(len(numbers)))
+        return FileDiff(
+            path, how, ta, tb, numbers, numbers, rows, rows, b"\3" * len(rows), functions
+        )
+    row_of_b = {line: j for j, line in enumerate(tb)}
+    # (line in A, line in B, row in A, row in B, sides) of each pair, in columns: first A's
+    # lines (paired with their line in B, if any), then B's lines not paired yet.
+    line_a, line_b, row_a, row_b, sides = [], [], [], [], []
     seen_b: set[int] = set()
-    for n, st in sorted(fa.lines.items()):
+    for i, n in enumerate(ta):
         m = mapping.get(n)
+        line_a.append(n)
+        row_a.append(i)
         if m is not None:
             seen_b.add(m)
-            out.append(LineDiff(path, n, m, st, fb.lines.get(m), how))
+            line_b.append(m)
+            row_b.append(row_of_b.get(m, -1))
+            sides.append(3)
         else:
-            out.append(LineDiff(path, n, None, st, None, how))
+            line_b.append(0)
+            row_b.append(-1)
+            sides.append(1)
     back = {v: k for k, v in mapping.items()}
-    for m, st in sorted(fb.lines.items()):
+    row_of_a: dict[int, int] | None = None
+    for j, m in enumerate(tb):
         if m not in seen_b:
             origin = back.get(m)
-            old = fa.lines.get(origin) if origin is not None else None
-            out.append(LineDiff(path, origin, m, old, st, how))
-    out.sort(key=lambda ld: (ld.line, ld.line_a or 0))
-    return FileDiff(path, how, tuple(out), _diff_functions(path, fa.functions, fb.functions))
+            line_b.append(m)
+            row_b.append(j)
+            if origin is None:
+                line_a.append(0)
+                row_a.append(-1)
+                sides.append(2)
+            else:
+                if row_of_a is None:
+                    row_of_a = {line: i for i, line in enumerate(ta)}
+                line_a.append(origin)
+                row_a.append(row_of_a.get(origin, -1))
+                sides.append(3)
+    # In order of the line to show (in B when it exists there), then of the line in A.
+    keys = [
+        (lb if s & 2 else la, la if s & 1 else 0)
+        for la, lb, s in zip(line_a, line_b, sides, strict=True)
+    ]
+    columns = [line_a, line_b, row_a, row_b, sides]
+    if not all(map(le, keys, islice(keys, 1, None))):
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        columns = [list(map(c.__getitem__, order)) for c in columns]
+    line_a, line_b, row_a, row_b, sides = columns
+    return FileDiff(
+        path,
+        how,
+        ta,
+        tb,
+        array("q", line_a),
+        array("q", line_b),
+        array("q", row_a),
+        array("q", row_b),
+        bytes(sides),
+        functions,
+    )
+
+
+_EMPTY = LineTable.of({})
 
 
 def _diff_functions(
@@ -285,18 +445,30 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
         for path in sorted(set(a.files) | set(b.files))
     )
     return RunDiff(
-        lines=tuple(ld for fd in files for ld in fd.lines),
+        files=files,
         functions=tuple(fn for fd in files for fn in fd.functions),
         unmatched_sources=tuple(fd.path for fd in files if fd.matched_by == MATCHED_BY_LINE_NUMBER),
-        files=files,
         info_a=a.info,
         info_b=b.info,
     )
 
 
-def ranked_lines(d: RunDiff, figure: str) -> list[LineDiff]:
-    """Lines by absolute change of ``figure``, biggest first (then file and line)."""
-    return sorted(d.lines, key=lambda ld: (-abs(ld.change(figure)), ld.file, ld.line))
+def line_order(d: RunDiff, figure: str) -> list[int]:
+    """The line pairs (their positions in :attr:`RunDiff.lines`) by absolute change of
+    ``figure``, biggest first, then in file and line order; read by column."""
+    keys: list[int] = []
+    for fd in d.files:
+        a, b = fd.values(figure)
+        keys += map(neg, map(abs, map(sub, b, a)))
+    # (A stable sort: pairs of equal change stay in their order, by file and line.)
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def ranked_lines(d: RunDiff, figure: str, top: int | None = None) -> list[LineDiff]:
+    """Lines by absolute change of ``figure``, biggest first (then file and line); the first
+    ``top`` (None: all)."""
+    lines = d.lines
+    return [lines[k] for k in line_order(d, figure)[:top]]
 
 
 def ranked_functions(d: RunDiff, figure: str) -> list[FunctionDiff]:
@@ -304,53 +476,193 @@ def ranked_functions(d: RunDiff, figure: str) -> list[FunctionDiff]:
     return sorted(d.functions, key=lambda fd: (-abs(fd.change(figure)), fd.file, fd.qualname))
 
 
-def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> dict[str, Any]:
-    """The ``memlens diff --json`` document (documented in docs/file-format.md).
+def write_json(
+    d: RunDiff,
+    out: TextIO,
+    by: str | None = None,
+    top: int | None = None,
+    more: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the ``memlens diff --json`` document (documented in docs/file-format.md) to
+    ``out``, piece by piece: one line of text per line pair, made by formatting its figures
+    read by column (no object per pair), a few thousand at a time.
 
     With ``by`` (a figure both lines and functions have: ``alloc_bytes``, ``live_bytes``,
-    ``peak_bytes``, and their ``gpu_`` counterparts), lines and functions are sorted by the absolute change of that figure and
-    the first ``top`` of each are kept (None: all); without, every pair in file order.
+    ``peak_bytes``, and their ``gpu_`` counterparts), lines and functions are sorted by the
+    absolute change of that figure and the first ``top`` of each are kept (None: all);
+    without, every pair in file order. ``more``: keys written after the document's own.
     """
-    lines: Sequence[LineDiff] = d.lines
-    functions: Sequence[FunctionDiff] = d.functions
-    if by is not None:
-        lines = ranked_lines(d, by)[:top]
-        functions = ranked_functions(d, by)[:top]
-    doc: dict[str, Any] = {
-        "format": "memlens-diff",
-        "version": 1,
-        "totals": {k: c.as_dict() for k, c in d.totals().items()},
-        "files": {fd.path: {"matched_by": fd.matched_by} for fd in d.files},
-        "lines": [
-            {
-                "file": ld.file,
-                "line_a": ld.line_a,
-                "line_b": ld.line_b,
-                "status": ld.status,
-                "matched_by": ld.matched_by,
-                "figures": {f: c.as_dict() for f, c in ld.changes().items()},
-                # Kept for readers of the first diff JSON: deltas and ratios only.
-                "change": {f: c.delta for f, c in ld.changes().items()},
-                "relative": {f: c.ratio for f, c in ld.changes().items()},
-            }
-            for ld in lines
-        ],
-        "functions": [
-            {
-                "file": fd.file,
-                "qualname": fd.qualname,
-                "lines_a": [fd.a.first_line, fd.a.last_line] if fd.a else None,
-                "lines_b": [fd.b.first_line, fd.b.last_line] if fd.b else None,
-                "figures": {f: c.as_dict() for f, c in fd.changes().items()},
-                "change": {f: c.delta for f, c in fd.changes().items()},
-                "relative": {f: c.ratio for f, c in fd.changes().items()},
-            }
-            for fd in functions
-        ],
-    }
-    if by is not None:
-        doc["by"] = by
+    write = out.write
+    totals = plain({k: c.as_dict() for k, c in d.totals().items()})
+    files = plain({fd.path: {"matched_by": fd.matched_by} for fd in d.files})
+    write(f'{{"format": "memlens-diff", "version": 1,\n "totals": {totals},\n')
+    write(f' "files": {files},\n "lines": [')
+    order: Sequence[int] = range(len(d.lines)) if by is None else line_order(d, by)[:top]
+    write_rows(out, _line_rows(d.files, order), "\n  ")
+    write('\n ],\n "functions": [')
+    functions = d.functions if by is None else ranked_functions(d, by)[:top]
+    write_rows(out, _function_rows(functions), "\n  ")
+    write("\n ]")
+    tail: dict[str, Any] = {"by": by} if by is not None else {}
+    for key, value in {**tail, **(more or {})}.items():
+        write(f",\n {plain(key)}: {plain(value)}")
+    write("\n}\n")
+
+
+def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> dict[str, Any]:
+    """The document of :func:`write_json` (same arguments), parsed."""
+    text = StringIO()
+    write_json(d, text, by, top)
+    doc: dict[str, Any] = json.loads(text.getvalue())
     return doc
+
+
+#: Line pairs formatted at a time by :func:`_line_rows`.
+_BATCH = 16384
+
+
+def _line_rows(files: Sequence[FileDiff], order: Sequence[int]) -> Iterator[str]:
+    """The JSON of each line pair in ``order`` (positions in :class:`LineDiffs`): a batch at
+    a time, each batch's pairs of one file formatted together from their figures' columns."""
+    starts = list(accumulate((len(fd) for fd in files), initial=0))
+    forms = [_line_forms(fd) for fd in files]
+    for lo in range(0, len(order), _BATCH):
+        batch = order[lo : lo + _BATCH]
+        groups: dict[int, tuple[list[int], list[int]]] = {}
+        for pos, (f, k) in enumerate(
+            zip(map(bisect_right, repeat(starts), batch), batch, strict=True)
+        ):
+            group = groups.get(f)
+            if group is None:
+                group = groups[f] = ([], [])
+            group[0].append(pos)
+            group[1].append(k - starts[f - 1])
+        out: list[str] = [""] * len(batch)
+        for f, (positions, pairs) in groups.items():
+            fd = files[f - 1]
+            for pos, row in zip(positions, _pair_rows(fd, pairs, forms[f - 1]), strict=True):
+                out[pos] = row
+        yield from out
+
+
+def _pair_rows(fd: FileDiff, pairs: list[int], forms: tuple[str, str]) -> list[str]:
+    """The JSON of some of ``fd``'s pairs (those with a GPU figure on either side carry the
+    GPU figures too)."""
+    sides = list(map(fd.sides.__getitem__, pairs))
+    line_a = list(map(fd.line_a.__getitem__, pairs))
+    line_b = list(map(fd.line_b.__getitem__, pairs))
+    head = (
+        ["null" if not s & 1 else str(la) for s, la in zip(sides, line_a, strict=True)],
+        ["null" if not s & 2 else str(lb) for s, lb in zip(sides, line_b, strict=True)],
+        [
+            _STATUS[s] if s != 3 else '"same-line"' if la == lb else '"moved"'
+            for s, la, lb in zip(sides, line_a, line_b, strict=True)
+        ],
+    )
+
+    rows_a, rows_b = _Rows(fd.a, fd.row_a, pairs), _Rows(fd.b, fd.row_b, pairs)
+
+    def columns(figures: tuple[str, ...]) -> list[list[int] | list[str]]:
+        both: list[list[int] | list[str]] = []
+        deltas: list[list[int]] = []
+        ratios: list[list[str]] = []
+        for figure in figures:
+            a, b = rows_a.values(figure), rows_b.values(figure)
+            delta = list(map(sub, b, a))
+            # Ratios as JSON writes them (a float's repr, null): by the C encoder, all at once.
+            ratio: list[float | None] = (
+                list(map(truediv, delta, a))
+                if all(a)
+                else [
+                    d / x if x else None if y else 0.0 for x, y, d in zip(a, b, delta, strict=True)
+                ]
+            )
+            text = plain(ratio)[1:-1].split(", ")
+            both += (a, b, delta, text)
+            deltas.append(delta)
+            ratios.append(text)
+        return [*head, *both, *deltas, *ratios]
+
+    form, form_gpu = forms
+    rows = list(map(form.__mod__, zip(*columns(FIGURES), strict=True)))
+    if not (fd.a.has_gpu or fd.b.has_gpu):
+        return rows
+    with_gpu = columns((*FIGURES, *GPU_FIGURES))
+    gpu = (v for f in GPU_FIGURES for v in (rows_a.values(f), rows_b.values(f)))
+    has = map(any, zip(*gpu, strict=True))
+    return [
+        form_gpu % values if some else row
+        for row, values, some in zip(rows, zip(*with_gpu, strict=True), has, strict=True)
+    ]
+
+
+_STATUS = {1: '"gone"', 2: '"new"'}
+
+
+def _line_forms(fd: FileDiff) -> tuple[str, str]:
+    """A line pair's JSON of ``fd`` without and with the GPU figures, to be filled with its
+    line in A and in B, its status (JSON), then the figures as :func:`_figures_form` has
+    them."""
+    path, how = (plain(v).replace("%", "%%") for v in (fd.path, fd.matched_by))
+    head = f'{{"file": {path}, "line_a": %s, "line_b": %s, "status": %s, "matched_by": {how}, '
+    return _figures_form(head, FIGURES), _figures_form(head, (*FIGURES, *GPU_FIGURES))
+
+
+def _function_rows(functions: Iterable[FunctionDiff]) -> Iterator[str]:
+    """The JSON of each function diff: its figures formatted into a form, no dict made (a
+    run of a million lines has a hundred thousand functions)."""
+    forms = {
+        gpu: _figures_form(
+            "{" + '"file": %s, "qualname": %s, "lines_a": %s, "lines_b": %s, ',
+            (*FUNCTION_FIGURES, *(GPU_FUNCTION_FIGURES if gpu else ())),
+        )
+        for gpu in (False, True)
+    }
+    plain_figures = attrgetter(*FUNCTION_FIGURES)
+    gpu_figures = attrgetter(*GPU_FUNCTION_FIGURES)
+    zeros = (0,) * len(GPU_FUNCTION_FIGURES)
+    files: dict[str, str] = {}
+    for fd in functions:
+        fa, fb = fd.a, fd.b
+        gpu_a = gpu_figures(fa) if fa else zeros
+        gpu_b = gpu_figures(fb) if fb else zeros
+        gpu = any(gpu_a) or any(gpu_b)
+        a = [*(plain_figures(fa) if fa else zeros), *(gpu_a if gpu else ())]
+        b = [*(plain_figures(fb) if fb else zeros), *(gpu_b if gpu else ())]
+        a, b = list(map(int, a)), list(map(int, b))
+        delta = list(map(sub, b, a))
+        ratio = _ratios(a, b, delta)
+        file = files.get(fd.file) or files.setdefault(fd.file, plain(fd.file))
+        yield forms[gpu] % (
+            file,
+            plain(fd.qualname),
+            f"[{fa.first_line}, {fa.last_line}]" if fa else "null",
+            f"[{fb.first_line}, {fb.last_line}]" if fb else "null",
+            *chain.from_iterable(zip(a, b, delta, ratio, strict=True)),
+            *delta,
+            *ratio,
+        )
+
+
+def _ratios(a: list[int], b: list[int], delta: list[int]) -> list[str]:
+    """Each ratio of ``delta`` to ``a`` (see :attr:`Change.ratio`) as JSON writes it (a
+    float's repr, null): by the C encoder, all at once."""
+    ratio: list[float | None] = (
+        list(map(truediv, delta, a))
+        if all(a)
+        else [d / x if x else None if y else 0.0 for x, y, d in zip(a, b, delta, strict=True)]
+    )
+    return plain(ratio)[1:-1].split(", ")
+
+
+def _figures_form(head: str, figures: tuple[str, ...]) -> str:
+    """``head`` (a form: a JSON object's first keys, with its brace) followed by the
+    ``figures``, ``change`` and ``relative`` of ``figures``: to be filled with, of each
+    figure, A, B, the change and the ratio (JSON), then each change, then each ratio."""
+    both = ", ".join(f'"{f}": {{"a": %d, "b": %d, "delta": %d, "ratio": %s}}' for f in figures)
+    deltas = ", ".join(f'"{f}": %d' for f in figures)
+    ratios = ", ".join(f'"{f}": %s' for f in figures)
+    return f'{head}"figures": {{{both}}}, "change": {{{deltas}}}, "relative": {{{ratios}}}}}'
 
 
 __all__ = [
@@ -358,12 +670,15 @@ __all__ = [
     "FileDiff",
     "FunctionDiff",
     "LineDiff",
+    "LineDiffs",
     "RunDiff",
     "diff_files",
     "diff_runs",
+    "line_order",
     "match_lines",
     "matching",
     "ranked_functions",
     "ranked_lines",
     "to_json_dict",
+    "write_json",
 ]

@@ -185,7 +185,7 @@ def write_json(run: Run, out: TextIO) -> None:
     write(' "files": {')
     for n, (path, sf) in enumerate(run.files.items()):
         write(f'{"," if n else ""}\n  {plain(path)}: {{"sha256": {plain(sf.sha256)}, "lines": {{')
-        _write_rows(out, _line_rows(sf.lines, info.mode, gpu, extras[path]), "\n   ")
+        write_rows(out, _line_rows(sf.lines, info.mode, gpu, extras[path]), "\n   ")
         fns = plain([function_figures(fn, gpu) for fn in sf.functions])
         write(f'\n  }},\n  "functions": {fns}}}')
     write('\n },\n "call_tree": [')
@@ -200,13 +200,13 @@ def write_json(run: Run, out: TextIO) -> None:
             strict=True,
         )
     )  # fmt: skip
-    _write_rows(out, nodes, "\n  ")
+    write_rows(out, nodes, "\n  ")
     write("\n ],\n")
     write(f' "timeline": {plain([[p.t, p.traced_bytes, p.rss_bytes] for p in run.timeline])}\n')
     write("}\n")
 
 
-def _write_rows(out: TextIO, rows: Iterator[str], indent: str) -> None:
+def write_rows(out: TextIO, rows: Iterator[str], indent: str) -> None:
     """Write ``rows``, each after ``indent``, with commas between them: a thousand at a
     time (one write, no call per row)."""
     lead = indent

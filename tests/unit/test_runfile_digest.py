@@ -118,6 +118,8 @@ def test_golden_file_without_digest_still_reads() -> None:
     "statement",
     [
         "UPDATE lines SET peak_bytes = peak_bytes + 1 WHERE line = (SELECT min(line) FROM lines)",
+        # (Figures 0 on every line are not fetched: a changed one is.)
+        "UPDATE lines SET gpu_live_bytes = 1 WHERE line = (SELECT max(line) FROM lines)",
         "UPDATE files SET text = text || ' '",
         "UPDATE tree_names SET name = 'renamed'",
         "UPDATE timeline SET rss_bytes = 0",
@@ -153,6 +155,26 @@ def test_changed_call_tree_values_are_refused_in_one_line(tmp_path: Path) -> Non
     assert str(info.value) == (
         f"cannot read {path}: corrupt file (content does not match its checksum)"
     )
+
+
+@pytest.mark.parametrize("native", [0, 7])
+def test_lines_without_gpu_or_native_figures_digest_as_written(tmp_path: Path, native: int) -> None:
+    # The reader does not fetch figures that are 0 on every line, and hashes its own text of
+    # the lines (the integers as %d, the error estimates as their repr): byte for byte JSON's.
+    base = sample_run(mode="sampling")
+    sf = base.files["/work/app.py"]
+    errors = (0.1, 1 / 3, 1e-300, 12345.678, 2.5e16, 0.0)
+    lines = {
+        n: LineStats(
+            peak_bytes=n * 1000, alloc_err=e, live_err=e / 7, peak_err=e,
+            native_alloc_bytes=native,
+        )
+        for n, e in enumerate(errors, start=1)
+    }  # fmt: skip
+    run = replace(base, files={sf.path: replace(sf, lines=lines)})
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert _meta(path)["content_sha256"] == _spec_digest(path)
+    assert reader.read(path) == run
 
 
 def test_header_only_reads_skip_the_digest(tmp_path: Path) -> None:
@@ -222,3 +244,16 @@ def test_digest_of_tables_larger_than_one_chunk(tmp_path: Path) -> None:
     path = writer.write(run, tmp_path / "big.mlrun")
     assert _meta(path)["content_sha256"] == _spec_digest(path)
     assert reader.read(path) == run
+
+
+def test_texts_already_held_are_shared(tmp_path: Path) -> None:
+    # A diff reads the second run with the first one's texts: an equal text is that string
+    # (held once); a text that differs under the same digest is the file's own.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    sf = sample_run().files["/work/app.py"]
+    held = "".join(list(sf.text or ""))  # equal, another object
+    run = reader.read(path, {sf.sha256: held})
+    assert run == sample_run()
+    assert run.files[sf.path].text is held
+    other = reader.read(path, {sf.sha256: "something else"})
+    assert other.files[sf.path].text == sf.text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -12,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
-from memlens.diff import diff_runs, ranked_functions, ranked_lines, to_json_dict
+from memlens.diff import diff_runs, ranked_functions, ranked_lines, write_json
 from memlens.errors import MemlensError
 from memlens.layout import display_path, pointer_name, printable
 from memlens.model import NAMED_FIGURES
@@ -85,23 +84,25 @@ def run(args: argparse.Namespace) -> int:
             # Like with like: the baseline of the new run's kind (a test run's, a program's).
             a = pointer_name("baseline", run_kind(reader.read_info(path_b)))
         path_a = store.resolve(a)
-        d = diff_runs(reader.read(path_a), reader.read(path_b))
+        run_a = reader.read(path_a)
+        texts = {sf.sha256: sf.text for sf in run_a.files.values() if sf.text is not None}
+        d = diff_runs(run_a, reader.read(path_b, texts))
+        del run_a, texts
         by = args.by or "peak"
     figure = NAMED_FIGURES[by]
     line_attr, fn_attr = figure.line, figure.node
     if args.json:
-        doc = to_json_dict(d, by=line_attr, top=top)
-        doc["a"], doc["b"] = str(path_a), str(path_b)
+        more: dict[str, object] = {"a": str(path_a), "b": str(path_b)}
         if start is not None and end is not None:
-            doc["from"], doc["to"] = start.as_json(), end.as_json()
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+            more["from"], more["to"] = start.as_json(), end.as_json()
+        write_json(d, sys.stdout, by=line_attr, top=top, more=more)
         return 0
 
-    lines = ranked_lines(d, line_attr)
-    functions = ranked_functions(d, fn_attr)
     if args.top is None:
         top = _DEFAULT_TOP
+    # (Sorted by the size of the change: the lines that changed come first.)
+    lines = ranked_lines(d, line_attr, top)
+    functions = ranked_functions(d, fn_attr)
 
     if start is not None and end is not None:
         title = printable(

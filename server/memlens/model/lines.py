@@ -160,9 +160,10 @@ class LineTable(Mapping[int, LineStats]):
         i = self._index(line)
         if i < 0:
             raise KeyError(line)
-        return self._stats(i)
+        return self.at(i)
 
-    def _stats(self, i: int) -> LineStats:
+    def at(self, i: int) -> LineStats:
+        """The figures of the table's ``i``-th line (in line order; made on each call)."""
         return LineStats(
             *[c[i] for c in self._ints],
             *([c[i] for c in self._errs] if self._errs else _NO_ERRS),
@@ -215,7 +216,7 @@ class _Items(ItemsView[int, LineStats]):
     def __iter__(self) -> Iterator[tuple[int, LineStats]]:  # in order, without bisecting
         table = self._mapping
         for i, line in enumerate(table._lines):
-            yield line, table._stats(i)
+            yield line, table.at(i)
 
 
 class _Values(ValuesView[LineStats]):
@@ -224,7 +225,7 @@ class _Values(ValuesView[LineStats]):
     def __iter__(self) -> Iterator[LineStats]:
         table = self._mapping
         for i in range(len(table)):
-            yield table._stats(i)
+            yield table.at(i)
 
 
 class LineTableBuilder:

@@ -55,8 +55,13 @@ class Digest:
 
     def chunk(self, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._h.update(self._sep + digest_json(rows))
-            self._sep = b","
+            self.chunk_text(digest_json(rows))
+
+    def chunk_text(self, text: bytes) -> None:
+        """A chunk of rows given as :func:`digest_json` makes them (not empty)."""
+        self._h.update(self._sep)
+        self._h.update(text)
+        self._sep = b","
 
     def end(self) -> None:
         self._h.update(b"]\n")

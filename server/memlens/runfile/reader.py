@@ -31,6 +31,7 @@ from memlens.model import (
     DEVICE_FIGURES,
     ERRORS,
     FIGURES,
+    GPU_FIGURES,
     HOP_KINDS,
     NATIVE,
     OUTCOMES,
@@ -67,6 +68,7 @@ from memlens.runfile.schema import (
     MOMENT_FUNCTION_COLUMNS,
     MOMENT_LINE_COLUMNS,
     REAL,
+    TEXT,
     TREE_COLUMNS,
     TREE_PART,
     Table,
@@ -77,7 +79,7 @@ from memlens.runfile.schema import (
 
 TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterator, Mapping
     from typing import Any, TypeVar
 
     _T = TypeVar("_T")
@@ -85,9 +87,17 @@ if TYPE_CHECKING:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def read(path: str | os.PathLike[str]) -> Run:
-    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem."""
-    return _with_db(path, _read_db, whole=True)
+def read(path: str | os.PathLike[str], texts: Mapping[str, str] | None = None) -> Run:
+    """Read a run file. Raises :class:`RunFileError` with a one-line reason on any problem.
+
+    ``texts``: recorded texts already held, by their SHA-256 (another run's): a file's text
+    equal to one of them is that string, held once (two runs of a program share most of
+    their texts; a diff holds both)."""
+
+    def read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
+        return _read_db(con, name, version, texts or {})
+
+    return _with_db(path, read_db, whole=True)
 
 
 def read_info(path: str | os.PathLike[str]) -> RunInfo:
@@ -387,7 +397,7 @@ def _quick_check(con: sqlite3.Connection, name: str, table: str | None) -> None:
         raise RunFileError(name, f"corrupt file ({detail})")
 
 
-def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
+def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[str, str]) -> Run:
     info = _read_info(con, name, version)
     tables = tables_of(version)
     for table in tables.values():
@@ -408,6 +418,9 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
             raise RunFileError(name, "corrupt file (files holds a text that is too long)")
         if fpath in files:
             raise RunFileError(name, "corrupt file (files names a file twice)")
+        known = texts.get(sha)
+        if known is not None and known == text:
+            text = known
         ids[fid] = len(paths)
         paths.append(fpath)
         files[fpath] = {
@@ -429,14 +442,18 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
     # values are packed as machine values (struct, which refuses a value of the wrong type:
     # so the lines table, by far the biggest, is not scanned for types in SQL), each column
     # taken from them as bytes into a typed array. One object per line only when it is
-    # looked at (memlens.model.LineTable): a million lines load in about 100 MB.
+    # looked at (memlens.model.LineTable): a million lines load in about 100 MB. Fetching a
+    # value costs more than anything else done with it: the figures that are 0 on every line
+    # (GPU figures of a run without GPU memory, often the native ones) are not fetched.
     v1 = version == 1
     function_keys: list[tuple[str, str, int, int]] = []
     lines_table = tables["lines"]
     width = len(lines_table.columns)
     ints = 2 + len(FIGURES) + (0 if v1 else len(NATIVE))  # v1: no native figures
     errs = ints + len(ERRORS)  # then the GPU figures (version 3 on)
-    row_format = "".join("d" if kind == REAL else "q" for _, kind, _ in lines_table.columns)
+    zero = _zero_columns(con, lines_table)
+    fetched = [k for k, (c, _, _) in enumerate(lines_table.columns) if c not in zero]
+    row_format = "".join("d" if lines_table.columns[k][1] == REAL else "q" for k in fetched)
     packers: dict[int, struct.Struct] = {}
     builder: LineTableBuilder | None = None
     current: dict[str, Any] = {}  # the file whose lines come now
@@ -449,11 +466,13 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                 raise RunFileError(name, "corrupt file (lines are not in order)") from None
 
     try:
-        for chunk in digest.chunks(lines_table):
+        for chunk in digest.chunks(lines_table, zero):
             n = len(chunk)
             packer = packers.get(n) or packers.setdefault(n, struct.Struct("=" + row_format * n))
             values = memoryview(packer.pack(*chained.from_iterable(chunk))).cast("q")
-            columns = [values[k::width] for k in range(width)]
+            columns: list[memoryview | None] = [None] * width
+            for j, k in enumerate(fetched):
+                columns[k] = values[j :: len(fetched)]
             fids = [row[0] for row in chunk] if chunk[0][0] != chunk[-1][0] else None
             start = 0
             while start < n:
@@ -466,7 +485,10 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
                         raise RunFileError(name, "corrupt file (lines of a file are not together)")
                     builder = LineTableBuilder()
                 assert builder is not None
-                part = [c[start:end].tobytes() for c in columns]
+                part = [
+                    bytes(8 * (end - start)) if c is None else c[start:end].tobytes()
+                    for c in columns
+                ]
                 native = [bytes(8 * (end - start))] * len(NATIVE) if v1 else []
                 builder.frombytes(part[1], [*part[2:ints], *native], part[ints:errs], part[errs:])
                 start = end
@@ -527,6 +549,19 @@ def _read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         moments=moments,
         holders=holders,
     )
+
+
+def _zero_columns(con: sqlite3.Connection, table: Table) -> frozenset[str]:
+    """The groups of ``table``'s figures (the native ones, the GPU ones) that hold the integer
+    0 on every row: one scan each, stopped at the first row that holds anything else."""
+    names = set(table.names)
+    out: set[str] = set()
+    for group in (NATIVE, GPU_FIGURES):
+        if names.issuperset(group):
+            where = " OR ".join(f"typeof({c}) != 'integer' OR {c} != 0" for c in group)
+            if con.execute(f"SELECT 1 FROM {table.name} WHERE {where} LIMIT 1").fetchone() is None:
+                out.update(group)
+    return frozenset(out)
 
 
 def _read_parts(
@@ -699,6 +734,24 @@ def _read_tree(
     return CallTree(paths, names, columns)
 
 
+def _digest_text(table: Table, zero: Collection[str]) -> Callable[[list[Any]], bytes]:
+    """The digest's text of a chunk of ``table``'s rows fetched without the ``zero`` columns
+    (:meth:`Digest.chunk_text`): the same as :func:`memlens.runfile.digest.digest_json` of
+    the whole rows for rows of numbers (JSON writes an int as ``%d`` does, a float as its
+    repr); TypeError for a value that is not a number (a corrupt file)."""
+    row = ",".join(
+        "0" if c in zero else "%r" if kind == REAL else "%d" for c, kind, _ in table.columns
+    )
+    forms: dict[int, str] = {}
+
+    def text(rows: list[Any]) -> bytes:
+        n = len(rows)
+        form = forms.get(n) or forms.setdefault(n, ",".join([f"[{row}]"] * n))
+        return (form % tuple(chained.from_iterable(rows))).encode()
+
+    return text
+
+
 class RowDigest:
     """The content digest, fed with the rows the reader fetches anyway (no second pass).
 
@@ -731,10 +784,19 @@ class RowDigest:
         for chunk in self.chunks(table):
             yield from chunk
 
-    def chunks(self, table: Table) -> Iterator[list[Any]]:
+    def chunks(self, table: Table, zero: Collection[str] = ()) -> Iterator[list[Any]]:
         """The table's rows in digest order, by chunk. At most ``MAX_ROWS[table]`` rows: one
-        more is an error, before it is turned into anything."""
+        more is an error, before it is turned into anything. ``zero``: integer columns that
+        hold 0 on every row (:func:`_zero_columns`), not fetched: the rows lack them."""
         query = table.select()
+        text = None
+        # A table with texts (the recorded sources) is hashed a row at a time: a chunk's JSON
+        # would hold every text of the run at once, several times over.
+        by_row = any(nullable and kind == TEXT for _, kind, nullable in table.columns)
+        if zero:
+            kept = [c for c in table.names if c not in zero]
+            query = query.replace(", ".join(table.names), ", ".join(kept), 1)
+            text = _digest_text(table, zero)
         if table.name == "meta":
             query = query.replace(" ORDER BY", f" WHERE key != '{DIGEST_KEY}' ORDER BY")
         cursor = self._con.execute(query)
@@ -745,7 +807,8 @@ class RowDigest:
         if self.expected is not None:
             self._d.start(table.name)
         count = 0
-        while chunk := cursor.fetchmany(Digest.CHUNK):
+        # (Texts a few at a time: each is let go as soon as it is read.)
+        while chunk := cursor.fetchmany(16 if by_row else Digest.CHUNK):
             count += len(chunk)
             if count > limit:
                 raise RunFileError(
@@ -754,7 +817,13 @@ class RowDigest:
                 )
             if self.expected is not None:
                 try:
-                    self._d.chunk(chunk)
+                    if by_row:
+                        for row in chunk:
+                            self._d.chunk([row])
+                    elif text is None:
+                        self._d.chunk(chunk)
+                    else:
+                        self._d.chunk_text(text(chunk))
                 except TypeError:  # a BLOB where text belongs: the row checks will name it
                     self._broken = True
             yield chunk
