@@ -977,3 +977,18 @@ def test_damaged_sqlite_header(tmp_path: Path) -> None:
     _bad(path, "corrupt file (bad SQLite header)")
     path.write_bytes(GOLDEN.read_bytes()[:60])
     _bad(path, "truncated file")
+
+
+def test_a_negative_zero_error_reads_back(tmp_path: Path) -> None:
+    """SQLite keeps a REAL that is a whole number as an integer, so -0.0 reads back as 0.0:
+    written as it is, the digest of the values written would not be the one read back."""
+    base = sample_run()
+    sf = base.files["/work/app.py"]
+    lines = dict(sf.lines)
+    lines[4] = replace(lines[4], alloc_err=-0.0, live_err=-0.0)
+    run = new_run([replace(sf, lines=lines)])
+    path = tmp_path / "r.mlrun"
+    writer.write(run, path)
+    back = reader.read(path).files["/work/app.py"].lines[4]
+    assert (back.alloc_err, back.live_err) == (0.0, 0.0)
+    assert str(LineStats.from_sums([0] * 5, [0] * 5, (-0.0, 0.0, 0.0)).alloc_err) == "0.0"

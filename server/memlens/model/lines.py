@@ -62,7 +62,7 @@ class LineStats(Value):
     ) -> LineStats:
         """From self, inclusive and native sums laid out as :data:`SUMS`, and the variances of
         the alloc, live and peak estimates (sampling mode; their square roots are the errors)."""
-        alloc_var, live_var, peak_var = (math.sqrt(max(v, 0.0)) for v in variances)
+        alloc_var, live_var, peak_var = (math.sqrt(v) if v > 0.0 else 0.0 for v in variances)
         return cls(
             own[0], own[1], own[2], own[3], own[4], incl[0], incl[2], incl[4],
             native[0], native[2], native[4], alloc_var, live_var, peak_var,

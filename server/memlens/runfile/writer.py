@@ -171,7 +171,9 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                     i,
                     line,
                     *(int(getattr(st, f)) for f in _LINE_INTS),
-                    *(float(getattr(st, e)) for e in model.ERRORS),
+                    # (+ 0.0: -0.0 becomes 0.0, as SQLite would read it back; the digest
+                    # hashes the values written)
+                    *(float(getattr(st, e)) + 0.0 for e in model.ERRORS),
                     *(int(getattr(st, f)) for f in model.GPU_FIGURES),
                 )
                 for line, st in sorted(sf.lines.items())
