@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -114,11 +114,38 @@ def run(args: argparse.Namespace) -> int:
     changed_fns = [fd for fd in functions if fd.change(fn_attr) != 0][:top]
     out: TextIO = sys.stdout
     total = _total_line(d, start is not None)
+    report = _Report(
+        title,
+        _notes(d),
+        [_row(ld, line_attr) for ld in changed],
+        [ld.change(line_attr) for ld in changed],
+        [_fn_row(fd, fn_attr) for fd in changed_fns],
+        [fd.change(fn_attr) for fd in changed_fns],
+        total,
+    )
     if out.isatty() and not args.plain:
-        _print_rich(d, title, changed, changed_fns, line_attr, fn_attr, total)
+        _print_rich(report)
     else:
-        _print_plain(d, title, changed, changed_fns, line_attr, fn_attr, out, total)
+        _print_plain(report, out)
     return 0
+
+
+_Row = tuple[str, str, str, str, str]
+
+
+class _Report(NamedTuple):
+    """What ``memlens diff`` prints, as text: the title, notes on the runs, the changed lines'
+    and functions' rows (where, before, after, change, relative) with their changes in bytes
+    (a terminal colours each row by its sign), and the total's line. Plain and rich output
+    only lay it out."""
+
+    title: str
+    notes: list[str]
+    lines: list[_Row]
+    line_changes: list[int]
+    functions: list[_Row]
+    function_changes: list[int]
+    total: str | None
 
 
 def _where(ld: LineDiff) -> str:
@@ -140,7 +167,7 @@ def _relative(c: Change, is_new: bool) -> str:
     return fmt_percent(c.ratio)
 
 
-def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
+def _row(ld: LineDiff, attr: str) -> _Row:
     c = ld.figure(attr)
     return (
         _where(ld),
@@ -151,7 +178,7 @@ def _row(ld: LineDiff, attr: str) -> tuple[str, str, str, str, str]:
     )
 
 
-def _fn_row(fd: FunctionDiff, attr: str) -> tuple[str, str, str, str, str]:
+def _fn_row(fd: FunctionDiff, attr: str) -> _Row:
     c = fd.figure(attr)
     return (
         f"{display_path(fd.file)}::{printable(fd.qualname)}",
@@ -186,61 +213,36 @@ def _total_line(d: RunDiff, moments: bool = False) -> str | None:
     return "\n".join(out)
 
 
-def _print_plain(
-    d: RunDiff,
-    title: str,
-    lines: list[LineDiff],
-    functions: list[FunctionDiff],
-    attr: str,
-    fn_attr: str,
-    out: TextIO,
-    total: str | None,
-) -> None:
-    print(title, file=out)
-    for note in _notes(d):
+def _print_plain(report: _Report, out: TextIO) -> None:
+    print(report.title, file=out)
+    for note in report.notes:
         print(note, file=out)
-    if not lines:
+    if not report.lines:
         print("memlens: no line changed", file=out)
     else:
-        _plain_table(
-            [("line", "before", "after", "change", ""), *(_row(ld, attr) for ld in lines)], out
-        )
-    if functions:
+        _plain_table([("line", "before", "after", "change", ""), *report.lines], out)
+    if report.functions:
         print("\nfunctions (inclusive):", file=out)
-        _plain_table(
-            [
-                ("function", "before", "after", "change", ""),
-                *(_fn_row(fd, fn_attr) for fd in functions),
-            ],
-            out,
-        )
-    if total:
-        print("\n" + total, file=out)
+        _plain_table([("function", "before", "after", "change", ""), *report.functions], out)
+    if report.total:
+        print("\n" + report.total, file=out)
 
 
-def _plain_table(rows: list[tuple[str, str, str, str, str]], out: TextIO) -> None:
+def _plain_table(rows: list[_Row], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         cells = [r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(5)]
         print(("  " + "  ".join(cells)).rstrip(), file=out)
 
 
-def _print_rich(
-    d: RunDiff,
-    title: str,
-    lines: list[LineDiff],
-    functions: list[FunctionDiff],
-    attr: str,
-    fn_attr: str,
-    total: str | None,
-) -> None:
+def _print_rich(report: _Report) -> None:
     # Paths and qualified names are data, not markup: "/tmp/a[/b]/x.py" must print as is.
     console = Console(markup=False)
-    console.print(title, highlight=False)
-    for note in _notes(d):
+    console.print(report.title, highlight=False)
+    for note in report.notes:
         console.print(note, style="yellow", highlight=False)
 
-    def table(kind: str, rows: list[tuple[str, str, str, str, str]], deltas: list[int]) -> Table:
+    def table(kind: str, rows: list[_Row], deltas: list[int]) -> Table:
         t = Table(show_edge=False, pad_edge=False)
         t.add_column(kind, no_wrap=True)
         for name in ("before", "after", "change", ""):
@@ -250,22 +252,14 @@ def _print_rich(
             t.add_row(*(Text(cell) for cell in row), style=style)
         return t
 
-    if not lines:
+    if not report.lines:
         console.print("memlens: no line changed", highlight=False)
     else:
-        console.print(
-            table("line", [_row(ld, attr) for ld in lines], [ld.change(attr) for ld in lines])
-        )
-    if functions:
+        console.print(table("line", report.lines, report.line_changes))
+    if report.functions:
         console.print()
         console.print("functions (inclusive):", highlight=False)
-        console.print(
-            table(
-                "function",
-                [_fn_row(fd, fn_attr) for fd in functions],
-                [fd.change(fn_attr) for fd in functions],
-            )
-        )
-    if total:
+        console.print(table("function", report.functions, report.function_changes))
+    if report.total:
         console.print()
-        console.print(total, highlight=False)
+        console.print(report.total, highlight=False)
