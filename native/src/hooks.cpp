@@ -945,9 +945,10 @@ void* ml_calloc(size_t nelem, size_t elsize) {
     }
     return native_alloc(size, [&] { return real<CallocFn>(g_real_calloc)(nelem, elsize); });
 }
-void* ml_realloc(void* ptr, size_t size) {
+// realloc and reallocarray: `call` is the real call, which makes the block `size` bytes.
+template <typename Call>
+inline void* native_realloc(void* ptr, size_t size, Call call) {
     ThreadState& t = t_state;
-    auto call = [&] { return real<ReallocFn>(g_real_realloc)(ptr, size); };
     if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
         return call();
     }
@@ -958,22 +959,16 @@ void* ml_realloc(void* ptr, size_t size) {
     return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
                            [](void*) { return Block::Native; });
 }
+void* ml_realloc(void* ptr, size_t size) {
+    return native_realloc(ptr, size, [&] { return real<ReallocFn>(g_real_realloc)(ptr, size); });
+}
 void* ml_reallocarray(void* ptr, size_t nelem, size_t elsize) {
     size_t size = 0;
     if (__builtin_mul_overflow(nelem, elsize, &size)) {
         return real<ReallocArrayFn>(g_real_reallocarray)(ptr, nelem, elsize);  // sets ENOMEM
     }
-    ThreadState& t = t_state;
-    auto call = [&] { return real<ReallocArrayFn>(g_real_reallocarray)(ptr, nelem, elsize); };
-    if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
-        return call();
-    }
-    bool gil = PyGILState_Check();
-    if (g_sampling) {
-        return sample_realloc(ptr, size, gil, Block::Native, call);
-    }
-    return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
-                           [](void*) { return Block::Native; });
+    return native_realloc(
+        ptr, size, [&] { return real<ReallocArrayFn>(g_real_reallocarray)(ptr, nelem, elsize); });
 }
 void ml_free(void* ptr) {
     native_forget(ptr);
