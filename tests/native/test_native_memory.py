@@ -47,6 +47,36 @@ def test_ctypes_malloc_is_charged_to_its_line(tmp_path: Path) -> None:
     assert freed.live_bytes < 64 * 1024
 
 
+REALLOC = """
+import ctypes
+
+keep = []
+
+def work():
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = libc.realloc.restype = libc.reallocarray.restype = ctypes.c_void_p
+    libc.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.reallocarray.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+    block = libc.malloc(1_000_000)  # @small
+    keep.append(libc.realloc(block, 4_000_000))  # @grown
+    block = libc.malloc(1_000_000)  # @small2
+    keep.append(libc.reallocarray(block, 3, 2_000_000))  # @grown2
+    keep.append(libc.reallocarray(None, 2**62, 2**62))  # @overflow
+"""
+
+
+def test_c_realloc_moves_the_block_to_the_growing_line(tmp_path: Path) -> None:
+    """realloc and reallocarray charge the new block to their line and take the old one
+    back from its line; an overflowing reallocarray fails (NULL) and counts nothing."""
+    ns, path = load(tmp_path, REALLOC)
+    run = profile(ns["work"])
+    assert ns["keep"][2] is None
+    for small, grown, size in (("small", "grown", 4 * MB), ("small2", "grown2", 6 * MB)):
+        assert line(run, path, small).live_bytes < 64 * 1024
+        assert size <= line(run, path, grown).live_bytes < size + 64 * 1024
+    assert line(run, path, "overflow").alloc_bytes < 64 * 1024
+
+
 def test_no_native_option(tmp_path: Path) -> None:
     ns, path = load(tmp_path, CTYPES)
     run = profile(ns["work"], native=False)
