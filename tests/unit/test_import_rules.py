@@ -73,12 +73,7 @@ def part(module: str) -> str:
 
 
 #: Core modules that may import a library outside the standard library (rich: the terminal).
-CORE_LIBRARIES = {
-    "memlens.report": {"rich"},
-    # dataclass_transform (typing's from 3.11) for the type checker only: never imported at
-    # run time (TYPE_CHECKING), so no dependency.
-    "memlens.model.value": {"typing_extensions"},
-}
+CORE_LIBRARIES = {"memlens.report": {"rich"}}
 
 #: The MCP SDK and what it brings: only the MCP server's SDK module imports them (``memlens
 #: mcp`` loads it when it starts; every other command, and ``memlens run``, never does).

@@ -9,10 +9,9 @@ Everything that shows results (CLI, language server, export, diff) speaks these 
 file (:mod:`memlens.runfile`) stores exactly them. Line numbers are 1-based, as in Python
 tracebacks; editor layers convert to 0-based positions themselves.
 
-The types declare their fields (annotated, with their defaults) and :class:`Value` makes their
-slots and ``__init__`` (:mod:`memlens.model.value`), not :mod:`dataclasses`: ``memlens run``
-builds and writes a run at the end of every profiled program, and importing ``dataclasses``
-(which imports ``inspect``) costs more CPU than the rest of that work.
+The types are written out by hand rather than with :mod:`dataclasses`: ``memlens run`` builds
+and writes a run at the end of every profiled program, and importing ``dataclasses`` (which
+imports ``inspect``) and generating seven classes cost more CPU than the rest of that work.
 """
 
 from __future__ import annotations
@@ -107,17 +106,53 @@ __all__ = [
 class FunctionStats(Value):
     """Inclusive figures for one function (each stack counted once)."""
 
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "first_line",
+        "last_line",
+        "live_bytes",
+        "peak_bytes",
+        "qualname",
+        *GPU_FUNCTION_FIGURES,
+    )
     qualname: str
     first_line: int
     last_line: int
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    peak_bytes: int = 0
-    gpu_alloc_bytes: int = 0
-    gpu_alloc_count: int = 0
-    gpu_live_bytes: int = 0
-    gpu_peak_bytes: int = 0
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    peak_bytes: int
+    gpu_alloc_bytes: int
+    gpu_alloc_count: int
+    gpu_live_bytes: int
+    gpu_peak_bytes: int
+
+    def __init__(
+        self,
+        qualname: str,
+        first_line: int,
+        last_line: int,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        peak_bytes: int = 0,
+        gpu_alloc_bytes: int = 0,
+        gpu_alloc_count: int = 0,
+        gpu_live_bytes: int = 0,
+        gpu_peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "qualname", qualname)
+        _set(self, "first_line", first_line)
+        _set(self, "last_line", last_line)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "gpu_alloc_bytes", gpu_alloc_bytes)
+        _set(self, "gpu_alloc_count", gpu_alloc_count)
+        _set(self, "gpu_live_bytes", gpu_live_bytes)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
 
     @classmethod
     def from_sums(
@@ -131,11 +166,21 @@ class GpuDeviceLine(Value):
     """One line's self GPU figures on one device (``device`` is the CUDA device index); its
     peak figure is what it held at that device's own peak."""
 
+    __slots__ = ("alloc_bytes", "alloc_count", "device", "live_bytes", "peak_bytes")
     device: int
     alloc_bytes: int
     alloc_count: int
     live_bytes: int
     peak_bytes: int
+
+    def __init__(
+        self, device: int, alloc_bytes: int, alloc_count: int, live_bytes: int, peak_bytes: int
+    ) -> None:
+        _set(self, "device", device)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
 
 
 class SourceFile(Value):
@@ -174,9 +219,15 @@ class SourceFile(Value):
 class TimelinePoint(Value):
     """Memory over time: seconds since start, traced bytes and resident set size."""
 
+    __slots__ = ("rss_bytes", "t", "traced_bytes")
     t: float
     traced_bytes: int
     rss_bytes: int
+
+    def __init__(self, t: float, traced_bytes: int, rss_bytes: int) -> None:
+        _set(self, "t", t)
+        _set(self, "traced_bytes", traced_bytes)
+        _set(self, "rss_bytes", rss_bytes)
 
 
 class TestFailure(Value):
@@ -187,12 +238,29 @@ class TestFailure(Value):
     (absolute file, 1-based line, bytes their figure grew by during the test)."""
 
     __test__ = False  # not a test class, whatever pytest's name patterns say
+    __slots__ = ("baseline", "figure", "kind", "limit", "lines", "value")
     figure: str
     value: int
     limit: int
     kind: str
-    baseline: int | None = None
-    lines: tuple[tuple[str, int, int], ...] = ()
+    baseline: int | None
+    lines: tuple[tuple[str, int, int], ...]
+
+    def __init__(
+        self,
+        figure: str,
+        value: int,
+        limit: int,
+        kind: str,
+        baseline: int | None = None,
+        lines: tuple[tuple[str, int, int], ...] = (),
+    ) -> None:
+        _set(self, "figure", figure)
+        _set(self, "value", value)
+        _set(self, "limit", limit)
+        _set(self, "kind", kind)
+        _set(self, "baseline", baseline)
+        _set(self, "lines", lines)
 
 
 class TestStats(Value):
@@ -210,18 +278,60 @@ class TestStats(Value):
     """
 
     __test__ = False
+    __slots__ = (
+        "alloc_bytes",
+        "duration_s",
+        "failures",
+        "file",
+        "function",
+        "gpu_peak_bytes",
+        "leaked_bytes",
+        "limits",
+        "line",
+        "nodeid",
+        "outcome",
+        "peak_bytes",
+    )
     nodeid: str
     outcome: str
-    peak_bytes: int = 0
-    alloc_bytes: int = 0
-    leaked_bytes: int = 0
-    duration_s: float = 0.0
-    file: str = ""
-    line: int = 0
-    function: str = ""
-    limits: tuple[tuple[str, int], ...] = ()
-    failures: tuple[TestFailure, ...] = ()
-    gpu_peak_bytes: int = 0
+    peak_bytes: int
+    alloc_bytes: int
+    leaked_bytes: int
+    duration_s: float
+    file: str
+    line: int
+    function: str
+    limits: tuple[tuple[str, int], ...]
+    failures: tuple[TestFailure, ...]
+    gpu_peak_bytes: int
+
+    def __init__(
+        self,
+        nodeid: str,
+        outcome: str,
+        peak_bytes: int = 0,
+        alloc_bytes: int = 0,
+        leaked_bytes: int = 0,
+        duration_s: float = 0.0,
+        file: str = "",
+        line: int = 0,
+        function: str = "",
+        limits: tuple[tuple[str, int], ...] = (),
+        failures: tuple[TestFailure, ...] = (),
+        gpu_peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "nodeid", nodeid)
+        _set(self, "outcome", outcome)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "leaked_bytes", leaked_bytes)
+        _set(self, "duration_s", duration_s)
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "function", function)
+        _set(self, "limits", limits)
+        _set(self, "failures", failures)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
 
 
 class ProcessInfo(Value):
@@ -233,11 +343,26 @@ class ProcessInfo(Value):
     anything, is counted); ``peak_traced_bytes`` is the process's own peak.
     """
 
+    __slots__ = ("command", "complete", "parent_pid", "peak_traced_bytes", "pid")
     pid: int
     parent_pid: int
     command: tuple[str, ...]
     complete: bool
     peak_traced_bytes: int
+
+    def __init__(
+        self,
+        pid: int,
+        parent_pid: int,
+        command: tuple[str, ...],
+        complete: bool,
+        peak_traced_bytes: int,
+    ) -> None:
+        _set(self, "pid", pid)
+        _set(self, "parent_pid", parent_pid)
+        _set(self, "command", command)
+        _set(self, "complete", complete)
+        _set(self, "peak_traced_bytes", peak_traced_bytes)
 
 
 class NotebookCell(Value):
@@ -252,11 +377,21 @@ class NotebookCell(Value):
     finds a cell's runs from their headers alone.
     """
 
+    __slots__ = ("cell_id", "execution_count", "file", "notebook", "sha256")
     file: str
     execution_count: int
     notebook: str
     cell_id: str
     sha256: str
+
+    def __init__(
+        self, file: str, execution_count: int, notebook: str, cell_id: str, sha256: str
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "execution_count", execution_count)
+        _set(self, "notebook", notebook)
+        _set(self, "cell_id", cell_id)
+        _set(self, "sha256", sha256)
 
 
 class GpuDevice(Value):
@@ -269,6 +404,15 @@ class GpuDevice(Value):
     its ring buffer dropped the oldest events): then allocations and the peak count only what
     it holds."""
 
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "complete",
+        "device",
+        "live_bytes",
+        "peak_bytes",
+        "reserved_peak_bytes",
+    )
     device: int
     peak_bytes: int
     alloc_bytes: int
@@ -276,6 +420,24 @@ class GpuDevice(Value):
     live_bytes: int
     reserved_peak_bytes: int
     complete: bool
+
+    def __init__(
+        self,
+        device: int,
+        peak_bytes: int,
+        alloc_bytes: int,
+        alloc_count: int,
+        live_bytes: int,
+        reserved_peak_bytes: int,
+        complete: bool,
+    ) -> None:
+        _set(self, "device", device)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "reserved_peak_bytes", reserved_peak_bytes)
+        _set(self, "complete", complete)
 
 
 class RunInfo(Value):
@@ -301,6 +463,35 @@ class RunInfo(Value):
     peak, summed; 0 when the run recorded no GPU memory), ``gpus`` its devices.
     """
 
+    __slots__ = (
+        "attached",
+        "cell",
+        "checkpoint",
+        "command",
+        "complete",
+        "cwd",
+        "duration_s",
+        "ended",
+        "exit_code",
+        "gpu_peak_bytes",
+        "gpus",
+        "max_depth",
+        "memlens_version",
+        "mode",
+        "peak_at_s",
+        "peak_rss_bytes",
+        "peak_traced_bytes",
+        "pid",
+        "platform",
+        "processes",
+        "python",
+        "sample_interval_bytes",
+        "seed",
+        "source",
+        "started",
+        "tests",
+        "workspace_root",
+    )
     command: tuple[str, ...]
     python: str
     platform: str
@@ -314,20 +505,78 @@ class RunInfo(Value):
     peak_traced_bytes: int
     peak_rss_bytes: int
     complete: bool
-    cwd: str = ""
-    memlens_version: str = ""
-    max_depth: int = 0
-    source: str = "memlens"
-    seed: int | None = None
-    workspace_root: str = ""
-    tests: tuple[TestStats, ...] = ()
-    processes: tuple[ProcessInfo, ...] = ()
-    peak_at_s: float | None = None
-    checkpoint: bool = False
-    attached: bool = False
-    cell: NotebookCell | None = None
-    gpu_peak_bytes: int = 0
-    gpus: tuple[GpuDevice, ...] = ()
+    cwd: str
+    memlens_version: str
+    max_depth: int
+    source: str
+    seed: int | None
+    workspace_root: str
+    tests: tuple[TestStats, ...]
+    processes: tuple[ProcessInfo, ...]
+    peak_at_s: float | None
+    checkpoint: bool
+    attached: bool
+    cell: NotebookCell | None
+    gpu_peak_bytes: int
+    gpus: tuple[GpuDevice, ...]
+
+    def __init__(
+        self,
+        command: tuple[str, ...],
+        python: str,
+        platform: str,
+        started: str,
+        ended: str,
+        duration_s: float,
+        pid: int,
+        exit_code: int | None,
+        mode: str,
+        sample_interval_bytes: int | None,
+        peak_traced_bytes: int,
+        peak_rss_bytes: int,
+        complete: bool,
+        cwd: str = "",
+        memlens_version: str = "",
+        max_depth: int = 0,
+        source: str = "memlens",
+        seed: int | None = None,
+        workspace_root: str = "",
+        tests: tuple[TestStats, ...] = (),
+        processes: tuple[ProcessInfo, ...] = (),
+        peak_at_s: float | None = None,
+        checkpoint: bool = False,
+        attached: bool = False,
+        cell: NotebookCell | None = None,
+        gpu_peak_bytes: int = 0,
+        gpus: tuple[GpuDevice, ...] = (),
+    ) -> None:
+        _set(self, "command", command)
+        _set(self, "python", python)
+        _set(self, "platform", platform)
+        _set(self, "started", started)
+        _set(self, "ended", ended)
+        _set(self, "duration_s", duration_s)
+        _set(self, "pid", pid)
+        _set(self, "exit_code", exit_code)
+        _set(self, "mode", mode)
+        _set(self, "sample_interval_bytes", sample_interval_bytes)
+        _set(self, "peak_traced_bytes", peak_traced_bytes)
+        _set(self, "peak_rss_bytes", peak_rss_bytes)
+        _set(self, "complete", complete)
+        _set(self, "cwd", cwd)
+        _set(self, "memlens_version", memlens_version)
+        _set(self, "max_depth", max_depth)
+        _set(self, "source", source)
+        _set(self, "seed", seed)
+        _set(self, "workspace_root", workspace_root)
+        _set(self, "tests", tests)
+        _set(self, "processes", processes)
+        _set(self, "peak_at_s", peak_at_s)
+        _set(self, "checkpoint", checkpoint)
+        _set(self, "attached", attached)
+        _set(self, "cell", cell)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
+        _set(self, "gpus", gpus)
 
 
 class Run(Value):

@@ -3,7 +3,7 @@ the one table of the figures users name (:data:`NAMED_FIGURES`)."""
 
 from __future__ import annotations
 
-from memlens.model.value import Value
+from memlens.model.value import Value, _set
 
 #: Names of the per-line figures, in the order the run file and the export use.
 FIGURES: tuple[str, ...] = (
@@ -76,6 +76,7 @@ class Figure(Value):
     :class:`FunctionStats` attribute (the call tree holds host memory).
     """
 
+    __slots__ = ("device", "err", "incl", "line", "name", "node", "short", "title", "words")
     name: str
     line: str
     incl: str
@@ -84,7 +85,29 @@ class Figure(Value):
     title: str
     words: str
     short: str
-    device: str = ""
+    device: str
+
+    def __init__(
+        self,
+        name: str,
+        line: str,
+        incl: str,
+        err: str,
+        node: str,
+        title: str,
+        words: str,
+        short: str,
+        device: str = "",
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "line", line)
+        _set(self, "incl", incl)
+        _set(self, "err", err)
+        _set(self, "node", node)
+        _set(self, "title", title)
+        _set(self, "words", words)
+        _set(self, "short", short)
+        _set(self, "device", device)
 
     @property
     def inclusive(self) -> bool:

@@ -6,7 +6,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from memlens.model.value import Value
+from memlens.model.value import Value, _set
 
 #: How a path starts: a module's globals, a running thread's frame, an object that no module
 #: or thread reaches and no other such object refers to (held by C code: an extension's
@@ -43,11 +43,19 @@ class Hop(Value):
     :data:`ROOT_KINDS` and :data:`HOP_KINDS`), the object's type, and the line that allocated
     it (``file`` a key of :attr:`Run.files` and ``line``; "" and 0 when no traced line did)."""
 
+    __slots__ = ("file", "kind", "line", "name", "type")
     kind: str
     name: str
-    type: str = ""
-    file: str = ""
-    line: int = 0
+    type: str
+    file: str
+    line: int
+
+    def __init__(self, kind: str, name: str, type: str = "", file: str = "", line: int = 0) -> None:
+        _set(self, "kind", kind)
+        _set(self, "name", name)
+        _set(self, "type", type)
+        _set(self, "file", file)
+        _set(self, "line", line)
 
 
 class HeldBy(Value):
@@ -60,8 +68,23 @@ class HeldBy(Value):
     path; then ``hops`` is empty.
     """
 
+    __slots__ = ("file", "hops", "line", "objects", "outcome")
     file: str
     line: int
-    objects: int = 0
-    outcome: str = "found"
-    hops: tuple[Hop, ...] = ()
+    objects: int
+    outcome: str
+    hops: tuple[Hop, ...]
+
+    def __init__(
+        self,
+        file: str,
+        line: int,
+        objects: int = 0,
+        outcome: str = "found",
+        hops: tuple[Hop, ...] = (),
+    ) -> None:
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "objects", objects)
+        _set(self, "outcome", outcome)
+        _set(self, "hops", hops)

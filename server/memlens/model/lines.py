@@ -18,7 +18,7 @@ from itertools import islice, repeat
 from operator import attrgetter, lt
 
 from memlens.model.figures import ERRORS, FIGURES, GPU_FIGURES, NATIVE
-from memlens.model.value import Value
+from memlens.model.value import Value, _set
 
 TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
 if TYPE_CHECKING:
@@ -30,27 +30,73 @@ class LineStats(Value):
     part of the self figures, and the line's GPU memory (:data:`GPU_FIGURES`, all devices)."""
 
     __slots__ = (*FIGURES, *NATIVE, *ERRORS, *GPU_FIGURES)
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    live_count: int = 0
-    peak_bytes: int = 0
-    incl_alloc_bytes: int = 0
-    incl_live_bytes: int = 0
-    incl_peak_bytes: int = 0
-    native_alloc_bytes: int = 0
-    native_live_bytes: int = 0
-    native_peak_bytes: int = 0
-    alloc_err: float = 0.0
-    live_err: float = 0.0
-    peak_err: float = 0.0
-    gpu_alloc_bytes: int = 0
-    gpu_alloc_count: int = 0
-    gpu_live_bytes: int = 0
-    gpu_peak_bytes: int = 0
-    incl_gpu_alloc_bytes: int = 0
-    incl_gpu_live_bytes: int = 0
-    incl_gpu_peak_bytes: int = 0
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    live_count: int
+    peak_bytes: int
+    incl_alloc_bytes: int
+    incl_live_bytes: int
+    incl_peak_bytes: int
+    native_alloc_bytes: int
+    native_live_bytes: int
+    native_peak_bytes: int
+    alloc_err: float
+    live_err: float
+    peak_err: float
+    gpu_alloc_bytes: int
+    gpu_alloc_count: int
+    gpu_live_bytes: int
+    gpu_peak_bytes: int
+    incl_gpu_alloc_bytes: int
+    incl_gpu_live_bytes: int
+    incl_gpu_peak_bytes: int
+
+    def __init__(
+        self,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        live_count: int = 0,
+        peak_bytes: int = 0,
+        incl_alloc_bytes: int = 0,
+        incl_live_bytes: int = 0,
+        incl_peak_bytes: int = 0,
+        native_alloc_bytes: int = 0,
+        native_live_bytes: int = 0,
+        native_peak_bytes: int = 0,
+        alloc_err: float = 0.0,
+        live_err: float = 0.0,
+        peak_err: float = 0.0,
+        gpu_alloc_bytes: int = 0,
+        gpu_alloc_count: int = 0,
+        gpu_live_bytes: int = 0,
+        gpu_peak_bytes: int = 0,
+        incl_gpu_alloc_bytes: int = 0,
+        incl_gpu_live_bytes: int = 0,
+        incl_gpu_peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "live_count", live_count)
+        _set(self, "peak_bytes", peak_bytes)
+        _set(self, "incl_alloc_bytes", incl_alloc_bytes)
+        _set(self, "incl_live_bytes", incl_live_bytes)
+        _set(self, "incl_peak_bytes", incl_peak_bytes)
+        _set(self, "native_alloc_bytes", native_alloc_bytes)
+        _set(self, "native_live_bytes", native_live_bytes)
+        _set(self, "native_peak_bytes", native_peak_bytes)
+        _set(self, "alloc_err", alloc_err)
+        _set(self, "live_err", live_err)
+        _set(self, "peak_err", peak_err)
+        _set(self, "gpu_alloc_bytes", gpu_alloc_bytes)
+        _set(self, "gpu_alloc_count", gpu_alloc_count)
+        _set(self, "gpu_live_bytes", gpu_live_bytes)
+        _set(self, "gpu_peak_bytes", gpu_peak_bytes)
+        _set(self, "incl_gpu_alloc_bytes", incl_gpu_alloc_bytes)
+        _set(self, "incl_gpu_live_bytes", incl_gpu_live_bytes)
+        _set(self, "incl_gpu_peak_bytes", incl_gpu_peak_bytes)
 
     @classmethod
     def from_sums(

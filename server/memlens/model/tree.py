@@ -22,15 +22,48 @@ class CallNode(Value):
     attributed frame is this node); inclusive figures are sums over subtrees.
     """
 
+    __slots__ = (
+        "alloc_bytes",
+        "alloc_count",
+        "file",
+        "function",
+        "id",
+        "line",
+        "live_bytes",
+        "parent",
+        "peak_bytes",
+    )
     id: int
     parent: int
     file: str
     line: int
     function: str
-    alloc_bytes: int = 0
-    alloc_count: int = 0
-    live_bytes: int = 0
-    peak_bytes: int = 0
+    alloc_bytes: int
+    alloc_count: int
+    live_bytes: int
+    peak_bytes: int
+
+    def __init__(
+        self,
+        id: int,
+        parent: int,
+        file: str,
+        line: int,
+        function: str,
+        alloc_bytes: int = 0,
+        alloc_count: int = 0,
+        live_bytes: int = 0,
+        peak_bytes: int = 0,
+    ) -> None:
+        _set(self, "id", id)
+        _set(self, "parent", parent)
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "function", function)
+        _set(self, "alloc_bytes", alloc_bytes)
+        _set(self, "alloc_count", alloc_count)
+        _set(self, "live_bytes", live_bytes)
+        _set(self, "peak_bytes", peak_bytes)
 
     @classmethod
     def from_sums(
