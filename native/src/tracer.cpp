@@ -54,6 +54,10 @@ void atfork_parent() {
 void atfork_child() {
     g_table_lock.unlock();
     g_intern_lock.unlock();
+    // The other threads' events without the GIL that were under way ended with the fork: left
+    // counted, stop() in the child (a followed child writing its run) would wait for them
+    // forever.
+    g_nogil_events.store(0);
     if (g_active.load()) {
         g_active.store(false);
         g_forked_child = true;
