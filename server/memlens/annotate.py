@@ -120,9 +120,17 @@ def change_kind(value: int, old: int | None, noise: Noise = NOISE, run_peak: int
 def figure_text(stats: LineStats, figure: str) -> str:
     """A line's figure as labels and tables show it: ``48.2 MiB``, or sampled with its error,
     ``~12.0 MiB ±8%``."""
-    value = figure_value(stats, figure)
-    rel = relative_error(stats, figure)
-    return f"~{fmt_bytes(value)} ±{rel * 100:.0f}%" if rel is not None else fmt_bytes(value)
+    err = NAMED_FIGURES[figure].err
+    return size_text(figure_value(stats, figure), getattr(stats, err) if err else 0.0)
+
+
+def size_text(value: int, err: float) -> str:
+    """A figure of ``value`` bytes with standard error ``err`` (0: exact) as labels show it:
+    ``48.2 MiB``, ``~12.0 MiB ±8%`` (:func:`figure_text` of one line; the editor's hints of a
+    whole file read the figures by column)."""
+    if err > 0 and value > 0:
+        return f"~{fmt_bytes(value)} ±{err / value * 100:.0f}%"
+    return fmt_bytes(value)
 
 
 def line_label(
@@ -168,9 +176,7 @@ def line_label(
     size = figure_text(stats, shown)
     if fig.device:
         size = f"{fig.device} {size}"
-    short = f"{size} in calls" if calls else f"{size} {words or NAMED_FIGURES[shown].short}"
-    full = f"{size} {words or fig.words}" + (" in calls" if calls else "")
-    head = (short,) if compact else (full, short)
+    head = _head(size, figure, calls, compact, words)
     extra: tuple[str, ...] = ()
     if gpu and not fig.device and words is None:
         part = gpu_part(
@@ -193,12 +199,48 @@ def line_label(
         if compact:
             tail = tuple(form for form in tail if form.startswith(" ("))
         return fit(head, tail, extra, width=width)
-    allocs: tuple[str, ...] = ()
     count = stats.gpu_alloc_count if fig.device else stats.alloc_count
-    if count and not calls and not compact:
-        noun = "alloc" if count == 1 else "allocs"
-        allocs = (f" · {fmt_count(count)} {noun}", "")
-    return fit(head, allocs, extra, width=width)
+    return fit(head, _allocs(count, calls, compact), extra, width=width)
+
+
+def size_label(
+    size: str,
+    figure: str,
+    count: int,
+    *,
+    calls: bool = False,
+    compact: bool = False,
+    width: int | None = None,
+) -> str:
+    """:func:`line_label` of a host figure (not a GPU one) with no baseline and no GPU part,
+    from its :func:`size_text` and the line's allocation count: the editor's hints of a whole
+    file, made by column."""
+    return fit(
+        _head(size, figure, calls, compact, None), _allocs(count, calls, compact), width=width
+    )
+
+
+def _head(size: str, figure: str, calls: bool, compact: bool, words: str | None) -> tuple[str, ...]:
+    """A label's first part, the figure (its forms, longest first): ``48.2 MiB at peak``,
+    ``48.2 MiB peak``, ``136.0 MiB in calls``."""
+    short = f"{size} in calls" if calls else f"{size} {words or _SHORT[figure]}"
+    if compact:
+        return (short,)
+    full = f"{size} {words or _WORDS[figure]}" + (" in calls" if calls else "")
+    return (full, short)
+
+
+def _allocs(count: int, calls: bool, compact: bool) -> tuple[str, ...]:
+    """A label's allocation count part (``· 1.2k allocs``), left out first when the label is
+    too long; none for a call site or a compact label."""
+    if not count or calls or compact:
+        return ()
+    return (f" · {fmt_count(count)} {'alloc' if count == 1 else 'allocs'}", "")
+
+
+#: Each figure's words in a label, in a compact label (asked per line of every hint).
+_WORDS = {name: fig.words for name, fig in NAMED_FIGURES.items()}
+_SHORT = {name: fig.short for name, fig in NAMED_FIGURES.items()}
 
 
 def gpu_part(

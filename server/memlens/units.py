@@ -13,11 +13,8 @@ def fmt_bytes(n: float) -> str:
     value = float(abs(n))
     if value < 1024:
         return f"{sign}{round(value)} B"
-    unit = 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    return f"{sign}{value:.1f} {_UNITS[unit]}"
+    unit = min((int(value).bit_length() - 1) // 10, len(_UNITS) - 1)  # 1024 ** unit <= value
+    return f"{sign}{value / 1024**unit:.1f} {_UNITS[unit]}"
 
 
 def fmt_count(n: float) -> str:

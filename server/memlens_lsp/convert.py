@@ -7,7 +7,7 @@ client offered UTF-8 or UTF-32), through pygls's position codec.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import Any
 
@@ -26,14 +26,25 @@ CODE_LENS_OPTIONS = lsp.CodeLensOptions(resolve_provider=False)
 
 def units(codec: PositionCodec, text: str) -> int:
     """Length of ``text`` in the codec's encoding (C-speed encodes, not a per-char loop)."""
-    if text.isascii():
-        return len(text)
+    return counter(codec)(text)
+
+
+def counter(codec: PositionCodec) -> Callable[[str], int]:
+    """:func:`units` for one codec (the encoding looked at once, for many lines)."""
     encoding = codec.encoding
     if encoding == lsp.PositionEncodingKind.Utf8:
-        return len(text.encode("utf-8"))
+        return _utf8_units
     if encoding == lsp.PositionEncodingKind.Utf32:
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+        return len
+    return _utf16_units
+
+
+def _utf8_units(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _utf16_units(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def end_of_line(codec: PositionCodec, lines: Sequence[str], line: int) -> lsp.Position:
@@ -55,16 +66,21 @@ def prebuilt(values: Any) -> Prebuilt:
     return Prebuilt(json.dumps(values, separators=(",", ":")))
 
 
-def inlay_hint_text(item: HintItem, codec: PositionCodec, lines: Sequence[str], token: int) -> str:
-    """An inlay hint as the JSON text :func:`inlay_hint` serialises to, with ``data``
+def inlay_hint_texts(
+    items: Sequence[HintItem], codec: PositionCodec, lines: Sequence[str], token: int
+) -> list[str]:
+    """Inlay hints as the JSON text :func:`inlay_hint` serialises to, with ``data``
     ``[token, recorded line]`` (what hint answers are made of, written directly: no
-    lsprotocol object, no dict)."""
-    line = lines[item.line] if item.line < len(lines) else ""
-    return (
-        f'{{"position":{{"line":{item.line},"character":{units(codec, line)}}},'
+    lsprotocol object, no dict; a whole file's 10,000 in one pass)."""
+    width = counter(codec)
+    n = len(lines)
+    return [
+        f'{{"position":{{"line":{item.line},"character":'
+        f"{width(lines[item.line]) if item.line < n else 0}}},"
         f'"label":{_json_string(item.label)},"paddingLeft":true,'
         f'"data":[{token},{item.recorded_line}]}}'
-    )
+        for item in items
+    ]
 
 
 def prebuilt_array(texts: list[str]) -> Prebuilt:

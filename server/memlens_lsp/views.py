@@ -2,7 +2,8 @@
 
 Pure functions over the index and a line mapping; they return small frozen records with
 0-based buffer lines and plain strings. Only :mod:`memlens_lsp.convert` turns them into
-LSP objects. Labels come from :func:`memlens.annotate.line_label` (one place for labels).
+LSP objects. Labels come from :mod:`memlens.annotate` (:func:`~memlens.annotate.line_label`;
+a whole file's by column, :func:`table_labels`, from the same parts).
 Every string from a run that goes into Markdown passes :mod:`memlens_lsp.markdown`.
 """
 
@@ -13,9 +14,9 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memlens import growth, held
 from memlens.annotate import (
@@ -26,6 +27,8 @@ from memlens.annotate import (
     gpu_part,
     gpu_shown,
     line_label,
+    size_label,
+    size_text,
 )
 from memlens.model import (
     GPU_SELF_FIGURES,
@@ -34,6 +37,7 @@ from memlens.model import (
     FunctionStats,
     GpuDeviceLine,
     LineStats,
+    LineTable,
     calls_figure,
     line_values,
 )
@@ -52,8 +56,9 @@ _MAIN_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class HintItem:
+class HintItem(NamedTuple):
+    """A hint (a tuple: 10,000 of them are made for a big file's first whole-file answer)."""
+
     line: int  #: 0-based buffer line
     label: str
     recorded_line: int  #: 1-based line in the recorded source (for resolve)
@@ -90,9 +95,23 @@ def is_call_site(stats: LineStats, settings: Settings, figure: str | None = None
     figure = figure or settings.figure
     if not settings.call_hints or NAMED_FIGURES[figure].inclusive:
         return False
-    own = figure_value(stats, figure)
-    incl = figure_value(stats, calls_figure(figure))
+    return _calls(figure_value(stats, figure), figure_value(stats, calls_figure(figure)), settings)
+
+
+def _calls(own: int, incl: int, settings: Settings) -> bool:
+    """Whether a line's own figure is small (under a tenth) next to its inclusive one, which is
+    significant (``inlayHints.callMinBytes``): a call site's hint shows what its callees hold."""
     return incl >= max(settings.min_bytes, settings.call_min_bytes) and own * 10 < incl
+
+
+def _floor(text: str | None, settings: Settings) -> int | None:
+    """The least figure a line's hint shows, by the line's source ``text``: none for a
+    decorator line (what it allocates is the decoration, made once at import),
+    ``inlayHints.importMinBytes`` for an import line."""
+    found = _DECORATOR_OR_IMPORT.match(text) if text is not None else None
+    if found is None:
+        return settings.min_bytes
+    return None if found.group(1) else max(settings.min_bytes, settings.import_min_bytes)
 
 
 def _significant(value: int, old: int, settings: Settings, total: int, floor: int) -> bool:
@@ -117,14 +136,10 @@ def hint_figure(
     when significant; the GPU figure beside it, when significant; whether that GPU figure is
     the call site's). ``totals`` are the run's peaks: (traced, GPU).
 
-    ``text`` is the line's source: a decorator line gets no hint (what it allocates is the
-    decoration, made once at import), an import line one from ``inlayHints.importMinBytes``."""
-    floor = settings.min_bytes
-    if text is not None:
-        if is_decorator(text):
-            return None, None, False
-        if _IMPORT.match(text):
-            floor = max(floor, settings.import_min_bytes)
+    ``text`` is the line's source (:func:`_floor`)."""
+    floor = _floor(text, settings)
+    if floor is None:
+        return None, None, False
     compare = compare and base is not None
     fig = NAMED_FIGURES[settings.figure]
     calls = is_call_site(stats, settings)
@@ -196,15 +211,64 @@ def hint_label(
     return None
 
 
+def table_labels(
+    table: LineTable,
+    recorded: Iterable[int],
+    settings: Settings,
+    peak_total: int,
+    text: Sequence[str],
+) -> Iterator[tuple[int, str | None]]:
+    """:func:`hint_label` of each of the ``recorded`` lines of ``table`` with no baseline, for
+    a table with no GPU figures and a host figure in the settings (:func:`by_column`): read
+    column by column, without making each line's :class:`LineStats`, about a third of the cost
+    of a fresh 10,000-line file's first hints. ``text``: the recorded source's lines."""
+    figure = settings.figure
+    fig = NAMED_FIGURES[figure]
+    calls_name = calls_figure(figure)
+    own_column = table.column(fig.line)
+    calls_column = table.column(NAMED_FIGURES[calls_name].line)
+    counts = table.column("alloc_count")
+    own_errors = table.error_column(fig.err) if fig.err else None
+    calls_err = NAMED_FIGURES[calls_name].err
+    calls_errors = table.error_column(calls_err) if calls_err else None
+    call_hints = settings.call_hints and not fig.inclusive
+    compact = settings.hint_style == "compact"
+    numbers = table.numbers
+    i = -1
+    for rec in recorded:
+        floor = _floor(text[rec - 1] if 0 < rec <= len(text) else None, settings)
+        i += 1  # (the lines asked for are most often the table's, in order)
+        if i >= len(numbers) or numbers[i] != rec:
+            i = table.index(rec)
+        if floor is None or i < 0:
+            yield rec, None
+            continue
+        own = own_column[i]
+        calls = call_hints and _calls(own, calls_column[i], settings)
+        value = calls_column[i] if calls else own
+        if not _significant(value, 0, settings, peak_total, floor):
+            yield rec, None
+            continue
+        errors = calls_errors if calls else own_errors
+        size = size_text(value, errors[i] if errors is not None else 0.0)
+        yield (
+            rec,
+            size_label(size, figure, counts[i], calls=calls, compact=compact, width=HINT_WIDTH),
+        )
+
+
+def by_column(lines: Mapping[int, LineStats], settings: Settings) -> LineTable | None:
+    """``lines`` as a table :func:`table_labels` can label (no GPU figures, a host figure in
+    the settings), or None."""
+    host = not NAMED_FIGURES[settings.figure].device
+    return lines if isinstance(lines, LineTable) and not lines.has_gpu and host else None
+
+
 def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> str | None:
     """The hint of a line at ``moment`` (``stats``: its live bytes then, self and inclusive),
     or None when below the thresholds. A call line shows what its callees held then."""
     own, incl = stats.live_bytes, stats.incl_live_bytes
-    calls = (
-        settings.call_hints
-        and incl >= max(settings.min_bytes, settings.call_min_bytes)
-        and own * 10 < incl
-    )
+    calls = settings.call_hints and _calls(own, incl, settings)
     value = incl if calls else own
     if value <= 0 or value < settings.min_bytes:
         return None
@@ -218,11 +282,6 @@ def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> s
         compact=settings.hint_style == "compact",
         words=moment.words,
     )
-
-
-def is_decorator(text: str) -> bool:
-    """Whether a source line is a decorator (``@pytest.mark.parametrize(...)``)."""
-    return text.lstrip().startswith("@")
 
 
 def comparing(view: FileView, settings: Settings, has_baseline: bool) -> bool:
@@ -264,8 +323,8 @@ def hint_items(
     text = view.text_lines or ()
     out: list[HintItem] = []
     memo = view.label_memo((settings, compare, at))
-    if end - start > len(lines):
-        # Fewer figures than lines in range: walk the figures instead.
+    if end - start >= len(lines):
+        # No more figures than lines in range: walk the figures instead.
         candidates = sorted(
             (b, r) for r in lines if (b := mapping.buffer_line(r)) is not None and start < b <= end
         )
@@ -275,6 +334,13 @@ def hint_items(
             for b in range(start + 1, end + 1)
             if (r := mapping.recorded_line(b)) is not None and r in lines
         ]
+    table = by_column(lines, settings) if at is None and not compare else None
+    if table is not None:
+        memo.update(
+            table_labels(
+                table, [r for _, r in candidates if r not in memo], settings, peak_total, text
+            )
+        )
     for buffer_line, rec in candidates:
         if rec in memo:
             label = memo[rec]
@@ -769,6 +835,8 @@ def held_by_suffix(view: FileView, line: int) -> str:
 
 # -- scopes --------------------------------------------------------------------------------
 _IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
+#: A decorator line (``@pytest.mark.parametrize(...)``: group 1) or an import line.
+_DECORATOR_OR_IMPORT = re.compile(r"\s*(?:(@)|import\s|from\s+\S+\s+import\s)")
 
 
 def is_function(view: FileView, fn: FunctionStats) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,16 @@ from pygls.workspace.position_codec import PositionCodec
 from pytest_lsp import client_capabilities
 
 from memlens.cli import build_parser
-from memlens.model import CallNode, FunctionStats, LineStats, RunInfo, SourceFile, replace
+from memlens.model import (
+    NAMED_FIGURES,
+    CallNode,
+    FunctionStats,
+    LineStats,
+    LineTable,
+    RunInfo,
+    SourceFile,
+    replace,
+)
 from memlens_lsp import convert, views
 from memlens_lsp.index import FolderState, Index, RunData, canonical
 from memlens_lsp.settings import Settings, parse
@@ -649,3 +659,55 @@ def test_the_hover_says_where_free_lists_may_move_live_memory(tmp_path: Path) ->
     assert note not in (
         views.hover_markdown(view, 2, Settings(), stale=False, has_baseline=False) or ""
     )
+
+
+def _random_line(rnd: random.Random, sampled: bool) -> LineStats:
+    """A line's figures as runs have them: small and big, call sites (own figure under a tenth
+    of the inclusive one), no allocation at all, sampled with an error estimate or exact."""
+    kind = rnd.choice(("small", "big", "call", "empty", "one"))
+    own = {"small": rnd.randint(0, 5000), "big": rnd.randint(10**5, 10**10), "empty": 0}.get(
+        kind, rnd.randint(0, 10**5)
+    )
+    incl = own + (rnd.randint(2**20, 2**33) if kind == "call" else rnd.randint(0, 2000))
+    count = 1 if kind == "one" else rnd.choice((0, 1, 7, 1234, 2_500_000))
+    err = (lambda v: rnd.choice((0.0, v * rnd.random() / 3))) if sampled else (lambda v: 0.0)
+    return LineStats(
+        alloc_bytes=own * 2, alloc_count=count, live_bytes=own // 3, live_count=1,
+        peak_bytes=own, incl_alloc_bytes=incl * 2, incl_live_bytes=incl // 3,
+        incl_peak_bytes=incl, native_alloc_bytes=own // 2, native_live_bytes=own // 5,
+        native_peak_bytes=own // 4, alloc_err=err(own * 2), live_err=err(own // 3),
+        peak_err=err(own),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_hints_read_by_column_are_the_labels_of_each_line(sampled: bool) -> None:
+    """A whole file's first hints are made column by column (views.table_labels), without a
+    LineStats per line: for every host figure, style and threshold, and for import and
+    decorator lines, they are exactly the labels hint_label gives each line."""
+    rnd = random.Random(5)
+    lines = {n: _random_line(rnd, sampled) for n in range(1, 400)}
+    table = LineTable.of(lines)
+    text = [
+        rnd.choice(("    x = f(y)", "import numpy", "from a import b", "@cache", "  @dec(1)"))
+        for _ in range(420)
+    ]
+    peak = 2**31
+    host = [name for name, fig in NAMED_FIGURES.items() if not fig.device]
+    for figure in host:
+        for settings in (
+            Settings(figure=figure),
+            Settings(figure=figure, hint_style="compact"),
+            Settings(figure=figure, call_hints=False, min_bytes=0),
+            Settings(figure=figure, min_share=0.001, import_min_bytes=10**6),
+        ):
+            assert views.by_column(table, settings) is table
+            got = dict(views.table_labels(table, list(lines), settings, peak, text))
+            want = {
+                n: views.hint_label(st, None, settings, peak, False, text=text[n - 1])
+                for n, st in lines.items()
+            }
+            assert got == want, (figure, settings)
+            assert any(label is not None for label in got.values())
+    assert views.by_column(table, Settings(figure="gpu_peak")) is None
+    assert views.by_column(lines, Settings()) is None  # a hand-made run's dict: line by line

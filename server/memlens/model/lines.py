@@ -193,17 +193,23 @@ class LineTable(Mapping[int, LineStats]):
     def __iter__(self) -> Iterator[int]:
         return iter(self._lines)
 
-    def _index(self, line: object) -> int:
+    @property
+    def numbers(self) -> Sequence[int]:
+        """The line numbers, in increasing order."""
+        return self._lines
+
+    def index(self, line: object) -> int:
+        """Where ``line`` is in the table's order (for :meth:`at` and the columns), or -1."""
         if type(line) is not int:
             return -1
         i = bisect_left(self._lines, line)
         return i if i < len(self._lines) and self._lines[i] == line else -1
 
     def __contains__(self, line: object) -> bool:
-        return self._index(line) >= 0
+        return self.index(line) >= 0
 
     def __getitem__(self, line: int) -> LineStats:
-        i = self._index(line)
+        i = self.index(line)
         if i < 0:
             raise KeyError(line)
         return self.at(i)
@@ -242,6 +248,11 @@ class LineTable(Mapping[int, LineStats]):
 
     def values(self) -> _Values:
         return _Values(self)
+
+    def error_column(self, name: str) -> Sequence[float] | None:
+        """One error estimate (a name of :data:`ERRORS`) of every line, in line order; None
+        when the table has none (exact mode)."""
+        return self._errs[ERRORS.index(name)] if self._errs else None
 
     def column(self, name: str) -> Sequence[int]:
         """One integer figure (a name of :data:`INTS` or :data:`GPU_FIGURES`) of every line, in

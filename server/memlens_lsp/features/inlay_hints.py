@@ -47,18 +47,30 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> convert
         moment=ls.moment,
     )
     made = cache.lines
-
-    def make(item: views.HintItem) -> str:
-        hint = made.get(item.line)
-        if hint is None:
-            # data = [document state, recorded line]: compact, as big files send many hints.
-            hint = made[item.line] = convert.inlay_hint_text(
-                item, ctx.codec, ctx.lines, cache.token
+    new = [item for item in items if item.line not in made]
+    if new:
+        # data = [document state, recorded line]: compact, as big files send many hints.
+        try:
+            made.update(
+                zip(
+                    (item.line for item in new),
+                    convert.inlay_hint_texts(new, ctx.codec, ctx.lines, cache.token),
+                    strict=True,
+                )
             )
-        return hint
-
+        except Exception:  # noqa: BLE001 - then one at a time, leaving out a bad one
+            made.update(
+                ls.each(
+                    "inlay hint",
+                    new,
+                    lambda item: (
+                        item.line,
+                        convert.inlay_hint_texts([item], ctx.codec, ctx.lines, cache.token)[0],
+                    ),
+                )
+            )
     # Written as JSON here, once per line: a whole file's answer is kept as it is sent.
-    out = convert.prebuilt_array(ls.each("inlay hint", items, make))
+    out = convert.prebuilt_array([made[item.line] for item in items if item.line in made])
     if whole:
         cache.whole = out
     return out
