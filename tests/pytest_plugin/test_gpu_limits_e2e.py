@@ -97,6 +97,6 @@ def test_an_unknown_limit_names_gpu_peak(tmp_path: Path) -> None:
     proc = pytest_session(cwd, "--memlens")
     assert proc.returncode == 4
     assert (
-        "unknown keyword 'gpu' (use peak=, leaks=, gpu_peak=, increase= and compare=)"
+        "unknown keyword 'gpu' (use peak=, leaks=, gpu_peak=, warmups=, increase= and compare=)"
         in proc.stderr
     )

@@ -252,8 +252,13 @@ def test_bad_gate_options_are_usage_errors(tmp_path: Path) -> None:
         ("compare=()", 'compare=(): name the figures, e.g. compare=("alloc", "leaks")'),
         (
             "tolerance=5",
-            "unknown keyword 'tolerance' (use peak=, leaks=, gpu_peak=, increase= and compare=)",
+            (
+                "unknown keyword 'tolerance' (use peak=, leaks=, gpu_peak=, warmups=, "
+                "increase= and compare=)"
+            ),
         ),
+        ("warmups=-1", "warmups=-1: a number of calls, from 0 to 100"),
+        ('warmups="2"', "warmups='2': a number of calls, from 0 to 100"),
     ]
     for n, (marker, message) in enumerate(cases):
         (tmp_path / f"case{n}").mkdir()

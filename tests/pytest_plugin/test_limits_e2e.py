@@ -299,3 +299,81 @@ def test_tests_that_did_not_run_are_not_judged(tmp_path: Path) -> None:
         ("error", []),
     ]
     assert all(t["leaked_bytes"] >= 100_000 for t in tests.values())
+
+
+TEST_WARMUPS = """\
+import pytest
+
+MEMO = {}
+HELD = []
+CALLS = []
+
+
+def price(key):
+    if key not in MEMO:
+        MEMO[key] = bytearray(4_000_000)  # filled on the first call, then kept
+    return MEMO[key]
+
+
+@pytest.mark.memlens(leaks="1 MiB")
+def test_memo_without_warmups():
+    price("a")
+
+
+@pytest.mark.memlens(leaks="1 MiB", warmups=1)
+def test_memo_after_a_warmup():
+    price("b")
+
+
+@pytest.mark.memlens(leaks="1 MiB", warmups=2)
+def test_leaks_on_every_call():
+    HELD.append(bytearray(3_000_000))
+
+
+@pytest.mark.memlens(warmups=2)
+def test_called_three_times():
+    CALLS.append(len(CALLS))
+
+
+def test_calls_counted():
+    assert CALLS == [0, 1, 2]
+"""
+EVERY_CALL_LINE = 26  # HELD.append(bytearray(3_000_000))
+
+
+def test_warmups_measure_what_a_call_adds(tmp_path: Path) -> None:
+    """A memo filled on a test's first call is a leak of that call, but not of the next one:
+    with warmups=N the call runs N times first and the test's figures (leaked, allocated,
+    peak, the lines responsible) are its last call's. A test that keeps memory on every call
+    still fails, by what one call keeps."""
+    cwd = project(tmp_path, **{"test_warm.py": TEST_WARMUPS})
+    proc = pytest_session(cwd, "--memlens")
+    out = proc.stdout
+    assert summary(proc) == "2 failed, 3 passed", out + proc.stderr
+    lines = _failure_of(out, "test_memo_without_warmups")
+    assert lines[0].startswith("memlens: leaked 3.8 MiB, over its limit of 1.0 MiB ("), lines
+    assert lines[0].endswith(" bytes)"), lines
+    lines = _failure_of(out, "test_leaks_on_every_call")
+    assert re.fullmatch(
+        r"memlens: leaked 2\.9 MiB, over its limit of 1\.0 MiB \(3,0\d\d,\d\d\d bytes, after 2 "
+        r"warm-up calls\)",
+        lines[0],
+    ), lines[0]
+    assert lines[1] == "lines still holding memory the test allocated:"
+    assert lines[2].split()[:3] == ["2.9", "MiB", f"test_warm.py:{EVERY_CALL_LINE}"]
+    tests = export(cwd)["run"]["tests"]
+    warmed = tests["test_warm.py::test_memo_after_a_warmup"]
+    assert warmed["outcome"] == "passed"
+    assert warmed["leaked_bytes"] < 64 * 1024, warmed
+    assert warmed["alloc_bytes"] < 64 * 1024, warmed
+    assert warmed["peak_bytes"] < 64 * 1024, warmed
+    every = tests["test_warm.py::test_leaks_on_every_call"]
+    assert 3.0e6 <= every["leaked_bytes"] <= 3.1e6, every
+    assert 3.0e6 <= every["alloc_bytes"] <= 3.1e6, every
+    assert every["peak_bytes"] <= 3.1e6, every
+    assert tests["test_warm.py::test_calls_counted"]["outcome"] == "passed"
+
+    # Without --memlens the marker changes nothing: each test runs once.
+    plain = pytest_session(cwd)
+    assert summary(plain) == "1 failed, 4 passed", plain.stdout
+    assert "assert [0] == [0, 1, 2]" in plain.stdout

@@ -111,9 +111,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "memlens(peak=None, leaks=None, gpu_peak=None, increase=None, compare=None): under "
-        "pytest --memlens, fail the test when its peak, leaked or GPU peak memory (PyTorch "
-        'CUDA) is over the size given (e.g. peak="5 MiB", leaks="1 MiB", gpu_peak="2 GiB"); '
+        "memlens(peak=None, leaks=None, gpu_peak=None, warmups=0, increase=None, compare=None): "
+        "under pytest --memlens, fail the test when its peak, leaked or GPU peak memory "
+        '(PyTorch CUDA) is over the size given (e.g. peak="5 MiB", leaks="1 MiB", '
+        'gpu_peak="2 GiB"), measured on its last call after warmups more (warmups=1: what a '
+        "call adds, not what a first call fills once); "
         'under --memlens-fail-on-increase, its own allowed growth (increase="50%", or False: '
         'not compared) and the figures compared (compare=("alloc", "leaks"))',
     )

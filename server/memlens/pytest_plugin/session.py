@@ -283,6 +283,7 @@ class _Window:
         "stats",
         "t0",
         "t1",
+        "warmups",
     )
 
     def __init__(self, judged: bool, gpu_wanted: bool = False) -> None:
@@ -303,6 +304,7 @@ class _Window:
         self.failures: tuple[TestFailure, ...] = ()
         self.current0 = 0
         self.alloc0 = 0
+        self.warmups = 0  # the test's warm-up calls (the marker's warmups=), once run
 
     def open(self) -> None:
         """Start the window (as the test's setup starts)."""
@@ -327,6 +329,20 @@ class _Window:
             self.setup_held += held
             _tracer.window(True)
             self.take_snapshot()
+
+    def warmed_up(self, calls: int, held: int, allocated: int) -> None:
+        """The test's ``calls`` warm-up calls (the marker's ``warmups=``) are over, holding
+        ``held`` bytes: what they keep (a library's first-use buffer, a memo filled on the
+        first call) and what they allocated are left out as a wider fixture's are, and the
+        peak, the GPU peak and the lines responsible are measured from here: the test's
+        figures are those of its last call, so that ``leaked`` is what a call adds."""
+        self.warmups = calls
+        self.outer += held
+        self.outer_alloc += allocated
+        self.setup_held += held
+        _tracer.window(True)
+        self.t0 = time.time_ns() // 1000
+        self.take_snapshot()
 
     def close(self) -> dict[str, int]:
         if self.stats is None:
@@ -497,6 +513,7 @@ class MemlensSession(_SessionRun):
         super().__init__(config)
         self.worker = worker
         self.limits: dict[str, dict[str, int]] = {}  # node id -> figure -> bytes
+        self.warmups: dict[str, int] = {}  # node id -> warm-up calls before the measured one
         self._window: _Window | None = None
         self._held: dict[object, int] = {}  # wider fixture definition -> what it holds
         self.bad_markers: dict[str, str] = {}  # node id -> why its marker is wrong (workers)
@@ -512,9 +529,11 @@ class MemlensSession(_SessionRun):
             if marker is None:
                 continue
             try:
-                limits, gate = _marker_options(item.nodeid, marker)
+                limits, gate, warmups = _marker_options(item.nodeid, marker)
                 if limits:
                     self.limits[item.nodeid] = limits
+                if warmups:
+                    self.warmups[item.nodeid] = warmups
                 self.gates[item.nodeid] = _merge_gates(gate, self.gates[item.nodeid])
             except pytest.UsageError as exc:
                 if not self.worker:
@@ -573,9 +592,23 @@ class MemlensSession(_SessionRun):
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        if self._window is not None:
-            self._window.function_seen = True
-        return (yield from self._traced())
+        window = self._window
+        if window is not None:
+            window.function_seen = True
+        warmups = self.warmups.get(item.nodeid, 0)
+        if window is None or not warmups:
+            return (yield from self._traced())
+
+        def warm_up() -> None:
+            # The test's call, run warmups times first (an exception fails the test).
+            before, _, allocated_before = _tracer.window(False)
+            for _ in range(warmups):
+                item.runtest()
+            with _Paused():
+                after, _, allocated_after = _tracer.window(False)
+                window.warmed_up(warmups, after - before, allocated_after - allocated_before)
+
+        return (yield from self._traced(warm_up))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(
@@ -583,13 +616,16 @@ class MemlensSession(_SessionRun):
     ) -> Generator[None, None, None]:
         return (yield from self._traced())
 
-    def _traced(self) -> Generator[None, None, None]:
-        """The body of a test phase is traced; pytest's machinery around it is not."""
+    def _traced(self, first: Callable[[], None] | None = None) -> Generator[None, None, None]:
+        """The body of a test phase is traced; pytest's machinery around it is not.
+        ``first`` runs traced before the body (the call's warm-ups)."""
         if self._window is None:
             return (yield)
         _tracer.set_thread_paused(False)
         self._in_body = True
         try:
+            if first is not None:
+                first()
             return (yield)
         finally:
             self._in_body = False
@@ -906,9 +942,10 @@ class Gate:
 COMPARABLE = TEST_FIGURE_KEYWORDS
 
 
-def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], Gate]:
-    """The limits of a ``memlens`` marker in bytes, and how it compares the test with the
-    baseline (``increase=``, ``compare=``); a UsageError naming the test if bad."""
+def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], Gate, int]:
+    """The limits of a ``memlens`` marker in bytes, how it compares the test with the
+    baseline (``increase=``, ``compare=``) and its warm-up calls (``warmups=``); a UsageError
+    naming the test if bad."""
 
     def bad(why: str) -> pytest.UsageError:
         return pytest.UsageError(f"memlens: {nodeid}: @pytest.mark.memlens: {why}")
@@ -917,7 +954,13 @@ def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], G
         raise bad('limits are keywords: peak="5 MiB", leaks="1 MiB"')
     limits = {}
     gate = Gate()
+    warmups = 0
     for key, value in marker.kwargs.items():
+        if key == "warmups":
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100:
+                raise bad(f"warmups={value!r}: a number of calls, from 0 to 100")
+            warmups = value
+            continue
         if key == "increase":
             if value is False:
                 gate.exempt = True
@@ -939,7 +982,8 @@ def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], G
         figure = TEST_MARKER_LIMITS.get(key)
         if figure is None:
             raise bad(
-                f"unknown keyword {key!r} (use peak=, leaks=, gpu_peak=, increase= and compare=)"
+                f"unknown keyword {key!r} (use peak=, leaks=, gpu_peak=, warmups=, increase= "
+                "and compare=)"
             )
         if value is None:
             continue
@@ -952,7 +996,7 @@ def _marker_options(nodeid: str, marker: pytest.Mark) -> tuple[dict[str, int], G
             limits[figure] = parse_size(value, zero=True)
         except ValueError as exc:
             raise bad(f"{key}: {exc}") from None
-    return limits, gate
+    return limits, gate, warmups
 
 
 def _merge_gates(marker: Gate, command_line: Gate) -> Gate:
@@ -1101,7 +1145,8 @@ def _failure_message(window: _Window, nodeid: str) -> str:
         replace(f, lines=tuple(row[:3] for row in grown.get(TEST_LINE_FIGURE[f.figure], ())))
         for f in window.failures
     )
-    out = [f"memlens: {failure_text(f)} ({f.value:,} bytes)" for f in window.failures]
+    after = f", after {_plural(window.warmups, 'warm-up call')}" if window.warmups else ""
+    out = [f"memlens: {failure_text(f)} ({f.value:,} bytes{after})" for f in window.failures]
     out.extend(_widening_hints(nodeid, [f for f in window.failures if f.kind == "increase"]))
     for figure in wanted:
         rows = grown.get(figure, [])
