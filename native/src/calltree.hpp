@@ -120,28 +120,24 @@ inline void check_peak() {
     }
 }
 
-// An allocation of `bytes` (standing for `count` allocations) charged to figures `f`;
-// `total` is the running total those figures belong to.
-inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
-    int64_t& allocated = &total == &g_total ? g_alloc_bytes : g_alloc_bytes_nogil;
-    __atomic_store_n(&allocated, allocated + bytes, __ATOMIC_RELAXED);
-    touch(f);
-    f.alloc_bytes += bytes;
-    f.alloc_count += count;
-    f.live_bytes += bytes;
-    f.live_count += count;
-    __atomic_store_n(&total, total + bytes, __ATOMIC_RELAXED);
-    check_peak();
-}
-
 // A live block moved to figures `f` from other figures (which on_free took it from): live
-// again, not allocated again.
+// again, not allocated again. `total` is the running total those figures belong to.
 inline void on_move_in(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
     touch(f);
     f.live_bytes += bytes;
     f.live_count += count;
     __atomic_store_n(&total, total + bytes, __ATOMIC_RELAXED);
     check_peak();
+}
+
+// An allocation of `bytes` (standing for `count` allocations) charged to figures `f`: counted
+// as allocated, then live as a moved-in block is (touch() reads only the live figures).
+inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
+    int64_t& allocated = &total == &g_total ? g_alloc_bytes : g_alloc_bytes_nogil;
+    __atomic_store_n(&allocated, allocated + bytes, __ATOMIC_RELAXED);
+    f.alloc_bytes += bytes;
+    f.alloc_count += count;
+    on_move_in(f, total, bytes, count);
 }
 
 // A tracked block of `bytes` (`count` allocations) freed.

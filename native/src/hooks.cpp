@@ -137,6 +137,15 @@ inline void table_put_locked(uintptr_t p, uint32_t node, uint64_t size, bool gil
     }
 }
 
+// Puts a block of exact mode, made or adopted with the GIL held, where frees look for it: in
+// the block map when it is a pymalloc block (`in_map`) the map takes, else in the table.
+inline void put_exact(uintptr_t p, size_t size, bool in_map, uint32_t node) {
+    if (!(in_map && blocks::page_put(p, size, node))) {
+        Guard g(g_table_lock);
+        table_put_locked(p, node, size, true);
+    }
+}
+
 // What a tracked block is: a pymalloc block (it may go in the block map), another block of
 // Python's MEM and OBJ domains (or numpy's), a block of the RAW domain, or a block of the C
 // allocator (native: charged to a child node of the line's node, so that lines tell native
@@ -170,10 +179,7 @@ void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     if (gil && !g_sampling) {  // the common case: no lock
         ++g_allocations;
         ++g_samples;
-        if (!(kind == Block::Pymalloc && blocks::page_put(p, size, node))) {
-            Guard g(g_table_lock);
-            table_put_locked(p, node, size, true);
-        }
+        put_exact(p, size, kind == Block::Pymalloc, node);
         calltree::alloc_at(node, int64_t(size), 1);
         return;
     }
@@ -396,10 +402,7 @@ size_t free_listed_size(PyObject* op) {
 // by forget(). `in_map`: it is a pymalloc block (it goes in the block map).
 void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     if (!g_sampling) {
-        if (!(in_map && blocks::page_put(block, size, node))) {
-            Guard g(g_table_lock);
-            table_put_locked(block, node, size, true);
-        }
+        put_exact(block, size, in_map, node);
         calltree::move_in_at(node, int64_t(size), 1);
         return;
     }

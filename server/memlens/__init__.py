@@ -30,15 +30,20 @@ from memlens._version import __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, ParamSpec, TypeVar
 
     from memlens.model import Run
     from memlens.tracing.tracer import Profile
 
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
 __all__ = ["__version__", "profile", "start", "stop"]
 
 # The defaults below are memlens.tracing.tracer.start's (tests/native/test_api.py keeps them equal); they
-# are written out so that help(memlens.profile) shows them without loading the native tracer.
+# are written out so that help(memlens.profile) shows them without loading the native tracer, and
+# start() takes the same parameters (_parameters_of).
 
 
 def profile(
@@ -84,29 +89,31 @@ def profile(
     return Profile(**options)
 
 
-def start(
-    mode: str = "exact",
-    sample_interval: int | None = None,
-    *,
-    seed: int | None = None,
-    include: Iterable[str] = (),
-    exclude: Iterable[str] = (),
-    libraries: bool = False,
-    timeline_interval_ms: float = 10.0,
-    checkpoint: str | os.PathLike[str] | None = None,
-    checkpoint_interval_s: float = 5.0,
-    watch_exits: bool = True,
-    native: bool = True,
-    save: bool | str | os.PathLike[str] = False,
-    gpu: bool = True,
-    holders: bool = True,
-    track_reuse: bool = True,
-) -> None:
-    """Start tracing every thread of this process (options as :func:`profile`)."""
-    options = dict(locals())  # the parameters, as keywords (a copy: locals() may change)
-    from memlens.tracing import tracer
+def _parameters_of(model: Callable[_P, object]) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """Gives the decorated function ``model``'s parameters: for type checkers, and for help()
+    and inspect.signature, which follow its ``__wrapped__`` to a copy of ``model`` (never
+    called) under the decorated function's name and return annotation. (Not an
+    inspect.Signature: importing inspect costs every profiled program milliseconds at start-up;
+    and functools.wraps would show ``model``'s return annotation.)"""
 
-    tracer.start(**options)
+    def give(function: Callable[..., _R]) -> Callable[_P, _R]:
+        source: Any = model
+        shown = type(source)(source.__code__, source.__globals__, function.__name__)
+        shown.__defaults__ = source.__defaults__
+        shown.__kwdefaults__ = dict(source.__kwdefaults__ or {})
+        returns = function.__annotations__["return"]
+        shown.__annotations__ = {**source.__annotations__, "return": returns}
+        function.__wrapped__ = shown  # type: ignore[attr-defined]
+        return function
+
+    return give
+
+
+@_parameters_of(profile)
+def start(*args: Any, **options: Any) -> None:
+    """Start tracing every thread of this process (options as :func:`profile`)."""
+    # What a profile() block does as it starts (its arguments checked as profile's are).
+    profile(*args, **options).__enter__()
 
 
 def stop(

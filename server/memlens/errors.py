@@ -23,14 +23,19 @@ class RunFileError(MemlensError):
         self.reason = reason
 
 
+#: Short reasons for the usual OS errors of reading a file (others say their own).
+_OS_ERROR_REASONS: tuple[tuple[type[OSError], str], ...] = (
+    (FileNotFoundError, "no such file"),
+    (IsADirectoryError, "is a directory"),
+    (PermissionError, "permission denied"),
+)
+
+
 def os_error_reason(exc: OSError) -> str:
     """The reason part of a one-line ``cannot read FILE: reason`` for an OS error."""
-    if isinstance(exc, FileNotFoundError):
-        return "no such file"
-    if isinstance(exc, IsADirectoryError):
-        return "is a directory"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
+    for kind, reason in _OS_ERROR_REASONS:
+        if isinstance(exc, kind):
+            return reason
     return exc.strerror or str(exc)
 
 

@@ -40,6 +40,13 @@ from memlens_mcp.workspace import Workspace
 logger = logging.getLogger("memlens.mcp")
 
 RUN_URI = "memlens://runs/"
+#: The one resource template: a run by any id the tools take.
+RUN_TEMPLATE = types.ResourceTemplate(
+    name="run",
+    uri_template=RUN_URI + "{id}",
+    description="A run as JSON (memlens export): id, prefix, latest or baseline",
+    mime_type="application/json",
+)
 
 
 def _text(text: str) -> list[types.ContentBlock]:
@@ -144,16 +151,7 @@ def create_server(ws: Workspace) -> Server[Any]:
     async def list_templates(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate(
-                    name="run",
-                    uri_template=RUN_URI + "{id}",
-                    description="A run as JSON (memlens export): id, prefix, latest or baseline",
-                    mime_type="application/json",
-                )
-            ]
-        )
+        return types.ListResourceTemplatesResult(resource_templates=[RUN_TEMPLATE])
 
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams

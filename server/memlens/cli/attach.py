@@ -40,6 +40,13 @@ _TRACING = (
     "--timeline-interval",
     "--checkpoint-interval",
 )
+#: How the run is reported: these options of ``memlens run``'s table, with help of their own
+#: (there is no program output here to keep apart from the report).
+_REPORTING = {
+    "--json": "also write the run as JSON (the memlens export format) to FILE; '-': print it "
+    "on stdout instead of the report",
+    "--no-report": "print no report, only where the run is written",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,20 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--list-json", action="store_true", help="the same list as JSON (for editors)"
     )
-    for flags, keywords in run_command.OPTIONS:
-        if flags[0] in _TRACING:
-            add_option(parser, (flags, keywords))
+    run_options = {flags[0]: (flags, keywords) for flags, keywords in run_command.OPTIONS}
+    for flag, option in run_options.items():
+        if flag in _TRACING:
+            add_option(parser, option)
     add_option(parser, OUTPUT_OPTION)
     add_option(parser, DIR_OPTION)
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        help="also write the run as JSON (the memlens export format) to FILE; '-': print it "
-        "on stdout instead of the report",
-    )
-    parser.add_argument(
-        "--no-report", action="store_true", help="print no report, only where the run is written"
-    )
+    for flag, help_text in _REPORTING.items():
+        add_option(parser, run_options[flag], help=help_text)
     add_option(parser, TOP_OPTION)
     add_option(parser, BY_OPTION)
 

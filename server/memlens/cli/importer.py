@@ -17,11 +17,19 @@ from memlens.store import Store
 
 HELP = "import a tracemalloc snapshot, a pymemtrace log or a PyTorch CUDA memory snapshot as a run"
 
+#: Each tool's importer, by its name on the command line: FILE and the --source-dir folders
+#: (none given: each its default) -> the run.
+_IMPORTERS = {
+    "tracemalloc": import_snapshot,
+    "pymemtrace": import_log,
+    "torch-snapshot": import_torch_snapshot,
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "tool",
-        choices=("tracemalloc", "pymemtrace", "torch-snapshot"),
+        choices=tuple(_IMPORTERS),
         help="the tool that wrote FILE",
     )
     parser.add_argument(
@@ -42,13 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.tool == "tracemalloc":
-        result = import_snapshot(args.file, args.source_dir or ())
-    elif args.tool == "torch-snapshot":
-        result = import_torch_snapshot(args.file, args.source_dir or ())
-    else:
-        result = import_log(args.file, args.source_dir)
-
+    result = _IMPORTERS[args.tool](args.file, args.source_dir or ())
     store = Store(args.dir)
     result = replace(result, info=replace(result.info, workspace_root=str(store.root)))
     out = Path(args.output) if args.output else store.new_run_path()

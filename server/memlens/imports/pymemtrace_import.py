@@ -52,11 +52,11 @@ class _Event:
         self.function, self.rss, self.drss = function, rss, drss
 
 
-def import_log(path: str, search_dirs: Sequence[str] | None = None) -> Run:
+def import_log(path: str, search_dirs: Sequence[str] = ()) -> Run:
     """Parse a cPyMemTrace Profile/Trace log into a Run.
 
-    Relative file names in the log are looked up in ``search_dirs`` (default: the current
-    directory, then the log's directory). Raises :class:`MemlensError` (one line) on bad input.
+    Relative file names in the log are looked up in ``search_dirs`` (default, or none given: the
+    current directory, then the log's directory). Raises :class:`MemlensError` (one line) on bad input.
     """
     try:
         # A regular file only: a FIFO or device given by mistake would block or never end.
@@ -71,10 +71,8 @@ def import_log(path: str, search_dirs: Sequence[str] | None = None) -> Run:
         raise MemlensError(f"cannot read {path}: {exc}") from None
 
 
-def _build(
-    path: str, events: list[_Event], complete: bool, search_dirs: Sequence[str] | None
-) -> Run:
-    if search_dirs is None:
+def _build(path: str, events: list[_Event], complete: bool, search_dirs: Sequence[str]) -> Run:
+    if not search_dirs:
         search_dirs = (os.getcwd(), os.path.dirname(os.path.abspath(path)))
     builder = RunBuilder(Sources(search_dirs))
     peak_at = max(range(len(events)), key=lambda i: events[i].rss)

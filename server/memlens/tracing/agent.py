@@ -77,13 +77,7 @@ class _Agent:
         checkpoints = float(config["checkpoint_interval_s"])
         try:
             tracer.start(
-                mode=config["mode"],
-                sample_interval=config["sample_interval"],
-                include=config["include"],
-                exclude=config["exclude"],
-                libraries=config["libraries"],
-                native=config["native"],
-                timeline_interval_ms=config["timeline_interval_ms"],
+                **tracer.handed_on(config),
                 checkpoint=self.path(RUN_FILE) if checkpoints > 0 else None,
                 checkpoint_interval_s=checkpoints or 5.0,
                 command=self.command,

@@ -101,15 +101,15 @@ class _Own:
         pid: int,
         parent: int,
         command: tuple[str, ...],
-        run_path: str,
-        lock_path: str,
+        stem: str,
         fd: int,
     ) -> None:
         self.pid = pid
         self.parent = parent
         self.command = command
-        self.run_path = run_path
-        self.lock_path = lock_path
+        # The run file, and the lock that claims it (held through ``fd``), beside it.
+        self.run_path = stem + ".mlrun"
+        self.lock_path = stem + ".lock"
         self.fd = fd
 
     def release(self) -> None:
@@ -240,16 +240,7 @@ def _begin_held(config: dict[str, Any], parent: int, command: tuple[str, ...]) -
     interval = config["checkpoint_interval_s"]
     try:
         tracer.start(
-            mode=config["mode"],
-            sample_interval=config["sample_interval"],
-            seed=config["seed"],
-            include=config["include"],
-            exclude=config["exclude"],
-            libraries=config["libraries"],
-            native=config["native"],
-            gpu=config["gpu"],
-            holders=config["holders"],
-            timeline_interval_ms=config["timeline_interval_ms"],
+            **tracer.handed_on(config),
             checkpoint=own.run_path if interval > 0 else None,
             checkpoint_interval_s=interval,
             command=command,
@@ -388,15 +379,14 @@ def _claim(folder: str, parent: int, command: tuple[str, ...]) -> _Own | None:
         os.write(fd, f"{parent}\n{chr(0).join(command)}".encode("utf-8", "surrogateescape"))
         for n in range(1, 1000):
             name = process_run_name(pid, n)[: -len(".mlrun")]
-            run_path = os.path.join(folder, name + ".mlrun")
-            lock_path = os.path.join(folder, name + ".lock")
-            if os.path.lexists(run_path):
+            own = _Own(pid, parent, command, os.path.join(folder, name), fd)
+            if os.path.lexists(own.run_path):
                 continue  # an earlier process of this run had the same id
             try:
-                os.link(temporary, lock_path)
+                os.link(temporary, own.lock_path)
             except FileExistsError:
                 continue
-            return _Own(pid, parent, command, run_path, lock_path, fd)
+            return own
     except OSError as exc:
         say(f"memlens: this process is not followed: {exc}")
     finally:

@@ -59,6 +59,28 @@ if TYPE_CHECKING:
 #: Default mean sampling interval (bytes) for sampling mode; see docs/how-it-works.md.
 DEFAULT_SAMPLE_INTERVAL = 128 * 1024
 
+#: The options of :func:`start` that a run hands on, as plain values, to the processes it
+#: follows (:mod:`memlens.tracing.follow`) and to one it attaches to (:mod:`memlens.attach`).
+HANDED_ON = (
+    "mode",
+    "sample_interval",
+    "seed",
+    "include",
+    "exclude",
+    "libraries",
+    "native",
+    "gpu",
+    "holders",
+    "timeline_interval_ms",
+)
+
+
+def handed_on(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of :data:`HANDED_ON` that ``config`` has (those it leaves out stay
+    :func:`start`'s defaults), as keywords of :func:`start`."""
+    return {name: config[name] for name in HANDED_ON if name in config}
+
+
 #: memlens's own files (this package's parent): never charged.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _RUNPY = os.path.realpath(getattr(sys.modules.get("runpy"), "__file__", "") or "runpy.py")
