@@ -60,7 +60,7 @@ def fit(*parts: Sequence[str], width: int | None = HINT_WIDTH) -> str:
     ``…``, which no combination of figures memlens makes reaches (tests/unit/test_labels.py).
     Labels with more parts (a branch's new figure) add a part here, and fit the same way.
     """
-    label = "".join(forms[0] for forms in parts if forms)
+    label = "".join([forms[0] for forms in parts if forms])
     if width is None or len(label) <= width:
         return label
     chosen = [0] * len(parts)

@@ -108,7 +108,9 @@ def _floor(text: str | None, settings: Settings) -> int | None:
     """The least figure a line's hint shows, by the line's source ``text``: none for a
     decorator line (what it allocates is the decoration, made once at import),
     ``inlayHints.importMinBytes`` for an import line."""
-    found = _DECORATOR_OR_IMPORT.match(text) if text is not None else None
+    if text is None or ("@" not in text and "import" not in text):  # (cheaper than a match)
+        return settings.min_bytes
+    found = _DECORATOR_OR_IMPORT.match(text)
     if found is None:
         return settings.min_bytes
     return None if found.group(1) else max(settings.min_bytes, settings.import_min_bytes)
@@ -987,9 +989,13 @@ def leak_items(
     rule (:mod:`memlens.growth`): a warning where the line's live bytes grew during the run (a
     likely leak), information where it was allocated once and kept. A run without moments
     cannot tell: a warning, as memory live at exit. In line order."""
-    out = list(leak_item_iter(view, mapping, lines, settings))
-    out.sort(key=lambda d: d.line)
-    return out
+    return in_line_order(list(leak_item_iter(view, mapping, lines, settings)))
+
+
+def in_line_order(items: list[DiagnosticItem]) -> list[DiagnosticItem]:
+    """``items`` sorted in place by buffer line, the order diagnostics are published in."""
+    items.sort(key=lambda d: d.line)
+    return items
 
 
 def leak_item_iter(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,11 @@ def project(tmp_path: Path, **files: str) -> Path:
 def pytest_session(
     cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest ARGS`` in ``cwd`` (no cache folder written)."""
+    """``python -m pytest ARGS`` in ``cwd`` (no cache folder written). By default in this
+    process's environment less pytest-xdist's variables: a suite run with ``-n`` would make
+    the inner session take itself for a worker."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
     return command(argv, cwd=cwd, env=env, timeout=timeout)
 

@@ -39,8 +39,7 @@ async def diagnostics_for(
         doc = ls.document(uri)
         return (doc.version if doc is not None else None), []
     leaks = views.leak_item_iter(ctx.view, ctx.mapping, ctx.lines, ls.settings)
-    items = await in_slices(ls, since, leaks, lambda item: item)
-    items.sort(key=lambda d: d.line)
+    items = views.in_line_order(await in_slices(ls, since, leaks, lambda item: item))
     items += pytest_results.diagnostic_items(
         ctx.view, ctx.mapping, ctx.lines, related=ls.features.related_information
     )
