@@ -553,18 +553,15 @@ def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[st
 
 def _zero_columns(con: sqlite3.Connection, table: Table) -> frozenset[str]:
     """The groups of ``table``'s figures (the native ones, the GPU ones) that hold the integer
-    0 on every row: one scan of the table for all groups (reading a row costs more than
-    looking at its values)."""
+    0 on every row: one scan each, stopped at the first row that holds anything else."""
     names = set(table.names)
-    groups = [group for group in (NATIVE, GPU_FIGURES) if names.issuperset(group)]
-    if not groups:
-        return frozenset()
-    anything = (
-        "max(" + " OR ".join(f"typeof({c}) != 'integer' OR {c} != 0" for c in group) + ")"
-        for group in groups
-    )
-    row = con.execute(f"SELECT {', '.join(anything)} FROM {table.name}").fetchone()
-    return frozenset(c for group, held in zip(groups, row, strict=True) if not held for c in group)
+    out: set[str] = set()
+    for group in (NATIVE, GPU_FIGURES):
+        if names.issuperset(group):
+            where = " OR ".join(f"typeof({c}) != 'integer' OR {c} != 0" for c in group)
+            if con.execute(f"SELECT 1 FROM {table.name} WHERE {where} LIMIT 1").fetchone() is None:
+                out.update(group)
+    return frozenset(out)
 
 
 def _read_parts(
