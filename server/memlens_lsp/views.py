@@ -836,9 +836,10 @@ def held_by_suffix(view: FileView, line: int) -> str:
 
 
 # -- scopes --------------------------------------------------------------------------------
-_IMPORT = re.compile(r"\s*(import\s|from\s+\S+\s+import\s)")
+_IMPORT_FORMS = r"import\s|from\s+\S+\s+import\s"
+_IMPORT = re.compile(rf"\s*({_IMPORT_FORMS})")
 #: A decorator line (``@pytest.mark.parametrize(...)``: group 1) or an import line.
-_DECORATOR_OR_IMPORT = re.compile(r"\s*(?:(@)|import\s|from\s+\S+\s+import\s)")
+_DECORATOR_OR_IMPORT = re.compile(rf"\s*(?:(@)|{_IMPORT_FORMS})")
 
 
 def is_function(view: FileView, fn: FunctionStats) -> bool:
