@@ -33,16 +33,12 @@ def figure_value(stats: LineStats, figure: str) -> int:
 _LINE_ATTRIBUTE: dict[str, str] = {name: fig.line for name, fig in NAMED_FIGURES.items()}
 
 
-def relative_error(stats: LineStats, figure: str) -> float | None:
-    """One standard error of a sampled figure as a fraction of it, or None when exact."""
-    fig = NAMED_FIGURES[figure]
-    if not fig.err:
-        return None
-    value = figure_value(stats, figure)
-    if value <= 0:
-        return None
-    err: float = getattr(stats, fig.err)
-    return err / value if err > 0 else None
+def figure_error(stats: LineStats, figure: str) -> float:
+    """One standard error of a line's sampled figure, in bytes (0.0: exact, or a figure that
+    has none: the inclusive ones)."""
+    err = NAMED_FIGURES[figure].err
+    value: float = getattr(stats, err) if err else 0.0
+    return value
 
 
 #: VS Code's default ``editor.inlayHints.maximumLength``: an inlay hint longer than this is cut
@@ -120,8 +116,7 @@ def change_kind(value: int, old: int | None, noise: Noise = NOISE, run_peak: int
 def figure_text(stats: LineStats, figure: str) -> str:
     """A line's figure as labels and tables show it: ``48.2 MiB``, or sampled with its error,
     ``~12.0 MiB ±8%``."""
-    err = NAMED_FIGURES[figure].err
-    return size_text(figure_value(stats, figure), getattr(stats, err) if err else 0.0)
+    return size_text(figure_value(stats, figure), figure_error(stats, figure))
 
 
 def size_text(value: int, err: float) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memlens import report
-from memlens.annotate import figure_value, line_label, relative_error
+from memlens.annotate import figure_error, figure_text, figure_value, line_label
 from memlens.flow import flow_graph
 from memlens.model import (
     CALL_TREE_COLUMNS,
@@ -106,9 +106,10 @@ def test_every_user_reads_the_table(name: str) -> None:
     stats = LineStats(1, 2, 3, 4, 5, 6, 7, 8, alloc_err=0.5, live_err=0.75, peak_err=1.25)
     stats = replace(stats, **{f: 20 + i for i, f in enumerate(GPU_FIGURES)})
     assert figure_value(stats, name) == getattr(stats, fig.line)
-    error = relative_error(stats, name)
-    expected = None if not fig.err else getattr(stats, fig.err) / getattr(stats, fig.line)
-    assert error == expected
+    assert figure_error(stats, name) == (getattr(stats, fig.err) if fig.err else 0.0)
+    value, error = getattr(stats, fig.line), getattr(stats, fig.err) if fig.err else 0.0
+    sampled = f"~{value} B ±{error / value * 100:.0f}%" if fig.err else f"{value} B"
+    assert figure_text(stats, name) == sampled  # the label reads the figure's error
     exact = replace(stats, alloc_err=0.0, live_err=0.0, peak_err=0.0)
     value = f"{fig.device} {getattr(stats, fig.line)} B".lstrip()
     assert line_label(exact, name, gpu=False).startswith(f"{value} {fig.words}")
