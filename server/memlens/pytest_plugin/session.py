@@ -320,12 +320,18 @@ class _Window:
             self.snapshot = _tracer.snapshot()
 
     def wider_fixture(self, held: int, allocated: int) -> None:
-        """A fixture of a wider scope was set up inside the window, holding ``held`` bytes."""
+        """A fixture of a wider scope was set up inside the window, holding ``held`` bytes.
+        The test starts after the wider fixtures it needs: when none of its own has started,
+        its peak and the lines responsible are measured from here."""
+        self._leave_out(held, allocated, restart=not self.function_seen)
+
+    def _leave_out(self, held: int, allocated: int, restart: bool) -> None:
+        """``held`` bytes held and ``allocated`` bytes allocated inside the window that are not
+        the test's; with ``restart``, its peak (their memory taken out) and the lines
+        responsible are measured from here."""
         self.outer += held
         self.outer_alloc += allocated
-        if not self.function_seen:
-            # The test starts after the wider fixtures it needs: its peak is measured from
-            # here (their memory taken out), and so are the lines responsible.
+        if restart:
             self.setup_held += held
             _tracer.window(True)
             self.take_snapshot()
@@ -337,12 +343,8 @@ class _Window:
         peak, the GPU peak and the lines responsible are measured from here: the test's
         figures are those of its last call, so that ``leaked`` is what a call adds."""
         self.warmups = calls
-        self.outer += held
-        self.outer_alloc += allocated
-        self.setup_held += held
-        _tracer.window(True)
+        self._leave_out(held, allocated, restart=True)
         self.t0 = time.time_ns() // 1000
-        self.take_snapshot()
 
     def close(self) -> dict[str, int]:
         if self.stats is None:
