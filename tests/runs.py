@@ -11,6 +11,7 @@ from memlens.model import (
     CallNode,
     FunctionStats,
     HeldBy,
+    LineTable,
     Hop,
     LineStats,
     Run,
@@ -53,10 +54,12 @@ def source(
     *,
     sha256: str | None = None,
 ) -> SourceFile:
-    """A recorded file; its digest is that of ``text`` saved as UTF-8 unless ``sha256`` says."""
+    """A recorded file; its digest is that of ``text`` saved as UTF-8 unless ``sha256`` says.
+    A :class:`LineTable` stays one (as a run file's lines are read)."""
     if sha256 is None:
         sha256 = hashlib.sha256((text or "").encode()).hexdigest()
-    return SourceFile(str(path), sha256, text, dict(lines or {}), functions)
+    table = lines if isinstance(lines, LineTable) else dict(lines or {})
+    return SourceFile(str(path), sha256, text, table, functions)
 
 
 def new_run(

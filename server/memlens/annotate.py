@@ -56,7 +56,10 @@ def fit(*parts: Sequence[str], width: int | None = HINT_WIDTH) -> str:
     ``…``, which no combination of figures memlens makes reaches (tests/unit/test_labels.py).
     Labels with more parts (a branch's new figure) add a part here, and fit the same way.
     """
-    label = "".join([forms[0] for forms in parts if forms])
+    label = ""
+    for forms in parts:  # (a loop: the cheapest join of a few parts, asked per line)
+        if forms:
+            label += forms[0]
     if width is None or len(label) <= width:
         return label
     chosen = [0] * len(parts)
@@ -210,9 +213,9 @@ def size_label(
     """:func:`line_label` of a host figure (not a GPU one) with no baseline and no GPU part,
     from its :func:`size_text` and the line's allocation count: the editor's hints of a whole
     file, made by column."""
-    return fit(
-        _head(size, figure, calls, compact, None), _allocs(count, calls, compact), width=width
-    )
+    head, allocs = _head(size, figure, calls, compact, None), _allocs(count, calls, compact)
+    label = head[0] + allocs[0] if allocs else head[0]  # (most labels fit: no search for them)
+    return label if width is None or len(label) <= width else fit(head, allocs, width=width)
 
 
 def _head(size: str, figure: str, calls: bool, compact: bool, words: str | None) -> tuple[str, ...]:
@@ -230,7 +233,21 @@ def _allocs(count: int, calls: bool, compact: bool) -> tuple[str, ...]:
     too long; none for a call site or a compact label."""
     if not count or calls or compact:
         return ()
-    return (f" · {fmt_count(count)} {'alloc' if count == 1 else 'allocs'}", "")
+    forms = _ALLOCS.get(count)
+    if forms is None:
+        if len(_ALLOCS) >= _ALLOCS_KEPT:
+            _ALLOCS.clear()
+        forms = _ALLOCS[count] = (
+            f" · {fmt_count(count)} {'alloc' if count == 1 else 'allocs'}",
+            "",
+        )
+    return forms
+
+
+#: The count parts made so far: a file's lines share few counts (1, 2, 100...), and a whole
+#: file's labels are made at once (at most this many kept).
+_ALLOCS: dict[int, tuple[str, str]] = {}
+_ALLOCS_KEPT = 8192
 
 
 #: Each figure's words in a label, in a compact label (asked per line of every hint).

@@ -9,22 +9,32 @@ _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 def fmt_bytes(n: float) -> str:
     """``1536`` -> ``'1.5 KiB'``; integers below 1 KiB stay exact (``'512 B'``)."""
-    sign = "-" if n < 0 else ""
-    value = float(abs(n))
-    if value < 1024:
-        return f"{sign}{round(value)} B"
-    unit = min((int(value).bit_length() - 1) // 10, len(_UNITS) - 1)  # 1024 ** unit <= value
-    return f"{sign}{value / 1024**unit:.1f} {_UNITS[unit]}"
+    if n < 0:
+        return "-" + fmt_bytes(-n)
+    if n < 1024:
+        return f"{round(n)} B"
+    unit = (int(n).bit_length() - 1) // 10  # 1024 ** unit <= n
+    if unit >= len(_UNITS):
+        unit = len(_UNITS) - 1
+    return f"{n / _SCALES[unit]:.1f}{_SUFFIXES[unit]}"
+
+
+#: Each unit's size, and its label after a figure (formatting is asked per line of a file).
+_SCALES = tuple(1024.0**i for i in range(len(_UNITS)))
+_SUFFIXES = tuple(f" {unit}" for unit in _UNITS)
 
 
 def fmt_count(n: float) -> str:
     """``1234`` -> ``'1.2k'``, ``2_500_000`` -> ``'2.5M'``."""
-    sign = "-" if n < 0 else ""
-    value = float(abs(n))
-    for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= threshold:
-            return f"{sign}{value / threshold:.1f}{suffix}"
-    return f"{sign}{round(value)}"
+    if n < 0:
+        return "-" + fmt_count(-n)
+    if n < 1e3:
+        return f"{round(n)}"
+    if n < 1e6:
+        return f"{n / 1e3:.1f}k"
+    if n < 1e9:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e9:.1f}G"
 
 
 def fmt_delta_bytes(delta: float) -> str:

@@ -44,7 +44,8 @@ def _utf8_units(text: str) -> int:
 
 
 def _utf16_units(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
+    # ("utf-16" is one of CPython's fast paths, "utf-16-le" is not; less its byte-order mark)
+    return len(text) if text.isascii() else len(text.encode("utf-16", "surrogatepass")) // 2 - 1
 
 
 def end_of_line(codec: PositionCodec, lines: Sequence[str], line: int) -> lsp.Position:
@@ -75,11 +76,9 @@ def inlay_hint_texts(
     width = counter(codec)
     n = len(lines)
     return [
-        f'{{"position":{{"line":{item.line},"character":'
-        f"{width(lines[item.line]) if item.line < n else 0}}},"
-        f'"label":{_json_string(item.label)},"paddingLeft":true,'
-        f'"data":[{token},{item.recorded_line}]}}'
-        for item in items
+        f'{{"position":{{"line":{line},"character":{width(lines[line]) if line < n else 0}}},'
+        f'"label":{_json_string(label)},"paddingLeft":true,"data":[{token},{recorded}]}}'
+        for line, label, recorded in items
     ]
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -344,6 +345,22 @@ class MemlensServer(LanguageServer):
                 if self.notices.may_log(f"bad-item:{what}"):
                     self.log_message(f"memlens: left out a {what} ({exc!r})", "warning")
         return out
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection in the block: for a request that makes thousands of
+    short-lived, acyclic objects (a whole file's hints). Those allocations would otherwise
+    set off collections of the server's whole heap (the loaded runs) inside the request, which
+    can take longer than the request itself; what the block leaves alive is collected later."""
+    if not gc.isenabled():  # (nested, or paused by another thread: that one turns it back on)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def guarded(fn: _F) -> _F:

@@ -236,23 +236,36 @@ def table_labels(
     call_hints = settings.call_hints and not fig.inclusive
     compact = settings.hint_style == "compact"
     numbers = table.numbers
+    # The rules of _floor, _calls and _significant, with their settings read once: this loop
+    # runs for every line of a file (their equality is tested).
+    least = settings.min_bytes
+    floors = {
+        rec: _floor(text[rec - 1], settings)
+        for rec in recorded
+        if 0 < rec <= len(text) and ("@" in text[rec - 1] or "import" in text[rec - 1])
+    }
+    call_least = max(settings.min_bytes, settings.call_min_bytes)
+    min_share = settings.min_share if settings.min_share > 0 and peak_total > 0 else 0.0
     i = -1
     for rec in recorded:
-        floor = _floor(text[rec - 1] if 0 < rec <= len(text) else None, settings)
+        floor = floors.get(rec, least) if floors else least
         i += 1  # (the lines asked for are most often the table's, in order)
         if i >= len(numbers) or numbers[i] != rec:
             i = table.index(rec)
         if floor is None or i < 0:
             yield rec, None
             continue
-        own = own_column[i]
-        calls = call_hints and _calls(own, calls_column[i], settings)
-        value = calls_column[i] if calls else own
-        if not _significant(value, 0, settings, peak_total, floor):
+        value = own_column[i]
+        calls = False
+        if call_hints:
+            incl = calls_column[i]
+            if incl >= call_least and value * 10 < incl:
+                calls, value = True, incl
+        if value <= 0 or value < floor or (min_share and value / peak_total < min_share):
             yield rec, None
             continue
         errors = calls_errors if calls else own_errors
-        size = size_text(value, errors[i] if errors is not None else 0.0)
+        size = size_text(value, errors[i]) if errors is not None else fmt_bytes(value)
         yield (
             rec,
             size_label(size, figure, counts[i], calls=calls, compact=compact, width=HINT_WIDTH),
@@ -323,9 +336,13 @@ def hint_items(
     gpu_total = view.run.run.info.gpu_peak_bytes
     lines = view.lines if at is None else view.lines_at(at)
     text = view.text_lines or ()
-    out: list[HintItem] = []
     memo = view.label_memo((settings, compare, at))
-    if end - start >= len(lines):
+    if mapping.identity and isinstance(lines, LineTable):
+        # The buffer is the recorded source: the table's lines in range, already in order.
+        numbers = lines.numbers
+        found = numbers[bisect.bisect_right(numbers, start) : bisect.bisect_right(numbers, end)]
+        candidates = [(r, r) for r in found]
+    elif end - start >= len(lines):
         # No more figures than lines in range: walk the figures instead.
         candidates = sorted(
             (b, r) for r in lines if (b := mapping.buffer_line(r)) is not None and start < b <= end
@@ -343,15 +360,15 @@ def hint_items(
                 table, [r for _, r in candidates if r not in memo], settings, peak_total, text
             )
         )
-    for buffer_line, rec in candidates:
-        if rec in memo:
-            label = memo[rec]
-        elif at is not None:
-            label = memo[rec] = moment_hint_label(lines[rec], at, settings)
-        else:
+    else:
+        for _, rec in candidates:
+            if rec in memo:
+                continue
+            if at is not None:
+                memo[rec] = moment_hint_label(lines[rec], at, settings)
+                continue
             base, edited = baseline_of(view, rec) if compare else (None, False)
-            source = text[rec - 1] if 0 < rec <= len(text) else None
-            label = memo[rec] = hint_label(
+            memo[rec] = hint_label(
                 lines[rec],
                 base,
                 settings,
@@ -359,11 +376,9 @@ def hint_items(
                 compare,
                 gpu_total,
                 edited=edited,
-                text=source,
+                text=text[rec - 1] if 0 < rec <= len(text) else None,
             )
-        if label is not None:
-            out.append(HintItem(buffer_line - 1, label, rec))
-    return out
+    return [HintItem(b - 1, label, r) for b, r in candidates if (label := memo[r]) is not None]
 
 
 # -- comparison --------------------------------------------------------------------------

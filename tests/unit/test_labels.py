@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memlens import annotate
 from memlens.annotate import HINT_WIDTH, NOISE, Noise, change_kind, fit, line_label
 from memlens.mapping import changed_in_place
 from memlens.model import NAMED_FIGURES, LineStats, replace
@@ -257,3 +258,15 @@ def test_a_word_when_the_file_held_nothing_at_the_peak(tmp_path: Path) -> None:
         ),
     )
     assert views.peak_elsewhere_lens(view, Settings(figure="alloc")) is None
+
+
+def test_count_parts_kept_for_reuse_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocation-count parts of labels are kept for reuse (a file's lines share few
+    counts), at most ``_ALLOCS_KEPT`` of them: past that they are made again, the same."""
+    monkeypatch.setattr(annotate, "_ALLOCS", {})
+    monkeypatch.setattr(annotate, "_ALLOCS_KEPT", 10)
+    for count in [*range(1, 40), *range(1, 40)]:
+        label = line_label(LineStats(peak_bytes=2048, alloc_count=count))
+        noun = "alloc" if count == 1 else "allocs"
+        assert label == f"2.0 KiB at peak · {count} {noun}"
+        assert len(annotate._ALLOCS) <= 10

@@ -7,9 +7,12 @@ gets a hint with that label; ``check`` strips the markers and compares (line, la
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types as lsp
@@ -27,10 +30,19 @@ from memlens.model import (
     SourceFile,
     replace,
 )
-from memlens_lsp import convert, views
+from memlens_lsp import convert, state, views
+from memlens_lsp.features import inlay_hints
 from memlens_lsp.index import FolderState, Index, RunData, canonical
+from memlens_lsp.server import create_server
 from memlens_lsp.settings import Settings, parse
-from memlens_lsp.staleness import IDENTITY, NOTHING, MappingCache, Superseded, map_lines
+from memlens_lsp.staleness import (
+    IDENTITY,
+    NOTHING,
+    LineMapping,
+    MappingCache,
+    Superseded,
+    map_lines,
+)
 from memlens_lsp.state import ClientFeatures
 from tests import runs
 from tests.runs import new_run, source
@@ -264,6 +276,26 @@ def test_hint_ranges_are_absolute_on_both_paths(tmp_path: Path) -> None:
         )
         == []
     )
+
+
+@pytest.mark.parametrize("table", [True, False])
+def test_hints_of_an_unedited_file_are_those_of_a_line_by_line_mapping(
+    tmp_path: Path, table: bool
+) -> None:
+    """An unedited file's hints (the identity mapping: the table's lines in range are read
+    directly) are those a mapping of each line to itself gives, for every range."""
+    text = "".join(f"x{i} = 1\n" for i in range(1, 101))
+    figures = {n: peak(n * 4096) for n in (1, 2, 10, 50, 51, 90, 100)}
+    folder, key = folder_with(tmp_path, text, LineTable.of(figures) if table else figures)
+    view = folder.view(key)
+    assert view is not None
+    assert isinstance(view.lines, LineTable) == table
+    each = {n: n for n in range(1, 101)}
+    itself = LineMapping(False, False, each, each)
+    for start, end in [(0, 100), (0, 1), (1, 2), (9, 10), (10, 49), (49, 51), (89, 100), (0, 500)]:
+        fast = views.hint_items(view, IDENTITY, Settings(), start, end, has_baseline=False)
+        assert fast == views.hint_items(view, itself, Settings(), start, end, has_baseline=False)
+        assert [i.line for i in fast] == [n - 1 for n in figures if start < n <= end]
 
 
 def test_call_paths_merge_and_rank(tmp_path: Path) -> None:
@@ -711,3 +743,59 @@ def test_hints_read_by_column_are_the_labels_of_each_line(sampled: bool) -> None
             assert any(label is not None for label in got.values())
     assert views.by_column(table, Settings(figure="gpu_peak")) is None
     assert views.by_column(lines, Settings()) is None  # a hand-made run's dict: line by line
+
+
+@pytest.mark.parametrize(
+    "text", ["", "plain", "é", "😀", "a😀b😀", "\ud800 lone", "x\udfff😀", "漢字" * 50]
+)
+def test_utf16_width_of_any_line(text: str) -> None:
+    """A line's width in UTF-16 code units (where VS Code puts a hint), lone surrogates
+    included, as the plain little-endian encoding counts it."""
+    width = convert.counter(PositionCodec(lsp.PositionEncodingKind.Utf16))
+    assert width(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def test_gc_is_paused_in_the_block_and_back_after_it() -> None:
+    seen: list[bool] = []
+
+    def block() -> None:
+        with state.gc_paused():
+            seen.append(gc.isenabled())
+            with state.gc_paused():  # nested: the outer block turns it back on
+                seen.append(gc.isenabled())
+            seen.append(gc.isenabled())
+            raise RuntimeError
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        block()
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+
+
+def test_a_hint_that_cannot_be_written_is_left_out_not_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the one-pass JSON of a file's hints fails, they are written one at a time and only
+    the bad one is left out (one bad record never empties a response)."""
+    text = "".join(f"x{i} = 1\n" for i in range(1, 11))
+    folder, key = folder_with(tmp_path, text, {n: peak(n * MiB) for n in (2, 5, 7)})
+    view = folder.view(key)
+    assert view is not None
+    write = convert.inlay_hint_texts
+
+    def fragile(items: list[views.HintItem], *args: Any) -> list[str]:
+        if any(item.recorded_line == 5 for item in items):
+            raise ValueError("cannot write this one")
+        return write(items, *args)
+
+    monkeypatch.setattr(convert, "inlay_hint_texts", fragile)
+    ls = create_server()
+    codec = PositionCodec()
+    ctx = state.DocContext("file:///m.py", key, 1, folder, view, text.splitlines(), IDENTITY, codec)
+    cache = inlay_hints.HintCache(("key",), 1)
+    answer = json.loads(inlay_hints._answer(ls, ctx, cache, 0, 10))
+    assert [(h["position"]["line"], h["label"]) for h in answer] == [
+        (1, "2.0 MiB at peak · 1 alloc"),
+        (6, "7.0 MiB at peak · 1 alloc"),
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from memlens_lsp import convert, views
-from memlens_lsp.state import MemlensServer, Method, guarded
+from memlens_lsp.state import DocContext, MemlensServer, Method, gc_paused, guarded
 
 OPTIONS = convert.INLAY_HINT_OPTIONS
 
@@ -37,13 +37,25 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> convert
     whole = start.line == 0 and last >= len(ctx.lines) - 1
     if whole and cache.whole is not None:
         return cache.whole
+    with gc_paused():
+        out = _answer(ls, ctx, cache, start.line, last + 1)
+    if whole:
+        cache.whole = out
+    return out
+
+
+def _answer(
+    ls: MemlensServer, ctx: DocContext, cache: HintCache, start: int, end: int
+) -> convert.Prebuilt:
+    """The hints of buffer lines ``start <= line < end`` as sent, made where not in ``cache``
+    (and kept there)."""
     items = views.hint_items(
         ctx.view,
         ctx.mapping,
         ls.settings,
-        start.line,
-        last + 1,
-        has_baseline=has_baseline,
+        start,
+        end,
+        has_baseline=ctx.folder.baseline is not None,
         moment=ls.moment,
     )
     made = cache.lines
@@ -70,10 +82,7 @@ async def inlay_hints(ls: MemlensServer, params: lsp.InlayHintParams) -> convert
                 )
             )
     # Written as JSON here, once per line: a whole file's answer is kept as it is sent.
-    out = convert.prebuilt_array([made[item.line] for item in items if item.line in made])
-    if whole:
-        cache.whole = out
-    return out
+    return convert.prebuilt_array([made[item.line] for item in items if item.line in made])
 
 
 class HintCache:
