@@ -75,9 +75,10 @@ def inlay_hint_texts(
     lsprotocol object, no dict; a whole file's 10,000 in one pass)."""
     width = counter(codec)
     n = len(lines)
+    data = f',"paddingLeft":true,"data":[{token},'
     return [
         f'{{"position":{{"line":{line},"character":{width(lines[line]) if line < n else 0}}},'
-        f'"label":{_json_string(label)},"paddingLeft":true,"data":[{token},{recorded}]}}'
+        f'"label":{_json_string(label)}{data}{recorded}]}}'
         for line, label, recorded in items
     ]
 

@@ -337,31 +337,36 @@ def hint_items(
     lines = view.lines if at is None else view.lines_at(at)
     text = view.text_lines or ()
     memo = view.label_memo((settings, compare, at))
+    # The lines in range with figures: their buffer lines and recorded lines (1-based).
+    buffer: Sequence[int]
+    recorded: Sequence[int]
     if mapping.identity and isinstance(lines, LineTable):
         # The buffer is the recorded source: the table's lines in range, already in order.
         numbers = lines.numbers
-        found = numbers[bisect.bisect_right(numbers, start) : bisect.bisect_right(numbers, end)]
-        candidates = [(r, r) for r in found]
-    elif end - start >= len(lines):
-        # No more figures than lines in range: walk the figures instead.
-        candidates = sorted(
-            (b, r) for r in lines if (b := mapping.buffer_line(r)) is not None and start < b <= end
-        )
-    else:
-        candidates = [
-            (b, r)
-            for b in range(start + 1, end + 1)
-            if (r := mapping.recorded_line(b)) is not None and r in lines
+        buffer = recorded = numbers[
+            bisect.bisect_right(numbers, start) : bisect.bisect_right(numbers, end)
         ]
+    else:
+        if end - start >= len(lines):
+            # No more figures than lines in range: walk the figures instead.
+            pairs = sorted(
+                (b, r)
+                for r in lines
+                if (b := mapping.buffer_line(r)) is not None and start < b <= end
+            )
+        else:
+            pairs = [
+                (b, r)
+                for b in range(start + 1, end + 1)
+                if (r := mapping.recorded_line(b)) is not None and r in lines
+            ]
+        buffer, recorded = [b for b, _ in pairs], [r for _, r in pairs]
     table = by_column(lines, settings) if at is None and not compare else None
     if table is not None:
-        memo.update(
-            table_labels(
-                table, [r for _, r in candidates if r not in memo], settings, peak_total, text
-            )
-        )
+        unmade = [r for r in recorded if r not in memo] if memo else recorded
+        memo.update(table_labels(table, unmade, settings, peak_total, text))
     else:
-        for _, rec in candidates:
+        for rec in recorded:
             if rec in memo:
                 continue
             if at is not None:
@@ -378,7 +383,11 @@ def hint_items(
                 edited=edited,
                 text=text[rec - 1] if 0 < rec <= len(text) else None,
             )
-    return [HintItem(b - 1, label, r) for b, r in candidates if (label := memo[r]) is not None]
+    return [
+        HintItem(b - 1, label, r)
+        for b, r in zip(buffer, recorded, strict=True)
+        if (label := memo[r]) is not None
+    ]
 
 
 # -- comparison --------------------------------------------------------------------------

@@ -59,18 +59,15 @@ def _answer(
         moment=ls.moment,
     )
     made = cache.lines
-    new = [item for item in items if item.line not in made]
+    new = [item for item in items if item.line not in made] if made else items
+    texts = None
     if new:
         # data = [document state, recorded line]: compact, as big files send many hints.
         try:
-            made.update(
-                zip(
-                    (item.line for item in new),
-                    convert.inlay_hint_texts(new, ctx.codec, ctx.lines, cache.token),
-                    strict=True,
-                )
-            )
+            texts = convert.inlay_hint_texts(new, ctx.codec, ctx.lines, cache.token)
+            made.update(zip((item.line for item in new), texts, strict=True))
         except Exception:  # noqa: BLE001 - then one at a time, leaving out a bad one
+            texts = None
             made.update(
                 ls.each(
                     "inlay hint",
@@ -82,6 +79,8 @@ def _answer(
                 )
             )
     # Written as JSON here, once per line: a whole file's answer is kept as it is sent.
+    if texts is not None and new is items:  # (all made just now, in order)
+        return convert.prebuilt_array(texts)
     return convert.prebuilt_array([made[item.line] for item in items if item.line in made])
 
 
