@@ -95,13 +95,19 @@ def is_call_site(stats: LineStats, settings: Settings, figure: str | None = None
     figure = figure or settings.figure
     if not settings.call_hints or NAMED_FIGURES[figure].inclusive:
         return False
-    return _calls(figure_value(stats, figure), figure_value(stats, calls_figure(figure)), settings)
+    own, incl = figure_value(stats, figure), figure_value(stats, calls_figure(figure))
+    return _calls(own, incl, _call_least(settings))
 
 
-def _calls(own: int, incl: int, settings: Settings) -> bool:
+def _calls(own: int, incl: int, least: int) -> bool:
     """Whether a line's own figure is small (under a tenth) next to its inclusive one, which is
-    significant (``inlayHints.callMinBytes``): a call site's hint shows what its callees hold."""
-    return incl >= max(settings.min_bytes, settings.call_min_bytes) and own * 10 < incl
+    at least ``least`` (:func:`_call_least`): a call site's hint shows what its callees hold."""
+    return incl >= least and own * 10 < incl
+
+
+def _call_least(settings: Settings) -> int:
+    """The least inclusive figure of a call site (``inlayHints.callMinBytes``)."""
+    return max(settings.min_bytes, settings.call_min_bytes)
 
 
 def _floor(text: str | None, settings: Settings) -> int | None:
@@ -116,13 +122,14 @@ def _floor(text: str | None, settings: Settings) -> int | None:
     return None if found.group(1) else max(settings.min_bytes, settings.import_min_bytes)
 
 
-def _significant(value: int, old: int, settings: Settings, total: int, floor: int) -> bool:
+def _significant(value: int, old: int, share: float, total: int, floor: int) -> bool:
     """Whether a figure (or its baseline's) reaches the hint thresholds: at least ``floor``
-    bytes and ``inlayHints.minShare`` of ``total``, the run's peak of that kind of memory."""
+    bytes and ``share`` (``inlayHints.minShare``) of ``total``, the run's peak of that kind of
+    memory."""
     biggest = max(value, old)
     if biggest <= 0 or biggest < floor:
         return False
-    return not (settings.min_share > 0 and total > 0 and biggest / total < settings.min_share)
+    return not (share > 0 and total > 0 and biggest / total < share)
 
 
 def hint_figure(
@@ -148,7 +155,8 @@ def hint_figure(
     host: str | None = calls_figure(settings.figure) if calls else settings.figure
     assert host is not None
     old = figure_value(base, host) if compare and base is not None else 0
-    if not _significant(figure_value(stats, host), old, settings, totals[bool(fig.device)], floor):
+    share = settings.min_share
+    if not _significant(figure_value(stats, host), old, share, totals[bool(fig.device)], floor):
         host = None
     gpu, gpu_calls = None, False
     if not fig.device and (stats.has_gpu() or (compare and base is not None and base.has_gpu())):
@@ -158,7 +166,7 @@ def hint_figure(
             gpu = gpu_shown(stats, settings.figure, calls=gpu_calls)
         if gpu is not None:
             old = figure_value(base, gpu) if compare and base is not None else 0
-            if not _significant(figure_value(stats, gpu), old, settings, totals[1], floor):
+            if not _significant(figure_value(stats, gpu), old, share, totals[1], floor):
                 gpu = None
     return host, gpu, gpu_calls
 
@@ -236,16 +244,16 @@ def table_labels(
     call_hints = settings.call_hints and not fig.inclusive
     compact = settings.hint_style == "compact"
     numbers = table.numbers
-    # The rules of _floor, _calls and _significant, with their settings read once: this loop
-    # runs for every line of a file (their equality is tested).
+    # The settings the rules read, read once: this loop runs for every line of a file. The
+    # floors kept are those of import and decorator lines (the others' is the least).
     least = settings.min_bytes
     floors = {
-        rec: _floor(text[rec - 1], settings)
+        rec: floor
         for rec in recorded
-        if 0 < rec <= len(text) and ("@" in text[rec - 1] or "import" in text[rec - 1])
+        if 0 < rec <= len(text) and (floor := _floor(text[rec - 1], settings)) != least
     }
-    call_least = max(settings.min_bytes, settings.call_min_bytes)
-    min_share = settings.min_share if settings.min_share > 0 and peak_total > 0 else 0.0
+    call_least = _call_least(settings)
+    share = settings.min_share
     i = -1
     for rec in recorded:
         floor = floors.get(rec, least) if floors else least
@@ -256,12 +264,10 @@ def table_labels(
             yield rec, None
             continue
         value = own_column[i]
-        calls = False
-        if call_hints:
-            incl = calls_column[i]
-            if incl >= call_least and value * 10 < incl:
-                calls, value = True, incl
-        if value <= 0 or value < floor or (min_share and value / peak_total < min_share):
+        calls = call_hints and _calls(value, calls_column[i], call_least)
+        if calls:
+            value = calls_column[i]
+        if not _significant(value, 0, share, peak_total, floor):
             yield rec, None
             continue
         errors = calls_errors if calls else own_errors
@@ -283,7 +289,7 @@ def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> s
     """The hint of a line at ``moment`` (``stats``: its live bytes then, self and inclusive),
     or None when below the thresholds. A call line shows what its callees held then."""
     own, incl = stats.live_bytes, stats.incl_live_bytes
-    calls = settings.call_hints and _calls(own, incl, settings)
+    calls = settings.call_hints and _calls(own, incl, _call_least(settings))
     value = incl if calls else own
     if value <= 0 or value < settings.min_bytes:
         return None
