@@ -18,7 +18,7 @@ from memlens.model import (
 )
 from memlens.units import fmt_bytes, fmt_count, fmt_delta_bytes, fmt_percent
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -50,7 +50,7 @@ from memlens.model import (
 )
 from memlens.runfile import reader
 
-TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 

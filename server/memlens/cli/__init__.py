@@ -21,7 +21,7 @@ import sys
 from memlens._version import __version__
 from memlens.errors import MemlensError
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence

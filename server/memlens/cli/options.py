@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memlens.errors import MemlensError
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import argparse
     from typing import Any

@@ -15,7 +15,7 @@ import sys
 
 from memlens.cli.options import LISTING_OPTION, TOP_OPTION, top_rows
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import argparse
     from argparse import Namespace

@@ -45,7 +45,7 @@ from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 

@@ -114,39 +114,34 @@ class Figure(Value):
         return self.line == self.incl
 
 
-#: The one table of named figures (user-facing name -> :class:`Figure`), self figures first.
-#: Labels use plain words: a newcomer reads them without the docs (no glyphs that could read
-#: as "increased").
-NAMED_FIGURES: dict[str, Figure] = {
-    f.name: f
-    for f in (
-        Figure("peak", "peak_bytes", "incl_peak_bytes", "peak_err", "peak_bytes",
-               "peak", "at peak", "peak"),
-        Figure("alloc", "alloc_bytes", "incl_alloc_bytes", "alloc_err", "alloc_bytes",
-               "allocated", "allocated", "alloc"),
-        Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
-               "live at exit", "live at exit", "live"),
-        Figure("gpu_peak", "gpu_peak_bytes", "incl_gpu_peak_bytes", "", "gpu_peak_bytes",
-               "GPU peak", "at peak", "peak", "GPU"),
-        Figure("gpu_alloc", "gpu_alloc_bytes", "incl_gpu_alloc_bytes", "", "gpu_alloc_bytes",
-               "GPU allocated", "allocated", "alloc", "GPU"),
-        Figure("gpu_live", "gpu_live_bytes", "incl_gpu_live_bytes", "", "gpu_live_bytes",
-               "GPU live at exit", "live at exit", "live", "GPU"),
-        Figure("incl_peak", "incl_peak_bytes", "incl_peak_bytes", "", "peak_bytes",
-               "peak incl. calls", "at peak incl. calls", "peak+calls"),
-        Figure("incl_alloc", "incl_alloc_bytes", "incl_alloc_bytes", "", "alloc_bytes",
-               "allocated incl. calls", "allocated incl. calls", "alloc+calls"),
-        Figure("incl_live", "incl_live_bytes", "incl_live_bytes", "", "live_bytes",
-               "live at exit incl. calls", "live at exit incl. calls", "live+calls"),
-        Figure("incl_gpu_peak", "incl_gpu_peak_bytes", "incl_gpu_peak_bytes", "", "gpu_peak_bytes",
-               "GPU peak incl. calls", "at peak incl. calls", "peak+calls", "GPU"),
-        Figure("incl_gpu_alloc", "incl_gpu_alloc_bytes", "incl_gpu_alloc_bytes", "",
-               "gpu_alloc_bytes", "GPU allocated incl. calls", "allocated incl. calls",
-               "alloc+calls", "GPU"),
-        Figure("incl_gpu_live", "incl_gpu_live_bytes", "incl_gpu_live_bytes", "", "gpu_live_bytes",
-               "GPU live at exit incl. calls", "live at exit incl. calls", "live+calls", "GPU"),
-    )
-}  # fmt: skip
+def _in_calls(fig: Figure) -> Figure:
+    """The inclusive counterpart of self figure ``fig``: what a line holds with its callees."""
+    return Figure(f"incl_{fig.name}", fig.incl, fig.incl, "", fig.node,
+                  f"{fig.title} incl. calls", f"{fig.words} incl. calls", f"{fig.short}+calls",
+                  fig.device)  # fmt: skip
+
+
+#: The self figures, each with the LineStats attributes of it, its inclusive counterpart and
+#: its error, then the node attribute and the words.
+_SELF: tuple[Figure, ...] = (
+    Figure("peak", "peak_bytes", "incl_peak_bytes", "peak_err", "peak_bytes",
+           "peak", "at peak", "peak"),
+    Figure("alloc", "alloc_bytes", "incl_alloc_bytes", "alloc_err", "alloc_bytes",
+           "allocated", "allocated", "alloc"),
+    Figure("live", "live_bytes", "incl_live_bytes", "live_err", "live_bytes",
+           "live at exit", "live at exit", "live"),
+    Figure("gpu_peak", "gpu_peak_bytes", "incl_gpu_peak_bytes", "", "gpu_peak_bytes",
+           "GPU peak", "at peak", "peak", "GPU"),
+    Figure("gpu_alloc", "gpu_alloc_bytes", "incl_gpu_alloc_bytes", "", "gpu_alloc_bytes",
+           "GPU allocated", "allocated", "alloc", "GPU"),
+    Figure("gpu_live", "gpu_live_bytes", "incl_gpu_live_bytes", "", "gpu_live_bytes",
+           "GPU live at exit", "live at exit", "live", "GPU"),
+)  # fmt: skip
+
+#: The one table of named figures (user-facing name -> :class:`Figure`): the self figures,
+#: then their inclusive counterparts in the same order. Labels use plain words: a newcomer
+#: reads them without the docs (no glyphs that could read as "increased").
+NAMED_FIGURES: dict[str, Figure] = {f.name: f for f in (*_SELF, *map(_in_calls, _SELF))}
 
 #: The self figures (the CLI's and the MCP tools' ``--by``/``by`` choices), in table order.
 SELF_FIGURES: tuple[str, ...] = tuple(n for n, f in NAMED_FIGURES.items() if not f.inclusive)
@@ -178,44 +173,38 @@ _CALLS: dict[str, str] = {
 }
 
 
-#: The per-test figures of a :class:`TestStats`, in the order the run file and the export use
-#: (``gpu_peak_bytes``: the most GPU memory the test held, PyTorch CUDA).
-TEST_FIGURES: tuple[str, ...] = ("peak_bytes", "alloc_bytes", "leaked_bytes", "gpu_peak_bytes")
-#: The names of the per-test figures in a ``memlens`` marker's ``compare=`` (pytest).
-TEST_FIGURE_KEYWORDS: dict[str, str] = {
-    "peak": "peak_bytes",
-    "alloc": "alloc_bytes",
-    "leaks": "leaked_bytes",
-}
+#: The per-test figures of a :class:`TestStats`, one row each, in the order the run file and
+#: the export use: the figure; how labels and messages name it; its keyword in a ``memlens``
+#: marker's ``compare=`` (pytest) and as a limit of the marker ("": neither); and the line
+#: figure that names the lines responsible for it: what is still live for a leak, what was
+#: allocated during the test for a peak (GPU memory for the GPU peak, the most GPU memory the
+#: test held, PyTorch CUDA). The tables below are read from these rows.
+_TESTS: tuple[tuple[str, str, str, str, str], ...] = (
+    # figure          words        compare=  limit       lines
+    ("peak_bytes",     "peak",      "peak",   "peak",     "alloc_bytes"),
+    ("alloc_bytes",    "allocated", "alloc",  "",         "alloc_bytes"),
+    ("leaked_bytes",   "leaked",    "leaks",  "leaks",    "live_bytes"),
+    ("gpu_peak_bytes", "GPU peak",  "",       "gpu_peak", "gpu_alloc_bytes"),
+)  # fmt: skip
+#: The per-test figures.
+TEST_FIGURES: tuple[str, ...] = tuple(row[0] for row in _TESTS)
 #: How each per-test figure is named in labels and messages.
-TEST_FIGURE_WORDS: dict[str, str] = {
-    "peak_bytes": "peak",
-    "alloc_bytes": "allocated",
-    "leaked_bytes": "leaked",
-    "gpu_peak_bytes": "GPU peak",
-}
+TEST_FIGURE_WORDS: dict[str, str] = {row[0]: row[1] for row in _TESTS}
+#: The names of the per-test figures in a ``memlens`` marker's ``compare=``.
+TEST_FIGURE_KEYWORDS: dict[str, str] = {row[2]: row[0] for row in _TESTS if row[2]}
 #: The figures a ``memlens`` marker limits: its keyword -> test figure.
-TEST_MARKER_LIMITS: dict[str, str] = {
-    "peak": "peak_bytes",
-    "leaks": "leaked_bytes",
-    "gpu_peak": "gpu_peak_bytes",
-}
-#: Which line figure names the lines responsible for a test figure: what is still live for a
-#: leak; what was allocated during the test for a peak (GPU memory for the GPU peak).
-TEST_LINE_FIGURE: dict[str, str] = {
-    "leaked_bytes": "live_bytes",
-    "peak_bytes": "alloc_bytes",
-    "alloc_bytes": "alloc_bytes",
-    "gpu_peak_bytes": "gpu_alloc_bytes",
-}
-#: The title of those lines in a failure message, by line figure.
-TEST_LINES_TITLE: dict[str, str] = {
-    "live_bytes": "lines still holding memory the test allocated",
-    "alloc_bytes": "lines that allocated most during the test",
-    "gpu_alloc_bytes": "lines that allocated most GPU memory during the test",
-}
-#: What one of those lines did, after its size (``10.0 MiB still held after the test``).
-TEST_LINE_WORDS: dict[str, str] = {
-    "live_bytes": "still held after the test",
-    "alloc_bytes": "allocated during the test",
-}
+TEST_MARKER_LIMITS: dict[str, str] = {row[3]: row[0] for row in _TESTS if row[3]}
+#: The line figure that names the lines responsible for each test figure.
+TEST_LINE_FIGURE: dict[str, str] = {row[0]: row[4] for row in _TESTS}
+
+#: Those lines in a failure message, by line figure: their title, and what one of them did,
+#: after its size (``10.0 MiB still held after the test``; "": nothing is said).
+_BLAMED: tuple[tuple[str, str, str], ...] = (
+    ("live_bytes", "lines still holding memory the test allocated", "still held after the test"),
+    ("alloc_bytes", "lines that allocated most during the test", "allocated during the test"),
+    ("gpu_alloc_bytes", "lines that allocated most GPU memory during the test", ""),
+)
+#: The title of the lines in a failure message, by line figure.
+TEST_LINES_TITLE: dict[str, str] = {row[0]: row[1] for row in _BLAMED}
+#: What one of those lines did, by line figure.
+TEST_LINE_WORDS: dict[str, str] = {row[0]: row[2] for row in _BLAMED if row[2]}

@@ -20,7 +20,7 @@ from operator import attrgetter, lt
 from memlens.model.figures import ERRORS, FIGURES, GPU_FIGURES, NATIVE
 from memlens.model.value import Value, _set
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 

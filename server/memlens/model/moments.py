@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from memlens.model.value import Value, _set
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 

@@ -8,7 +8,7 @@ from _collections_abc import Sequence as _Sequence  # collections.abc without it
 from memlens.model.figures import FUNCTION_FIGURES
 from memlens.model.value import Value, _set
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at run time
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, TypeVar
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -66,7 +66,7 @@ from memlens.tracing import cuda, runner, tracer
 from memlens.tracing.follow import merge_folder
 from memlens.units import fmt_bytes, parse_size, sample_option
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import signal
     import types

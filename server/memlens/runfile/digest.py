@@ -11,7 +11,7 @@ import hashlib
 
 from memlens.runfile.jsontext import compact
 
-TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any

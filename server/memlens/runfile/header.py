@@ -21,7 +21,7 @@ from memlens.model import (
 from memlens.runfile.jsontext import plain
 from memlens.runfile.schema import MAX_NAME_CHARS
 
-TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any

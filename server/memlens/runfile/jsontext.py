@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import _json
 
-TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 

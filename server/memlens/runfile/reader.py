@@ -77,7 +77,7 @@ from memlens.runfile.schema import (
     tables_of,
 )
 
-TYPE_CHECKING = False  # typing is not imported at run time (see memlens/__init__.py)
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Mapping
     from typing import Any, TypeVar

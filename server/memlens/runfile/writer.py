@@ -33,7 +33,7 @@ from memlens.runfile.schema import (
 
 # Neither typing nor pathlib is imported at run time: `memlens run` writes a run at the end of
 # every profiled program, and their imports would be a good part of that cost.
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any, TypeVar

@@ -35,7 +35,7 @@ from memlens import _tracer
 from memlens.errors import MemlensError, one_line
 from memlens.tracing import tracer
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 

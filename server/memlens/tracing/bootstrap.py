@@ -21,7 +21,7 @@ import _imp
 import os
 import sys
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 

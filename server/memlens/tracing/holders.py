@@ -30,7 +30,7 @@ from memlens.model import HeldBy, Hop
 
 # Imported once the program has ended, on `memlens run`'s way to writing the run: no typing
 # at run time (docs/ARCHITECTURE.md, "Start-up").
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import types
     from collections.abc import Sequence

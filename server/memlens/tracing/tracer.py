@@ -44,7 +44,7 @@ try:
 except ImportError as _exc:
     raise MemlensError(_no_tracer(_exc)) from None
 
-TYPE_CHECKING = False  # see memlens/__init__.py: typing is not imported at start-up
+TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
     import types
     from collections.abc import Callable, Iterable, Mapping, Sequence
