@@ -301,6 +301,7 @@ def moment_hint_label(stats: LineStats, moment: Moment, settings: Settings) -> s
         "live",
         calls=calls,
         compact=settings.hint_style == "compact",
+        width=HINT_WIDTH,
         words=moment.words,
     )
 

@@ -188,6 +188,7 @@ async def test_diagnostics_on_tests_over_their_limits(
 
 
 async def test_no_hints_on_decorator_lines(client: LanguageClient, session: Session) -> None:
+    open_doc(client, session.uri, TEST_MEMORY, version=2)  # (as run alone, e.g. under xdist)
     result = await client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
             text_document=lsp.TextDocumentIdentifier(uri=session.uri),

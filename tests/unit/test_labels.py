@@ -12,6 +12,7 @@ from memlens import annotate
 from memlens.annotate import HINT_WIDTH, NOISE, Noise, change_kind, fit, line_label
 from memlens.mapping import changed_in_place
 from memlens.model import NAMED_FIGURES, LineStats, replace
+from memlens.moment import Moment
 from memlens_lsp import views
 from memlens_lsp.index import FolderState, RunData, canonical
 from memlens_lsp.settings import Settings
@@ -270,3 +271,21 @@ def test_count_parts_kept_for_reuse_stay_bounded_and_right(monkeypatch: pytest.M
         noun = "alloc" if count == 1 else "allocs"
         assert label == f"2.0 KiB at peak · {count} {noun}"
         assert len(annotate._ALLOCS) <= 10
+
+
+def test_a_moments_hints_fit_vs_code_default_width() -> None:
+    """A line's hint at a moment of the run (``30.0 MiB live at 0.25 s``) fits in 43
+    characters too, for the widest sizes, errors, counts and times, with and without calls."""
+    moments = [Moment("time", 3, t, 1023 * GiB) for t in (0.25, 1234.56, 99_999.99)]
+    moments += [Moment("peak", 0, 1.0, 1023 * GiB), Moment("end", -1, None, 1023 * GiB)]
+    settings = [Settings(), Settings(hint_style="compact"), Settings(call_hints=False)]
+    seen = []
+    for value, err, count in itertools.product(SIZES, ERRORS, COUNTS):
+        for moment, setting in itertools.product(moments, settings):
+            label = views.moment_hint_label(_stats(value, err, count), moment, setting)
+            if label is not None:
+                assert len(label) <= HINT_WIDTH, label
+                assert not label.endswith("…"), label
+                assert moment.words in label, label
+                seen.append(label)
+    assert max(map(len, seen)) > 35  # the long forms were there to shorten
