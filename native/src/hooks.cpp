@@ -56,21 +56,21 @@ bool g_arena_installed = false;
 // ---------------------------------------------------------------------------------------
 // Recording. `gil`: the event is made with the GIL held.
 
-// An event made without the GIL, counted in g_nogil_events while it lives: it goes on only if
-// the run is still active once counted (stop() clears g_active, then waits for the count to
-// fall to 0: either it sees this event, or this event sees the run stopped). GIL events need
-// no count: stop() holds the GIL.
+// An event made without the GIL, counted in g_run.nogil_events while it lives: it goes on only
+// if the run is still active once counted (stop() clears g_run.active, then waits for the count
+// to fall to 0: either it sees this event, or this event sees the run stopped). GIL events
+// need no count: stop() holds the GIL.
 struct NogilEvent {
     bool counted;
     explicit NogilEvent(bool gil) : counted(!gil) {
         if (counted) {
-            g_nogil_events.fetch_add(1, std::memory_order_seq_cst);
+            g_run.nogil_events.fetch_add(1, std::memory_order_seq_cst);
         }
     }
-    bool live() const { return !counted || g_active.load(std::memory_order_seq_cst); }
+    bool live() const { return !counted || g_run.active.load(std::memory_order_seq_cst); }
     ~NogilEvent() {
         if (counted) {
-            g_nogil_events.fetch_sub(1, std::memory_order_release);
+            g_run.nogil_events.fetch_sub(1, std::memory_order_release);
         }
     }
     NogilEvent(const NogilEvent&) = delete;
@@ -90,12 +90,12 @@ inline Variances& sampled_vars(uint32_t node) {
 }
 
 inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
-    if (g_sampling) {
+    if (g_run.sampling) {
         Variances& v = sampled_vars(node);
         v.alloc += w.var;
         v.live += w.var;
     }
-    if (g_sampling || gil) {
+    if (g_run.sampling || gil) {
         calltree::alloc_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::alloc_nogil(node, *f, w.bytes, w.count);
@@ -103,10 +103,10 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
 }
 
 inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
-    if (g_sampling) {
+    if (g_run.sampling) {
         sampled_vars(node).live -= w.var;
     }
-    if (g_sampling || gil) {
+    if (g_run.sampling || gil) {
         calltree::free_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::free_nogil(node, *f, w.bytes, w.count);
@@ -116,13 +116,13 @@ inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
 // A live block returns to its node without counting an allocation (a failed realloc).
 inline void count_restore(uint32_t node, const sampling::Weight& w, bool gil) {
     count_alloc(node, w, gil);
-    NogilFigures* nf = g_sampling || gil ? nullptr : calltree::nogil(node);
-    Figures* f = g_sampling || gil ? &calltree::node(node).fig : nf ? &nf->fig : nullptr;
+    NogilFigures* nf = g_run.sampling || gil ? nullptr : calltree::nogil(node);
+    Figures* f = g_run.sampling || gil ? &calltree::node(node).fig : nf ? &nf->fig : nullptr;
     if (f) {
         f->alloc_bytes -= w.bytes;
         f->alloc_count -= w.count;
     }
-    if (g_sampling) {
+    if (g_run.sampling) {
         calltree::vars(node).alloc -= w.var;
     }
 }
@@ -176,17 +176,17 @@ void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     if (node == stack::kNotTheProgram) {
         return;
     }
-    if (gil && !g_sampling) {  // the common case: no lock
-        ++g_allocations;
-        ++g_samples;
+    if (gil && !g_run.sampling) {  // the common case: no lock
+        ++g_run.allocations;
+        ++g_run.samples;
         put_exact(p, size, kind == Block::Pymalloc, node);
         calltree::alloc_at(node, int64_t(size), 1);
         return;
     }
     sampling::Weight w = sampling::weight(size);
     Guard g(g_table_lock);
-    ++g_allocations;
-    ++g_samples;
+    ++g_run.allocations;
+    ++g_run.samples;
     table_put_locked(p, node, size, gil);
     count_alloc(node, w, gil);
 }
@@ -222,11 +222,11 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
         if (!blocks::table_take(p, &e)) {
             return {};
         }
-        if (g_sampling || !gil) {
+        if (g_run.sampling || !gil) {
             count_free(e.node, sampling::weight(e.size), gil);
         }
     }
-    if (!g_sampling && gil) {
+    if (!g_run.sampling && gil) {
         calltree::free_at(e.node, int64_t(e.size), 1);
     }
     return {true, false, e.node, e.size};
@@ -297,7 +297,7 @@ template <int D>
 void* ex_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return d.original.malloc(d.original.ctx, size);
     }
     return alloc_tracked(t, size, gil_held(D), kind_of(D, size), true,
@@ -309,7 +309,7 @@ void* ex_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
     size_t size = 0;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed) ||
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed) ||
         __builtin_mul_overflow(nelem, elsize, &size)) {
         return d.original.calloc(d.original.ctx, nelem, elsize);
     }
@@ -321,7 +321,7 @@ template <int D>
 void* ex_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
-    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return d.original.realloc(d.original.ctx, ptr, size);
     }
     // A moved or resized pymalloc block goes back in the block map only where the map knows
@@ -339,7 +339,7 @@ void ex_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     // A RAW free inside another hook is the allocator's own (pymalloc releasing a large block
     // that the OBJ hook already forgot).
-    if (ptr && g_active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
+    if (ptr && g_run.active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
         forget(uintptr_t(ptr), gil_held(D), D != 0);
     }
     d.original.free(d.original.ctx, ptr);
@@ -401,7 +401,7 @@ size_t free_listed_size(PyObject* op) {
 // without an allocation (the allocator was not called). Its old node's figures were taken back
 // by forget(). `in_map`: it is a pymalloc block (it goes in the block map).
 void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
-    if (!g_sampling) {
+    if (!g_run.sampling) {
         put_exact(block, size, in_map, node);
         calltree::move_in_at(node, int64_t(size), 1);
         return;
@@ -412,7 +412,7 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     sampled_vars(node).live += w.var;
     Node& n = calltree::node(node);
     moments::touch(n.moment, node, n.fig.live_bytes, moments::g_log);
-    calltree::on_move_in(n.fig, g_total, w.bytes, w.count);
+    calltree::on_move_in(n.fig, g_run.total, w.bytes, w.count);
 }
 
 // An object made in `block`, which this thread did not just allocate: a reused block. A
@@ -423,7 +423,7 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
     uint32_t node = 0;
     bool known = false;
     blocks::PageBlock b{};
-    if (!g_sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
+    if (!g_run.sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
         // A block of the pymalloc map (the common case: a free list handing back a tuple, a
         // float, a dict): its slot is charged to the line making the object now, in place.
         // (The slot stays valid meanwhile: its arena holds the object being made.)
@@ -441,7 +441,7 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
         }
     }
     Forgotten old = forget(block, true, true);
-    size_t listed = g_sampling ? 0 : free_listed_size(op);
+    size_t listed = g_run.sampling ? 0 : free_listed_size(op);
     size_t size = old.tracked ? old.size : listed;
     if (size && !t.paused) {
         if (!known) {
@@ -486,7 +486,7 @@ uint64_t g_pending_generation = 0;
 __attribute__((noinline)) void dict_made() {
     PyObject* mp = g_pending_dict;
     g_pending_dict = nullptr;
-    uintptr_t keys = g_pending_generation == g_generation ? compat::own_keys(mp) : 0;
+    uintptr_t keys = g_pending_generation == g_run.generation ? compat::own_keys(mp) : 0;
     if (!keys) {
         return;
     }
@@ -509,25 +509,25 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
     if (g_pending_dict) {  // (also while in_hook or inactive: a dict's end always clears it)
         if (g_pending_dict == op) {
             g_pending_dict = nullptr;  // destroyed already (or made again: handled below)
-        } else if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+        } else if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
             t.in_hook = true;
             dict_made();
             t.in_hook = false;
         }
     }
-    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+    if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
         if (event == compat::kRefCreate) {
             uintptr_t block = compat::block_of(op);
             if (block == t.last_block) {
                 t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
-            } else if (!g_sampling || blocks::filter_hit(block)) {
+            } else if (!g_run.sampling || blocks::filter_hit(block)) {
                 // (Sampling tracks only sampled blocks, all in the table: the filter rules out
                 // nearly every reuse at the cost of one load.)
                 reused(t, op, block);
             }
             if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
                 g_pending_dict = op;
-                g_pending_generation = g_generation;
+                g_pending_generation = g_run.generation;
             }
         }
     }
@@ -536,7 +536,7 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
 }
 
 void install_ref_tracer() {
-    if (!g_opts.track_reuse) {
+    if (!g_run.opts.track_reuse) {
         return;
     }
     if constexpr (compat::kRefTracer) {
@@ -576,11 +576,11 @@ void uninstall_ref_tracer() {
 // paused thread, not after the run).
 inline bool rearm(int64_t& left, uint64_t& rng) {
     left = sampling::draw_countdown(rng);
-    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+    return !t_state.paused && g_run.active.load(std::memory_order_relaxed);
 }
 
 __attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
-    if (ts.generation != g_generation) {
+    if (ts.generation != g_run.generation) {
         // The thread's first allocation in this run: a fresh seed and countdown, and this
         // allocation counted against it.
         sampling::thread_refresh(ts);
@@ -637,7 +637,7 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call c
         ts.in_hook = false;
         return p;
     }
-    if (!g_active.load(std::memory_order_relaxed)) {
+    if (!g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     bool take = !ts.paused && sampled(ts, size);  // the old block may be tracked
@@ -647,7 +647,7 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call c
 // Forgets a block that may be tracked, then frees it with `call`.
 template <typename Call>
 __attribute__((noinline)) void sample_free_slow(void* ptr, bool gil, Call call) {
-    if (ptr && !t_state.in_hook && g_active.load(std::memory_order_relaxed)) {
+    if (ptr && !t_state.in_hook && g_run.active.load(std::memory_order_relaxed)) {
         forget(uintptr_t(ptr), gil, false);
     }
     call();
@@ -773,7 +773,7 @@ void* pym_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     const PyMemAllocatorEx& o = d.original;
     ThreadState& ts = t_state;
-    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (ts.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return o.realloc(o.ctx, ptr, size);
     }
     // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
@@ -831,37 +831,37 @@ void unpatch_numpy() {
 // allocator, and a thread that read our function before that passes through); our own
 // handler, chained when the program had set one, stays for the life of the process. The mode
 // is read per call. Outside a run the sampling paths only count down; their slow paths check
-// g_active. ctx is not relied on: a thread may read the patched functions with the context
-// numpy had.
+// g_run.active. ctx is not relied on: a thread may read the patched functions with the
+// context numpy had.
 void* np_malloc(void*, size_t size) {
     auto call = [&] { return g_np_original.malloc(g_np_original.ctx, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return alloc_tracked(t, size, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_calloc(void*, size_t nelem, size_t elsize) {
     auto call = [&] { return g_np_original.calloc(g_np_original.ctx, nelem, elsize); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(nelem * elsize, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return alloc_tracked(t, nelem * elsize, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_realloc(void*, void* ptr, size_t size) {
     auto call = [&] { return g_np_original.realloc(g_np_original.ctx, ptr, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_realloc(ptr, size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return realloc_tracked(t, ptr, size, PyGILState_Check(), false, !t.paused, [&](bool) { return call(); },
@@ -869,10 +869,10 @@ void* np_realloc(void*, void* ptr, size_t size) {
 }
 void np_free(void*, void* ptr, size_t size) {
     auto call = [ptr, size] { g_np_original.free(g_np_original.ctx, ptr, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_free(ptr, 0, call);
     }
-    if (ptr && g_active.load(std::memory_order_relaxed)) {
+    if (ptr && g_run.active.load(std::memory_order_relaxed)) {
         forget(uintptr_t(ptr), PyGILState_Check(), false);
     }
     call();
@@ -916,7 +916,7 @@ inline F real(void* p) {
 }
 
 inline bool native_tracked(const ThreadState& t) {
-    return g_native && !(t.in_hook | t.paused) && g_active.load(std::memory_order_relaxed);
+    return g_native && !(t.in_hook | t.paused) && g_run.active.load(std::memory_order_relaxed);
 }
 
 template <typename Call>
@@ -925,14 +925,14 @@ inline void* native_alloc(size_t size, Call call) {
     if (!native_tracked(t)) {
         return call();
     }
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(size, PyGILState_Check(), Block::Native, call);
     }
     return alloc_tracked(t, size, PyGILState_Check(), Block::Native, true, call);
 }
 
 inline void native_forget(void* ptr) {
-    if (ptr && blocks::filter_hit(uintptr_t(ptr)) && g_active.load(std::memory_order_relaxed) &&
+    if (ptr && blocks::filter_hit(uintptr_t(ptr)) && g_run.active.load(std::memory_order_relaxed) &&
         !t_state.in_hook) {
         forget(uintptr_t(ptr), PyGILState_Check(), false);
     }
@@ -952,11 +952,11 @@ void* ml_calloc(size_t nelem, size_t elsize) {
 template <typename Call>
 inline void* native_realloc(void* ptr, size_t size, Call call) {
     ThreadState& t = t_state;
-    if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_native || !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     bool gil = PyGILState_Check();
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_realloc(ptr, size, gil, Block::Native, call);
     }
     return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
@@ -1018,9 +1018,9 @@ void track_mapping(void* p, size_t len) {
         Guard g(g_table_lock);
         if (g_mappings) {
             (*g_mappings)[uintptr_t(p)] = Mapping{uintptr_t(p) + len, node};
-            ++g_allocations;
-            ++g_samples;
-            count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_sampling);
+            ++g_run.allocations;
+            ++g_run.samples;
+            count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_run.sampling);
         }
     }
     t.in_hook = false;
@@ -1050,7 +1050,8 @@ void untrack_range(uintptr_t p, size_t len) {
                 }
                 uintptr_t lo = start > p ? start : p, hi = m.end < end ? m.end : end;
                 bool whole = lo == start && hi == m.end;
-                count_free(m.node, sampling::Weight{int64_t(hi - lo), whole ? 1 : 0, 0.0}, gil && !g_sampling);
+                count_free(m.node, sampling::Weight{int64_t(hi - lo), whole ? 1 : 0, 0.0},
+                           gil && !g_run.sampling);
                 it = g_mappings->erase(it);
                 if (start < lo) {
                     (*g_mappings)[start] = Mapping{lo, m.node};
@@ -1088,7 +1089,7 @@ void* ml_mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) 
     return p;
 }
 int ml_munmap(void* addr, size_t len) {
-    if (g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook) {
+    if (g_native && g_run.active.load(std::memory_order_relaxed) && !t_state.in_hook) {
         untrack_range(uintptr_t(addr), len);
     }
     return real<MunmapFn>(g_real_munmap)(addr, len);
@@ -1106,7 +1107,7 @@ void* ml_mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
         new_addr = va_arg(ap, void*);
         va_end(ap);
     }
-    bool tracking = g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook;
+    bool tracking = g_native && g_run.active.load(std::memory_order_relaxed) && !t_state.in_hook;
     bool was_tracked = false;
     if (tracking) {
         Guard g(g_table_lock);
@@ -1167,13 +1168,13 @@ bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.
 }  // namespace
 
 void start_run() {
-    g_gil_countdown.rng = mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
-    g_gil_countdown.left = g_sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
+    g_gil_countdown.rng = mix(g_run.opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
+    g_gil_countdown.left = g_run.sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
 }
 
 void install() {
     bool pymalloc = pymalloc_in_use();
-    if (g_sampling) {
+    if (g_run.sampling) {
         g_kind = pymalloc ? Kind::SamplingPymalloc : Kind::Sampling;
         set_sampling<0>(g_domains[0]);
         if (pymalloc) {
@@ -1190,7 +1191,7 @@ void install() {
         set_exact<2>(g_domains[2]);
     }
     g_map = g_kind == Kind::ExactPymalloc;
-    g_native = g_opts.native;
+    g_native = g_run.opts.native;
     if (g_native && !g_mappings) {
         g_mappings = new std::map<uintptr_t, Mapping>();
     }
@@ -1220,7 +1221,7 @@ void uninstall() {
             d.installed = false;
         }
         // Otherwise another hook sits on top of ours and calls into it: ours stays installed
-        // as a pass-through (g_active is false) for the life of the process.
+        // as a pass-through (g_run.active is false) for the life of the process.
     }
     unpatch_numpy();
     if (g_arena_installed) {
@@ -1287,7 +1288,7 @@ const char* object_reuse() {
         void* data = nullptr;
         return compat::get_ref_tracer(&data) == ref_event ? "tracked" : "lost";
     }
-    return g_kind == Kind::None ? "" : g_opts.track_reuse ? "tracked" : "off";
+    return g_kind == Kind::None ? "" : g_run.opts.track_reuse ? "tracked" : "off";
 }
 
 void reset() {
