@@ -248,17 +248,24 @@ __attribute__((noinline)) void restore(uintptr_t p, const Forgotten& old, bool g
     count_restore(old.node, w, gil);
 }
 
+// The allocator's call under the reentrancy flag, untracked (the allocations it makes are its
+// own), then the flag back to `was`.
+template <typename Call>
+inline auto untracked(ThreadState& t, Call call, bool was = false) noexcept {
+    InHook hook(t, was);
+    return call();
+}
+
 // The tracked part of an allocation: the real call under the reentrancy flag (the
 // allocator's own allocations inside it are not counted), then the block recorded if `take`.
 template <typename Call>
-inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bool take, Call call) {
-    t.in_hook = true;
+inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bool take, Call call) noexcept {
+    InHook hook(t);
     void* p = call();
     if (p && take) {
         record(t, uintptr_t(p), size, gil, kind);
         t.last_block = uintptr_t(p);
     }
-    t.in_hook = false;
     return p;
 }
 
@@ -268,8 +275,8 @@ inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bo
 // block is.
 template <typename Call, typename Kind>
 inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, bool mapped, bool take, Call call,
-                             Kind kind) {
-    t.in_hook = true;
+                             Kind kind) noexcept {
+    InHook hook(t);
     Forgotten old = ptr ? forget(uintptr_t(ptr), gil, mapped) : Forgotten{};
     void* p = call(take);
     if (p) {
@@ -280,7 +287,6 @@ inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, b
     } else if (old.tracked) {
         restore(uintptr_t(ptr), old, gil);
     }
-    t.in_hook = false;
     return p;
 }
 
@@ -349,21 +355,14 @@ void ex_free(void*, void* ptr) {
 // and the arenas' own mappings (made through libpython's mmap) are not native allocations.
 void* arena_alloc(void*, size_t size) {
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
-    void* p = g_arena_original.alloc(g_arena_original.ctx, size);
-    t.in_hook = nested;
-    return p;
+    return untracked(t, [&] { return g_arena_original.alloc(g_arena_original.ctx, size); }, t.in_hook);
 }
 void arena_free(void*, void* ptr, size_t size) {
     if (ptr && g_map) {
         blocks::arena_freed(uintptr_t(ptr), size);
     }
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
-    g_arena_original.free(g_arena_original.ctx, ptr, size);
-    t.in_hook = nested;
+    untracked(t, [&] { g_arena_original.free(g_arena_original.ctx, ptr, size); }, t.in_hook);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -418,8 +417,8 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
 // An object made in `block`, which this thread did not just allocate: a reused block. A
 // tracked one moves to the line making the object now (or, for a paused thread, whose work is
 // not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
-__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) {
-    t.in_hook = true;
+__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
+    InHook hook(t);
     uint32_t node = 0;
     bool known = false;
     blocks::PageBlock b{};
@@ -436,7 +435,6 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
                 calltree::free_at(was, int64_t(b.size()), 1);
                 calltree::move_in_at(node, int64_t(b.size()), 1);
             }
-            t.in_hook = false;
             return;
         }
     }
@@ -454,7 +452,6 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
             adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node);
         }
     }
-    t.in_hook = false;
 }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
@@ -483,7 +480,7 @@ uint64_t g_pending_generation = 0;
 // A dict made just before (its keys table is set now): a table of its own that CPython took
 // from its free list of keys (no object, no event of its own) moves to the dict's line.
 // Tables shared with other dicts (split tables: a class's instances) stay where they are.
-__attribute__((noinline)) void dict_made() {
+__attribute__((noinline)) void dict_made() noexcept {
     PyObject* mp = g_pending_dict;
     g_pending_dict = nullptr;
     uintptr_t keys = g_pending_generation == g_run.generation ? compat::own_keys(mp) : 0;
@@ -510,9 +507,8 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
         if (g_pending_dict == op) {
             g_pending_dict = nullptr;  // destroyed already (or made again: handled below)
         } else if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
-            t.in_hook = true;
+            InHook hook(t);
             dict_made();
-            t.in_hook = false;
         }
     }
     if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
@@ -617,10 +613,7 @@ inline void* sample_alloc(size_t size, bool gil, Block kind, Call call) {
     if (__builtin_expect(left <= 0, 0)) {
         return sample_alloc_slow(size, gil, kind, call);
     }
-    ts.in_hook = true;  // allocations the allocator makes inside this one are not counted
-    void* p = call();
-    ts.in_hook = false;
-    return p;
+    return untracked(ts, call);  // allocations the allocator makes inside this one are not counted
 }
 
 template <typename Call>
@@ -632,10 +625,7 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call c
     int64_t left = ts.countdown - int64_t(size);
     if (__builtin_expect(left > 0 && !blocks::filter_hit(uintptr_t(ptr)), 1)) {
         ts.countdown = left;
-        ts.in_hook = true;
-        void* p = call();
-        ts.in_hook = false;
-        return p;
+        return untracked(ts, call);
     }
     if (!g_run.active.load(std::memory_order_relaxed)) {
         return call();
@@ -1008,9 +998,9 @@ struct Mapping {
 };
 std::map<uintptr_t, Mapping>* g_mappings = nullptr;  // by start address
 
-void track_mapping(void* p, size_t len) {
+void track_mapping(void* p, size_t len) noexcept {
     ThreadState& t = t_state;
-    t.in_hook = true;  // the map's own allocations are ours
+    InHook hook(t);  // the map's own allocations are ours
     bool gil = PyGILState_Check();
     NogilEvent event(gil);
     uint32_t node = event.live() ? node_for(t, gil, Block::Native) : stack::kNotTheProgram;
@@ -1023,14 +1013,12 @@ void track_mapping(void* p, size_t len) {
             count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_run.sampling);
         }
     }
-    t.in_hook = false;
 }
 
 // Forgets the tracked parts of [p, p + len).
-void untrack_range(uintptr_t p, size_t len) {
+void untrack_range(uintptr_t p, size_t len) noexcept {
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
+    InHook hook(t, t.in_hook);
     bool gil = PyGILState_Check();
     uintptr_t end = p + len;
     NogilEvent event(gil);
@@ -1063,7 +1051,6 @@ void untrack_range(uintptr_t p, size_t len) {
             }
         }
     }
-    t.in_hook = nested;
 }
 
 inline bool anonymous(int flags, int fd) { return (flags & MAP_ANONYMOUS) && fd == -1; }

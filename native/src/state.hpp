@@ -1,6 +1,7 @@
 // State shared by the tracer's units: the run's state in one object (g_run: its options,
 // counters and the running totals that drive exact peak attribution), the per-thread state the
-// hooks read first (t_state), and the locks.
+// hooks read first (t_state; an InHook sets its reentrancy flag for a hook's extent), and
+// the locks.
 //
 // Threading model. MEM/OBJ allocator hooks run with the GIL held, and so do RAW and numpy
 // hooks most of the time: every event made with the GIL held ("GIL events") updates the
@@ -115,6 +116,21 @@ struct ThreadState {
     uintptr_t last_block;
 };
 inline MEMLENS_TLS ThreadState t_state;
+
+// While an InHook lives, its thread is inside one of our hooks (ThreadState::in_hook: the
+// allocator's calls made meanwhile are its own); at its end the flag is `was` again: false
+// where the caller has just seen it clear, or the flag as it was (`t.in_hook`) where the
+// caller may run inside a hook. On the hot paths, what runs under one is noexcept (nothing
+// may unwind through a hook into the allocator's callers): with no unwind path to clean up,
+// the guard compiles to the two stores of a flag set by hand.
+struct InHook {
+    explicit InHook(ThreadState& thread, bool before = false) : t(thread), was(before) { t.in_hook = true; }
+    ~InHook() { t.in_hook = was; }
+    InHook(const InHook&) = delete;
+    InHook& operator=(const InHook&) = delete;
+    ThreadState& t;
+    bool was;
+};
 
 inline int64_t traced_total() {
     return __atomic_load_n(&g_run.total, __ATOMIC_RELAXED) + __atomic_load_n(&g_run.total_nogil, __ATOMIC_RELAXED);
