@@ -100,9 +100,9 @@ inline const NogilFigures* nogil_if_any(uint32_t id) {
 // Saves a node's live bytes as its live-at-peak bytes if it has not changed since the latest
 // maximum of the total.
 inline bool touch(Figures& f) {
-    if (f.epoch != g_epoch) {
+    if (f.epoch != g_run.epoch) {
         f.peak_bytes = f.live_bytes;
-        f.epoch = g_epoch;
+        f.epoch = g_run.epoch;
         return true;
     }
     return false;
@@ -111,11 +111,11 @@ inline bool touch(Figures& f) {
 // Records a new maximum of the total, if it is one.
 inline void check_peak() {
     int64_t total = traced_total();
-    if (total > __atomic_load_n(&g_window_peak, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&g_window_peak, total, __ATOMIC_RELAXED);
-        if (total > __atomic_load_n(&g_peak, __ATOMIC_RELAXED)) {
-            __atomic_store_n(&g_peak, total, __ATOMIC_RELAXED);
-            __atomic_store_n(&g_epoch, g_epoch + 1, __ATOMIC_RELAXED);
+    if (total > __atomic_load_n(&g_run.window_peak, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&g_run.window_peak, total, __ATOMIC_RELAXED);
+        if (total > __atomic_load_n(&g_run.peak, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&g_run.peak, total, __ATOMIC_RELAXED);
+            __atomic_store_n(&g_run.epoch, g_run.epoch + 1, __ATOMIC_RELAXED);
         }
     }
 }
@@ -133,7 +133,7 @@ inline void on_move_in(Figures& f, int64_t& total, int64_t bytes, int64_t count)
 // An allocation of `bytes` (standing for `count` allocations) charged to figures `f`: counted
 // as allocated, then live as a moved-in block is (touch() reads only the live figures).
 inline void on_alloc(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
-    int64_t& allocated = &total == &g_total ? g_alloc_bytes : g_alloc_bytes_nogil;
+    int64_t& allocated = &total == &g_run.total ? g_run.alloc_bytes : g_run.alloc_bytes_nogil;
     __atomic_store_n(&allocated, allocated + bytes, __ATOMIC_RELAXED);
     f.alloc_bytes += bytes;
     f.alloc_count += count;
@@ -153,28 +153,28 @@ inline void on_free(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
 inline void alloc_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
-    on_alloc(n.fig, g_total, bytes, count);
+    on_alloc(n.fig, g_run.total, bytes, count);
 }
 inline void free_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
-    on_free(n.fig, g_total, bytes, count);
+    on_free(n.fig, g_run.total, bytes, count);
 }
 // A live block moved to node `id` (free_at took it from its old node), with the node's moment
 // kept.
 inline void move_in_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
-    on_move_in(n.fig, g_total, bytes, count);
+    on_move_in(n.fig, g_run.total, bytes, count);
 }
 // ... and its no-GIL figures `f` (under g_table_lock).
 inline void alloc_nogil(uint32_t id, NogilFigures& f, int64_t bytes, int64_t count) {
     moments::touch(f.moment, id, f.fig.live_bytes, moments::g_log_nogil);
-    on_alloc(f.fig, g_total_nogil, bytes, count);
+    on_alloc(f.fig, g_run.total_nogil, bytes, count);
 }
 inline void free_nogil(uint32_t id, NogilFigures& f, int64_t bytes, int64_t count) {
     moments::touch(f.moment, id, f.fig.live_bytes, moments::g_log_nogil);
-    on_free(f.fig, g_total_nogil, bytes, count);
+    on_free(f.fig, g_run.total_nogil, bytes, count);
 }
 
 }  // namespace calltree

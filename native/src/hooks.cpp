@@ -56,21 +56,21 @@ bool g_arena_installed = false;
 // ---------------------------------------------------------------------------------------
 // Recording. `gil`: the event is made with the GIL held.
 
-// An event made without the GIL, counted in g_nogil_events while it lives: it goes on only if
-// the run is still active once counted (stop() clears g_active, then waits for the count to
-// fall to 0: either it sees this event, or this event sees the run stopped). GIL events need
-// no count: stop() holds the GIL.
+// An event made without the GIL, counted in g_run.nogil_events while it lives: it goes on only
+// if the run is still active once counted (stop() clears g_run.active, then waits for the count
+// to fall to 0: either it sees this event, or this event sees the run stopped). GIL events
+// need no count: stop() holds the GIL.
 struct NogilEvent {
     bool counted;
     explicit NogilEvent(bool gil) : counted(!gil) {
         if (counted) {
-            g_nogil_events.fetch_add(1, std::memory_order_seq_cst);
+            g_run.nogil_events.fetch_add(1, std::memory_order_seq_cst);
         }
     }
-    bool live() const { return !counted || g_active.load(std::memory_order_seq_cst); }
+    bool live() const { return !counted || g_run.active.load(std::memory_order_seq_cst); }
     ~NogilEvent() {
         if (counted) {
-            g_nogil_events.fetch_sub(1, std::memory_order_release);
+            g_run.nogil_events.fetch_sub(1, std::memory_order_release);
         }
     }
     NogilEvent(const NogilEvent&) = delete;
@@ -90,12 +90,12 @@ inline Variances& sampled_vars(uint32_t node) {
 }
 
 inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
-    if (g_sampling) {
+    if (g_run.sampling) {
         Variances& v = sampled_vars(node);
         v.alloc += w.var;
         v.live += w.var;
     }
-    if (g_sampling || gil) {
+    if (g_run.sampling || gil) {
         calltree::alloc_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::alloc_nogil(node, *f, w.bytes, w.count);
@@ -103,10 +103,10 @@ inline void count_alloc(uint32_t node, const sampling::Weight& w, bool gil) {
 }
 
 inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
-    if (g_sampling) {
+    if (g_run.sampling) {
         sampled_vars(node).live -= w.var;
     }
-    if (g_sampling || gil) {
+    if (g_run.sampling || gil) {
         calltree::free_at(node, w.bytes, w.count);
     } else if (NogilFigures* f = calltree::nogil(node)) {
         calltree::free_nogil(node, *f, w.bytes, w.count);
@@ -116,13 +116,13 @@ inline void count_free(uint32_t node, const sampling::Weight& w, bool gil) {
 // A live block returns to its node without counting an allocation (a failed realloc).
 inline void count_restore(uint32_t node, const sampling::Weight& w, bool gil) {
     count_alloc(node, w, gil);
-    NogilFigures* nf = g_sampling || gil ? nullptr : calltree::nogil(node);
-    Figures* f = g_sampling || gil ? &calltree::node(node).fig : nf ? &nf->fig : nullptr;
+    NogilFigures* nf = g_run.sampling || gil ? nullptr : calltree::nogil(node);
+    Figures* f = g_run.sampling || gil ? &calltree::node(node).fig : nf ? &nf->fig : nullptr;
     if (f) {
         f->alloc_bytes -= w.bytes;
         f->alloc_count -= w.count;
     }
-    if (g_sampling) {
+    if (g_run.sampling) {
         calltree::vars(node).alloc -= w.var;
     }
 }
@@ -176,17 +176,17 @@ void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     if (node == stack::kNotTheProgram) {
         return;
     }
-    if (gil && !g_sampling) {  // the common case: no lock
-        ++g_allocations;
-        ++g_samples;
+    if (gil && !g_run.sampling) {  // the common case: no lock
+        ++g_run.allocations;
+        ++g_run.samples;
         put_exact(p, size, kind == Block::Pymalloc, node);
         calltree::alloc_at(node, int64_t(size), 1);
         return;
     }
     sampling::Weight w = sampling::weight(size);
     Guard g(g_table_lock);
-    ++g_allocations;
-    ++g_samples;
+    ++g_run.allocations;
+    ++g_run.samples;
     table_put_locked(p, node, size, gil);
     count_alloc(node, w, gil);
 }
@@ -222,11 +222,11 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
         if (!blocks::table_take(p, &e)) {
             return {};
         }
-        if (g_sampling || !gil) {
+        if (g_run.sampling || !gil) {
             count_free(e.node, sampling::weight(e.size), gil);
         }
     }
-    if (!g_sampling && gil) {
+    if (!g_run.sampling && gil) {
         calltree::free_at(e.node, int64_t(e.size), 1);
     }
     return {true, false, e.node, e.size};
@@ -248,17 +248,24 @@ __attribute__((noinline)) void restore(uintptr_t p, const Forgotten& old, bool g
     count_restore(old.node, w, gil);
 }
 
+// The allocator's call under the reentrancy flag, untracked (the allocations it makes are its
+// own), then the flag back to `was`.
+template <typename Call>
+inline auto untracked(ThreadState& t, Call call, bool was = false) noexcept {
+    InHook hook(t, was);
+    return call();
+}
+
 // The tracked part of an allocation: the real call under the reentrancy flag (the
 // allocator's own allocations inside it are not counted), then the block recorded if `take`.
 template <typename Call>
-inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bool take, Call call) {
-    t.in_hook = true;
+inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bool take, Call call) noexcept {
+    InHook hook(t);
     void* p = call();
     if (p && take) {
         record(t, uintptr_t(p), size, gil, kind);
         t.last_block = uintptr_t(p);
     }
-    t.in_hook = false;
     return p;
 }
 
@@ -268,8 +275,8 @@ inline void* alloc_tracked(ThreadState& t, size_t size, bool gil, Block kind, bo
 // block is.
 template <typename Call, typename Kind>
 inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, bool mapped, bool take, Call call,
-                             Kind kind) {
-    t.in_hook = true;
+                             Kind kind) noexcept {
+    InHook hook(t);
     Forgotten old = ptr ? forget(uintptr_t(ptr), gil, mapped) : Forgotten{};
     void* p = call(take);
     if (p) {
@@ -280,7 +287,6 @@ inline void* realloc_tracked(ThreadState& t, void* ptr, size_t size, bool gil, b
     } else if (old.tracked) {
         restore(uintptr_t(ptr), old, gil);
     }
-    t.in_hook = false;
     return p;
 }
 
@@ -297,7 +303,7 @@ template <int D>
 void* ex_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return d.original.malloc(d.original.ctx, size);
     }
     return alloc_tracked(t, size, gil_held(D), kind_of(D, size), true,
@@ -309,7 +315,7 @@ void* ex_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
     size_t size = 0;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed) ||
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed) ||
         __builtin_mul_overflow(nelem, elsize, &size)) {
         return d.original.calloc(d.original.ctx, nelem, elsize);
     }
@@ -321,7 +327,7 @@ template <int D>
 void* ex_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
-    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return d.original.realloc(d.original.ctx, ptr, size);
     }
     // A moved or resized pymalloc block goes back in the block map only where the map knows
@@ -339,7 +345,7 @@ void ex_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     // A RAW free inside another hook is the allocator's own (pymalloc releasing a large block
     // that the OBJ hook already forgot).
-    if (ptr && g_active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
+    if (ptr && g_run.active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
         forget(uintptr_t(ptr), gil_held(D), D != 0);
     }
     d.original.free(d.original.ctx, ptr);
@@ -349,21 +355,14 @@ void ex_free(void*, void* ptr) {
 // and the arenas' own mappings (made through libpython's mmap) are not native allocations.
 void* arena_alloc(void*, size_t size) {
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
-    void* p = g_arena_original.alloc(g_arena_original.ctx, size);
-    t.in_hook = nested;
-    return p;
+    return untracked(t, [&] { return g_arena_original.alloc(g_arena_original.ctx, size); }, t.in_hook);
 }
 void arena_free(void*, void* ptr, size_t size) {
     if (ptr && g_map) {
         blocks::arena_freed(uintptr_t(ptr), size);
     }
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
-    g_arena_original.free(g_arena_original.ctx, ptr, size);
-    t.in_hook = nested;
+    untracked(t, [&] { g_arena_original.free(g_arena_original.ctx, ptr, size); }, t.in_hook);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -401,7 +400,7 @@ size_t free_listed_size(PyObject* op) {
 // without an allocation (the allocator was not called). Its old node's figures were taken back
 // by forget(). `in_map`: it is a pymalloc block (it goes in the block map).
 void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
-    if (!g_sampling) {
+    if (!g_run.sampling) {
         put_exact(block, size, in_map, node);
         calltree::move_in_at(node, int64_t(size), 1);
         return;
@@ -412,18 +411,18 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     sampled_vars(node).live += w.var;
     Node& n = calltree::node(node);
     moments::touch(n.moment, node, n.fig.live_bytes, moments::g_log);
-    calltree::on_move_in(n.fig, g_total, w.bytes, w.count);
+    calltree::on_move_in(n.fig, g_run.total, w.bytes, w.count);
 }
 
 // An object made in `block`, which this thread did not just allocate: a reused block. A
 // tracked one moves to the line making the object now (or, for a paused thread, whose work is
 // not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
-__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) {
-    t.in_hook = true;
+__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
+    InHook hook(t);
     uint32_t node = 0;
     bool known = false;
     blocks::PageBlock b{};
-    if (!g_sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
+    if (!g_run.sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
         // A block of the pymalloc map (the common case: a free list handing back a tuple, a
         // float, a dict): its slot is charged to the line making the object now, in place.
         // (The slot stays valid meanwhile: its arena holds the object being made.)
@@ -436,12 +435,11 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
                 calltree::free_at(was, int64_t(b.size()), 1);
                 calltree::move_in_at(node, int64_t(b.size()), 1);
             }
-            t.in_hook = false;
             return;
         }
     }
     Forgotten old = forget(block, true, true);
-    size_t listed = g_sampling ? 0 : free_listed_size(op);
+    size_t listed = g_run.sampling ? 0 : free_listed_size(op);
     size_t size = old.tracked ? old.size : listed;
     if (size && !t.paused) {
         if (!known) {
@@ -454,7 +452,6 @@ __attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t bl
             adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node);
         }
     }
-    t.in_hook = false;
 }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
@@ -483,10 +480,10 @@ uint64_t g_pending_generation = 0;
 // A dict made just before (its keys table is set now): a table of its own that CPython took
 // from its free list of keys (no object, no event of its own) moves to the dict's line.
 // Tables shared with other dicts (split tables: a class's instances) stay where they are.
-__attribute__((noinline)) void dict_made() {
+__attribute__((noinline)) void dict_made() noexcept {
     PyObject* mp = g_pending_dict;
     g_pending_dict = nullptr;
-    uintptr_t keys = g_pending_generation == g_generation ? compat::own_keys(mp) : 0;
+    uintptr_t keys = g_pending_generation == g_run.generation ? compat::own_keys(mp) : 0;
     if (!keys) {
         return;
     }
@@ -509,25 +506,24 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
     if (g_pending_dict) {  // (also while in_hook or inactive: a dict's end always clears it)
         if (g_pending_dict == op) {
             g_pending_dict = nullptr;  // destroyed already (or made again: handled below)
-        } else if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
-            t.in_hook = true;
+        } else if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
+            InHook hook(t);
             dict_made();
-            t.in_hook = false;
         }
     }
-    if (!t.in_hook && g_active.load(std::memory_order_relaxed)) {
+    if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
         if (event == compat::kRefCreate) {
             uintptr_t block = compat::block_of(op);
             if (block == t.last_block) {
                 t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
-            } else if (!g_sampling || blocks::filter_hit(block)) {
+            } else if (!g_run.sampling || blocks::filter_hit(block)) {
                 // (Sampling tracks only sampled blocks, all in the table: the filter rules out
                 // nearly every reuse at the cost of one load.)
                 reused(t, op, block);
             }
             if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
                 g_pending_dict = op;
-                g_pending_generation = g_generation;
+                g_pending_generation = g_run.generation;
             }
         }
     }
@@ -536,7 +532,7 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
 }
 
 void install_ref_tracer() {
-    if (!g_opts.track_reuse) {
+    if (!g_run.opts.track_reuse) {
         return;
     }
     if constexpr (compat::kRefTracer) {
@@ -576,11 +572,11 @@ void uninstall_ref_tracer() {
 // paused thread, not after the run).
 inline bool rearm(int64_t& left, uint64_t& rng) {
     left = sampling::draw_countdown(rng);
-    return !t_state.paused && g_active.load(std::memory_order_relaxed);
+    return !t_state.paused && g_run.active.load(std::memory_order_relaxed);
 }
 
 __attribute__((noinline)) bool countdown_expired(ThreadState& ts, size_t size) {
-    if (ts.generation != g_generation) {
+    if (ts.generation != g_run.generation) {
         // The thread's first allocation in this run: a fresh seed and countdown, and this
         // allocation counted against it.
         sampling::thread_refresh(ts);
@@ -617,10 +613,7 @@ inline void* sample_alloc(size_t size, bool gil, Block kind, Call call) {
     if (__builtin_expect(left <= 0, 0)) {
         return sample_alloc_slow(size, gil, kind, call);
     }
-    ts.in_hook = true;  // allocations the allocator makes inside this one are not counted
-    void* p = call();
-    ts.in_hook = false;
-    return p;
+    return untracked(ts, call);  // allocations the allocator makes inside this one are not counted
 }
 
 template <typename Call>
@@ -632,12 +625,9 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call c
     int64_t left = ts.countdown - int64_t(size);
     if (__builtin_expect(left > 0 && !blocks::filter_hit(uintptr_t(ptr)), 1)) {
         ts.countdown = left;
-        ts.in_hook = true;
-        void* p = call();
-        ts.in_hook = false;
-        return p;
+        return untracked(ts, call);
     }
-    if (!g_active.load(std::memory_order_relaxed)) {
+    if (!g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     bool take = !ts.paused && sampled(ts, size);  // the old block may be tracked
@@ -647,7 +637,7 @@ inline void* sample_realloc(void* ptr, size_t size, bool gil, Block kind, Call c
 // Forgets a block that may be tracked, then frees it with `call`.
 template <typename Call>
 __attribute__((noinline)) void sample_free_slow(void* ptr, bool gil, Call call) {
-    if (ptr && !t_state.in_hook && g_active.load(std::memory_order_relaxed)) {
+    if (ptr && !t_state.in_hook && g_run.active.load(std::memory_order_relaxed)) {
         forget(uintptr_t(ptr), gil, false);
     }
     call();
@@ -773,7 +763,7 @@ void* pym_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     const PyMemAllocatorEx& o = d.original;
     ThreadState& ts = t_state;
-    if (ts.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (ts.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return o.realloc(o.ctx, ptr, size);
     }
     // A sampled old block is forgotten first (its RAW realloc inside pymalloc passes through).
@@ -831,37 +821,37 @@ void unpatch_numpy() {
 // allocator, and a thread that read our function before that passes through); our own
 // handler, chained when the program had set one, stays for the life of the process. The mode
 // is read per call. Outside a run the sampling paths only count down; their slow paths check
-// g_active. ctx is not relied on: a thread may read the patched functions with the context
-// numpy had.
+// g_run.active. ctx is not relied on: a thread may read the patched functions with the
+// context numpy had.
 void* np_malloc(void*, size_t size) {
     auto call = [&] { return g_np_original.malloc(g_np_original.ctx, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return alloc_tracked(t, size, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_calloc(void*, size_t nelem, size_t elsize) {
     auto call = [&] { return g_np_original.calloc(g_np_original.ctx, nelem, elsize); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(nelem * elsize, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook | t.paused | !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return alloc_tracked(t, nelem * elsize, PyGILState_Check(), Block::Python, true, call);
 }
 void* np_realloc(void*, void* ptr, size_t size) {
     auto call = [&] { return g_np_original.realloc(g_np_original.ctx, ptr, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_realloc(ptr, size, PyGILState_Check(), Block::Python, call);
     }
     ThreadState& t = t_state;
-    if (t.in_hook || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     return realloc_tracked(t, ptr, size, PyGILState_Check(), false, !t.paused, [&](bool) { return call(); },
@@ -869,10 +859,10 @@ void* np_realloc(void*, void* ptr, size_t size) {
 }
 void np_free(void*, void* ptr, size_t size) {
     auto call = [ptr, size] { g_np_original.free(g_np_original.ctx, ptr, size); };
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_free(ptr, 0, call);
     }
-    if (ptr && g_active.load(std::memory_order_relaxed)) {
+    if (ptr && g_run.active.load(std::memory_order_relaxed)) {
         forget(uintptr_t(ptr), PyGILState_Check(), false);
     }
     call();
@@ -916,7 +906,7 @@ inline F real(void* p) {
 }
 
 inline bool native_tracked(const ThreadState& t) {
-    return g_native && !(t.in_hook | t.paused) && g_active.load(std::memory_order_relaxed);
+    return g_native && !(t.in_hook | t.paused) && g_run.active.load(std::memory_order_relaxed);
 }
 
 template <typename Call>
@@ -925,14 +915,14 @@ inline void* native_alloc(size_t size, Call call) {
     if (!native_tracked(t)) {
         return call();
     }
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_alloc(size, PyGILState_Check(), Block::Native, call);
     }
     return alloc_tracked(t, size, PyGILState_Check(), Block::Native, true, call);
 }
 
 inline void native_forget(void* ptr) {
-    if (ptr && blocks::filter_hit(uintptr_t(ptr)) && g_active.load(std::memory_order_relaxed) &&
+    if (ptr && blocks::filter_hit(uintptr_t(ptr)) && g_run.active.load(std::memory_order_relaxed) &&
         !t_state.in_hook) {
         forget(uintptr_t(ptr), PyGILState_Check(), false);
     }
@@ -952,11 +942,11 @@ void* ml_calloc(size_t nelem, size_t elsize) {
 template <typename Call>
 inline void* native_realloc(void* ptr, size_t size, Call call) {
     ThreadState& t = t_state;
-    if (t.in_hook || !g_native || !g_active.load(std::memory_order_relaxed)) {
+    if (t.in_hook || !g_native || !g_run.active.load(std::memory_order_relaxed)) {
         return call();
     }
     bool gil = PyGILState_Check();
-    if (g_sampling) {
+    if (g_run.sampling) {
         return sample_realloc(ptr, size, gil, Block::Native, call);
     }
     return realloc_tracked(t, ptr, size, gil, false, !t.paused, [&](bool) { return call(); },
@@ -1008,9 +998,9 @@ struct Mapping {
 };
 std::map<uintptr_t, Mapping>* g_mappings = nullptr;  // by start address
 
-void track_mapping(void* p, size_t len) {
+void track_mapping(void* p, size_t len) noexcept {
     ThreadState& t = t_state;
-    t.in_hook = true;  // the map's own allocations are ours
+    InHook hook(t);  // the map's own allocations are ours
     bool gil = PyGILState_Check();
     NogilEvent event(gil);
     uint32_t node = event.live() ? node_for(t, gil, Block::Native) : stack::kNotTheProgram;
@@ -1018,19 +1008,17 @@ void track_mapping(void* p, size_t len) {
         Guard g(g_table_lock);
         if (g_mappings) {
             (*g_mappings)[uintptr_t(p)] = Mapping{uintptr_t(p) + len, node};
-            ++g_allocations;
-            ++g_samples;
-            count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_sampling);
+            ++g_run.allocations;
+            ++g_run.samples;
+            count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_run.sampling);
         }
     }
-    t.in_hook = false;
 }
 
 // Forgets the tracked parts of [p, p + len).
-void untrack_range(uintptr_t p, size_t len) {
+void untrack_range(uintptr_t p, size_t len) noexcept {
     ThreadState& t = t_state;
-    bool nested = t.in_hook;
-    t.in_hook = true;
+    InHook hook(t, t.in_hook);
     bool gil = PyGILState_Check();
     uintptr_t end = p + len;
     NogilEvent event(gil);
@@ -1050,7 +1038,8 @@ void untrack_range(uintptr_t p, size_t len) {
                 }
                 uintptr_t lo = start > p ? start : p, hi = m.end < end ? m.end : end;
                 bool whole = lo == start && hi == m.end;
-                count_free(m.node, sampling::Weight{int64_t(hi - lo), whole ? 1 : 0, 0.0}, gil && !g_sampling);
+                count_free(m.node, sampling::Weight{int64_t(hi - lo), whole ? 1 : 0, 0.0},
+                           gil && !g_run.sampling);
                 it = g_mappings->erase(it);
                 if (start < lo) {
                     (*g_mappings)[start] = Mapping{lo, m.node};
@@ -1062,7 +1051,6 @@ void untrack_range(uintptr_t p, size_t len) {
             }
         }
     }
-    t.in_hook = nested;
 }
 
 inline bool anonymous(int flags, int fd) { return (flags & MAP_ANONYMOUS) && fd == -1; }
@@ -1088,7 +1076,7 @@ void* ml_mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) 
     return p;
 }
 int ml_munmap(void* addr, size_t len) {
-    if (g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook) {
+    if (g_native && g_run.active.load(std::memory_order_relaxed) && !t_state.in_hook) {
         untrack_range(uintptr_t(addr), len);
     }
     return real<MunmapFn>(g_real_munmap)(addr, len);
@@ -1106,7 +1094,7 @@ void* ml_mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
         new_addr = va_arg(ap, void*);
         va_end(ap);
     }
-    bool tracking = g_native && g_active.load(std::memory_order_relaxed) && !t_state.in_hook;
+    bool tracking = g_native && g_run.active.load(std::memory_order_relaxed) && !t_state.in_hook;
     bool was_tracked = false;
     if (tracking) {
         Guard g(g_table_lock);
@@ -1167,13 +1155,13 @@ bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.
 }  // namespace
 
 void start_run() {
-    g_gil_countdown.rng = mix(g_opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
-    g_gil_countdown.left = g_sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
+    g_gil_countdown.rng = mix(g_run.opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;
+    g_gil_countdown.left = g_run.sampling ? sampling::draw_countdown(g_gil_countdown.rng) : 0;
 }
 
 void install() {
     bool pymalloc = pymalloc_in_use();
-    if (g_sampling) {
+    if (g_run.sampling) {
         g_kind = pymalloc ? Kind::SamplingPymalloc : Kind::Sampling;
         set_sampling<0>(g_domains[0]);
         if (pymalloc) {
@@ -1190,7 +1178,7 @@ void install() {
         set_exact<2>(g_domains[2]);
     }
     g_map = g_kind == Kind::ExactPymalloc;
-    g_native = g_opts.native;
+    g_native = g_run.opts.native;
     if (g_native && !g_mappings) {
         g_mappings = new std::map<uintptr_t, Mapping>();
     }
@@ -1220,7 +1208,7 @@ void uninstall() {
             d.installed = false;
         }
         // Otherwise another hook sits on top of ours and calls into it: ours stays installed
-        // as a pass-through (g_active is false) for the life of the process.
+        // as a pass-through (g_run.active is false) for the life of the process.
     }
     unpatch_numpy();
     if (g_arena_installed) {
@@ -1287,7 +1275,7 @@ const char* object_reuse() {
         void* data = nullptr;
         return compat::get_ref_tracer(&data) == ref_event ? "tracked" : "lost";
     }
-    return g_kind == Kind::None ? "" : g_opts.track_reuse ? "tracked" : "off";
+    return g_kind == Kind::None ? "" : g_run.opts.track_reuse ? "tracked" : "off";
 }
 
 void reset() {

@@ -10,7 +10,7 @@
 namespace memlens::hooks {
 
 // Chooses the hooks for the run's mode and the allocators in use, and installs them.
-// Requires the GIL; g_opts is set.
+// Requires the GIL; g_run.opts is set.
 void install();
 // Restores the allocators found at start where ours are still the current ones (otherwise
 // ours stay installed below the other hook, as pass-throughs), and numpy's default handler's

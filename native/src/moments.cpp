@@ -111,7 +111,7 @@ bool bump(double t) {
 }
 
 void note_peak(double t) {
-    uint64_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_RELAXED);
+    uint64_t epoch = __atomic_load_n(&g_run.epoch, __ATOMIC_RELAXED);
     Guard g(g_bounds_lock);
     if (epoch != g_last_epoch) {
         g_last_epoch = epoch;
@@ -130,7 +130,7 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now) {
     // freed while g_table_lock is held (see compact).
     {
         Guard g(g_bounds_lock);
-        uint64_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_RELAXED);
+        uint64_t epoch = __atomic_load_n(&g_run.epoch, __ATOMIC_RELAXED);
         if (epoch != 1) {
             out.peak_t = epoch != g_last_epoch ? now : g_peak_t;
         }

@@ -286,10 +286,8 @@ void forget_unloaded() {
 
 void patch_all() {
     PauseScope pause;  // our vectors' memory is ours, not the program's
-    bool nested = t_state.in_hook;
-    t_state.in_hook = true;
+    InHook hook(t_state, t_state.in_hook);
     dl_iterate_phdr(patch_new, nullptr);
-    t_state.in_hook = nested;
 }
 #endif
 
@@ -312,10 +310,8 @@ int ml_dlclose(void* handle) {
     std::lock_guard<std::mutex> lk(*g_mutex);
     if (g_patches) {
         PauseScope pause;
-        bool nested = t_state.in_hook;
-        t_state.in_hook = true;
+        InHook hook(t_state, t_state.in_hook);
         forget_unloaded();
-        t_state.in_hook = nested;
     }
 #endif
     return r;

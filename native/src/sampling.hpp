@@ -38,7 +38,7 @@ struct Weight {
 };
 
 inline Weight weight(uint64_t size) {
-    if (!g_sampling) {
+    if (!g_run.sampling) {
         return {int64_t(size), 1, 0.0};
     }
     double s = double(size);
@@ -52,18 +52,18 @@ inline Weight weight(uint64_t size) {
 
 // The per-thread state of the thread that came `idx`-th in this run (0: the starting one).
 inline void thread_seed(ThreadState& ts, uint64_t idx) {
-    ts.rng = mix(g_opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
+    ts.rng = mix(g_run.opts.seed + 0x9E3779B97F4A7C15ULL * (idx + 1)) | 1;
     ts.countdown = draw_countdown(ts.rng);
 }
 
 // A thread's first event in a run: fresh per-thread state (seeds are the run's seed + the
 // thread's order, so runs are reproducible).
 inline void thread_refresh(ThreadState& ts) {
-    if (ts.generation == g_generation) {
+    if (ts.generation == g_run.generation) {
         return;
     }
-    ts.generation = g_generation;
-    if (g_sampling) {
+    ts.generation = g_run.generation;
+    if (g_run.sampling) {
         thread_seed(ts, g_thread_counter.fetch_add(1, std::memory_order_relaxed));
     }
 }

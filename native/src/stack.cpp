@@ -203,7 +203,7 @@ int apply_requests(void*) {
 // about to resume: it is no longer trusted.
 PyObject* on_frame_exit(PyObject*, PyObject* const*, Py_ssize_t) {
     ThreadStack* s = t_state.stack;
-    if (s && s->trusted > 0 && s->generation == g_generation) {
+    if (s && s->trusted > 0 && s->generation == g_run.generation) {
         PyThreadState* ts = compat::unchecked_tstate();
         Frame* f = ts ? compat::current_frame(ts) : nullptr;
         if (f && f == s->levels[s->trusted].frame) {
@@ -353,7 +353,7 @@ bool start_monitoring() {
     if constexpr (!compat::kMonitoring) {
         return false;
     }
-    if (!g_opts.watch_exits) {
+    if (!g_run.opts.watch_exits) {
         return false;
     }
     stop_monitoring();
@@ -484,8 +484,8 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
     }
     int depth = base + n;
     if (gil) {
-        ++g_stack_reads;
-        g_frames_read += uint64_t(n);
+        ++g_run.stack_reads;
+        g_run.frames_read += uint64_t(n);
     }
     if (depth > s->cap && !grow(s->levels, s->cap, depth)) {
         return kRootNode;
@@ -552,8 +552,8 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     if (!s && !(s = new_stack(t))) {
         return kRootNode;
     }
-    if (s->generation != g_generation) {
-        s->generation = g_generation;
+    if (s->generation != g_run.generation) {
+        s->generation = g_run.generation;
         s->len = s->trusted = 0;
         s->walks = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));

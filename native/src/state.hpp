@@ -1,5 +1,7 @@
-// State shared by the tracer's units: the run's options, the per-thread state the hooks read
-// first, the locks, and the running totals that drive exact peak attribution.
+// State shared by the tracer's units: the run's state in one object (g_run: its options,
+// counters and the running totals that drive exact peak attribution), the per-thread state the
+// hooks read first (t_state; an InHook sets its reentrancy flag for a hook's extent), and
+// the locks.
 //
 // Threading model. MEM/OBJ allocator hooks run with the GIL held, and so do RAW and numpy
 // hooks most of the time: every event made with the GIL held ("GIL events") updates the
@@ -9,7 +11,7 @@
 // GIL figures at snapshot time, so the two never write the same memory. The address table of
 // blocks that are not in the pymalloc block map is shared by both and always under
 // g_table_lock. Interning new call-tree nodes takes g_intern_lock; finding existing ones is
-// lock-free.
+// lock-free. Each of g_run's members says which events write it and under what.
 #pragma once
 
 #include <atomic>
@@ -55,37 +57,48 @@ inline uint64_t mix(uint64_t x) {
     return x;
 }
 
+// The locks stay apart from the run's state: they are not a run's (the fork handlers take
+// them, run or not), and a thread spinning on one would keep taking the cache line that every
+// hook reads g_run.active from.
 inline SpinLock g_table_lock;   // the address table, the no-GIL figures and totals
 inline SpinLock g_intern_lock;  // adding call-tree nodes and code records
 
-inline std::atomic<bool> g_active{false};
-// Events made without the GIL (RAW allocations of threads that released it, the C allocator's
-// calls from other libraries) that are between their check of g_active and their last touch of
-// the tables: stop() waits for them, so that the tables a run kept can be freed while the
-// program's threads go on (memlens attach detaches from a program that keeps running).
-inline std::atomic<int> g_nogil_events{0};
-inline Options g_opts;
-inline bool g_sampling = false;
-inline uint64_t g_generation = 0;  // bumps at each start and reset: invalidates thread state
+// The run's state: its options and counters, and the running totals that drive exact peak
+// attribution. One plain object, initialised at compile time like the globals it replaces.
+struct Run {
+    std::atomic<bool> active{false};
+    // Events made without the GIL (RAW allocations of threads that released it, the C
+    // allocator's calls from other libraries) that are between their check of `active` and
+    // their last touch of the tables: stop() waits for them, so that the tables a run kept can
+    // be freed while the program's threads go on (memlens attach detaches from a program that
+    // keeps running).
+    std::atomic<int> nogil_events{0};
+    Options opts;
+    bool sampling = false;
+    uint64_t generation = 0;  // bumps at each start and reset: invalidates thread state
 
-// Running totals (bytes; estimates in sampling mode). g_total is written by GIL events only
-// (or under g_table_lock in sampling mode, where every tracked event takes the lock);
-// g_total_nogil under g_table_lock. The peak is the largest sum of the two seen by an event;
-// g_epoch increases with each new peak (see calltree.hpp).
-inline int64_t g_total = 0;
-inline int64_t g_total_nogil = 0;
-inline int64_t g_peak = 0;
-inline int64_t g_window_peak = 0;  // the largest total since window() last reset it (<= g_peak)
-inline uint64_t g_epoch = 1;
-inline uint64_t g_allocations = 0;  // allocation events seen (sampled or not; GIL events)
-// Bytes allocated so far (estimates in sampling mode): by GIL events (no lock), and by events
-// without the GIL (under g_table_lock), as the totals.
-inline int64_t g_alloc_bytes = 0;
-inline int64_t g_alloc_bytes_nogil = 0;
-inline uint64_t g_samples = 0;      // allocation events recorded
-// Stack reads (GIL events; racy counts, for benchmarks and tests): reads, and frames read.
-inline uint64_t g_stack_reads = 0;
-inline uint64_t g_frames_read = 0;
+    // Running totals (bytes; estimates in sampling mode). `total` is written by GIL events only
+    // (or under g_table_lock in sampling mode, where every tracked event takes the lock);
+    // `total_nogil` under g_table_lock. The peak is the largest sum of the two seen by an
+    // event; `epoch` increases with each new peak (see calltree.hpp).
+    int64_t total = 0;
+    int64_t total_nogil = 0;
+    int64_t peak = 0;
+    int64_t window_peak = 0;  // the largest total since window() last reset it (<= peak)
+    uint64_t epoch = 1;
+    uint64_t allocations = 0;  // allocation events seen (sampled or not; GIL events)
+    // Bytes allocated so far (estimates in sampling mode): by GIL events (no lock), and by
+    // events without the GIL (under g_table_lock), as the totals.
+    int64_t alloc_bytes = 0;
+    int64_t alloc_bytes_nogil = 0;
+    // Stack reads (GIL events; racy counts, for benchmarks and tests): reads, and frames read.
+    // Not side by side, nor `allocations` and `samples`: GCC would vectorise the two increments
+    // made together into more instructions.
+    uint64_t stack_reads = 0;
+    uint64_t samples = 0;  // allocation events recorded
+    uint64_t frames_read = 0;
+};
+inline Run g_run;
 
 struct ThreadStack;  // stack.hpp
 
@@ -104,8 +117,23 @@ struct ThreadState {
 };
 inline MEMLENS_TLS ThreadState t_state;
 
+// While an InHook lives, its thread is inside one of our hooks (ThreadState::in_hook: the
+// allocator's calls made meanwhile are its own); at its end the flag is `was` again: false
+// where the caller has just seen it clear, or the flag as it was (`t.in_hook`) where the
+// caller may run inside a hook. On the hot paths, what runs under one is noexcept (nothing
+// may unwind through a hook into the allocator's callers): with no unwind path to clean up,
+// the guard compiles to the two stores of a flag set by hand.
+struct InHook {
+    explicit InHook(ThreadState& thread, bool before = false) : t(thread), was(before) { t.in_hook = true; }
+    ~InHook() { t.in_hook = was; }
+    InHook(const InHook&) = delete;
+    InHook& operator=(const InHook&) = delete;
+    ThreadState& t;
+    bool was;
+};
+
 inline int64_t traced_total() {
-    return __atomic_load_n(&g_total, __ATOMIC_RELAXED) + __atomic_load_n(&g_total_nogil, __ATOMIC_RELAXED);
+    return __atomic_load_n(&g_run.total, __ATOMIC_RELAXED) + __atomic_load_n(&g_run.total_nogil, __ATOMIC_RELAXED);
 }
 
 }  // namespace memlens

@@ -57,9 +57,9 @@ void atfork_child() {
     // The other threads' events without the GIL that were under way ended with the fork: left
     // counted, stop() in the child (a followed child writing its run) would wait for them
     // forever.
-    g_nogil_events.store(0);
-    if (g_active.load()) {
-        g_active.store(false);
+    g_run.nogil_events.store(0);
+    if (g_run.active.load()) {
+        g_run.active.store(false);
         g_forked_child = true;
         timeline::forget_thread();
         moments::after_fork_in_child();
@@ -99,9 +99,10 @@ bool start_timeline(double interval_ms) {
 }
 
 // Events made without the GIL that saw the run active finish before stop() goes on (see
-// g_nogil_events): after stop(), nothing touches the run's tables but snapshot() and reset().
+// g_run.nogil_events): after stop(), nothing touches the run's tables but snapshot() and
+// reset().
 void wait_for_nogil_events() {
-    while (g_nogil_events.load(std::memory_order_seq_cst) != 0) {
+    while (g_run.nogil_events.load(std::memory_order_seq_cst) != 0) {
         sched_yield();
     }
 }
@@ -121,7 +122,7 @@ std::string start(const Options& options) {
         // The hooks rely on the GIL serialising MEM/OBJ allocations and frame reads.
         return "free-threaded Python builds are not supported yet";
     }
-    if (g_active.load()) {
+    if (g_run.active.load()) {
         return "memlens is already tracing this process";
     }
     if (g_forked_child) {
@@ -135,24 +136,24 @@ std::string start(const Options& options) {
                "allocator hook; restart the process to trace again";
     }
     reset();
-    g_opts = options;
-    g_sampling = options.mode == Mode::Sampling;
+    g_run.opts = options;
+    g_run.sampling = options.mode == Mode::Sampling;
     sampling::g_interval = double(options.sample_interval);
-    if (g_opts.seed == 0) {
-        g_opts.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (g_run.opts.seed == 0) {
+        g_run.opts.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     }
-    if (!blocks::init() || !calltree::init(g_sampling) || !codes::start()) {
+    if (!blocks::init() || !calltree::init(g_run.sampling) || !codes::start()) {
         free_tables();
         return "out of memory";
     }
-    g_total = g_total_nogil = g_peak = g_window_peak = 0;
-    g_epoch = 1;
-    g_allocations = g_samples = 0;
-    g_alloc_bytes = g_alloc_bytes_nogil = 0;
-    g_stack_reads = g_frames_read = 0;
+    g_run.total = g_run.total_nogil = g_run.peak = g_run.window_peak = 0;
+    g_run.epoch = 1;
+    g_run.allocations = g_run.samples = 0;
+    g_run.alloc_bytes = g_run.alloc_bytes_nogil = 0;
+    g_run.stack_reads = g_run.frames_read = 0;
     g_duration = 0;
     g_peak_rss = 0;
-    ++g_generation;
+    ++g_run.generation;
     sampling::g_thread_counter.store(0);  // per-thread seeds are seed + thread order
     sampling::thread_refresh(t_state);    // the starting thread first
     hooks::start_run();
@@ -162,9 +163,9 @@ std::string start(const Options& options) {
     }
     g_watching = stack::start_monitoring();
     g_start_time = std::chrono::steady_clock::now();
-    g_active.store(true);
+    g_run.active.store(true);
     hooks::install();
-    g_native_installed = g_opts.native && native::install();
+    g_native_installed = g_run.opts.native && native::install();
     if (!start_timeline(options.timeline_interval_ms)) {
         stop();
         return "out of memory";
@@ -173,7 +174,7 @@ std::string start(const Options& options) {
 }
 
 void finish() {
-    if (!g_active.load() || g_finished) {
+    if (!g_run.active.load() || g_finished) {
         return;
     }
     g_duration = elapsed();
@@ -183,11 +184,11 @@ void finish() {
 }
 
 void stop() {
-    if (!g_active.load()) {
+    if (!g_run.active.load()) {
         return;
     }
     finish();
-    g_active.store(false);
+    g_run.active.store(false);
     wait_for_nogil_events();
     g_finished = false;
     if (g_native_installed) {
@@ -198,7 +199,7 @@ void stop() {
 }
 
 void restart_sampling() {
-    if (!g_sampling || !g_active.load()) {
+    if (!g_run.sampling || !g_run.active.load()) {
         return;
     }
     hooks::start_run();
@@ -243,15 +244,15 @@ void die_by_signal(int signum) {
     _exit(128 + signum);  // an ignored or stopping one: end as a shell reports it
 }
 
-bool is_active() { return g_active.load(); }
+bool is_active() { return g_run.active.load(); }
 bool hooks_installed() { return hooks::installed(); }
 bool is_forked_child() { return g_forked_child; }
 const char* hook_kind() { return hooks::kind(); }
 bool watches_exits() { return g_watching; }
 const char* object_reuse() { return hooks::object_reuse(); }
-int monitoring_tool() { return g_active.load() ? stack::monitoring_tool() : -1; }
+int monitoring_tool() { return g_run.active.load() ? stack::monitoring_tool() : -1; }
 int move_monitoring(int tool) {
-    if (!g_active.load() || stack::monitoring_tool() != tool) {
+    if (!g_run.active.load() || stack::monitoring_tool() != tool) {
         return monitoring_tool();
     }
     int now = stack::move_monitoring(tool);
@@ -259,7 +260,7 @@ int move_monitoring(int tool) {
     return now;
 }
 void stop_watching() {
-    if (g_active.load() && stack::monitoring_tool() >= 0) {
+    if (g_run.active.load() && stack::monitoring_tool() >= 0) {
         stack::move_monitoring(stack::kNoTool);
         g_watching = false;
     }
@@ -270,7 +271,7 @@ std::string numpy_attach(void* api_capsule) { return hooks::numpy_attach(api_cap
 
 std::vector<std::string> leftovers() {
     std::vector<std::string> out;
-    if (g_active.load()) {
+    if (g_run.active.load()) {
         out.emplace_back("the tracer (still tracing)");
         return out;
     }
@@ -303,13 +304,13 @@ void snapshot(SnapshotData& out) {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
         out.nodes.resize(n);
-        if (g_sampling) {
+        if (g_run.sampling) {
             out.vars.resize(n);
         }
-        uint64_t epoch = g_epoch;
+        uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
         moments::snapshot(ms, n, calltree::nogil_capacity(),
-                          g_active.load() ? timeline::elapsed() : g_duration);
+                          g_run.active.load() ? timeline::elapsed() : g_duration);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
             SnapshotNode& o = out.nodes[id];
@@ -336,50 +337,50 @@ void snapshot(SnapshotData& out) {
                     moments::pending(ms.nogil, ms.bounds, id, nf->moment, f->live_bytes);
                 }
             }
-            if (g_sampling) {
+            if (g_run.sampling) {
                 const Variances& v = calltree::vars(id);
                 out.vars[id] = SumVars{v.alloc, v.live, at_peak_now ? v.live : v.peak};
             }
         }
-        out.peak_traced_bytes = g_peak;
+        out.peak_traced_bytes = g_run.peak;
         out.current_traced_bytes = traced_total();
-        out.allocations = g_allocations;
-        out.samples = g_samples;
-        out.stack_reads = g_stack_reads;
-        out.frames_read = g_frames_read;
+        out.allocations = g_run.allocations;
+        out.samples = g_run.samples;
+        out.stack_reads = g_run.stack_reads;
+        out.frames_read = g_run.frames_read;
     }
     out.lines.load();
-    bool running = g_active.load() && !g_finished;
+    bool running = g_run.active.load() && !g_finished;
     out.duration_s = running ? elapsed() : g_duration;
     out.peak_rss_bytes = running ? peak_rss() : g_peak_rss;
-    out.mode = int(g_opts.mode);
-    out.sample_interval = g_opts.sample_interval;
+    out.mode = int(g_run.opts.mode);
+    out.sample_interval = g_run.opts.sample_interval;
     timeline::points(out.timeline);
 }
 
 void reset() {
-    if (g_active.load()) {
+    if (g_run.active.load()) {
         return;
     }
     free_tables();
-    ++g_generation;
+    ++g_run.generation;
 }
 
 void totals(int64_t* current, int64_t* peak) {
     *current = traced_total();
-    *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+    *peak = __atomic_load_n(&g_run.peak, __ATOMIC_RELAXED);
 }
 
 void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated) {
-    *allocated = __atomic_load_n(&g_alloc_bytes, __ATOMIC_RELAXED) +
-                 __atomic_load_n(&g_alloc_bytes_nogil, __ATOMIC_RELAXED);
+    *allocated = __atomic_load_n(&g_run.alloc_bytes, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&g_run.alloc_bytes_nogil, __ATOMIC_RELAXED);
     *current = traced_total();
-    *peak = __atomic_load_n(&g_window_peak, __ATOMIC_RELAXED);
+    *peak = __atomic_load_n(&g_run.window_peak, __ATOMIC_RELAXED);
     if (*peak < *current) {
         *peak = *current;
     }
     if (reset) {
-        __atomic_store_n(&g_window_peak, *current, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_run.window_peak, *current, __ATOMIC_RELAXED);
     }
 }
 
