@@ -13,7 +13,8 @@ SRC = Path(__file__).resolve().parents[2] / "native" / "src"
 #: CPython's reference tracer (ref_: objects made, 3.13+).
 HOOK = re.compile(r"^(?:void\*|void|int) ((?:ex|sm|pym|np|ml|arena|ref)_\w+)\(", re.MULTILINE)
 FUNCTION = re.compile(
-    r"^(?:__attribute__\(\(\w+\)\) )?(?:inline |static )*[\w:<>*& ]+?\b(\w+)\([^;{]*\)\s*\{",
+    r"^(?:__attribute__\(\(\w+\)\) )?(?:inline |static )*[\w:<>*& ]+?\b(\w+)\([^;{]*\)"
+    r"(?:\s*noexcept)?\s*\{",
     re.MULTILINE,
 )
 
@@ -80,3 +81,16 @@ def test_every_hook_checks_the_reentrancy_flag() -> None:
     # The exemptions are real hooks, and still reach the flag on their sampled path.
     assert set(UNGUARDED) <= hooks
     assert all(_guarded(h, bodies, set()) for h in UNGUARDED)
+
+
+def test_the_reentrancy_flag_is_set_by_its_guard_only() -> None:
+    """ARCHITECTURE.md: a hook sets the flag through an InHook (state.hpp) for its extent, so
+    no return path can leave it set."""
+    for name, text in _sources().items():
+        sets = re.findall(r"\bin_hook\s*=[^=]", text)
+        if name == "state.hpp":
+            assert len(sets) == 2, sets  # InHook's constructor and destructor
+        else:
+            assert not sets, f"{name} sets in_hook by hand: use an InHook"
+    bodies = _bodies(_sources()["hooks.cpp"])
+    assert {"reused", "alloc_tracked"} <= set(bodies)  # noexcept functions are read too
