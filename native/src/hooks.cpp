@@ -20,6 +20,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <map>
+#include <new>
 
 #include "blocks.hpp"
 #include "calltree.hpp"
@@ -1007,7 +1008,13 @@ void track_mapping(void* p, size_t len) noexcept {
     if (node != stack::kNotTheProgram) {
         Guard g(g_table_lock);
         if (g_mappings) {
-            (*g_mappings)[uintptr_t(p)] = Mapping{uintptr_t(p) + len, node};
+            // (The map's node is the one allocation here that can fail: the mapping then stays
+            // untracked, as its unmapping will find it, rather than the program ending.)
+            try {
+                (*g_mappings)[uintptr_t(p)] = Mapping{uintptr_t(p) + len, node};
+            } catch (const std::bad_alloc&) {
+                return;
+            }
             ++g_run.allocations;
             ++g_run.samples;
             count_alloc(node, sampling::Weight{int64_t(len), 1, 0.0}, gil && !g_run.sampling);
