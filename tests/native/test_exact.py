@@ -57,10 +57,12 @@ def test_freed_block_is_allocated_but_not_live() -> None:
     run, _ = profile(programs.freed)
     s = stats(run, "freed")
     assert near(s.alloc_bytes, 6 * MIB)
-    # The buffer is not live. A small object the call made (its argument tuple) may look live:
-    # CPython puts freed tuples on a free list instead of freeing them (docs/how-it-works.md).
+    # The buffer is not live. The small objects the line made (the argument tuple; on 3.14+ the
+    # int 6 * MIB) may look live: CPython puts freed tuples and ints on free lists instead of
+    # freeing them, and on 3.13+ an object taken from a free list moves to the line that took it
+    # (docs/how-it-works.md). Whether they come from a free list depends on what ran before.
     assert s.live_bytes < 256
-    assert s.live_count <= 1
+    assert s.live_count <= 2
     assert near(s.peak_bytes, 6 * MIB)  # it was live when the total peaked
 
 
