@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             where.startswith(p) if p.endswith("/") else where == p for p in INTERPRETER_DEPENDENT
         ):
             item.add_marker(pytest.mark.interpreter)
+
+
+#: The pytest plugins of this suite's own tools, left out of the pytest sessions the tests start
+#: (the memlens plugin's sessions, `memlens run -m pytest`, an installed wheel's pytest): none
+#: of those sessions uses them, and importing them (hypothesis, lsprotocol through pytest-lsp,
+#: pytest-asyncio) costs a session about 3 s of CPU here, while memlens's plugin still loads
+#: from its entry point as in a user's session.
+INNER_SESSIONS_WITHOUT = ("hypothesispytest", "pytest-lsp", "asyncio", "anyio")
+_GIVEN_ADDOPTS = os.environ.get("PYTEST_ADDOPTS")
+
+
+def own_files_env(**extra: str) -> dict[str, str]:
+    """The environment for a pytest session of this suite's own files (they use its plugins):
+    this process's, PYTEST_ADDOPTS as this session was given it, and ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    if _GIVEN_ADDOPTS is not None:
+        env["PYTEST_ADDOPTS"] = _GIVEN_ADDOPTS
+    return {**env, **extra}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _inner_sessions_without_our_plugins() -> Iterator[None]:
+    # Set once the session runs, in the process running tests: pytest-xdist's workers, which
+    # read PYTEST_ADDOPTS as they start, are already running then.
+    given = os.environ.get("PYTEST_ADDOPTS", "").split()
+    opts = [f"-pno:{name}" for name in INNER_SESSIONS_WITHOUT]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTEST_ADDOPTS", " ".join(given + [o for o in opts if o not in given]))
+        yield
 
 
 # Programs the tests start must get the signals they are sent. A suite started in the

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from memlens import _tracer
+from tests.conftest import own_files_env
 
 from .conftest import load, profile, pymalloc_in_use, tagged
 
@@ -277,7 +278,7 @@ def test_exact_figures_hold_with_other_allocators(allocator: str) -> None:
             str(here / "test_exact.py"),
             __file__,
         ],
-        env={**os.environ, "PYTHONMALLOC": allocator},
+        env=own_files_env(PYTHONMALLOC=allocator),
         capture_output=True,
         text=True,
         timeout=600,

@@ -19,6 +19,7 @@ import pytest
 
 import memlens
 from memlens.model import LineStats, Run
+from tests.conftest import own_files_env
 
 from . import sampling_program as prog
 from .conftest import profile, pymalloc_in_use, tagged
@@ -130,7 +131,7 @@ def test_same_statements_hold_with_other_allocators(allocator: str) -> None:
     # accuracy statements must hold there. This file again, in a process using `allocator`.
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        env={**os.environ, "PYTHONMALLOC": allocator},
+        env=own_files_env(PYTHONMALLOC=allocator),
         capture_output=True,
         text=True,
         timeout=600,
@@ -151,7 +152,7 @@ def test_same_seed_same_result() -> None:
     own: MEM/OBJ allocations share one countdown, so another thread's allocations
     (pytest-xdist's own thread, in a worker) would move where the samples fall."""
     if os.environ.get("MEMLENS_TEST_ALONE") != "1":
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+        env = {k: v for k, v in own_files_env().items() if not k.startswith("PYTEST_XDIST")}
         proc = subprocess.run(
             ALONE,
             env={**env, "MEMLENS_TEST_ALONE": "1"},

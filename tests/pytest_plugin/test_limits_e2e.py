@@ -298,7 +298,9 @@ def test_tests_that_did_not_run_are_not_judged(tmp_path: Path) -> None:
         ("xfailed", []),
         ("error", []),
     ]
-    assert all(t["leaked_bytes"] >= 100_000 for t in tests.values())
+    # Each kept its 100,000 bytes (leaked is a net figure: what pytest freed meanwhile, a few
+    # KiB that depend on its plugins, is taken off).
+    assert all(t["leaked_bytes"] >= 90_000 for t in tests.values()), tests
 
 
 TEST_WARMUPS = """\

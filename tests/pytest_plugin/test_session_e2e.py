@@ -97,8 +97,9 @@ def test_session_killed_by_sigterm_writes_the_tests_that_ran(tmp_path: Path) -> 
     assert doc["run"]["exit_code"] is None
     tests = doc["run"]["tests"]
     assert list(tests) == ["test_killed.py::test_first", "test_killed.py::test_second"]
-    assert tests["test_killed.py::test_first"]["leaked_bytes"] >= 4 * MiB
-    assert tests["test_killed.py::test_second"]["leaked_bytes"] >= 2 * MiB
+    # Each test's buffer (leaked is net: what pytest freed meanwhile, a few KiB, is taken off).
+    assert tests["test_killed.py::test_first"]["leaked_bytes"] >= 4 * MiB - 64 * 1024
+    assert tests["test_killed.py::test_second"]["leaked_bytes"] >= 2 * MiB - 64 * 1024
 
 
 def test_checkpoints_hold_the_tests_that_ran(tmp_path: Path) -> None:
