@@ -13,7 +13,8 @@ import pytest
 #: plugin's sessions (not its option handling while idle). They get the `interpreter` marker,
 #: and `./dev versions` runs them again on every Python of the matrix; the rest of the suite
 #: (run files, the CLI's other commands, the language and MCP servers) runs once. Paths are
-#: relative to tests/; folders end in "/".
+#: relative to tests/; folders end in "/". A test of theirs marked `any_interpreter` (a usage
+#: error, a check made before anything runs) runs once.
 INTERPRETER_DEPENDENT = (
     "native/",
     "pytest_plugin/test_session_e2e.py",
@@ -38,6 +39,8 @@ _TESTS = Path(__file__).parent
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("any_interpreter"):
+            continue
         where = item.path.relative_to(_TESTS).as_posix()
         if any(
             where.startswith(p) if p.endswith("/") else where == p for p in INTERPRETER_DEPENDENT

@@ -59,6 +59,7 @@ def test_show_annotate_and_flow_on_a_saved_run(tmp_path: Path) -> None:
     assert "allocs.py:7" in text
 
 
+@pytest.mark.any_interpreter
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -79,6 +80,7 @@ def test_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], message: str
     assert lines[0].startswith(message)
 
 
+@pytest.mark.any_interpreter
 def test_bad_option_exits_2(tmp_path: Path) -> None:
     proc = memlens("run", "--sample", "lots", str(SCRIPTS / "allocs.py"), cwd=tmp_path)
     assert proc.returncode == 2
@@ -87,6 +89,7 @@ def test_bad_option_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
 
 
+@pytest.mark.any_interpreter
 def test_unreadable_run_file_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.mlrun"
     bad.write_bytes(b"not a run at all")
@@ -221,6 +224,7 @@ def test_flow_compare_puts_each_runs_figures_in_a_node(tmp_path: Path) -> None:
     assert " -> " in text
 
 
+@pytest.mark.any_interpreter
 @pytest.mark.parametrize(
     ("args", "message"),
     [

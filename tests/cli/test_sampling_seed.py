@@ -118,6 +118,7 @@ def test_exact_runs_record_no_seed(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["run"]["seed"] is None
 
 
+@pytest.mark.any_interpreter
 @pytest.mark.parametrize(
     ("args", "message"),
     [

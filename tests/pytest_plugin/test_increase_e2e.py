@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.cli.memlens_cmd import memlens
 from tests.pytest_plugin.session import export, project, pytest_session, summary
 
@@ -108,6 +110,7 @@ def test_without_a_usable_baseline_nothing_is_compared(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.any_interpreter
 def test_bad_options_and_baselines_are_usage_errors(tmp_path: Path) -> None:
     cwd = project(tmp_path, **{"test_growth.py": TEST_GROWTH})
     (cwd / "garbage.mlrun").write_bytes(b"\x00" * 512)
@@ -244,6 +247,7 @@ def test_a_tests_own_tolerance_exemption_and_figures(tmp_path: Path) -> None:
     assert "FAILED test_gate.py::test_overlap - " in out
 
 
+@pytest.mark.any_interpreter
 def test_bad_gate_options_are_usage_errors(tmp_path: Path) -> None:
     cases = [
         ('increase="lots"', "increase: 'lots' is not a percentage (write it as \"50%\")"),
