@@ -21,7 +21,7 @@ from memlens import growth, held
 from memlens.annotate import figure_text, line_label
 from memlens.errors import MemlensError
 from memlens.layout import display_path, printable
-from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo, gpu_figure, line_values
+from memlens.model import NAMED_FIGURES, LineStats, Run, RunInfo, gpu_figure, ranked_values
 from memlens.moment import Moment, run_at
 from memlens.units import fmt_bytes, fmt_count
 
@@ -48,9 +48,10 @@ class ListingRow:
 
 
 def _source_lines(run: Run, file: str) -> list[str]:
-    """The recorded source's lines, fit for a terminal (a run's text is untrusted)."""
+    """The recorded source's lines as recorded: untrusted text, made fit for a terminal
+    (``printable``) line by line where one is shown (a file's lines are many, those shown few)."""
     text = run.files[file].text
-    return [printable(line) for line in text.splitlines()] if text is not None else []
+    return text.splitlines() if text is not None else []
 
 
 def top_lines(
@@ -62,15 +63,15 @@ def top_lines(
     attr = fig.line
     gpu = bool(fig.device)
     peak = (run.info.gpu_peak_bytes if gpu else run.info.peak_traced_bytes) or 1
-    # One figure per line is read (memlens.model.line_values: no object per line of a
-    # LineTable), and only the n kept are sorted: a million lines rank in a second.
-    rows = (
-        (-value, file, line)
-        for file, sf in run.files.items()
-        if keep is None or keep(file)
-        for line, value in line_values(sf.lines, attr)
-        if value > 0
-    )
+    # One figure per line is read (memlens.model.ranked_values: for a LineTable, pairs made
+    # without a Python step per line), a file's n best kept, then the n best of those.
+    # (Lines with 0 rank last: dropping them after the n best drops nothing that counts.)
+    rows: list[tuple[int, str, int]] = []
+    for file, sf in run.files.items():
+        if keep is None or keep(file):
+            pairs = ranked_values(sf.lines, attr)
+            best = pairs if n is None else heapq.nsmallest(n, pairs)
+            rows.extend((minus, file, line) for minus, line in best if minus < 0)
     ranked = sorted(rows) if n is None else heapq.nsmallest(n, rows)
     out: list[TopRow] = []
     sources: dict[str, list[str]] = {}
@@ -87,7 +88,7 @@ def top_lines(
                 value=value,
                 stats=st,
                 share_of_peak=(st.gpu_peak_bytes if gpu else st.peak_bytes) / peak,
-                source=src[line - 1].strip() if 0 < line <= len(src) else "",
+                source=printable(src[line - 1]).strip() if 0 < line <= len(src) else "",
                 growth=growth.short(growth.line_verdict(run, file, line))
                 if by == "live" and run.moments
                 else "",
@@ -165,7 +166,7 @@ def listing(
             continue
         if last and ln != last + 1:
             rows.append(ListingRow(0, "...", ""))
-        rows.append(ListingRow(ln, src[ln - 1], labels.get(ln, "")))
+        rows.append(ListingRow(ln, printable(src[ln - 1]), labels.get(ln, "")))
         last = ln
     return rows
 

@@ -11,7 +11,7 @@ import rich.console
 
 from memlens.annotate import line_label
 from memlens.errors import MemlensError
-from memlens.model import NAMED_FIGURES, LineStats, ProcessInfo, Run, replace
+from memlens.model import NAMED_FIGURES, LineStats, LineTable, ProcessInfo, Run, replace
 from memlens.report import display_path, find_file, listing, render, top_lines
 from memlens.runfile import reader, writer
 from tests.runs import new_run, source
@@ -76,6 +76,34 @@ def test_top_lines_by_each_figure() -> None:
     assert [(r.file, r.line) for r in top_lines(run, "alloc", 2)] == [(UTIL, 1), (MAIN, 4)]
     # Lines with nothing live are not listed by "live".
     assert [(r.file, r.line) for r in top_lines(run, "live", 10)] == [(MAIN, 4)]
+
+
+def test_top_lines_rank_as_defined_with_ties_files_and_zeros() -> None:
+    """Largest figure first, then by file and line; lines at 0 left out; for any n, from
+    line tables and from plain mappings alike (the ranking keeps a file's n best first)."""
+    rnd = random.Random(7)
+    files = {}
+    for k in range(4):
+        lines = {
+            ln: LineStats(alloc_bytes=rnd.choice([0, 0, 1, 2, 3, 50]), peak_bytes=rnd.randrange(4))
+            for ln in rnd.sample(range(1, 60), 30)
+        }
+        files[f"/proj/m{k}.py"] = dict(sorted(lines.items()))
+    for as_table in (True, False):
+        run = new_run(
+            [source(f, "", LineTable.of(ls) if as_table else ls) for f, ls in files.items()]
+        )
+        assert isinstance(run.files["/proj/m0.py"].lines, LineTable) is as_table
+        for by, attr in (("alloc", "alloc_bytes"), ("peak", "peak_bytes")):
+            want = sorted(
+                (-getattr(st, attr), f, ln)
+                for f, lines in files.items()
+                for ln, st in lines.items()
+                if getattr(st, attr) > 0
+            )
+            for n in (None, 1, 5, 17, 200):
+                got = [(-r.value, r.file, r.line) for r in top_lines(run, by, n)]
+                assert got == (want if n is None else want[:n]), (as_table, by, n)
 
 
 def test_listing_keeps_context_and_elides_gaps() -> None:

@@ -40,7 +40,13 @@ from memlens.model.figures import (
     gpu_figure,
 )
 from memlens.model.holders import HOP_KINDS, OUTCOMES, ROOT_KINDS, HeldBy, Hop
-from memlens.model.lines import LineStats, LineTable, LineTableBuilder, line_values
+from memlens.model.lines import (
+    LineStats,
+    LineTable,
+    LineTableBuilder,
+    line_values,
+    ranked_values,
+)
 from memlens.model.moments import FunctionKey, Moments, value_at
 from memlens.model.tree import CALL_TREE_COLUMNS, CallNode, CallTree, subtree_sums
 from memlens.model.value import Value, _set, replace
@@ -97,6 +103,7 @@ __all__ = [
     "calls_figure",
     "gpu_figure",
     "line_values",
+    "ranked_values",
     "replace",
     "subtree_sums",
     "value_at",

@@ -15,7 +15,7 @@ from _collections_abc import ItemsView, Mapping, ValuesView  # (collections.abc,
 from array import array
 from bisect import bisect_left
 from itertools import islice, repeat
-from operator import attrgetter, lt
+from operator import attrgetter, lt, neg
 
 from memlens.model.figures import ERRORS, FIGURES, GPU_FIGURES, NATIVE
 from memlens.model.value import Value, _set
@@ -357,3 +357,12 @@ def line_values(lines: Mapping[int, LineStats], name: str) -> Iterable[tuple[int
     if isinstance(lines, LineTable):
         return zip(lines, lines.column(name), strict=True)
     return ((line, getattr(st, name)) for line, st in lines.items())
+
+
+def ranked_values(lines: Mapping[int, LineStats], name: str) -> Iterable[tuple[int, int]]:
+    """(minus integer figure ``name``, line) for every line of ``lines``: in ascending order,
+    the largest figure first and equal figures by line. For a :class:`LineTable` the pairs are
+    made without a Python step per line (a ranking's ``heapq.nsmallest`` reads them as made)."""
+    if isinstance(lines, LineTable):
+        return zip(map(neg, lines.column(name)), lines, strict=True)
+    return ((-getattr(st, name), line) for line, st in lines.items())
