@@ -63,6 +63,13 @@ def line(run: Run, path: str | Path, tag: str) -> LineStats:
     return found
 
 
+#: The other allocators' re-runs (PYTHONMALLOC) parametrize with "malloc" and this: CPython's
+#: debug hooks around pymalloc, under which memlens uses the same general hooks as over malloc.
+#: What differs between interpreters is seen with malloc, so this case runs once, not again on
+#: each Python of the matrix.
+PYMALLOC_DEBUG = pytest.param("pymalloc_debug", marks=pytest.mark.any_interpreter)
+
+
 def pymalloc_in_use() -> bool:
     """Whether this process allocates with plain pymalloc (not debug hooks, not malloc)."""
     return os.environ.get("PYTHONMALLOC", "pymalloc") == "pymalloc" and not sys.flags.dev_mode

@@ -23,7 +23,7 @@ import pytest
 from memlens import _tracer
 from tests.conftest import own_files_env
 
-from .conftest import load, profile, pymalloc_in_use, tagged
+from .conftest import PYMALLOC_DEBUG, load, profile, pymalloc_in_use, tagged
 
 MIB = 1024 * 1024
 
@@ -262,7 +262,7 @@ def test_other_allocators_use_the_address_table() -> None:
 
 
 @pytest.mark.skipif("PYTHONMALLOC" in os.environ, reason="already under another allocator")
-@pytest.mark.parametrize("allocator", ["malloc", "pymalloc_debug"])
+@pytest.mark.parametrize("allocator", ["malloc", PYMALLOC_DEBUG])
 def test_exact_figures_hold_with_other_allocators(allocator: str) -> None:
     # Without plain pymalloc every block is in the address table: the exact-mode statements
     # must hold there too. The exact-mode test files again, in a process using `allocator`.

@@ -22,7 +22,7 @@ from memlens.model import LineStats, Run
 from tests.conftest import own_files_env
 
 from . import sampling_program as prog
-from .conftest import profile, pymalloc_in_use, tagged
+from .conftest import PYMALLOC_DEBUG, profile, pymalloc_in_use, tagged
 
 SRC = Path(prog.__file__).resolve()
 INTERVAL = 16 * 1024
@@ -125,7 +125,7 @@ def test_sampling_hooks_suit_the_allocator() -> None:
 
 
 @pytest.mark.skipif("PYTHONMALLOC" in os.environ, reason="already under another allocator")
-@pytest.mark.parametrize("allocator", ["malloc", "pymalloc_debug"])
+@pytest.mark.parametrize("allocator", ["malloc", PYMALLOC_DEBUG])
 def test_same_statements_hold_with_other_allocators(allocator: str) -> None:
     # Without plain pymalloc, sampling mode hooks every free (the general hooks): the same
     # accuracy statements must hold there. This file again, in a process using `allocator`.
