@@ -680,7 +680,8 @@ void sm_free(void*, void* ptr) {
 }
 
 // Sampling mode over pymalloc (the usual allocator; not with debug hooks or
-// PYTHONMALLOC=malloc): no MEM/OBJ free hook at all. pymalloc serves requests above
+// PYTHONMALLOC=malloc): the MEM/OBJ free hook looks at nothing (a tail call into pymalloc's
+// free, `pym_free`). pymalloc serves requests above
 // kPymallocSmall from the RAW domain and its free hands any block outside its arenas to
 // PyMem_RawFree. So a sampled MEM/OBJ block is requested with at least kPymallocSmall + 1
 // bytes: it comes from the RAW domain, and its free reaches our RAW free hook. Unsampled
