@@ -70,7 +70,7 @@ def own_files_env(**extra: str) -> dict[str, str]:
 def _inner_sessions_without_our_plugins() -> Iterator[None]:
     # Set once the session runs, in the process running tests: pytest-xdist's workers, which
     # read PYTEST_ADDOPTS as they start, are already running then.
-    given = os.environ.get("PYTEST_ADDOPTS", "").split()
+    given = (_GIVEN_ADDOPTS or "").split()
     opts = [f"-pno:{name}" for name in INNER_SESSIONS_WITHOUT]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTEST_ADDOPTS", " ".join(given + [o for o in opts if o not in given]))

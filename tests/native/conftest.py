@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import pytest
 
 import memlens
 from memlens.model import LineStats, Run
+from tests.conftest import own_files_env
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +70,20 @@ def line(run: Run, path: str | Path, tag: str) -> LineStats:
 #: What differs between interpreters is seen with malloc, so this case runs once, not again on
 #: each Python of the matrix.
 PYMALLOC_DEBUG = pytest.param("pymalloc_debug", marks=pytest.mark.any_interpreter)
+
+
+def passes_under_allocator(allocator: str, *files: str | Path) -> None:
+    """The test ``files`` pass again in a process allocating with ``PYTHONMALLOC=allocator``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, files)],
+        env=own_files_env(PYTHONMALLOC=allocator),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
 
 
 def pymalloc_in_use() -> bool:

@@ -10,7 +10,6 @@ import email.message
 import gc
 import json.decoder
 import os
-import subprocess
 import sys
 import textwrap
 import threading
@@ -21,9 +20,8 @@ from typing import Any
 import pytest
 
 from memlens import _tracer
-from tests.conftest import own_files_env
 
-from .conftest import PYMALLOC_DEBUG, load, profile, pymalloc_in_use, tagged
+from .conftest import PYMALLOC_DEBUG, load, passes_under_allocator, profile, pymalloc_in_use, tagged
 
 MIB = 1024 * 1024
 
@@ -266,26 +264,7 @@ def test_other_allocators_use_the_address_table() -> None:
 def test_exact_figures_hold_with_other_allocators(allocator: str) -> None:
     # Without plain pymalloc every block is in the address table: the exact-mode statements
     # must hold there too. The exact-mode test files again, in a process using `allocator`.
-    here = Path(__file__).parent
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(here / "test_exact.py"),
-            __file__,
-        ],
-        env=own_files_env(PYTHONMALLOC=allocator),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout
+    passes_under_allocator(allocator, Path(__file__).parent / "test_exact.py", __file__)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")

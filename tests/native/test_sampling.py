@@ -22,7 +22,7 @@ from memlens.model import LineStats, Run
 from tests.conftest import own_files_env
 
 from . import sampling_program as prog
-from .conftest import PYMALLOC_DEBUG, profile, pymalloc_in_use, tagged
+from .conftest import PYMALLOC_DEBUG, passes_under_allocator, profile, pymalloc_in_use, tagged
 
 SRC = Path(prog.__file__).resolve()
 INTERVAL = 16 * 1024
@@ -129,16 +129,7 @@ def test_sampling_hooks_suit_the_allocator() -> None:
 def test_same_statements_hold_with_other_allocators(allocator: str) -> None:
     # Without plain pymalloc, sampling mode hooks every free (the general hooks): the same
     # accuracy statements must hold there. This file again, in a process using `allocator`.
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        env=own_files_env(PYTHONMALLOC=allocator),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout
+    passes_under_allocator(allocator, __file__)
 
 
 #: The test below, run by itself.

@@ -3,7 +3,8 @@ mapping of line number to :class:`LineStats` whose values are made on access.
 
 A run with a million line rows held as one ``LineStats`` object per line takes close to a
 gigabyte before anything is shown; stored as typed arrays it takes about 100 bytes a line, and
-rankings read one figure's column without making any object (:func:`line_values`). The run
+rankings read one figure's column without making any object (:func:`line_values`,
+:func:`ranked_values`). The run
 file reader makes these; everything else may hand any mapping to the model (hand-made runs,
 importers, merges use dicts).
 """
