@@ -60,7 +60,7 @@ def trigger_run(path: Path) -> Path:
     con = sqlite3.connect(path)
     con.executescript(
         """
-        CREATE TRIGGER t AFTER INSERT ON lines BEGIN DELETE FROM lines; END;
+        CREATE TRIGGER t AFTER INSERT ON line_columns BEGIN DELETE FROM line_columns; END;
         CREATE INDEX i ON functions (abs(alloc_bytes));
         """
     )

@@ -41,10 +41,6 @@ def _damage(path: Path, statement: str) -> None:
             "bad run header: duration_s is not a finite number",
         ),
         (
-            "UPDATE lines SET peak_err = 9e999",
-            "corrupt file (lines holds a number that is not finite)",
-        ),
-        (
             "UPDATE timeline SET t = -9e999",
             "corrupt file (timeline holds a number that is not finite)",
         ),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memlens.errors import RunFileError
-from memlens.model import FunctionStats, LineStats, replace
+from memlens.model import FunctionStats, TimelinePoint, replace
 from memlens.runfile import reader, schema, writer
 from memlens.runfile.schema import FORMAT_VERSION
 from tests.hostile import default_bomb, trigger_run, view_bomb
@@ -59,7 +59,7 @@ def test_default_bombs(tmp_path: Path) -> None:
         ("CREATE VIEW extra AS SELECT 1", "unexpected schema: view extra"),
         ("CREATE TABLE extra (x)", "unexpected schema: table extra"),
         ("CREATE INDEX i ON functions (abs(alloc_bytes))", "unexpected schema: index i"),
-        ("CREATE INDEX j ON lines (line) WHERE peak_bytes > 0", "unexpected schema: index j"),
+        ("CREATE INDEX j ON line_columns (part) WHERE part > 0", "unexpected schema: index j"),
         (
             "CREATE TRIGGER t BEFORE DELETE ON meta BEGIN SELECT 1; END",
             "unexpected schema: trigger t",
@@ -168,12 +168,9 @@ def test_sqlite_length_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_time_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    run = sample_run()
-    sf = run.files["/work/app.py"]
-    lines = {i: LineStats(alloc_bytes=i) for i in range(1, 20_000)}
-    path = writer.write(
-        replace(run, files={sf.path: replace(sf, lines=lines)}), tmp_path / "r.mlrun"
-    )
+    # (20,000 rows: the progress handler, called every 10,000 SQLite steps, is called.)
+    timeline = tuple(TimelinePoint(i / 10, i, i) for i in range(20_000))
+    path = writer.write(replace(sample_run(), timeline=timeline), tmp_path / "r.mlrun")
     monkeypatch.setattr(reader, "READ_BUDGET_S", 0.0)
     monkeypatch.setattr(reader, "READ_BUDGET_S_PER_MIB", 0.0)
     _refused(path, "took too long to read (more than 0 s)", info_too=False)

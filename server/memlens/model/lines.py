@@ -188,6 +188,26 @@ class LineTable(Mapping[int, LineStats]):
             )
         return builder.table()
 
+    @classmethod
+    def checked(
+        cls,
+        lines: array[int],
+        ints: Sequence[array[int]],
+        errs: Sequence[array[float]],
+        gpu: Sequence[array[int]],
+    ) -> LineTable:
+        """The table of whole columns (every one of :data:`ERRORS` and :data:`GPU_FIGURES`, or
+        none), kept only when some line has one. ValueError when a line does not come after
+        the one before it, or the columns differ in number or length."""
+        if not all(map(lt, lines, islice(lines, 1, None))):
+            raise ValueError("lines are not in increasing order")
+        return cls(
+            lines,
+            ints,
+            errs if any(map(any, errs)) else (),
+            gpu if any(map(any, gpu)) else (),
+        )
+
     def __len__(self) -> int:
         return len(self._lines)
 
@@ -344,12 +364,7 @@ class LineTableBuilder:
     def table(self) -> LineTable:
         """The table of the lines added. ValueError when a line does not come after the one
         before it."""
-        lines = self._lines
-        if not all(map(lt, lines, islice(lines, 1, None))):
-            raise ValueError("lines are not in increasing order")
-        errs = self._errs if any(map(any, self._errs)) else ()
-        gpu = self._gpu if any(map(any, self._gpu)) else ()
-        return LineTable(lines, self._ints, errs, gpu)
+        return LineTable.checked(self._lines, self._ints, self._errs, self._gpu)
 
 
 def line_values(lines: Mapping[int, LineStats], name: str) -> Iterable[tuple[int, int]]:

@@ -22,7 +22,9 @@ import zlib
 from array import array
 from bisect import bisect_right
 from itertools import chain as chained
-from itertools import pairwise
+from itertools import islice, pairwise
+from math import isfinite
+from operator import le
 from urllib.parse import quote
 
 from memlens.errors import RunFileError, one_line, os_error_reason
@@ -42,6 +44,7 @@ from memlens.model import (
     GpuDeviceLine,
     HeldBy,
     Hop,
+    LineTable,
     LineTableBuilder,
     Moments,
     Run,
@@ -49,6 +52,7 @@ from memlens.model import (
     SourceFile,
     TimelinePoint,
 )
+from memlens.model.lines import INTS
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import clip, parse_header
 from memlens.runfile.schema import (
@@ -57,6 +61,8 @@ from memlens.runfile.schema import (
     FORMAT_VERSION,
     FORMATS,
     INT,
+    LINE_COLUMNS,
+    LINE_PARTS,
     MAGIC,
     MAX_HEADER_CHARS,
     MAX_HOLDER_CHAINS,
@@ -79,7 +85,7 @@ from memlens.runfile.schema import (
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, TypeVar
 
     _T = TypeVar("_T")
@@ -438,65 +444,13 @@ def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[st
             raise RunFileError(name, f"corrupt file ({table} names unknown file id {fid!r})")
         return by_id[pos]
 
-    # Rows go into each file's columns by chunk, with no work per row in Python: a chunk's
-    # values are packed as machine values (struct, which refuses a value of the wrong type:
-    # so the lines table, by far the biggest, is not scanned for types in SQL), each column
-    # taken from them as bytes into a typed array. One object per line only when it is
-    # looked at (memlens.model.LineTable): a million lines load in about 100 MB. Fetching a
-    # value costs more than anything else done with it: the figures that are 0 on every line
-    # (GPU figures of a run without GPU memory, often the native ones) are not fetched.
     v1 = version == 1
     function_keys: list[tuple[str, str, int, int]] = []
-    lines_table = tables["lines"]
-    width = len(lines_table.columns)
-    ints = 2 + len(FIGURES) + (0 if v1 else len(NATIVE))  # v1: no native figures
-    errs = ints + len(ERRORS)  # then the GPU figures (version 3 on)
-    zero = _zero_columns(con, lines_table)
-    fetched = [k for k, (c, _, _) in enumerate(lines_table.columns) if c not in zero]
-    row_format = "".join("d" if lines_table.columns[k][1] == REAL else "q" for k in fetched)
-    packers: dict[int, struct.Struct] = {}
-    builder: LineTableBuilder | None = None
-    current: dict[str, Any] = {}  # the file whose lines come now
-
-    def finish() -> None:  # a file's lines are all read: its table (its columns trimmed)
-        if builder is not None:
-            try:
-                current["lines"] = builder.table()
-            except ValueError:  # the primary key keeps them in order: a damaged file
-                raise RunFileError(name, "corrupt file (lines are not in order)") from None
-
-    try:
-        for chunk in digest.chunks(lines_table, zero):
-            n = len(chunk)
-            packer = packers.get(n) or packers.setdefault(n, struct.Struct("=" + row_format * n))
-            values = memoryview(packer.pack(*chained.from_iterable(chunk))).cast("q")
-            columns: list[memoryview | None] = [None] * width
-            for j, k in enumerate(fetched):
-                columns[k] = values[j :: len(fetched)]
-            fids = [row[0] for row in chunk] if chunk[0][0] != chunk[-1][0] else None
-            start = 0
-            while start < n:
-                fid = chunk[start][0]
-                end = n if fids is None else bisect_right(fids, fid, start)
-                if entry(fid, "lines") is not current:
-                    finish()
-                    current = entry(fid, "lines")
-                    if current["lines"] is not None:
-                        raise RunFileError(name, "corrupt file (lines of a file are not together)")
-                    builder = LineTableBuilder()
-                assert builder is not None
-                part = [
-                    bytes(8 * (end - start)) if c is None else c[start:end].tobytes()
-                    for c in columns
-                ]
-                native = [bytes(8 * (end - start))] * len(NATIVE) if v1 else []
-                builder.frombytes(part[1], [*part[2:ints], *native], part[ints:errs], part[errs:])
-                start = end
-    except (struct.error, TypeError, OverflowError):
-        raise RunFileError(
-            name, "corrupt file (lines holds a value of the wrong type or size)"
-        ) from None
-    finish()
+    if version >= LINE_PARTS:
+        for at, lines in enumerate(_read_line_columns(name, digest, tables, len(paths))):
+            by_id[at]["lines"] = lines
+    else:
+        _read_line_rows(con, name, digest, tables["lines"], v1, entry)
     if "gpu_devices" in tables:  # version 3 on: a line's GPU figures per device
         for fid, line, device, *figures in digest.rows(tables["gpu_devices"]):
             entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
@@ -551,6 +505,128 @@ def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[st
     )
 
 
+def _read_line_rows(
+    con: sqlite3.Connection,
+    name: str,
+    digest: RowDigest,
+    table: Table,
+    v1: bool,
+    entry: Callable[[int, str], dict[str, Any]],
+) -> None:
+    """The lines of versions 1 to 4, a row each, into each file's entry (``lines``)."""
+    # Rows go into each file's columns by chunk, with no work per row in Python: a chunk's
+    # values are packed as machine values (struct, which refuses a value of the wrong type:
+    # so the lines table, by far the biggest, is not scanned for types in SQL), each column
+    # taken from them as bytes into a typed array. One object per line only when it is
+    # looked at (memlens.model.LineTable): a million lines load in about 100 MB. Fetching a
+    # value costs more than anything else done with it: the figures that are 0 on every line
+    # (GPU figures of a run without GPU memory, often the native ones) are not fetched.
+    lines_table = table
+    width = len(lines_table.columns)
+    ints = 2 + len(FIGURES) + (0 if v1 else len(NATIVE))  # v1: no native figures
+    errs = ints + len(ERRORS)  # then the GPU figures (version 3 on)
+    zero = _zero_columns(con, lines_table)
+    fetched = [k for k, (c, _, _) in enumerate(lines_table.columns) if c not in zero]
+    row_format = "".join("d" if lines_table.columns[k][1] == REAL else "q" for k in fetched)
+    packers: dict[int, struct.Struct] = {}
+    builder: LineTableBuilder | None = None
+    current: dict[str, Any] = {}  # the file whose lines come now
+
+    def finish() -> None:  # a file's lines are all read: its table (its columns trimmed)
+        if builder is not None:
+            try:
+                current["lines"] = builder.table()
+            except ValueError:  # the primary key keeps them in order: a damaged file
+                raise RunFileError(name, "corrupt file (lines are not in order)") from None
+
+    try:
+        for chunk in digest.chunks(lines_table, zero):
+            n = len(chunk)
+            packer = packers.get(n) or packers.setdefault(n, struct.Struct("=" + row_format * n))
+            values = memoryview(packer.pack(*chained.from_iterable(chunk))).cast("q")
+            columns: list[memoryview | None] = [None] * width
+            for j, k in enumerate(fetched):
+                columns[k] = values[j :: len(fetched)]
+            fids = [row[0] for row in chunk] if chunk[0][0] != chunk[-1][0] else None
+            start = 0
+            while start < n:
+                fid = chunk[start][0]
+                end = n if fids is None else bisect_right(fids, fid, start)
+                if entry(fid, "lines") is not current:
+                    finish()
+                    current = entry(fid, "lines")
+                    if current["lines"] is not None:
+                        raise RunFileError(name, "corrupt file (lines of a file are not together)")
+                    builder = LineTableBuilder()
+                assert builder is not None
+                part = [
+                    bytes(8 * (end - start)) if c is None else c[start:end].tobytes()
+                    for c in columns
+                ]
+                native = [bytes(8 * (end - start))] * len(NATIVE) if v1 else []
+                builder.frombytes(part[1], [*part[2:ints], *native], part[ints:errs], part[errs:])
+                start = end
+    except (struct.error, TypeError, OverflowError):
+        raise RunFileError(
+            name, "corrupt file (lines holds a value of the wrong type or size)"
+        ) from None
+    finish()
+
+
+def _read_line_columns(
+    name: str, digest: RowDigest, tables: Mapping[str, Table], files: int
+) -> list[LineTable | None]:
+    """Version 5's lines, from their column parts: each file's table (None: no lines), in the
+    files table's order. Checked: every column present with the same number of values, files
+    that exist and come together, each file's lines in increasing order, finite errors. One
+    whole column is held at a time, while it is cut into the files' columns."""
+    parts = _fetch_parts(name, digest, tables["line_columns"], LINE_COLUMNS)
+    codes = dict(LINE_COLUMNS)
+    limit = MAX_ROWS["lines"]
+
+    def column(c: str) -> array[Any]:
+        return _column_of(
+            name, "line_columns", c, codes[c], parts.pop(c, ()), digest.version, limit,
+            "the run holds more than {limit:,} lines",
+        )  # fmt: skip
+
+    which = column("file")
+    n = len(which)
+    if n and (
+        which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
+    ):
+        raise RunFileError(name, "corrupt file (line_columns names an unknown or misplaced file)")
+    spans: list[tuple[int, int, int]] = []  # (file, first row, end)
+    start = 0
+    while start < n:
+        end = bisect_right(which, which[start], start)
+        spans.append((which[start], start, end))
+        start = end
+    del which
+
+    def split(c: str) -> list[array[Any]]:
+        values = column(c)
+        if len(values) != n:
+            raise RunFileError(name, "corrupt file (line_columns columns differ in length)")
+        return [values[first:end] for _, first, end in spans]
+
+    numbers = split("line")
+    ints = [split(c) for c in INTS]
+    errs = [split(e) for e in ERRORS]
+    gpu = [split(g) for g in GPU_FIGURES]
+    if not all(map(isfinite, chained.from_iterable(chained.from_iterable(errs)))):
+        raise RunFileError(name, "corrupt file (line_columns holds a number that is not finite)")
+    out: list[LineTable | None] = [None] * files
+    for k, (at, _, _) in enumerate(spans):
+        try:
+            out[at] = LineTable.checked(
+                numbers[k], [c[k] for c in ints], [c[k] for c in errs], [c[k] for c in gpu]
+            )
+        except ValueError:
+            raise RunFileError(name, "corrupt file (lines are not in order)") from None
+    return out
+
+
 def _zero_columns(con: sqlite3.Connection, table: Table) -> frozenset[str]:
     """The groups of ``table``'s figures (the native ones, the GPU ones) that hold the integer
     0 on every row: one scan each, stopped at the first row that holds anything else."""
@@ -576,6 +652,23 @@ def _read_parts(
     known columns, parts in order, whole values, at most ``limit`` values per column (else
     ``what``, formatted with the limit, says why), every column of one length (no column at
     all when the table is empty)."""
+    parts = _fetch_parts(name, digest, table, columns)
+    out = {
+        column: _column_of(
+            name, table.name, column, code, parts.get(column, ()), digest.version, limit, what
+        )
+        for column, code in columns
+    }
+    if len({len(c) for c in out.values()}) > 1:
+        raise RunFileError(name, f"corrupt file ({table.name} columns differ in length)")
+    return out
+
+
+def _fetch_parts(
+    name: str, digest: RowDigest, table: Table, columns: tuple[tuple[str, str], ...]
+) -> dict[str, list[bytes]]:
+    """The stored parts of each column of a table of column parts, checked: only known
+    columns, parts in order, every column (or none: an empty table)."""
     codes = dict(columns)
     parts: dict[str, list[bytes]] = {}
     for column, part, data in digest.rows(table):
@@ -587,26 +680,33 @@ def _read_parts(
         parts[column].append(data)
     if len(parts) != len(codes) and parts:
         raise RunFileError(name, f"corrupt file ({table.name} lacks a column)")
-    out: dict[str, Any] = {}
-    compressed = digest.version >= COMPRESSED_PARTS
-    for column, code in columns:
-        values = array(code)
-        for data in parts.get(column, ()):
-            if compressed:
-                data = _decompressed(name, table.name, column, data, TREE_PART * values.itemsize)
-            if len(data) % values.itemsize:
-                raise RunFileError(
-                    name, f"corrupt file ({table.name} column {column} is cut short)"
-                )
-            values.frombytes(data)
-            if len(values) > limit:
-                raise RunFileError(name, f"too large to read ({what.format(limit=limit)})")
-        if sys.byteorder == "big":
-            values.byteswap()
-        out[column] = values
-    if len({len(c) for c in out.values()}) > 1:
-        raise RunFileError(name, f"corrupt file ({table.name} columns differ in length)")
-    return out
+    return parts
+
+
+def _column_of(
+    name: str,
+    table: str,
+    column: str,
+    code: str,
+    parts: Iterable[bytes],
+    version: int,
+    limit: int,
+    what: str,
+) -> array[Any]:
+    """One column's values from its stored parts (see :func:`_read_parts`)."""
+    values = array(code)
+    compressed = version >= COMPRESSED_PARTS
+    for data in parts:
+        if compressed:
+            data = _decompressed(name, table, column, data, TREE_PART * values.itemsize)
+        if len(data) % values.itemsize:
+            raise RunFileError(name, f"corrupt file ({table} column {column} is cut short)")
+        values.frombytes(data)
+        if len(values) > limit:
+            raise RunFileError(name, f"too large to read ({what.format(limit=limit)})")
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 def _decompressed(name: str, table: str, column: str, data: bytes, most: int) -> bytes:

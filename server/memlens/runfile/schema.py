@@ -15,7 +15,7 @@ from memlens import model
 
 MAGIC = "memlens-run"
 #: The version this memlens writes. It reads every version from 1 on.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 # -- the format, table by table ----------------------------------------------------------------
 # One description per format version: each table's columns (name, SQL type, may be NULL), its
@@ -267,9 +267,35 @@ V3: tuple[Table, ...] = (
 #: Version 4: version 3's tables; each part of a table of column parts (``tree``,
 #: ``moment_lines``, ``moment_functions``) is zlib-compressed (RFC 1950), a part's values as
 #: before once decompressed (a call tree's columns take about a twentieth of the space).
-FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2, 3: V3, 4: V3}
 #: The first version whose column parts are compressed.
 COMPRESSED_PARTS = 4
+
+#: The lines' columns in version 5, stored like the call tree's (typed arrays in compressed
+#: parts of at most TREE_PART values): all the lines of the run, file by file in the files
+#: table's id order (``file`` indexes it), each file's lines in increasing order; then the
+#: figures of version 4's ``lines`` row, in its order.
+LINE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("file", "i"),
+    ("line", "q"),
+    *((f, "q") for f in (*model.FIGURES, *model.NATIVE)),
+    *((e, "d") for e in model.ERRORS),
+    *((g, "q") for g in model.GPU_FIGURES),
+)
+
+_V3 = {t.name: t for t in V3}
+
+#: Version 5: version 4 with the lines by column (``line_columns``, parts as ``tree``'s)
+#: instead of a row per line: a million lines read in a fraction of a second, where SQLite's
+#: rows took seconds to fetch and digest.
+V5: tuple[Table, ...] = (
+    _V3["files"],
+    Table("line_columns", _PARTS, "column, part", key="column, part", without_rowid=True),
+    *(t for t in V3 if t.name not in ("files", "lines")),
+)
+
+FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2, 3: V3, 4: V3, 5: V5}
+#: The first version whose lines are stored by column (``line_columns``).
+LINE_PARTS = 5
 
 
 def tables_of(version: int) -> dict[str, Table]:
@@ -316,7 +342,8 @@ def squash(sql: object) -> str | None:
 MAX_ROWS: dict[str, int] = {
     "meta": 1_000,
     "files": 100_000,
-    "lines": 10_000_000,
+    "lines": 10_000_000,  # version 5: values per column of line_columns
+    "line_columns": 1_000,  # parts
     "gpu_devices": 10_000_000,
     "functions": 10_000_000,
     "nodes": 10_000_000,  # version 1's call tree; version 2: nodes of the tree's columns

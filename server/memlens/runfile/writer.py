@@ -11,16 +11,18 @@ import sqlite3
 import sys
 import zlib
 from array import array
-from itertools import pairwise
+from itertools import pairwise, repeat
 
 from memlens import model
 from memlens.errors import one_line
 from memlens.layout import replace_file
 from memlens.model import replace
+from memlens.model.lines import INTS
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import header_json
 from memlens.runfile.schema import (
     FORMAT_VERSION,
+    LINE_COLUMNS,
     MAGIC,
     MOMENT_FUNCTION_COLUMNS,
     MOMENT_LINE_COLUMNS,
@@ -158,7 +160,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         file_ids: dict[str, int] = {}
         function_ids: dict[FunctionKey, int] = {}
         files: list[tuple[Any, ...]] = []
-        lines: list[tuple[Any, ...]] = []
+        lines = _LineColumns()
         gpu_devices: list[tuple[Any, ...]] = []
         functions: list[tuple[Any, ...]] = []
         for i, (key, sf) in enumerate(run.files.items(), start=1):
@@ -166,18 +168,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                 raise ValueError(f"run.files key {key!r} differs from its path {sf.path!r}")
             file_ids[key] = i
             files.append((i, sf.path, sf.sha256, sf.text))
-            lines.extend(
-                (
-                    i,
-                    line,
-                    *(int(getattr(st, f)) for f in _LINE_INTS),
-                    # (+ 0.0: -0.0 becomes 0.0, as SQLite would read it back; the digest
-                    # hashes the values written)
-                    *(float(getattr(st, e)) + 0.0 for e in model.ERRORS),
-                    *(int(getattr(st, f)) for f in model.GPU_FIGURES),
-                )
-                for line, st in sorted(sf.lines.items())
-            )
+            lines.add(i - 1, sf.lines)
             gpu_devices.extend(
                 (i, line, d.device, *(int(getattr(d, f)) for f in model.DEVICE_FIGURES))
                 for line, each in sorted(sf.gpu_devices.items())
@@ -198,7 +189,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                     )
                 )
         _insert(con, digest, tables["files"], files)
-        _insert(con, digest, tables["lines"], lines)
+        _insert(con, digest, tables["line_columns"], lines.parts())
         _insert(con, digest, tables["gpu_devices"], gpu_devices)
         _insert(con, digest, tables["functions"], functions)
         parts, names = _tree_rows(run.call_tree, file_ids)
@@ -226,8 +217,35 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         con.close()
 
 
-#: Integer columns of a line row, after file_id and line (then the errors, then GPU figures).
-_LINE_INTS = (*model.FIGURES, *model.NATIVE)
+class _LineColumns:
+    """The run's lines by column (rows of ``line_columns``), file after file: each file's
+    :class:`memlens.model.LineTable` columns appended as they are (no object per line)."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, array[Any]] = {name: array(code) for name, code in LINE_COLUMNS}
+
+    def add(self, file: int, lines: Mapping[int, model.LineStats]) -> None:
+        try:
+            table = model.LineTable.of(lines)
+        except TypeError as exc:  # e.g. a float figure
+            raise ValueError(f"a line's figure is not a number of its kind ({exc})") from None
+        n = len(table)
+        columns = self._columns
+        columns["file"].extend(repeat(file, n))
+        columns["line"].extend(table.numbers)
+        for name in INTS:
+            columns[name].extend(table.column(name))
+        for name in model.ERRORS:
+            errs = table.error_column(name)
+            # (+ 0.0: -0.0 is written as 0.0, the one zero)
+            columns[name].extend(repeat(0.0, n) if errs is None else (e + 0.0 for e in errs))
+        for name in model.GPU_FIGURES:
+            columns[name].extend(table.column(name) if table.has_gpu else repeat(0, n))
+
+    def parts(self) -> list[tuple[Any, ...]]:
+        """The parts; none for a run without lines (as the moments': no column at all)."""
+        n = len(self._columns["file"])
+        return _parts("line", LINE_COLUMNS, self._columns, n) if n else []
 
 
 def _insert(
