@@ -5,6 +5,15 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <string>
 #include <vector>
 

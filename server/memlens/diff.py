@@ -40,6 +40,11 @@ from memlens.model import (
 )
 from memlens.runfile.jsontext import plain
 
+try:
+    from memlens._text import format_rows
+except ImportError:  # (a free-threaded Python has no native modules: Python formats the rows)
+    format_rows = None  # type: ignore[assignment]
+
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
 MATCHED_BY_SHA256 = "sha256"  # a text is missing, but the file did not change: identity
@@ -497,8 +502,11 @@ def write_json(
     files = plain({fd.path: {"matched_by": fd.matched_by} for fd in d.files})
     write(f'{{"format": "memlens-diff", "version": 1,\n "totals": {totals},\n')
     write(f' "files": {files},\n "lines": [')
-    order: Sequence[int] = range(len(d.lines)) if by is None else line_order(d, by)[:top]
-    write_rows(out, _line_rows(d.files, order), "\n  ")
+    lead = "\n  "  # (texts of many pairs each, megabytes: written as they come)
+    for text in _line_rows(d.files, None if by is None else line_order(d, by)[:top], ",\n  "):
+        write(lead)
+        write(text)
+        lead = ",\n  "
     write('\n ],\n "functions": [')
     functions = d.functions if by is None else ranked_functions(d, by)[:top]
     write_rows(out, _function_rows(functions), "\n  ")
@@ -521,33 +529,71 @@ def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> d
 _BATCH = 16384
 
 
-def _line_rows(files: Sequence[FileDiff], order: Sequence[int]) -> Iterator[str]:
-    """The JSON of each line pair in ``order`` (positions in :class:`LineDiffs`): a batch at
-    a time, each batch's pairs of one file formatted together from their figures' columns."""
+def _line_rows(files: Sequence[FileDiff], order: Sequence[int] | None, sep: str) -> Iterator[str]:
+    """The JSON of the line pairs in ``order`` (positions in :class:`LineDiffs`; None: all, in
+    file order), formatted from the figures' columns a batch at a time: a text per batch, its
+    pairs joined by ``sep``."""
+    if order is None:
+        for f, fd in enumerate(files):
+            for lo in range(0, len(fd), _BATCH):
+                index = range(lo, min(lo + _BATCH, len(fd)))
+                yield from _pair_rows(files, [f] * len(index), index, sep)
+        return
     starts = list(accumulate((len(fd) for fd in files), initial=0))
-    forms = [_line_forms(fd) for fd in files]
     for lo in range(0, len(order), _BATCH):
         batch = order[lo : lo + _BATCH]
-        groups: dict[int, tuple[list[int], list[int]]] = {}
-        for pos, (f, k) in enumerate(
-            zip(map(bisect_right, repeat(starts), batch), batch, strict=True)
-        ):
-            group = groups.get(f)
-            if group is None:
-                group = groups[f] = ([], [])
-            group[0].append(pos)
-            group[1].append(k - starts[f - 1])
-        out: list[str] = [""] * len(batch)
-        for f, (positions, pairs) in groups.items():
-            fd = files[f - 1]
-            for pos, row in zip(positions, _pair_rows(fd, pairs, forms[f - 1]), strict=True):
-                out[pos] = row
-        yield from out
+        of = list(map(sub, map(bisect_right, repeat(starts), batch), repeat(1)))
+        yield from _pair_rows(files, of, list(map(sub, batch, map(starts.__getitem__, of))), sep)
 
 
-def _pair_rows(fd: FileDiff, pairs: list[int], forms: tuple[str, str]) -> list[str]:
-    """The JSON of some of ``fd``'s pairs (those with a GPU figure on either side carry the
-    GPU figures too)."""
+def _pair_rows(
+    files: Sequence[FileDiff], of: list[int], index: Sequence[int], sep: str | None = None
+) -> list[str]:
+    """The JSON of the pairs ``index[i]`` of ``files[of[i]]`` (those with a GPU figure on
+    either side carry the GPU figures too), or with ``sep`` one text of them joined by it: by
+    the native formatter where there is one (the same text, several times as fast), else in
+    Python. Files with GPU figures are Python's (their pairs take two forms)."""
+    gpu = {f for f in set(of) if files[f].a.has_gpu or files[f].b.has_gpu}
+    if not gpu:
+        native = _native_pair_rows(files, of, index, sep)
+        if native is not None:
+            return native
+        rows = _python_rows(files, of, index)
+    else:
+        rows = [""] * len(of)
+        mine = [k for k, f in enumerate(of) if f not in gpu]
+        python = [k for k, f in enumerate(of) if f in gpu]
+        native = _native_pair_rows(files, [of[k] for k in mine], [index[k] for k in mine], None)
+        if native is None:
+            python = list(range(len(of)))
+        else:
+            for k, text in zip(mine, native, strict=True):
+                rows[k] = text
+        made = _python_rows(files, [of[k] for k in python], [index[k] for k in python])
+        for k, text in zip(python, made, strict=True):
+            rows[k] = text
+    return rows if sep is None else [sep.join(rows)]
+
+
+def _python_rows(files: Sequence[FileDiff], of: list[int], index: Sequence[int]) -> list[str]:
+    """:func:`_pair_rows` in Python alone, as a list."""
+    # The positions file by file, their rows made a file at a time, then each put back at
+    # its position: no Python step per pair.
+    by_file = sorted(range(len(of)), key=of.__getitem__)
+    files_in_order = list(map(of.__getitem__, by_file))
+    texts: list[str] = []
+    k = 0
+    while k < len(by_file):
+        f = files_in_order[k]
+        end = bisect_right(files_in_order, f, k)
+        pairs = list(map(index.__getitem__, by_file[k:end]))
+        texts += _python_pair_rows(files[f], pairs, _line_forms(files[f]))
+        k = end
+    return list(map(texts.__getitem__, sorted(range(len(by_file)), key=by_file.__getitem__)))
+
+
+def _python_pair_rows(fd: FileDiff, pairs: list[int], forms: tuple[str, str]) -> list[str]:
+    """The JSON of some of ``fd``'s pairs, in Python alone (see :func:`_pair_rows`)."""
     sides = list(map(fd.sides.__getitem__, pairs))
     line_a = list(map(fd.line_a.__getitem__, pairs))
     line_b = list(map(fd.line_b.__getitem__, pairs))
@@ -597,6 +643,61 @@ def _pair_rows(fd: FileDiff, pairs: list[int], forms: tuple[str, str]) -> list[s
 
 
 _STATUS = {1: '"gone"', 2: '"new"'}
+
+
+def _native_pair_rows(
+    files: Sequence[FileDiff], of: list[int], index: Sequence[int], sep: str | None
+) -> list[str] | None:
+    """:func:`_pair_rows` by ``memlens._text.format_rows``, one call for all the pairs
+    (their files without GPU figures); None where it is not built (a free-threaded Python) or
+    a figure is beyond what it formats as Python does (a change beyond 64 bits, a ratio of
+    integers beyond 2**53)."""
+    if format_rows is None:
+        return None
+    present = sorted(set(of))
+    tables = [files[f] for f in present]
+    local = {f: t for t, f in enumerate(present)}
+    at = (array("q", map(local.__getitem__, of)), array("q", index))
+
+    def column(table: LineTable, figure: str) -> Sequence[int] | None:
+        return table.column(figure) if table else None
+
+    sources = []
+    for figure in FIGURES:
+        sources.append(([column(fd.a, figure) for fd in tables], [fd.row_a for fd in tables]))
+        sources.append(([column(fd.b, figure) for fd in tables], [fd.row_b for fd in tables]))
+    sides = [fd.sides for fd in tables]
+    lines_a = [fd.line_a for fd in tables]
+    lines_b = [fd.line_b for fd in tables]
+    fields: list[tuple[Any, ...]] = [
+        ("f", [plain(fd.path) for fd in tables]),
+        ("m", lines_a, sides, 1),
+        ("m", lines_b, sides, 2),
+        ("s", sides, lines_a, lines_b, [_STATUS[1], _STATUS[2], '"same-line"', '"moved"']),
+        ("f", [plain(fd.matched_by) for fd in tables]),
+    ]
+    ends = range(0, 2 * len(FIGURES), 2)
+    for k in ends:
+        fields += [("v", k), ("v", k + 1), ("c", k, k + 1), ("r", k, k + 1)]
+    fields += [("c", k, k + 1) for k in ends]
+    fields += [("r", k, k + 1) for k in ends]
+    try:
+        if sep is not None:
+            return [format_rows(_NATIVE_PARTS, fields, sources, at, len(tables), len(of), sep)]
+        return format_rows(_NATIVE_PARTS, fields, sources, at, len(tables), len(of))
+    except OverflowError:
+        return None
+
+
+def _form_parts(form: str) -> list[str]:
+    """The literal text of a %-form between its conversions (``%s``, ``%d``; ``%%`` is a
+    ``%``): one part more than it has conversions."""
+    parts = [""]
+    for n, piece in enumerate(form.split("%%")):
+        first, *rest = piece.replace("%d", "%s").split("%s")
+        parts[-1] += ("%" if n else "") + first
+        parts += rest
+    return parts
 
 
 def _line_forms(fd: FileDiff) -> tuple[str, str]:
@@ -664,6 +765,14 @@ def _figures_form(head: str, figures: tuple[str, ...]) -> str:
     ratios = ", ".join(f'"{f}": %s' for f in figures)
     return f'{head}"figures": {{{both}}}, "change": {{{deltas}}}, "relative": {{{ratios}}}}}'
 
+
+#: A line pair's JSON without GPU figures, as parts between the native formatter's fields: its
+#: file, line in A, line in B, status, how its file was matched, then its figures.
+_NATIVE_PARTS = _form_parts(
+    _figures_form(
+        '{"file": %s, "line_a": %s, "line_b": %s, "status": %s, "matched_by": %s, ', FIGURES
+    )
+)
 
 __all__ = [
     "Change",

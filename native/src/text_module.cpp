@@ -1,0 +1,271 @@
+// The memlens._text extension: formatting for the readers of big runs (memlens.diff's
+// `diff --json`), apart from the tracer (memlens._tracer): the core of memlens may import it.
+// Bindings only; the formatting is textrows.cpp's.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "textrows.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+// A buffer (array.array, bytes) held while a call reads it, as `count` items of `itemsize`.
+class Buffer {
+public:
+    Buffer(nb::handle h, Py_ssize_t itemsize, const char* what) {
+        if (PyObject_GetBuffer(h.ptr(), &view_, PyBUF_ND) != 0) {
+            throw nb::python_error();
+        }
+        if (view_.itemsize != itemsize) {
+            PyBuffer_Release(&view_);
+            throw nb::type_error((std::string(what) + ": wrong item size").c_str());
+        }
+    }
+    ~Buffer() { PyBuffer_Release(&view_); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    template <typename T>
+    const T* data() const { return static_cast<const T*>(view_.buf); }
+    size_t count() const { return static_cast<size_t>(view_.len / view_.itemsize); }
+
+private:
+    Py_buffer view_{};
+};
+
+std::string_view utf8_of(nb::handle h) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(h.ptr(), &size);  // (kept by the str)
+    if (utf8 == nullptr) {
+        throw nb::python_error();
+    }
+    return {utf8, static_cast<size_t>(size)};
+}
+
+// memlens.diff's rows of JSON text (see textrows.hpp): every index and length checked here,
+// so that no call reads outside what it was given.
+nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, nb::list sources, nb::tuple at,
+                       size_t tables, size_t n, std::optional<std::string> sep) {
+    namespace tr = memlens::textrows;
+    std::vector<std::unique_ptr<Buffer>> held;
+    std::vector<size_t> rows_of(tables, SIZE_MAX);  // per table: the fewest rows an array has
+    auto hold = [&](nb::handle h, Py_ssize_t itemsize, const char* what) {
+        held.push_back(std::make_unique<Buffer>(h, itemsize, what));
+        return held.back().get();
+    };
+    // Per table, one array a row's index reads (its length bounds the index).
+    auto per_table = [&](nb::handle list, Py_ssize_t itemsize, const char* what, bool none_ok) {
+        nb::list l = nb::cast<nb::list>(list);
+        if (l.size() != tables) {
+            throw nb::value_error((std::string(what) + ": not one per table").c_str());
+        }
+        std::vector<const Buffer*> out;
+        for (size_t t = 0; t < tables; ++t) {
+            if (none_ok && l[t].is_none()) {
+                out.push_back(nullptr);
+                continue;
+            }
+            const Buffer* b = hold(l[t], itemsize, what);
+            out.push_back(b);
+        }
+        return out;
+    };
+    auto indexed = [&](const std::vector<const Buffer*>& arrays) {
+        for (size_t t = 0; t < tables; ++t) {
+            rows_of[t] = std::min(rows_of[t], arrays[t]->count());
+        }
+    };
+    std::vector<tr::Source> srcs;
+    std::vector<std::pair<std::vector<const Buffer*>, std::vector<const Buffer*>>> checks;
+    for (nb::handle item : sources) {
+        nb::tuple s = nb::cast<nb::tuple>(item);
+        if (s.size() != 2) {
+            throw nb::value_error("a source is (columns, rows), one of each per table");
+        }
+        auto columns = per_table(s[0], 8, "columns", true);
+        auto rows = per_table(s[1], 8, "rows", false);
+        indexed(rows);
+        tr::Source src;
+        for (size_t t = 0; t < tables; ++t) {
+            src.columns.push_back(columns[t] ? columns[t]->data<int64_t>() : nullptr);
+            src.rows.push_back(rows[t]->data<int64_t>());
+        }
+        srcs.push_back(std::move(src));
+        checks.emplace_back(std::move(columns), std::move(rows));
+    }
+    std::vector<tr::Field> fs;
+    std::map<std::tuple<int, size_t, size_t>, size_t> made;  // a change or ratio: its first field
+    for (nb::handle item : fields) {
+        nb::tuple t = nb::cast<nb::tuple>(item);
+        std::string kind = nb::cast<std::string>(t[0]);
+        tr::Field f;
+        auto source = [&](size_t k) {
+            size_t i = nb::cast<size_t>(t[k]);
+            if (i >= srcs.size()) {
+                throw nb::value_error("a field names an unknown source");
+            }
+            return i;
+        };
+        auto ints = [&](size_t k, std::vector<const int64_t*>& into) {
+            auto arrays = per_table(t[k], 8, "values", false);
+            indexed(arrays);
+            for (const Buffer* b : arrays) {
+                into.push_back(b->data<int64_t>());
+            }
+        };
+        auto bytes = [&](size_t k) {
+            auto arrays = per_table(t[k], 1, "sides", false);
+            indexed(arrays);
+            for (const Buffer* b : arrays) {
+                f.sides.push_back(b->data<uint8_t>());
+            }
+        };
+        if (kind == "v" && t.size() == 2) {
+            f.kind = tr::Field::Value;
+            f.a = source(1);
+        } else if ((kind == "c" || kind == "r") && t.size() == 3) {
+            f.kind = kind == "c" ? tr::Field::Change : tr::Field::Ratio;
+            f.a = source(1);
+            f.b = source(2);
+            auto [first, fresh] = made.emplace(std::make_tuple(int(f.kind), f.a, f.b), fs.size());
+            if (!fresh) {  // the same figure's again: its text is copied, not made twice
+                f.kind = tr::Field::Again;
+                f.a = first->second;
+            }
+        } else if (kind == "m" && t.size() == 4) {
+            f.kind = tr::Field::Masked;
+            ints(1, f.values);
+            bytes(2);
+            f.bit = nb::cast<uint8_t>(t[3]);
+        } else if (kind == "s" && t.size() == 5) {
+            f.kind = tr::Field::Status;
+            bytes(1);
+            ints(2, f.values);
+            ints(3, f.others);
+            nb::list texts = nb::cast<nb::list>(t[4]);
+            if (texts.size() != 4) {
+                throw nb::value_error("a status has four texts");
+            }
+            for (nb::handle h : texts) {
+                f.texts.push_back(utf8_of(h));
+            }
+        } else if (kind == "f" && t.size() == 2) {
+            f.kind = tr::Field::TableText;
+            nb::list texts = nb::cast<nb::list>(t[1]);
+            if (texts.size() != tables) {
+                throw nb::value_error("a table's text: not one per table");
+            }
+            for (nb::handle h : texts) {
+                f.texts.push_back(utf8_of(h));
+            }
+        } else {
+            throw nb::value_error("unknown field");
+        }
+        fs.push_back(std::move(f));
+    }
+    if (at.size() != 2) {
+        throw nb::value_error("at is (tables, indexes)");
+    }
+    const Buffer* which = hold(at[0], 8, "tables");
+    const Buffer* index = hold(at[1], 8, "indexes");
+    if (which->count() < n || index->count() < n) {
+        throw nb::value_error("fewer tables or indexes than rows");
+    }
+    tr::At where{which->data<int64_t>(), index->data<int64_t>()};
+    for (size_t i = 0; i < n; ++i) {
+        int64_t t = where.table[i];
+        int64_t x = where.index[i];
+        if (t < 0 || static_cast<size_t>(t) >= tables || x < 0 || static_cast<size_t>(x) >= rows_of[t]) {
+            throw nb::value_error("a row's table or index is out of range");
+        }
+        for (const auto& [columns, rows] : checks) {
+            const Buffer* c = columns[t];
+            int64_t r = rows[t]->data<int64_t>()[x];
+            if (c != nullptr && r >= 0 && static_cast<size_t>(r) >= c->count()) {
+                throw nb::value_error("a row beyond its column");
+            }
+        }
+    }
+    // Rows are made in table and index order (their figures read in the columns' order: rows
+    // in another order, by change, read them at random and took twice as long), then put
+    // back in the order asked for.
+    std::vector<size_t> visit(n);
+    for (size_t i = 0; i < n; ++i) {
+        visit[i] = i;
+    }
+    auto before = [&](size_t i, size_t j) {
+        return where.table[i] != where.table[j] ? where.table[i] < where.table[j] : where.index[i] < where.index[j];
+    };
+    bool in_order = std::is_sorted(visit.begin(), visit.end(), before);
+    std::string text;
+    std::vector<size_t> ends;
+    if (in_order) {
+        tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string());
+        if (sep) {
+            return nb::str(text.data(), text.size());
+        }
+    } else {
+        std::stable_sort(visit.begin(), visit.end(), before);
+        std::vector<int64_t> table(n), index(n);
+        for (size_t k = 0; k < n; ++k) {
+            table[k] = where.table[visit[k]];
+            index[k] = where.index[visit[k]];
+        }
+        std::string made;
+        std::vector<size_t> made_ends;
+        tr::format(parts, fs, srcs, tr::At{table.data(), index.data()}, n, made, &made_ends, std::string());
+        std::vector<size_t> place(n);  // row i was made k-th
+        for (size_t k = 0; k < n; ++k) {
+            place[visit[k]] = k;
+        }
+        text.reserve(made.size() + (sep ? sep->size() * n : 0));
+        for (size_t i = 0; i < n; ++i) {
+            size_t k = place[i];
+            size_t from = k == 0 ? 0 : made_ends[k - 1];
+            if (sep && i > 0) {
+                text.append(*sep);
+            }
+            text.append(made, from, made_ends[k] - from);
+            ends.push_back(text.size());
+        }
+        if (sep) {
+            return nb::str(text.data(), text.size());
+        }
+    }
+    nb::list out;
+    size_t start = 0;
+    for (size_t end : ends) {
+        out.append(nb::str(text.data() + start, end - start));
+        start = end;
+    }
+    return out;
+}
+
+}  // namespace
+
+NB_MODULE(_text, m) {
+    m.doc() = "memlens text formatting for big runs (memlens.diff's JSON), native.";
+    m.def("format_rows", &format_rows, nb::arg("parts"), nb::arg("fields"), nb::arg("sources"), nb::arg("at"),
+          nb::arg("tables"), nb::arg("n"), nb::arg("sep") = nb::none(),
+          "Rows of text from typed columns of several tables (memlens.diff's JSON): `n` rows, each the "
+          "`parts` with the `fields` between them; row i reads table at[0][i] at index at[1][i]. A source is "
+          "(columns, rows), each a list of one int64 array per table: columns[t][rows[t][index]], 0 where "
+          "the row is negative or the column None. Fields: ('v', source), ('c', a, b): b - a, ('r', a, b): "
+          "(b - a) / a as Python writes it (null where a is 0 and b is not), ('m', values, sides, bit): the "
+          "value or null, ('s', sides, lines_a, lines_b, [gone, new, same, moved]), ('f', texts): the "
+          "table's. A list of the rows, or with `sep` one str of them joined by it. OverflowError where "
+          "Python's result would differ.");
+}

@@ -1,0 +1,25 @@
+# Type stub of the native text module (native/src/text_module.cpp); tests/unit/test_diff_native.py
+# checks it stays in sync.
+from collections.abc import Sequence
+from typing import Any, overload
+
+@overload
+def format_rows(
+    parts: Sequence[str],
+    fields: list[Any],
+    sources: list[Any],
+    at: tuple[Any, Any],
+    tables: int,
+    n: int,
+    sep: None = None,
+) -> list[str]: ...
+@overload
+def format_rows(
+    parts: Sequence[str],
+    fields: list[Any],
+    sources: list[Any],
+    at: tuple[Any, Any],
+    tables: int,
+    n: int,
+    sep: str,
+) -> str: ...
