@@ -9,7 +9,8 @@ didOpen, textDocument/inlayHint). Then ``memlens export`` of the run of an ordin
 a call tree of ``--paths`` distinct call paths (``workloads/_calls.py``), profiled with
 ``memlens run`` (its run file's size is printed). Targets: each of the first four under 500 MB
 peak RSS and 10 s; the export of a ~12 MB run within 2 s. Each row gives its ratio to the
-target, and with ``--baseline`` another checkout's figures measured in the same run.
+target, and with ``--baseline`` another checkout's figures measured in the same run (each
+checkout reads runs its own writer wrote, of the same figures: run-file formats differ).
 
     .venv/bin/python benchmarks/big_runs.py [--lines 1000000] [--files 100] [--paths 80000]
         [--baseline ../main/.venv/bin/python]   # another checkout, measured in the same run
@@ -24,9 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import multiprocessing
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -90,6 +91,31 @@ def make_run(root: Path, files: int, per_file: int, seed: int) -> Run:
 
 def write_run(root: Path, files: int, per_file: int, seed: int, path: Path) -> None:
     writer.write(make_run(root, files, per_file, seed), path)
+
+
+def write_runs(python: str, root: Path, files: int, per_file: int) -> tuple[Path, Path]:
+    """Runs A and B under ``root``, written by ``python``'s memlens (another checkout writes
+    its own format), in another process: this one stays small, and so do the processes it
+    starts (a child's peak RSS counts its parent's pages until it executes). B is the
+    store's latest."""
+    t0 = time.perf_counter()
+    a = root / f"a{RUN_SUFFIX}"
+    b = Store(root).runs_dir / f"20261127-000000-1{RUN_SUFFIX}"
+    b.parent.mkdir(parents=True, exist_ok=True)
+    for path, seed in ((a, 1), (b, 2)):
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import big_runs; "
+            f"big_runs.write_run(big_runs.Path({str(root)!r}), {files}, {per_file}, {seed}, "
+            f"big_runs.Path({str(path)!r}))"
+        )
+        subprocess.run([python, "-c", code], check=True)
+    Store(root).set_pointer("latest", b)
+    print(
+        f"  two runs of {files} x {per_file:,} lines written in "
+        f"{time.perf_counter() - t0:.0f} s ({b.stat().st_size / MB:.0f} MB each)",
+        file=sys.stderr,
+    )
+    return a, b
 
 
 async def lsp_session(python: str, root: Path, src: Path) -> tuple[float, int]:
@@ -160,52 +186,36 @@ def main() -> int:
     per_file = args.lines // args.files
     with tempfile.TemporaryDirectory(prefix="memlens-big-") as tmp:
         root = Path(tmp).resolve()
-        store = Store(root)
-        t0 = time.perf_counter()
-        a = root / f"a{RUN_SUFFIX}"
-        b = store.runs_dir / f"20261127-000000-1{RUN_SUFFIX}"
-        b.parent.mkdir(parents=True, exist_ok=True)
-        # Written by another process: this one stays small, and so do the processes it
-        # starts (a child's peak RSS counts its parent's pages until it executes).
-        spawn = multiprocessing.get_context("spawn")
-        for path, seed in ((a, 1), (b, 2)):
-            child = spawn.Process(target=write_run, args=(root, args.files, per_file, seed, path))
-            child.start()
-            child.join()
-            if child.exitcode != 0:
-                raise SystemExit(f"writing {path} failed")
-        store.set_pointer("latest", b)
-        print(
-            f"two runs of {args.files} x {per_file:,} lines written in "
-            f"{time.perf_counter() - t0:.0f} s ({b.stat().st_size / MB:.0f} MB each)",
-            file=sys.stderr,
-        )
         program = root / "ordinary.py"
         program.write_text(
             f"import sys\nsys.path.insert(0, {str(harness.HERE / 'workloads')!r})\n"
             f"from _calls import walk\nkept = [walk(17, p) for p in range({args.paths})]\n",
             encoding="utf-8",
         )
-        ordinary = root / f"ordinary{RUN_SUFFIX}"
-        harness.measure(
-            [
-                sys.executable,
-                "-m",
-                "memlens",
-                "run",
-                "--no-report",
-                "-o",
-                str(ordinary),
-                str(program),
-            ]
-        )
-        ordinary_size = ordinary.stat().st_size
-        src = root / "pkg" / "mod0.py"
+        ordinary_size = 0
         results = {}
         for name, python in (("this checkout", sys.executable), ("baseline", args.baseline)):
             if python:
                 print(f"{name}:", file=sys.stderr)
-                results[name] = measure_all(python, root, (a, b, ordinary), src, set(args.only))
+                # Each checkout reads runs its own writer wrote (in its own run-file format).
+                store = root / name.replace(" ", "-")
+                a, b = write_runs(python, store, args.files, per_file)
+                ordinary = store / f"ordinary{RUN_SUFFIX}"
+                harness.measure(
+                    [
+                        python,
+                        "-m",
+                        "memlens",
+                        "run",
+                        "--no-report",
+                        "-o",
+                        str(ordinary),
+                        str(program),
+                    ]
+                )
+                ordinary_size = ordinary.stat().st_size
+                src = store / "pkg" / "mod0.py"
+                results[name] = measure_all(python, store, (a, b, ordinary), src, set(args.only))
     print(
         f"memlens on big runs: {args.lines:,} line rows ({args.files} files); the ordinary run: "
         f"{ordinary_size / MB:.1f} MB ({args.paths:,} call paths); Python "
