@@ -526,7 +526,7 @@ def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> d
 
 
 #: Line pairs formatted at a time by :func:`_line_rows`.
-_BATCH = 16384
+_BATCH = 8192
 
 
 def _line_rows(files: Sequence[FileDiff], order: Sequence[int] | None, sep: str) -> Iterator[str]:
