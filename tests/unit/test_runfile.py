@@ -363,7 +363,7 @@ def test_golden_v4_file() -> None:
 
 
 GOLDEN_V5 = GOLDEN.parent / "v5.mlrun"
-GOLDEN_V5_SHA256 = "8e11aabb23cd235fffc9f5d0e765e30df1c5626f7948b9c263e28b4178dc1527"
+GOLDEN_V5_SHA256 = "3116cc86b93f3ec7dd7e88cd4a6bd7f35c7a8c7146ab2a21de0d98bc0d2da0f6"
 
 
 def test_golden_v5_file() -> None:
