@@ -162,6 +162,15 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
             for (nb::handle h : texts) {
                 f.texts.push_back(utf8_of(h));
             }
+        } else if (kind == "t" && t.size() == 2) {
+            f.kind = tr::Field::RowText;
+            nb::list texts = nb::cast<nb::list>(t[1]);
+            if (texts.size() < n) {
+                throw nb::value_error("texts are fewer than the rows");
+            }
+            for (size_t i = 0; i < n; ++i) {
+                f.texts.push_back(utf8_of(texts[i]));
+            }
         } else if (kind == "f" && t.size() == 2) {
             f.kind = tr::Field::TableText;
             nb::list texts = nb::cast<nb::list>(t[1]);
@@ -254,6 +263,16 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
     return out;
 }
 
+// array('q') of the positions of `keys` (an int64 buffer) by increasing key, stably.
+nb::object order(nb::handle keys) {
+    Buffer b(keys, 8, "keys");
+    std::vector<int64_t> out = memlens::textrows::order(b.data<int64_t>(), b.count());
+    static nb::object array = nb::module_::import_("array").attr("array");
+    nb::object a = array("q");
+    a.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int64_t)));
+    return a;
+}
+
 }  // namespace
 
 NB_MODULE(_text, m) {
@@ -266,6 +285,8 @@ NB_MODULE(_text, m) {
           "the row is negative or the column None. Fields: ('v', source), ('c', a, b): b - a, ('r', a, b): "
           "(b - a) / a as Python writes it (null where a is 0 and b is not), ('m', values, sides, bit): the "
           "value or null, ('s', sides, lines_a, lines_b, [gone, new, same, moved]), ('f', texts): the "
-          "table's. A list of the rows, or with `sep` one str of them joined by it. OverflowError where "
+          "table's, ('t', texts): the row's. A list of the rows, or with `sep` one str of them joined by it. OverflowError where "
           "Python's result would differ.");
+    m.def("order", &order, nb::arg("keys"),
+          "array('q') of the positions of `keys` (int64) by increasing key, equal keys in their order.");
 }

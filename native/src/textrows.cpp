@@ -3,6 +3,7 @@
 // servers), with the GIL held, and touches no allocator hook.
 #include "textrows.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +77,15 @@ void put_float_repr(std::string& out, double v) {
     }
 }
 
+std::vector<int64_t> order(const int64_t* keys, size_t n) {
+    std::vector<int64_t> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = static_cast<int64_t>(i);
+    }
+    std::stable_sort(out.begin(), out.end(), [keys](int64_t i, int64_t j) { return keys[i] < keys[j]; });
+    return out;
+}
+
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
             const std::string& sep) {
@@ -136,6 +146,9 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                 }
                 case Field::TableText:
                     text.append(f.texts[t]);
+                    break;
+                case Field::RowText:
+                    text.append(f.texts[i]);
                     break;
                 case Field::Change:
                 case Field::Ratio: {

@@ -31,7 +31,7 @@ struct Source {
 
 // What one field of a row holds.
 struct Field {
-    enum Kind { Value, Change, Ratio, Masked, Status, TableText, Again };
+    enum Kind { Value, Change, Ratio, Masked, Status, TableText, RowText, Again };
     Kind kind = Value;
     size_t a = 0;  // Value: this source; Change, Ratio: from source a to source b; Again: the
     size_t b = 0;  // text of field a (an earlier one) of the same row
@@ -42,8 +42,11 @@ struct Field {
     std::vector<const int64_t*> others;
     std::vector<const uint8_t*> sides;
     uint8_t bit = 0;
-    std::vector<std::string_view> texts;  // TableText: per table; Status: the four
+    std::vector<std::string_view> texts;  // TableText: per table; RowText: per row; Status: the four
 };
+
+// The positions of `keys` in increasing order of their key, equal keys in their order.
+std::vector<int64_t> order(const int64_t* keys, size_t n);
 
 // Python's repr of a finite double (what json.dumps writes for a float).
 void put_float_repr(std::string& out, double v);

@@ -1,5 +1,6 @@
 # Type stub of the native text module (native/src/text_module.cpp); tests/unit/test_diff_native.py
 # checks it stays in sync.
+from array import array
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -23,3 +24,4 @@ def format_rows(
     n: int,
     sep: str,
 ) -> str: ...
+def order(keys: array[int]) -> array[int]: ...

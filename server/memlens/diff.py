@@ -41,9 +41,9 @@ from memlens.model import (
 from memlens.runfile.jsontext import plain
 
 try:
-    from memlens._text import format_rows
+    from memlens._text import format_rows, order
 except ImportError:  # (a free-threaded Python has no native modules: Python formats the rows)
-    format_rows = None  # type: ignore[assignment]
+    format_rows = order = None  # type: ignore[assignment]
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -458,14 +458,20 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
     )
 
 
-def line_order(d: RunDiff, figure: str) -> list[int]:
+def line_order(d: RunDiff, figure: str) -> Sequence[int]:
     """The line pairs (their positions in :attr:`RunDiff.lines`) by absolute change of
     ``figure``, biggest first, then in file and line order; read by column."""
     keys: list[int] = []
     for fd in d.files:
         a, b = fd.values(figure)
         keys += map(neg, map(abs, map(sub, b, a)))
-    # (A stable sort: pairs of equal change stay in their order, by file and line.)
+    # (A stable sort: pairs of equal change stay in their order, by file and line. Natively
+    # where it can: a million pairs in ~0.1 s, not ~1 s.)
+    if order is not None:
+        try:
+            return order(array("q", keys))
+        except OverflowError:  # a change beyond 64 bits: only Python's integers hold it
+            pass
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
@@ -508,7 +514,7 @@ def write_json(
         write(text)
         lead = ",\n  "
     write('\n ],\n "functions": [')
-    functions = d.functions if by is None else ranked_functions(d, by)[:top]
+    functions: Sequence[FunctionDiff] = d.functions if by is None else ranked_functions(d, by)[:top]
     write_rows(out, _function_rows(functions), "\n  ")
     write("\n ]")
     tail: dict[str, Any] = {"by": by} if by is not None else {}
@@ -709,9 +715,61 @@ def _line_forms(fd: FileDiff) -> tuple[str, str]:
     return _figures_form(head, FIGURES), _figures_form(head, (*FIGURES, *GPU_FIGURES))
 
 
-def _function_rows(functions: Iterable[FunctionDiff]) -> Iterator[str]:
-    """The JSON of each function diff: its figures formatted into a form, no dict made (a
-    run of a million lines has a hundred thousand functions)."""
+def _function_rows(functions: Sequence[FunctionDiff]) -> Iterator[str]:
+    """The JSON of each function diff, no dict made (a run of a million lines has a hundred
+    thousand functions): a batch at a time by the native formatter where it can, else each
+    function's figures formatted into a form."""
+    for lo in range(0, len(functions), _BATCH):
+        batch = functions[lo : lo + _BATCH]
+        native = _native_function_rows(batch)
+        yield from _python_function_rows(batch) if native is None else native
+
+
+def _native_function_rows(functions: Sequence[FunctionDiff]) -> list[str] | None:
+    """:func:`_function_rows` by ``memlens._text.format_rows``; None where it is not built, a
+    function has GPU figures (another form), or a figure is not one it formats as Python
+    does (see :func:`_native_pair_rows`)."""
+    if format_rows is None:
+        return None
+    gpu_figures = attrgetter(*GPU_FUNCTION_FIGURES)
+    if any(any(gpu_figures(fn)) for fd in functions for fn in (fd.a, fd.b) if fn is not None):
+        return None
+    n = len(functions)
+    rows = array("q", range(n))
+    sources = []
+    try:
+        for figure in FUNCTION_FIGURES:
+            get = attrgetter(figure)
+            for side in (attrgetter("a"), attrgetter("b")):
+                values = array("q", [get(fn) if fn else 0 for fn in map(side, functions)])
+                sources.append(([values], [rows]))
+    except (TypeError, OverflowError):  # not an integer of 64 bits
+        return None
+    files: dict[str, str] = {}
+    fields: list[tuple[Any, ...]] = [
+        (
+            "t",
+            [files.get(fd.file) or files.setdefault(fd.file, plain(fd.file)) for fd in functions],
+        ),
+        ("t", [plain(fd.qualname) for fd in functions]),
+        *(
+            ("t", [f"[{fn.first_line}, {fn.last_line}]" if fn else "null" for fn in sides])
+            for sides in (map(attrgetter("a"), functions), map(attrgetter("b"), functions))
+        ),
+    ]
+    ends = range(0, 2 * len(FUNCTION_FIGURES), 2)
+    for k in ends:
+        fields += [("v", k), ("v", k + 1), ("c", k, k + 1), ("r", k, k + 1)]
+    fields += [("c", k, k + 1) for k in ends]
+    fields += [("r", k, k + 1) for k in ends]
+    try:
+        return format_rows(_FUNCTION_PARTS, fields, sources, (array("q", [0]) * n, rows), 1, n)
+    except OverflowError:
+        return None
+
+
+def _python_function_rows(functions: Iterable[FunctionDiff]) -> Iterator[str]:
+    """The JSON of each function diff, in Python: its figures formatted into a form."""
     forms = {
         gpu: _figures_form(
             "{" + '"file": %s, "qualname": %s, "lines_a": %s, "lines_b": %s, ',
@@ -772,6 +830,12 @@ _NATIVE_PARTS = _form_parts(
     _figures_form(
         '{"file": %s, "line_a": %s, "line_b": %s, "status": %s, "matched_by": %s, ', FIGURES
     )
+)
+
+#: A function diff's JSON without GPU figures, as parts between the native formatter's
+#: fields: its file, name, lines in A and in B, then its figures.
+_FUNCTION_PARTS = _form_parts(
+    _figures_form('{"file": %s, "qualname": %s, "lines_a": %s, "lines_b": %s, ', FUNCTION_FIGURES)
 )
 
 __all__ = [

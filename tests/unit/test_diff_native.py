@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import memlens.diff as diff_module
 from memlens.diff import diff_runs, write_json
-from memlens.model import LineStats, Run
+from memlens.model import FunctionStats, LineStats, Run
 from tests import runs
 
 text = pytest.importorskip("memlens._text", reason="no native modules (free-threaded Python)")
@@ -48,6 +48,27 @@ def _lines(rnd: random.Random, n: int, big: bool, gpu: bool) -> dict[int, LineSt
     return out
 
 
+def _functions(rnd: random.Random, big: bool, gpu: bool) -> tuple[FunctionStats, ...]:
+    """Functions of a file: some in one run only, one on the GPU (with ``gpu``)."""
+    out = []
+    for k, name in enumerate(["f", "g", "<lambda>", "<lambda>", 'q"', "ünï"]):
+        if rnd.random() < 0.8:
+            size = rnd.choice([0, 9, rnd.randint(1, 10**12), *([2**62] if big else [])])
+            out.append(
+                FunctionStats(
+                    name,
+                    1 + 5 * k,
+                    4 + 5 * k,
+                    size,
+                    rnd.randint(0, 9),
+                    size // 2,
+                    size,
+                    gpu_peak_bytes=7 if gpu and k == 1 else 0,
+                )
+            )
+    return tuple(out)
+
+
 def _runs(seed: int, *, big: bool = False, gpu: bool = False) -> tuple[Run, Run]:
     rnd = random.Random(seed)
     names = ["/w/app.py", '/w/q"uote.py', "/w/100%s.py", "/w/ünï.py", "/w/only.py"]
@@ -55,7 +76,7 @@ def _runs(seed: int, *, big: bool = False, gpu: bool = False) -> tuple[Run, Run]
     pair: list[Run] = []
     for side, text in enumerate(texts):
         files = [
-            runs.source(name, text, _lines(rnd, 40, big, gpu and f == 0))
+            runs.source(name, text, _lines(rnd, 40, big, gpu and f == 0), _functions(rnd, big, gpu))
             for f, name in enumerate(names)
             if not (name == "/w/only.py" and side == 1)
         ]
@@ -79,6 +100,7 @@ def _both(a: Run, b: Run, monkeypatch: pytest.MonkeyPatch, **how: Any) -> tuple[
     assert sum(calls) > 0
     with monkeypatch.context() as m:
         m.setattr(diff_module, "format_rows", None)
+        m.setattr(diff_module, "order", None)
         python = io.StringIO()
         write_json(d, python, **how)
     return native.getvalue(), python.getvalue()
@@ -100,6 +122,7 @@ def test_native_rows_are_pythons(monkeypatch: pytest.MonkeyPatch, how: str, kind
     native, python = _both(a, b, monkeypatch, **HOW[how])
     assert native == python
     assert native.count('"line_a"') >= HOW[how].get("top", 100)
+    assert native.count('"qualname"') >= HOW[how].get("top", 20)
 
 
 def test_rows_of_a_batch_in_any_order_come_in_that_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,3 +232,18 @@ def test_the_stub_names_what_the_module_has() -> None:
     declared = set(re.findall(r"^def (\w+)", stub.read_text(encoding="utf-8"), re.MULTILINE))
     exported = {n for n in dir(text) if not n.startswith("__") and callable(getattr(text, n))}
     assert declared == exported
+
+
+def test_order_is_a_stable_sort() -> None:
+    keys = [random.Random(5).randint(-3, 3) for _ in range(500)]
+    assert list(text.order(array("q", keys))) == sorted(range(500), key=keys.__getitem__)
+    assert list(text.order(array("q"))) == []
+
+
+def test_functions_and_rankings_take_the_native_path() -> None:
+    a, b = _runs(7)
+    d = diff_runs(a, b)
+    assert diff_module._native_function_rows(d.functions) is not None
+    assert isinstance(diff_module.line_order(d, "peak_bytes"), array)
+    gpu = diff_runs(*_runs(7, gpu=True))
+    assert diff_module._native_function_rows(gpu.functions) is None  # (Python's two forms)
