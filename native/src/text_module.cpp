@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -273,6 +274,60 @@ nb::object order(nb::handle keys) {
     return a;
 }
 
+// The figure of rows 0 .. counts[t] - 1 of each table t, from one side's (columns, rows),
+// each checked: a row beyond its column is refused.
+std::vector<int64_t> side_values(nb::tuple side, const std::vector<size_t>& counts) {
+    if (side.size() != 2) {
+        throw nb::value_error("a side is (columns, rows), one of each per table");
+    }
+    nb::list columns = nb::cast<nb::list>(side[0]);
+    nb::list rows = nb::cast<nb::list>(side[1]);
+    if (columns.size() != counts.size() || rows.size() != counts.size()) {
+        throw nb::value_error("columns and rows: not one per table");
+    }
+    std::vector<int64_t> out;
+    for (size_t t = 0; t < counts.size(); ++t) {
+        Buffer r(rows[t], 8, "rows");
+        if (r.count() < counts[t]) {
+            throw nb::value_error("rows are fewer than the table's");
+        }
+        std::unique_ptr<Buffer> c;
+        if (!columns[t].is_none()) {
+            c = std::make_unique<Buffer>(columns[t], 8, "column");
+        }
+        for (size_t x = 0; x < counts[t]; ++x) {
+            int64_t row = r.data<int64_t>()[x];
+            if (c == nullptr || row < 0) {
+                out.push_back(0);
+            } else if (static_cast<size_t>(row) >= c->count()) {
+                throw nb::value_error("a row beyond its column");
+            } else {
+                out.push_back(c->data<int64_t>()[row]);
+            }
+        }
+    }
+    return out;
+}
+
+// The pairs of all tables, in table order, by decreasing absolute change from side a to side
+// b (equal changes in their order): memlens.diff's ranking.
+nb::object order_of_changes(nb::tuple a, nb::tuple b, const std::vector<size_t>& counts) {
+    std::vector<int64_t> keys = side_values(a, counts);
+    std::vector<int64_t> to = side_values(b, counts);
+    for (size_t i = 0; i < keys.size(); ++i) {
+        int64_t d;
+        if (__builtin_sub_overflow(to[i], keys[i], &d) || d == INT64_MIN) {
+            throw std::overflow_error("a change does not fit in 64 bits");
+        }
+        keys[i] = d < 0 ? d : -d;  // -|d|
+    }
+    std::vector<int64_t> out = memlens::textrows::order(keys.data(), keys.size());
+    static nb::object array = nb::module_::import_("array").attr("array");
+    nb::object result = array("q");
+    result.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int64_t)));
+    return result;
+}
+
 }  // namespace
 
 NB_MODULE(_text, m) {
@@ -289,4 +344,9 @@ NB_MODULE(_text, m) {
           "Python's result would differ.");
     m.def("order", &order, nb::arg("keys"),
           "array('q') of the positions of `keys` (int64) by increasing key, equal keys in their order.");
+    m.def("order_of_changes", &order_of_changes, nb::arg("a"), nb::arg("b"), nb::arg("counts"),
+          "array('q') of the positions of the pairs of all tables (rows 0 .. counts[t] - 1 of table t, "
+          "in table order) by decreasing absolute change from side a to side b, equal changes in their "
+          "order. A side is (columns, rows), one int64 array each per table (a column None: 0; a row "
+          "below 0: 0). OverflowError for a change beyond 64 bits.");
 }

@@ -41,9 +41,9 @@ from memlens.model import (
 from memlens.runfile.jsontext import plain
 
 try:
-    from memlens._text import format_rows, order
+    from memlens._text import format_rows, order_of_changes
 except ImportError:  # (a free-threaded Python has no native modules: Python formats the rows)
-    format_rows = order = None  # type: ignore[assignment]
+    format_rows = order_of_changes = None  # type: ignore[assignment]
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -461,18 +461,32 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
 def line_order(d: RunDiff, figure: str) -> Sequence[int]:
     """The line pairs (their positions in :attr:`RunDiff.lines`) by absolute change of
     ``figure``, biggest first, then in file and line order; read by column."""
-    keys: list[int] = []
-    for fd in d.files:
-        a, b = fd.values(figure)
-        keys += map(neg, map(abs, map(sub, b, a)))
     # (A stable sort: pairs of equal change stay in their order, by file and line. Natively
-    # where it can: a million pairs in ~0.1 s, not ~1 s.)
-    if order is not None:
+    # where it can, from the columns: a million pairs in ~0.1 s, not ~1 s.)
+    if order_of_changes is not None:
+        columns = [
+            [_column(fd.a, figure) for fd in d.files],
+            [_column(fd.b, figure) for fd in d.files],
+        ]
+        a = (columns[0], [fd.row_a for fd in d.files])
+        b = (columns[1], [fd.row_b for fd in d.files])
         try:
-            return order(array("q", keys))
+            return order_of_changes(a, b, [len(fd) for fd in d.files])
         except OverflowError:  # a change beyond 64 bits: only Python's integers hold it
             pass
+    keys: list[int] = []
+    for fd in d.files:
+        a_values, b_values = fd.values(figure)
+        keys += map(neg, map(abs, map(sub, b_values, a_values)))
     return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def _column(table: LineTable, figure: str) -> Sequence[int] | None:
+    """One figure's column of ``table`` for the native formatter: None where every line's
+    is 0 (an empty table, a GPU figure of a table without GPU figures)."""
+    if not table or (figure in GPU_FIGURES and not table.has_gpu):
+        return None
+    return table.column(figure)
 
 
 def ranked_lines(d: RunDiff, figure: str, top: int | None = None) -> list[LineDiff]:
@@ -665,13 +679,10 @@ def _native_pair_rows(
     local = {f: t for t, f in enumerate(present)}
     at = (array("q", map(local.__getitem__, of)), array("q", index))
 
-    def column(table: LineTable, figure: str) -> Sequence[int] | None:
-        return table.column(figure) if table else None
-
     sources = []
     for figure in FIGURES:
-        sources.append(([column(fd.a, figure) for fd in tables], [fd.row_a for fd in tables]))
-        sources.append(([column(fd.b, figure) for fd in tables], [fd.row_b for fd in tables]))
+        sources.append(([_column(fd.a, figure) for fd in tables], [fd.row_a for fd in tables]))
+        sources.append(([_column(fd.b, figure) for fd in tables], [fd.row_b for fd in tables]))
     sides = [fd.sides for fd in tables]
     lines_a = [fd.line_a for fd in tables]
     lines_b = [fd.line_b for fd in tables]

@@ -100,7 +100,7 @@ def _both(a: Run, b: Run, monkeypatch: pytest.MonkeyPatch, **how: Any) -> tuple[
     assert sum(calls) > 0
     with monkeypatch.context() as m:
         m.setattr(diff_module, "format_rows", None)
-        m.setattr(diff_module, "order", None)
+        m.setattr(diff_module, "order_of_changes", None)
         python = io.StringIO()
         write_json(d, python, **how)
     return native.getvalue(), python.getvalue()
@@ -247,3 +247,18 @@ def test_functions_and_rankings_take_the_native_path() -> None:
     assert isinstance(diff_module.line_order(d, "peak_bytes"), array)
     gpu = diff_runs(*_runs(7, gpu=True))
     assert diff_module._native_function_rows(gpu.functions) is None  # (Python's two forms)
+
+
+def test_order_of_changes_ranks_as_python_and_refuses_beyond_64_bits() -> None:
+    a_col, b_col = array("q", [5, 0, 7, -3]), array("q", [1, 9, 7, 2])
+    rows = array("q", [0, 1, 2, 3])
+    got = text.order_of_changes(([a_col], [rows]), ([b_col], [rows]), [4])
+    changes = [abs(y - x) for x, y in zip(a_col, b_col, strict=True)]
+    assert list(got) == sorted(range(4), key=lambda k: -changes[k])
+    missing = text.order_of_changes(([None], [array("q", [-1])]), ([b_col], [rows]), [1])
+    assert list(missing) == [0]
+    huge = (array("q", [-(2**63)]), array("q", [2**63 - 1]))
+    with pytest.raises(OverflowError):
+        text.order_of_changes(([huge[0]], [rows]), ([huge[1]], [rows]), [1])
+    with pytest.raises(ValueError, match="beyond its column"):
+        text.order_of_changes(([a_col], [array("q", [9])]), ([b_col], [rows]), [1])
