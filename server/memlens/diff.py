@@ -693,11 +693,7 @@ def _native_pair_rows(
         ("s", sides, lines_a, lines_b, [_STATUS[1], _STATUS[2], '"same-line"', '"moved"']),
         ("f", [plain(fd.matched_by) for fd in tables]),
     ]
-    ends = range(0, 2 * len(FIGURES), 2)
-    for k in ends:
-        fields += [("v", k), ("v", k + 1), ("c", k, k + 1), ("r", k, k + 1)]
-    fields += [("c", k, k + 1) for k in ends]
-    fields += [("r", k, k + 1) for k in ends]
+    fields += _figure_fields(len(FIGURES))
     try:
         if sep is not None:
             return [format_rows(_NATIVE_PARTS, fields, sources, at, len(tables), len(of), sep)]
@@ -768,15 +764,24 @@ def _native_function_rows(functions: Sequence[FunctionDiff]) -> list[str] | None
             for sides in (map(attrgetter("a"), functions), map(attrgetter("b"), functions))
         ),
     ]
-    ends = range(0, 2 * len(FUNCTION_FIGURES), 2)
-    for k in ends:
-        fields += [("v", k), ("v", k + 1), ("c", k, k + 1), ("r", k, k + 1)]
-    fields += [("c", k, k + 1) for k in ends]
-    fields += [("r", k, k + 1) for k in ends]
+    fields += _figure_fields(len(FUNCTION_FIGURES))
     try:
         return format_rows(_FUNCTION_PARTS, fields, sources, (array("q", [0]) * n, rows), 1, n)
     except OverflowError:
         return None
+
+
+def _figure_fields(figures: int) -> list[tuple[Any, ...]]:
+    """The native formatter's fields of :func:`_figures_form`'s figures, from sources A, B of
+    each figure in turn (0, 1 for the first): each one's A, B, change and ratio, then each
+    change, then each ratio."""
+    ends = range(0, 2 * figures, 2)
+    fields: list[tuple[Any, ...]] = []
+    for k in ends:
+        fields += [("v", k), ("v", k + 1), ("c", k, k + 1), ("r", k, k + 1)]
+    fields += [("c", k, k + 1) for k in ends]
+    fields += [("r", k, k + 1) for k in ends]
+    return fields
 
 
 def _python_function_rows(functions: Iterable[FunctionDiff]) -> Iterator[str]:
