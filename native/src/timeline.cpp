@@ -113,13 +113,18 @@ bool start(double interval_ms) {
     return true;
 }
 
-void stop(double t) {
+double stop(double (*end_time)()) {
     if (!g_thread) {
-        return;
+        return end_time();
     }
+    double t;
     {
+        // The end's time is read holding the sampler's lock, which it holds while it samples:
+        // every moment and point it took came before it (read before, a moment could come a
+        // fraction of a millisecond after the run's end).
         std::lock_guard<std::mutex> lk(*g_mutex);
         g_stop = true;
+        t = end_time();
     }
     g_cv->notify_all();
     Py_BEGIN_ALLOW_THREADS
@@ -131,6 +136,7 @@ void stop(double t) {
     if (g_points && g_len < kCap) {  // the state at stop, always
         g_points[g_len++] = TimelinePoint{t, traced_total(), read_rss()};
     }
+    return t;
 }
 
 double elapsed() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count(); }

@@ -12,8 +12,10 @@ namespace memlens::timeline {
 
 // Starts the thread (interval > 0). False when out of memory.
 bool start(double interval_ms);
-// Stops and joins the thread (releasing the GIL meanwhile), then adds the state at `t`.
-void stop(double t);
+// Stops and joins the thread (releasing the GIL meanwhile), then adds the state at the end;
+// returns the end's time, end_time() (the run's clock, which started before this one's), read
+// once the thread has taken its last point and moment.
+double stop(double (*end_time)());
 // The points so far (only once the thread has stopped; empty while it runs).
 void points(std::vector<TimelinePoint>& out);
 // Seconds since the timeline started: the clock of its points and of the run's moments.

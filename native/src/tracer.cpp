@@ -177,8 +177,7 @@ void finish() {
     if (!g_run.active.load() || g_finished) {
         return;
     }
-    g_duration = elapsed();
-    timeline::stop(g_duration);
+    g_duration = timeline::stop(elapsed);
     g_peak_rss = peak_rss();
     g_finished = true;
 }
