@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,7 +60,8 @@ std::string_view utf8_of(nb::handle h) {
 // memlens.diff's rows of JSON text (see textrows.hpp): every index and length checked here,
 // so that no call reads outside what it was given.
 nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, nb::list sources, nb::tuple at,
-                       size_t tables, size_t n, std::optional<std::string> sep) {
+                       size_t tables, size_t n, std::optional<std::string> sep, nb::object write,
+                       const std::string& lead) {
     namespace tr = memlens::textrows;
     std::vector<std::unique_ptr<Buffer>> held;
     std::vector<size_t> rows_of(tables, SIZE_MAX);  // per table: the fewest rows an array has
@@ -209,51 +211,25 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
             }
         }
     }
-    // Rows are made in table and index order (their figures read in the columns' order: rows
-    // in another order, by change, read them at random and took twice as long), then put
-    // back in the order asked for.
-    std::vector<size_t> visit(n);
-    for (size_t i = 0; i < n; ++i) {
-        visit[i] = i;
-    }
-    auto before = [&](size_t i, size_t j) {
-        return where.table[i] != where.table[j] ? where.table[i] < where.table[j] : where.index[i] < where.index[j];
-    };
-    bool in_order = std::is_sorted(visit.begin(), visit.end(), before);
     std::string text;
     std::vector<size_t> ends;
-    if (in_order) {
-        tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string());
-        if (sep) {
-            return nb::str(text.data(), text.size());
+    if (!write.is_none()) {
+        if (!sep) {
+            throw nb::value_error("write needs sep");
         }
-    } else {
-        std::stable_sort(visit.begin(), visit.end(), before);
-        std::vector<int64_t> table(n), index(n);
-        for (size_t k = 0; k < n; ++k) {
-            table[k] = where.table[visit[k]];
-            index[k] = where.index[visit[k]];
+        if (n == 0) {
+            return nb::none();
         }
-        std::string made;
-        std::vector<size_t> made_ends;
-        tr::format(parts, fs, srcs, tr::At{table.data(), index.data()}, n, made, &made_ends, std::string());
-        std::vector<size_t> place(n);  // row i was made k-th
-        for (size_t k = 0; k < n; ++k) {
-            place[visit[k]] = k;
-        }
-        text.reserve(made.size() + (sep ? sep->size() * n : 0));
-        for (size_t i = 0; i < n; ++i) {
-            size_t k = place[i];
-            size_t from = k == 0 ? 0 : made_ends[k - 1];
-            if (sep && i > 0) {
-                text.append(*sep);
-            }
-            text.append(made, from, made_ends[k] - from);
-            ends.push_back(text.size());
-        }
-        if (sep) {
-            return nb::str(text.data(), text.size());
-        }
+        text = lead;
+        std::function<void(std::string&)> emit = [&](std::string& made) {
+            write(nb::str(made.data(), made.size()));
+        };
+        tr::format(parts, fs, srcs, where, n, text, nullptr, *sep, 8192, emit);
+        return nb::none();
+    }
+    tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string());
+    if (sep) {
+        return nb::str(text.data(), text.size());
     }
     nb::list out;
     size_t start = 0;
@@ -333,15 +309,18 @@ nb::object order_of_changes(nb::tuple a, nb::tuple b, const std::vector<size_t>&
 NB_MODULE(_text, m) {
     m.doc() = "memlens text formatting for big runs (memlens.diff's JSON), native.";
     m.def("format_rows", &format_rows, nb::arg("parts"), nb::arg("fields"), nb::arg("sources"), nb::arg("at"),
-          nb::arg("tables"), nb::arg("n"), nb::arg("sep") = nb::none(),
+          nb::arg("tables"), nb::arg("n"), nb::arg("sep") = nb::none(), nb::arg("write") = nb::none(),
+          nb::arg("lead") = "",
           "Rows of text from typed columns of several tables (memlens.diff's JSON): `n` rows, each the "
           "`parts` with the `fields` between them; row i reads table at[0][i] at index at[1][i]. A source is "
           "(columns, rows), each a list of one int64 array per table: columns[t][rows[t][index]], 0 where "
           "the row is negative or the column None. Fields: ('v', source), ('c', a, b): b - a, ('r', a, b): "
           "(b - a) / a as Python writes it (null where a is 0 and b is not), ('m', values, sides, bit): the "
           "value or null, ('s', sides, lines_a, lines_b, [gone, new, same, moved]), ('f', texts): the "
-          "table's, ('t', texts): the row's. A list of the rows, or with `sep` one str of them joined by it. OverflowError where "
-          "Python's result would differ.");
+          "table's, ('t', texts): the row's. A list of the rows, or with `sep` one str of them joined by it, "
+          "or with `write` (and `sep`) None: `lead` and the rows joined by `sep` given to write() a few "
+          "thousand rows at a time. OverflowError, before anything is written, where Python's result "
+          "would differ.");
     m.def("order", &order, nb::arg("keys"),
           "array('q') of the positions of `keys` (int64) by increasing key, equal keys in their order.");
     m.def("order_of_changes", &order_of_changes, nb::arg("a"), nb::arg("b"), nb::arg("counts"),

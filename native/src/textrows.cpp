@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -86,9 +87,25 @@ std::vector<int64_t> order(const int64_t* keys, size_t n) {
     return out;
 }
 
+namespace {
+
+// What Change and Ratio fields make of a and b, or why they cannot make it as Python does.
+void check_change(int64_t a, int64_t b, bool ratio) {
+    int64_t d;
+    if (__builtin_sub_overflow(b, a, &d)) {
+        throw std::overflow_error("a change does not fit in 64 bits");
+    }
+    if (ratio && a != 0 && (a > kExactDouble || a < -kExactDouble || d > kExactDouble || d < -kExactDouble)) {
+        // Python divides big integers exactly; doubles would round twice.
+        throw std::overflow_error("a ratio of integers beyond 2**53");
+    }
+}
+
+}  // namespace
+
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
-            const std::string& sep) {
+            const std::string& sep, size_t chunk, const std::function<void(std::string&)>& emit) {
     if (parts.size() != fields.size() + 1) {
         throw std::invalid_argument("a row's text parts are not one more than its fields");
     }
@@ -101,17 +118,74 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
             throw std::invalid_argument("a field repeats one that does not exist");
         }
     }
-    text.reserve(text.size() + n * (width + sep.size() + 12 * fields.size()));
+    // First every value the rows read, gathered in table and index order (rows in rank order
+    // read their figures from all over the tables: in that order the tables are swept, and each
+    // row's values end up side by side), and checked: nothing is written for a call that fails.
+    const size_t width_s = sources.size();
+    std::vector<int64_t> got(n * width_s);
+    struct Picked {
+        std::vector<int64_t> values, others;
+        std::vector<uint8_t> sides;
+    };
+    std::vector<Picked> picked(fields.size());
+    for (size_t k = 0; k < fields.size(); ++k) {
+        if (fields[k].kind == Field::Masked || fields[k].kind == Field::Status) {
+            picked[k].values.resize(n);
+            picked[k].sides.resize(n);
+            if (fields[k].kind == Field::Status) {
+                picked[k].others.resize(n);
+            }
+        }
+    }
+    std::vector<size_t> visit(n);
+    for (size_t i = 0; i < n; ++i) {
+        visit[i] = i;
+    }
+    auto before = [&](size_t i, size_t j) {
+        return at.table[i] != at.table[j] ? at.table[i] < at.table[j] : at.index[i] < at.index[j];
+    };
+    if (!std::is_sorted(visit.begin(), visit.end(), before)) {
+        std::stable_sort(visit.begin(), visit.end(), before);
+    }
+    for (size_t i : visit) {
+        const size_t t = static_cast<size_t>(at.table[i]);
+        const size_t x = static_cast<size_t>(at.index[i]);
+        for (size_t s = 0; s < width_s; ++s) {
+            got[i * width_s + s] = sources[s].at(t, x);
+        }
+        for (size_t k = 0; k < fields.size(); ++k) {
+            const Field& f = fields[k];
+            if (f.kind == Field::Masked || f.kind == Field::Status) {
+                picked[k].sides[i] = f.sides[t][x];
+                picked[k].values[i] = f.values[t][x];
+                if (f.kind == Field::Status) {
+                    picked[k].others[i] = f.others[t][x];
+                }
+            }
+        }
+    }
+    for (const Field& f : fields) {
+        if (f.kind == Field::Change || f.kind == Field::Ratio) {
+            for (size_t i = 0; i < n; ++i) {
+                check_change(got[i * width_s + f.a], got[i * width_s + f.b], f.kind == Field::Ratio);
+            }
+        }
+    }
+    text.reserve(text.size() + std::min(n, chunk) * (width + sep.size() + 12 * fields.size()));
     if (ends != nullptr) {
         ends->reserve(ends->size() + n);
     }
     std::vector<size_t> starts(fields.size() + 1);  // where each field's text starts in the row
     for (size_t i = 0; i < n; ++i) {
+        if (emit && i > 0 && i % chunk == 0) {
+            emit(text);
+            text.clear();
+        }
         if (i > 0 && ends == nullptr) {
             text.append(sep);
         }
         const size_t t = static_cast<size_t>(at.table[i]);
-        const size_t x = static_cast<size_t>(at.index[i]);
+        const int64_t* row = got.data() + i * width_s;
         text.append(parts[0]);
         for (size_t k = 0; k < fields.size(); ++k) {
             const Field& f = fields[k];
@@ -129,18 +203,21 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                     break;
                 }
                 case Field::Value:
-                    put_int(text, sources[f.a].at(t, x));
+                    put_int(text, row[f.a]);
                     break;
                 case Field::Masked:
-                    if (f.sides[t][x] & f.bit) {
-                        put_int(text, f.values[t][x]);
+                    if (picked[k].sides[i] & f.bit) {
+                        put_int(text, picked[k].values[i]);
                     } else {
                         text.append("null");
                     }
                     break;
                 case Field::Status: {
-                    uint8_t side = f.sides[t][x];
-                    size_t which = side == 1 ? 0 : side == 2 ? 1 : f.values[t][x] == f.others[t][x] ? 2 : 3;
+                    uint8_t side = picked[k].sides[i];
+                    size_t which = side == 1   ? 0
+                                   : side == 2 ? 1
+                                   : picked[k].values[i] == picked[k].others[i] ? 2
+                                                                                 : 3;
                     text.append(f.texts[which]);
                     break;
                 }
@@ -152,20 +229,13 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                     break;
                 case Field::Change:
                 case Field::Ratio: {
-                    int64_t a = sources[f.a].at(t, x);
-                    int64_t b = sources[f.b].at(t, x);
-                    int64_t d;
-                    if (__builtin_sub_overflow(b, a, &d)) {
-                        throw std::overflow_error("a change does not fit in 64 bits");
-                    }
+                    int64_t a = row[f.a];
+                    int64_t b = row[f.b];
+                    int64_t d = b - a;  // (checked above)
                     if (f.kind == Field::Change) {
                         put_int(text, d);
                     } else if (a == 0) {
                         text.append(b != 0 ? "null" : "0.0");
-                    } else if (a > kExactDouble || a < -kExactDouble || d > kExactDouble ||
-                               d < -kExactDouble) {
-                        // Python divides big integers exactly; doubles would round twice.
-                        throw std::overflow_error("a ratio of integers beyond 2**53");
                     } else {
                         put_float_repr(text, static_cast<double>(d) / static_cast<double>(a));
                     }
@@ -178,6 +248,10 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
         if (ends != nullptr) {
             ends->push_back(text.size());
         }
+    }
+    if (emit && !text.empty()) {
+        emit(text);
+        text.clear();
     }
 }
 

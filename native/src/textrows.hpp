@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,12 +53,15 @@ std::vector<int64_t> order(const int64_t* keys, size_t n);
 void put_float_repr(std::string& out, double v);
 
 // n rows, each parts[0] field0 parts[1] ... parts[k], appended to `text`, the end of each
-// row appended to `ends`, or (with `ends` null) `sep` between rows. A Change is b - a; a Ratio
+// row appended to `ends`, or (with `ends` null) `sep` between rows. With `emit`, `text` is
+// handed to it (then emptied) every `chunk` rows and at the end. A Change is b - a; a Ratio
 // is (b - a) / a as Python computes it, null where a is 0 and b is not, 0.0 where both are.
-// std::overflow_error where the result would differ from Python's (a change beyond 64 bits,
-// a ratio of integers beyond 2**53). Every index must have been checked by the caller.
+// std::overflow_error, before anything is made, where a result would differ from Python's (a
+// change beyond 64 bits, a ratio of integers beyond 2**53). Every index must have been
+// checked by the caller.
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
-            const std::string& sep);
+            const std::string& sep, size_t chunk = SIZE_MAX,
+            const std::function<void(std::string&)>& emit = nullptr);
 
 }  // namespace memlens::textrows

@@ -1,7 +1,7 @@
 # Type stub of the native text module (native/src/text_module.cpp); tests/unit/test_diff_native.py
 # checks it stays in sync.
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 @overload
@@ -13,6 +13,8 @@ def format_rows(
     tables: int,
     n: int,
     sep: None = None,
+    write: None = None,
+    lead: str = "",
 ) -> list[str]: ...
 @overload
 def format_rows(
@@ -23,6 +25,20 @@ def format_rows(
     tables: int,
     n: int,
     sep: str,
+    write: None = None,
+    lead: str = "",
 ) -> str: ...
+@overload
+def format_rows(
+    parts: Sequence[str],
+    fields: list[Any],
+    sources: list[Any],
+    at: tuple[Any, Any],
+    tables: int,
+    n: int,
+    sep: str,
+    write: Callable[[str], object],
+    lead: str = "",
+) -> None: ...
 def order(keys: array[int]) -> array[int]: ...
 def order_of_changes(a: tuple[Any, Any], b: tuple[Any, Any], counts: list[int]) -> array[int]: ...

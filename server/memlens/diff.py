@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import StringIO
 from itertools import accumulate, chain, islice, repeat
@@ -522,11 +522,7 @@ def write_json(
     files = plain({fd.path: {"matched_by": fd.matched_by} for fd in d.files})
     write(f'{{"format": "memlens-diff", "version": 1,\n "totals": {totals},\n')
     write(f' "files": {files},\n "lines": [')
-    lead = "\n  "  # (texts of many pairs each, megabytes: written as they come)
-    for text in _line_rows(d.files, None if by is None else line_order(d, by)[:top], ",\n  "):
-        write(lead)
-        write(text)
-        lead = ",\n  "
+    _write_line_rows(d.files, None if by is None else line_order(d, by)[:top], write)
     write('\n ],\n "functions": [')
     functions: Sequence[FunctionDiff] = d.functions if by is None else ranked_functions(d, by)[:top]
     write_rows(out, _function_rows(functions), "\n  ")
@@ -549,21 +545,40 @@ def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> d
 _BATCH = 8192
 
 
-def _line_rows(files: Sequence[FileDiff], order: Sequence[int] | None, sep: str) -> Iterator[str]:
-    """The JSON of the line pairs in ``order`` (positions in :class:`LineDiffs`; None: all, in
-    file order), formatted from the figures' columns a batch at a time: a text per batch, its
-    pairs joined by ``sep``."""
+#: Ranked line pairs given to the native formatter at a time: it reads their figures in file
+#: order, so the more there are, the closer together (it writes them a few thousand at a time).
+_RANKED_BATCH = 131072
+
+
+def _write_line_rows(
+    files: Sequence[FileDiff], order: Sequence[int] | None, write: Callable[[str], object]
+) -> None:
+    """Write the JSON of the line pairs in ``order`` (positions in :class:`LineDiffs`; None:
+    all, in file order), each after a line break and an indent, with commas between them:
+    formatted from the figures' columns a batch at a time, and written as they come (a
+    batch's text is megabytes)."""
+    lead, sep = "\n  ", ",\n  "
     if order is None:
         for f, fd in enumerate(files):
             for lo in range(0, len(fd), _BATCH):
-                index = range(lo, min(lo + _BATCH, len(fd)))
-                yield from _pair_rows(files, [f] * len(index), index, sep)
+                pairs = range(lo, min(lo + _BATCH, len(fd)))
+                for text in _pair_rows(files, [f] * len(pairs), pairs, sep):
+                    write(lead)
+                    write(text)
+                    lead = sep
         return
     starts = list(accumulate((len(fd) for fd in files), initial=0))
-    for lo in range(0, len(order), _BATCH):
-        batch = order[lo : lo + _BATCH]
+    for lo in range(0, len(order), _RANKED_BATCH):
+        batch = order[lo : lo + _RANKED_BATCH]
         of = list(map(sub, map(bisect_right, repeat(starts), batch), repeat(1)))
-        yield from _pair_rows(files, of, list(map(sub, batch, map(starts.__getitem__, of))), sep)
+        index = list(map(sub, batch, map(starts.__getitem__, of)))
+        if not _native_write(files, of, index, write, lead, sep):
+            for k in range(0, len(of), _BATCH):
+                for text in _pair_rows(files, of[k : k + _BATCH], index[k : k + _BATCH], sep):
+                    write(lead)
+                    write(text)
+                    lead = sep
+        lead = sep
 
 
 def _pair_rows(
@@ -672,13 +687,51 @@ def _native_pair_rows(
     (their files without GPU figures); None where it is not built (a free-threaded Python) or
     a figure is beyond what it formats as Python does (a change beyond 64 bits, a ratio of
     integers beyond 2**53)."""
+    args = _native_args(files, of, index)
+    if args is None:
+        return None
+    try:
+        if sep is not None:
+            return [format_rows(_NATIVE_PARTS, *args, len(of), sep)]
+        return format_rows(_NATIVE_PARTS, *args, len(of))
+    except OverflowError:
+        return None
+
+
+def _native_write(
+    files: Sequence[FileDiff],
+    of: list[int],
+    index: Sequence[int],
+    write: Callable[[str], object],
+    lead: str,
+    sep: str,
+) -> bool:
+    """Write ``lead`` and the pairs' JSON joined by ``sep`` by the native formatter (which
+    gives write() a few thousand rows at a time); False, having written nothing, where it
+    cannot (see :func:`_native_pair_rows`) or a file has GPU figures."""
+    if any(files[f].a.has_gpu or files[f].b.has_gpu for f in set(of)):
+        return False
+    args = _native_args(files, of, index)
+    if args is None:
+        return False
+    try:
+        format_rows(_NATIVE_PARTS, *args, len(of), sep, write, lead)
+    except OverflowError:  # (raised before anything is written)
+        return False
+    return True
+
+
+def _native_args(
+    files: Sequence[FileDiff], of: list[int], index: Sequence[int]
+) -> tuple[list[Any], list[Any], tuple[Any, Any], int] | None:
+    """The fields, sources, rows and number of tables ``format_rows`` takes for the pairs
+    ``index[i]`` of ``files[of[i]]`` (only the files present are given); None without it."""
     if format_rows is None:
         return None
     present = sorted(set(of))
     tables = [files[f] for f in present]
     local = {f: t for t, f in enumerate(present)}
     at = (array("q", map(local.__getitem__, of)), array("q", index))
-
     sources = []
     for figure in FIGURES:
         sources.append(([_column(fd.a, figure) for fd in tables], [fd.row_a for fd in tables]))
@@ -692,14 +745,9 @@ def _native_pair_rows(
         ("m", lines_b, sides, 2),
         ("s", sides, lines_a, lines_b, [_STATUS[1], _STATUS[2], '"same-line"', '"moved"']),
         ("f", [plain(fd.matched_by) for fd in tables]),
+        *_figure_fields(len(FIGURES)),
     ]
-    fields += _figure_fields(len(FIGURES))
-    try:
-        if sep is not None:
-            return [format_rows(_NATIVE_PARTS, fields, sources, at, len(tables), len(of), sep)]
-        return format_rows(_NATIVE_PARTS, fields, sources, at, len(tables), len(of))
-    except OverflowError:
-        return None
+    return fields, sources, at, len(tables)
 
 
 def _form_parts(form: str) -> list[str]:

@@ -129,6 +129,7 @@ def test_rows_of_a_batch_in_any_order_come_in_that_order(monkeypatch: pytest.Mon
     # Several batches of pairs across files (the native formatter makes each batch's rows in
     # file order and puts them back): small batches, so that the pairs of a batch are scattered.
     monkeypatch.setattr(diff_module, "_BATCH", 7)
+    monkeypatch.setattr(diff_module, "_RANKED_BATCH", 13)
     a, b = _runs(11)
     native, python = _both(a, b, monkeypatch, by="peak_bytes")
     assert native == python
@@ -262,3 +263,36 @@ def test_order_of_changes_ranks_as_python_and_refuses_beyond_64_bits() -> None:
         text.order_of_changes(([huge[0]], [rows]), ([huge[1]], [rows]), [1])
     with pytest.raises(ValueError, match="beyond its column"):
         text.order_of_changes(([a_col], [array("q", [9])]), ([b_col], [rows]), [1])
+
+
+def test_a_big_ranked_batch_is_written_in_pieces_as_python_writes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # More pairs than the native formatter writes at a time (8,192), ranked: its pieces, each
+    # given to write(), make Python's text.
+    rnd = random.Random(3)
+    text = "".join(f"v{i} = {i}\n" for i in range(5000))
+    pair = [
+        runs.new_run(
+            [runs.source(f"/w/m{k}.py", text, _lines(rnd, 5000, False, False)) for k in range(3)]
+        )
+        for _ in range(2)
+    ]
+    writes: list[int] = []
+    d = diff_runs(*pair)
+    native = io.StringIO()
+
+    class Out(io.StringIO):
+        def write(self, s: str) -> int:
+            writes.append(len(s))
+            return native.write(s)
+
+    write_json(d, Out(), by="peak_bytes")
+    with monkeypatch.context() as m:
+        m.setattr(diff_module, "format_rows", None)
+        m.setattr(diff_module, "order_of_changes", None)
+        python = io.StringIO()
+        write_json(d, python, by="peak_bytes")
+    assert native.getvalue() == python.getvalue()
+    assert sum(len(d.files[k]) for k in range(3)) > 8192
+    assert sum(1 for w in writes if w > 1_000_000) >= 2  # (two pieces of lines at least)
