@@ -11,6 +11,11 @@ from tests.pytest_plugin.session import export, project, pytest_session, summary
 
 MiB = 1024 * 1024
 
+#: A test's leaked and peak figures are net over the process: what anything else frees during
+#: the test (pytest, its plugins) is taken off, a few bytes or KiB (docs/pytest.md).
+NET = 64 * 1024
+
+
 TEST_MEMORY = """\
 import pytest
 
@@ -104,9 +109,9 @@ def test_done_when(tmp_path: Path) -> None:
     ]
     source = os.path.realpath(cwd / "test_memory.py")
     leaky = tests["test_memory.py::test_leaks_ten_megabytes"]
-    assert 10.0e6 <= leaky["leaked_bytes"] <= 10.5e6
+    assert 10.0e6 - NET <= leaky["leaked_bytes"] <= 10.5e6
     assert 10.0e6 <= leaky["alloc_bytes"] <= 10.5e6
-    assert 10.0e6 <= leaky["peak_bytes"] <= 10.5e6
+    assert 10.0e6 - NET <= leaky["peak_bytes"] <= 10.5e6
     assert leaky["outcome"] == "failed"
     assert (leaky["file"], leaky["line"], leaky["function"]) == (
         source,
@@ -126,7 +131,7 @@ def test_done_when(tmp_path: Path) -> None:
     assert 10.0e6 <= lines[0][2] <= 10.5e6
     assert leaky["duration_s"] > 0
     peaky = tests["test_memory.py::test_peaks_at_twenty_megabytes"]
-    assert 20.0e6 <= peaky["peak_bytes"] <= 20.5e6
+    assert 20.0e6 - NET <= peaky["peak_bytes"] <= 20.5e6
     assert peaky["leaked_bytes"] < 64 * 1024
     assert peaky["limits"] == {"peak_bytes": 5 * MiB}
     assert [f["figure"] for f in peaky["failures"]] == ["peak_bytes"]
@@ -373,7 +378,7 @@ def test_warmups_measure_what_a_call_adds(tmp_path: Path) -> None:
     assert warmed["alloc_bytes"] < 64 * 1024, warmed
     assert warmed["peak_bytes"] < 64 * 1024, warmed
     every = tests["test_warm.py::test_leaks_on_every_call"]
-    assert 3.0e6 <= every["leaked_bytes"] <= 3.1e6, every
+    assert 3.0e6 - NET <= every["leaked_bytes"] <= 3.1e6, every
     assert 3.0e6 <= every["alloc_bytes"] <= 3.1e6, every
     assert every["peak_bytes"] <= 3.1e6, every
     assert tests["test_warm.py::test_calls_counted"]["outcome"] == "passed"

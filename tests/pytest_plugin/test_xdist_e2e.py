@@ -15,6 +15,11 @@ from tests.pytest_plugin.session import export, project, pytest_session, summary
 
 MiB = 1024 * 1024
 
+#: A test's leaked and peak figures are net over the process: what anything else frees during
+#: the test (pytest, its plugins) is taken off, a few bytes or KiB (docs/pytest.md).
+NET = 64 * 1024
+
+
 FOUR_TESTS = """\
 import os
 
@@ -81,7 +86,7 @@ def test_workers_judge_their_tests_and_the_run_has_every_test(tmp_path: Path) ->
     assert sorted(tests) == sorted(f"test_four.py::{name}" for name in NAMES)
     over = tests["test_four.py::test_over_its_limit"]
     assert over["outcome"] == "failed"
-    assert 20.0e6 <= over["peak_bytes"] <= 20.5e6
+    assert 20.0e6 - NET <= over["peak_bytes"] <= 20.5e6
     assert [(f["figure"], f["kind"], f["limit"]) for f in over["failures"]] == [
         ("peak_bytes", "limit", 5 * MiB)
     ]
