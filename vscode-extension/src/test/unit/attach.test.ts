@@ -88,11 +88,15 @@ function fakeHost(child: FakeChild, list: ListedProcess[] = [OLD, SERVICE], canc
     },
     withProgress: <T>(_title: string, task: (progress: Progress) => Promise<T>) => {
       let onCancel: (() => void) | undefined;
-      const running = task({ report: (m) => reports.push(m), onCancel: (l) => (onCancel = l) });
-      if (cancel) {
-        setTimeout(() => onCancel?.(), 5);
-      }
-      return running;
+      // The user cancels once the attachment is reported (a timer raced the attachment on a
+      // loaded machine: the cancel came first).
+      const report = (m: string): void => {
+        reports.push(m);
+        if (cancel && m.startsWith('attached')) {
+          setImmediate(() => onCancel?.());
+        }
+      };
+      return task({ report, onCancel: (l) => (onCancel = l) });
     },
   };
   return { host, reports, spawned };
