@@ -308,8 +308,9 @@ void snapshot(SnapshotData& out) {
         }
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
+        // (Once the run is finished, its end: the last moment ends there, as the run does.)
         moments::snapshot(ms, n, calltree::nogil_capacity(),
-                          g_run.active.load() ? timeline::elapsed() : g_duration);
+                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
             SnapshotNode& o = out.nodes[id];
