@@ -25,6 +25,10 @@ namespace nb = nanobind;
 
 namespace {
 
+// What format_rows gives write() at a time, at least: small enough to stay in a core's cache
+// while write() copies it on (a str, then its UTF-8), large enough that its calls cost nothing.
+constexpr size_t kWriteBytes = size_t{1} << 19;
+
 // A buffer (array.array, bytes) held while a call reads it, as `count` items of `itemsize`.
 class Buffer {
 public:
@@ -57,8 +61,9 @@ std::string_view utf8_of(nb::handle h) {
     return {utf8, static_cast<size_t>(size)};
 }
 
-// memlens.diff's rows of JSON text (see textrows.hpp): every index and length checked here,
-// so that no call reads outside what it was given.
+// memlens.diff's rows of JSON text (see textrows.hpp): every index and length checked here (a
+// row's place in its column where the figures are gathered, in order), so that no call reads
+// outside what it was given.
 nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, nb::list sources, nb::tuple at,
                        size_t tables, size_t n, std::optional<std::string> sep, nb::object write,
                        const std::string& lead) {
@@ -92,7 +97,6 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
         }
     };
     std::vector<tr::Source> srcs;
-    std::vector<std::pair<std::vector<const Buffer*>, std::vector<const Buffer*>>> checks;
     for (nb::handle item : sources) {
         nb::tuple s = nb::cast<nb::tuple>(item);
         if (s.size() != 2) {
@@ -104,10 +108,10 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
         tr::Source src;
         for (size_t t = 0; t < tables; ++t) {
             src.columns.push_back(columns[t] ? columns[t]->data<int64_t>() : nullptr);
+            src.sizes.push_back(columns[t] ? columns[t]->count() : 0);
             src.rows.push_back(rows[t]->data<int64_t>());
         }
         srcs.push_back(std::move(src));
-        checks.emplace_back(std::move(columns), std::move(rows));
     }
     std::vector<tr::Field> fs;
     std::map<std::tuple<int, size_t, size_t>, size_t> made;  // a change or ratio: its first field
@@ -203,13 +207,6 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
         if (t < 0 || static_cast<size_t>(t) >= tables || x < 0 || static_cast<size_t>(x) >= rows_of[t]) {
             throw nb::value_error("a row's table or index is out of range");
         }
-        for (const auto& [columns, rows] : checks) {
-            const Buffer* c = columns[t];
-            int64_t r = rows[t]->data<int64_t>()[x];
-            if (c != nullptr && r >= 0 && static_cast<size_t>(r) >= c->count()) {
-                throw nb::value_error("a row beyond its column");
-            }
-        }
     }
     std::string text;
     std::vector<size_t> ends;
@@ -221,10 +218,10 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
             return nb::none();
         }
         text = lead;
-        std::function<void(std::string&)> emit = [&](std::string& made) {
+        std::function<void(std::string_view)> emit = [&](std::string_view made) {
             write(nb::str(made.data(), made.size()));
         };
-        tr::format(parts, fs, srcs, where, n, text, nullptr, *sep, 8192, emit);
+        tr::format(parts, fs, srcs, where, n, text, nullptr, *sep, kWriteBytes, emit);
         return nb::none();
     }
     tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string());
@@ -240,14 +237,41 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
     return out;
 }
 
+// An array('q') of `values`.
+nb::object int64_array(const std::vector<int64_t>& values) {
+    static nb::object array = nb::module_::import_("array").attr("array");
+    nb::object a = array("q");
+    a.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)));
+    return a;
+}
+
 // array('q') of the positions of `keys` (an int64 buffer) by increasing key, stably.
 nb::object order(nb::handle keys) {
     Buffer b(keys, 8, "keys");
-    std::vector<int64_t> out = memlens::textrows::order(b.data<int64_t>(), b.count());
-    static nb::object array = nb::module_::import_("array").attr("array");
-    nb::object a = array("q");
-    a.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int64_t)));
-    return a;
+    return int64_array(memlens::textrows::order(b.data<int64_t>(), b.count()));
+}
+
+// The table and the index in it of each of `positions` (an int64 buffer) among tables of
+// `counts` rows laid end to end: two array('q').
+nb::tuple locate(nb::handle positions, const std::vector<size_t>& counts) {
+    Buffer b(positions, 8, "positions");
+    std::vector<size_t> starts{0};
+    for (size_t c : counts) {
+        starts.push_back(starts.back() + c);
+    }
+    const int64_t* p = b.data<int64_t>();
+    std::vector<int64_t> tables(b.count());
+    std::vector<int64_t> indexes(b.count());
+    for (size_t i = 0; i < b.count(); ++i) {
+        if (p[i] < 0 || static_cast<size_t>(p[i]) >= starts.back()) {
+            throw nb::value_error("a position beyond the tables");
+        }
+        size_t at = static_cast<size_t>(p[i]);
+        size_t t = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
+        tables[i] = static_cast<int64_t>(t);
+        indexes[i] = static_cast<int64_t>(at - starts[t]);
+    }
+    return nb::make_tuple(int64_array(tables), int64_array(indexes));
 }
 
 // The figure of rows 0 .. counts[t] - 1 of each table t, from one side's (columns, rows),
@@ -297,11 +321,7 @@ nb::object order_of_changes(nb::tuple a, nb::tuple b, const std::vector<size_t>&
         }
         keys[i] = d < 0 ? d : -d;  // -|d|
     }
-    std::vector<int64_t> out = memlens::textrows::order(keys.data(), keys.size());
-    static nb::object array = nb::module_::import_("array").attr("array");
-    nb::object result = array("q");
-    result.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(int64_t)));
-    return result;
+    return int64_array(memlens::textrows::order(keys.data(), keys.size()));
 }
 
 }  // namespace
@@ -323,6 +343,9 @@ NB_MODULE(_text, m) {
           "would differ.");
     m.def("order", &order, nb::arg("keys"),
           "array('q') of the positions of `keys` (int64) by increasing key, equal keys in their order.");
+    m.def("locate", &locate, nb::arg("positions"), nb::arg("counts"),
+          "(tables, indexes), two array('q'): the table of each of `positions` (int64) among tables of "
+          "`counts` rows laid end to end, and its index in that table. ValueError for a position beyond them.");
     m.def("order_of_changes", &order_of_changes, nb::arg("a"), nb::arg("b"), nb::arg("counts"),
           "array('q') of the positions of the pairs of all tables (rows 0 .. counts[t] - 1 of table t, "
           "in table order) by decreasing absolute change from side a to side b, equal changes in their "

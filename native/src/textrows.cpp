@@ -17,65 +17,81 @@ namespace {
 
 constexpr int64_t kExactDouble = int64_t{1} << 53;
 
-void put_int(std::string& out, int64_t v) {
-    char buf[24];
-    auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, static_cast<size_t>(r.ptr - buf));
+// Writers into a buffer the caller has made room in (at most 21 and 24 characters).
+char* put_int(char* p, int64_t v) {
+    return std::to_chars(p, p + 21, v).ptr;
 }
 
-}  // namespace
+constexpr size_t kIntWidth = 21;    // "-9223372036854775808" and one spare
+constexpr size_t kFloatWidth = 32;  // "-2.2250738585072014e-308" and spares
+constexpr size_t kAgainWidth = 64;  // the longest text a field repeats
 
-void put_float_repr(std::string& out, double v) {
+char* put_bytes(char* p, const char* s, size_t n) {
+    std::memcpy(p, s, n);
+    return p + n;
+}
+
+char* put_float(char* p, double v) {
     // The shortest digits that read back as v (what Python's repr finds too), then laid out
     // as repr does: positional when the decimal point falls within 4 zeros before the first
     // digit and 16 digits after it, exponential otherwise ("1e-05", "1.5e+16").
     char buf[40];
     auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-    const char* p = buf;
+    const char* q = buf;
     const char* end = r.ptr;
-    if (p < end && *p == '-') {
-        out.push_back('-');
-        ++p;
+    if (q < end && *q == '-') {
+        *p++ = '-';
+        ++q;
     }
     char digits[24];
     size_t nd = 0;
-    while (p < end && *p != 'e') {
-        if (*p != '.' && nd < sizeof digits) {
-            digits[nd++] = *p;
+    while (q < end && *q != 'e') {
+        if (*q != '.' && nd < sizeof digits) {
+            digits[nd++] = *q;
         }
-        ++p;
+        ++q;
     }
     int exp = 0;
-    if (p < end) {
-        std::from_chars(p + (p[1] == '+' ? 2 : 1), end, exp);
+    if (q < end) {
+        std::from_chars(q + (q[1] == '+' ? 2 : 1), end, exp);
     }
     int decpt = exp + 1;  // digits d1 d2 ... stand for 0.d1d2... * 10^decpt
     if (decpt <= -4 || decpt > 16) {
-        out.push_back(digits[0]);
+        *p++ = digits[0];
         if (nd > 1) {
-            out.push_back('.');
-            out.append(digits + 1, nd - 1);
+            *p++ = '.';
+            p = put_bytes(p, digits + 1, nd - 1);
         }
-        out.push_back('e');
-        out.push_back(exp < 0 ? '-' : '+');
+        *p++ = 'e';
+        *p++ = exp < 0 ? '-' : '+';
         int mag = exp < 0 ? -exp : exp;
         if (mag < 10) {
-            out.push_back('0');
+            *p++ = '0';
         }
-        put_int(out, mag);
+        p = put_int(p, mag);
     } else if (decpt <= 0) {
-        out.append("0.");
-        out.append(static_cast<size_t>(-decpt), '0');
-        out.append(digits, nd);
+        p = put_bytes(p, "0.", 2);
+        std::memset(p, '0', static_cast<size_t>(-decpt));
+        p += -decpt;
+        p = put_bytes(p, digits, nd);
     } else if (static_cast<size_t>(decpt) >= nd) {
-        out.append(digits, nd);
-        out.append(static_cast<size_t>(decpt) - nd, '0');
-        out.append(".0");
+        p = put_bytes(p, digits, nd);
+        std::memset(p, '0', static_cast<size_t>(decpt) - nd);
+        p += static_cast<size_t>(decpt) - nd;
+        p = put_bytes(p, ".0", 2);
     } else {
-        out.append(digits, static_cast<size_t>(decpt));
-        out.push_back('.');
-        out.append(digits + decpt, nd - static_cast<size_t>(decpt));
+        p = put_bytes(p, digits, static_cast<size_t>(decpt));
+        *p++ = '.';
+        p = put_bytes(p, digits + decpt, nd - static_cast<size_t>(decpt));
     }
+    return p;
+}
+
+}  // namespace
+
+void put_float_repr(std::string& out, double v) {
+    char buf[kFloatWidth];
+    out.append(buf, static_cast<size_t>(put_float(buf, v) - buf));
 }
 
 std::vector<int64_t> order(const int64_t* keys, size_t n) {
@@ -105,7 +121,7 @@ void check_change(int64_t a, int64_t b, bool ratio) {
 
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
-            const std::string& sep, size_t chunk, const std::function<void(std::string&)>& emit) {
+            const std::string& sep, size_t chunk, const std::function<void(std::string_view)>& emit) {
     if (parts.size() != fields.size() + 1) {
         throw std::invalid_argument("a row's text parts are not one more than its fields");
     }
@@ -147,11 +163,21 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
     if (!std::is_sorted(visit.begin(), visit.end(), before)) {
         std::stable_sort(visit.begin(), visit.end(), before);
     }
+    std::vector<const Field*> changes;  // (checked as each row's values are gathered)
+    for (const Field& f : fields) {
+        if (f.kind == Field::Change || f.kind == Field::Ratio) {
+            changes.push_back(&f);
+        }
+    }
     for (size_t i : visit) {
         const size_t t = static_cast<size_t>(at.table[i]);
         const size_t x = static_cast<size_t>(at.index[i]);
+        int64_t* row = got.data() + i * width_s;
         for (size_t s = 0; s < width_s; ++s) {
-            got[i * width_s + s] = sources[s].at(t, x);
+            row[s] = sources[s].at(t, x);
+        }
+        for (const Field* f : changes) {
+            check_change(row[f->a], row[f->b], f->kind == Field::Ratio);
         }
         for (size_t k = 0; k < fields.size(); ++k) {
             const Field& f = fields[k];
@@ -164,52 +190,75 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
             }
         }
     }
+    // The most one row can take: its parts, the separator and each field's widest text. Rows are
+    // written through a pointer into `text`, made long enough for one more row before each.
+    size_t row_max = width + sep.size();
     for (const Field& f : fields) {
-        if (f.kind == Field::Change || f.kind == Field::Ratio) {
-            for (size_t i = 0; i < n; ++i) {
-                check_change(got[i * width_s + f.a], got[i * width_s + f.b], f.kind == Field::Ratio);
-            }
+        size_t widest = 0;
+        switch (f.kind) {
+            case Field::Value:
+            case Field::Change:
+            case Field::Masked:
+                widest = kIntWidth;
+                break;
+            case Field::Ratio:
+                widest = kFloatWidth;
+                break;
+            case Field::Again:
+                widest = kAgainWidth;
+                break;
+            case Field::Status:
+            case Field::TableText:
+            case Field::RowText:
+                for (std::string_view t : f.texts) {
+                    widest = std::max(widest, t.size());
+                }
+                break;
         }
+        row_max += widest;
     }
-    text.reserve(text.size() + std::min(n, chunk) * (width + sep.size() + 12 * fields.size()));
+    size_t used = text.size();
     if (ends != nullptr) {
         ends->reserve(ends->size() + n);
     }
     std::vector<size_t> starts(fields.size() + 1);  // where each field's text starts in the row
     for (size_t i = 0; i < n; ++i) {
-        if (emit && i > 0 && i % chunk == 0) {
-            emit(text);
-            text.clear();
+        if (emit && used >= chunk) {
+            emit(std::string_view(text.data(), used));
+            used = 0;
         }
+        if (used + row_max > text.size()) {
+            text.resize(std::max(text.size() * 2, used + row_max));
+        }
+        char* const base = text.data();
+        char* p = base + used;
         if (i > 0 && ends == nullptr) {
-            text.append(sep);
+            p = put_bytes(p, sep.data(), sep.size());
         }
         const size_t t = static_cast<size_t>(at.table[i]);
         const int64_t* row = got.data() + i * width_s;
-        text.append(parts[0]);
+        p = put_bytes(p, parts[0].data(), parts[0].size());
         for (size_t k = 0; k < fields.size(); ++k) {
             const Field& f = fields[k];
-            starts[k] = text.size();
+            starts[k] = static_cast<size_t>(p - base);
             switch (f.kind) {
                 case Field::Again: {
                     size_t from = starts[f.a];
                     size_t len = starts[f.a + 1] - from - parts[f.a + 1].size();
-                    char again[64];
-                    if (f.a >= k || len > sizeof again) {
+                    if (f.a >= k || len > kAgainWidth) {
                         throw std::invalid_argument("a field repeats one after it or too long");
                     }
-                    std::memcpy(again, text.data() + from, len);
-                    text.append(again, len);
+                    p = put_bytes(p, base + from, len);
                     break;
                 }
                 case Field::Value:
-                    put_int(text, row[f.a]);
+                    p = put_int(p, row[f.a]);
                     break;
                 case Field::Masked:
                     if (picked[k].sides[i] & f.bit) {
-                        put_int(text, picked[k].values[i]);
+                        p = put_int(p, picked[k].values[i]);
                     } else {
-                        text.append("null");
+                        p = put_bytes(p, "null", 4);
                     }
                     break;
                 case Field::Status: {
@@ -218,14 +267,14 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                                    : side == 2 ? 1
                                    : picked[k].values[i] == picked[k].others[i] ? 2
                                                                                  : 3;
-                    text.append(f.texts[which]);
+                    p = put_bytes(p, f.texts[which].data(), f.texts[which].size());
                     break;
                 }
                 case Field::TableText:
-                    text.append(f.texts[t]);
+                    p = put_bytes(p, f.texts[t].data(), f.texts[t].size());
                     break;
                 case Field::RowText:
-                    text.append(f.texts[i]);
+                    p = put_bytes(p, f.texts[i].data(), f.texts[i].size());
                     break;
                 case Field::Change:
                 case Field::Ratio: {
@@ -233,26 +282,28 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                     int64_t b = row[f.b];
                     int64_t d = b - a;  // (checked above)
                     if (f.kind == Field::Change) {
-                        put_int(text, d);
+                        p = put_int(p, d);
                     } else if (a == 0) {
-                        text.append(b != 0 ? "null" : "0.0");
+                        p = b != 0 ? put_bytes(p, "null", 4) : put_bytes(p, "0.0", 3);
                     } else {
-                        put_float_repr(text, static_cast<double>(d) / static_cast<double>(a));
+                        p = put_float(p, static_cast<double>(d) / static_cast<double>(a));
                     }
                     break;
                 }
             }
-            text.append(parts[k + 1]);
-            starts[k + 1] = text.size();
+            p = put_bytes(p, parts[k + 1].data(), parts[k + 1].size());
+            starts[k + 1] = static_cast<size_t>(p - base);
         }
+        used = static_cast<size_t>(p - base);
         if (ends != nullptr) {
-            ends->push_back(text.size());
+            ends->push_back(used);
         }
     }
-    if (emit && !text.empty()) {
-        emit(text);
-        text.clear();
+    if (emit && used > 0) {
+        emit(std::string_view(text.data(), used));
+        used = 0;
     }
+    text.resize(used);
 }
 
 }  // namespace memlens::textrows

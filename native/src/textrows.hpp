@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,14 +20,21 @@ struct At {
 };
 
 // An integer per row: in the row's table, column[rows[index]], or 0 where that row is
-// negative or the table has no such column.
+// negative or the table has no such column; std::invalid_argument for a row beyond its column.
 struct Source {
     std::vector<const int64_t*> columns;  // per table (nullptr: 0 on every row)
+    std::vector<size_t> sizes;            // per table: its column's length
     std::vector<const int64_t*> rows;     // per table
     int64_t at(size_t t, size_t k) const {
         int64_t r = rows[t][k];
         const int64_t* c = columns[t];
-        return c == nullptr || r < 0 ? 0 : c[r];
+        if (c == nullptr || r < 0) {
+            return 0;
+        }
+        if (static_cast<size_t>(r) >= sizes[t]) {
+            throw std::invalid_argument("a row beyond its column");
+        }
+        return c[r];
     }
 };
 
@@ -53,8 +61,8 @@ std::vector<int64_t> order(const int64_t* keys, size_t n);
 void put_float_repr(std::string& out, double v);
 
 // n rows, each parts[0] field0 parts[1] ... parts[k], appended to `text`, the end of each
-// row appended to `ends`, or (with `ends` null) `sep` between rows. With `emit`, `text` is
-// handed to it (then emptied) every `chunk` rows and at the end. A Change is b - a; a Ratio
+// row appended to `ends`, or (with `ends` null) `sep` between rows. With `emit`, the text so far
+// is handed to it once it has `chunk` bytes, and at the end (then `text` is left empty). A Change is b - a; a Ratio
 // is (b - a) / a as Python computes it, null where a is 0 and b is not, 0.0 where both are.
 // std::overflow_error, before anything is made, where a result would differ from Python's (a
 // change beyond 64 bits, a ratio of integers beyond 2**53). Every index must have been
@@ -62,6 +70,6 @@ void put_float_repr(std::string& out, double v);
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
             const std::string& sep, size_t chunk = SIZE_MAX,
-            const std::function<void(std::string&)>& emit = nullptr);
+            const std::function<void(std::string_view)>& emit = nullptr);
 
 }  // namespace memlens::textrows

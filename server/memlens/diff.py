@@ -41,9 +41,9 @@ from memlens.model import (
 from memlens.runfile.jsontext import plain
 
 try:
-    from memlens._text import format_rows, order_of_changes
+    from memlens._text import format_rows, locate, order_of_changes
 except ImportError:  # (a free-threaded Python has no native modules: Python formats the rows)
-    format_rows = order_of_changes = None  # type: ignore[assignment]
+    format_rows = locate = order_of_changes = None  # type: ignore[assignment]
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -567,11 +567,8 @@ def _write_line_rows(
                     write(text)
                     lead = sep
         return
-    starts = list(accumulate((len(fd) for fd in files), initial=0))
     for lo in range(0, len(order), _RANKED_BATCH):
-        batch = order[lo : lo + _RANKED_BATCH]
-        of = list(map(sub, map(bisect_right, repeat(starts), batch), repeat(1)))
-        index = list(map(sub, batch, map(starts.__getitem__, of)))
+        of, index = _locate(files, order[lo : lo + _RANKED_BATCH])
         if not _native_write(files, of, index, write, lead, sep):
             for k in range(0, len(of), _BATCH):
                 for text in _pair_rows(files, of[k : k + _BATCH], index[k : k + _BATCH], sep):
@@ -581,8 +578,21 @@ def _write_line_rows(
         lead = sep
 
 
+def _locate(
+    files: Sequence[FileDiff], positions: Sequence[int]
+) -> tuple[Sequence[int], Sequence[int]]:
+    """The file (its position in ``files``) of each of the pairs at ``positions`` (positions
+    in :class:`LineDiffs`), and the pair's position in that file."""
+    counts = [len(fd) for fd in files]
+    if locate is not None:
+        return locate(positions if isinstance(positions, array) else array("q", positions), counts)
+    starts = list(accumulate(counts, initial=0))
+    of = list(map(sub, map(bisect_right, repeat(starts), positions), repeat(1)))
+    return of, list(map(sub, positions, map(starts.__getitem__, of)))
+
+
 def _pair_rows(
-    files: Sequence[FileDiff], of: list[int], index: Sequence[int], sep: str | None = None
+    files: Sequence[FileDiff], of: Sequence[int], index: Sequence[int], sep: str | None = None
 ) -> list[str]:
     """The JSON of the pairs ``index[i]`` of ``files[of[i]]`` (those with a GPU figure on
     either side carry the GPU figures too), or with ``sep`` one text of them joined by it: by
@@ -610,7 +620,7 @@ def _pair_rows(
     return rows if sep is None else [sep.join(rows)]
 
 
-def _python_rows(files: Sequence[FileDiff], of: list[int], index: Sequence[int]) -> list[str]:
+def _python_rows(files: Sequence[FileDiff], of: Sequence[int], index: Sequence[int]) -> list[str]:
     """:func:`_pair_rows` in Python alone, as a list."""
     # The positions file by file, their rows made a file at a time, then each put back at
     # its position: no Python step per pair.
@@ -681,7 +691,7 @@ _STATUS = {1: '"gone"', 2: '"new"'}
 
 
 def _native_pair_rows(
-    files: Sequence[FileDiff], of: list[int], index: Sequence[int], sep: str | None
+    files: Sequence[FileDiff], of: Sequence[int], index: Sequence[int], sep: str | None
 ) -> list[str] | None:
     """:func:`_pair_rows` by ``memlens._text.format_rows``, one call for all the pairs
     (their files without GPU figures); None where it is not built (a free-threaded Python) or
@@ -700,7 +710,7 @@ def _native_pair_rows(
 
 def _native_write(
     files: Sequence[FileDiff],
-    of: list[int],
+    of: Sequence[int],
     index: Sequence[int],
     write: Callable[[str], object],
     lead: str,
@@ -722,16 +732,20 @@ def _native_write(
 
 
 def _native_args(
-    files: Sequence[FileDiff], of: list[int], index: Sequence[int]
+    files: Sequence[FileDiff], of: Sequence[int], index: Sequence[int]
 ) -> tuple[list[Any], list[Any], tuple[Any, Any], int] | None:
     """The fields, sources, rows and number of tables ``format_rows`` takes for the pairs
     ``index[i]`` of ``files[of[i]]`` (only the files present are given); None without it."""
     if format_rows is None:
         return None
     present = sorted(set(of))
-    tables = [files[f] for f in present]
-    local = {f: t for t, f in enumerate(present)}
-    at = (array("q", map(local.__getitem__, of)), array("q", index))
+    if len(present) == len(files):  # (pairs from every file: ranked pairs, most often)
+        tables = list(files)
+        at = (array("q", of), array("q", index))
+    else:
+        tables = [files[f] for f in present]
+        local = {f: t for t, f in enumerate(present)}
+        at = (array("q", map(local.__getitem__, of)), array("q", index))
     sources = []
     for figure in FIGURES:
         sources.append(([_column(fd.a, figure) for fd in tables], [fd.row_a for fd in tables]))

@@ -268,8 +268,8 @@ def test_order_of_changes_ranks_as_python_and_refuses_beyond_64_bits() -> None:
 def test_a_big_ranked_batch_is_written_in_pieces_as_python_writes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # More pairs than the native formatter writes at a time (8,192), ranked: its pieces, each
-    # given to write(), make Python's text.
+    # More pairs than the native formatter writes at a time (half a megabyte of text), ranked:
+    # its pieces, each given to write() as it is made, make Python's text.
     rnd = random.Random(3)
     text = "".join(f"v{i} = {i}\n" for i in range(5000))
     pair = [
@@ -291,8 +291,25 @@ def test_a_big_ranked_batch_is_written_in_pieces_as_python_writes_it(
     with monkeypatch.context() as m:
         m.setattr(diff_module, "format_rows", None)
         m.setattr(diff_module, "order_of_changes", None)
+        m.setattr(diff_module, "locate", None)
         python = io.StringIO()
         write_json(d, python, by="peak_bytes")
     assert native.getvalue() == python.getvalue()
     assert sum(len(d.files[k]) for k in range(3)) > 8192
-    assert sum(1 for w in writes if w > 1_000_000) >= 2  # (two pieces of lines at least)
+    pieces = [w for w in writes if w >= 1 << 19]
+    assert len(pieces) >= 2, writes  # (two pieces of lines at least)
+    assert max(writes) < 1 << 20  # (each a piece, not the whole)
+
+
+def test_locate_finds_each_positions_table_and_index() -> None:
+    counts = [3, 0, 2, 5]
+    starts = [0, 3, 3, 5]
+    positions = array("q", random.Random(4).sample(range(10), 10))
+    tables, indexes = text.locate(positions, counts)
+    expected = [max(t for t in range(4) if starts[t] <= p and counts[t]) for p in positions]
+    assert list(tables) == expected
+    assert [starts[t] + x for t, x in zip(tables, indexes, strict=True)] == list(positions)
+    with pytest.raises(ValueError, match="beyond the tables"):
+        text.locate(array("q", [10]), counts)
+    with pytest.raises(ValueError, match="beyond the tables"):
+        text.locate(array("q", [-1]), counts)
