@@ -61,7 +61,7 @@ def trigger_run(path: Path) -> Path:
     con.executescript(
         """
         CREATE TRIGGER t AFTER INSERT ON line_columns BEGIN DELETE FROM line_columns; END;
-        CREATE INDEX i ON functions (abs(alloc_bytes));
+        CREATE INDEX i ON timeline (abs(rss_bytes));
         """
     )
     con.close()

@@ -38,12 +38,13 @@ from memlens.model import (
     RunInfo,
     SourceFile,
 )
+from memlens.model.collector import collector_paused
 from memlens.runfile.jsontext import plain
 
 try:
-    from memlens._text import format_rows, locate, order_of_changes
+    from memlens._text import format_rows, locate, order, order_of_changes
 except ImportError:  # (a free-threaded Python has no native modules: Python formats the rows)
-    format_rows = locate = order_of_changes = None  # type: ignore[assignment]
+    format_rows = locate = order = order_of_changes = None  # type: ignore[assignment]
 
 #: How the lines of a file were matched between the two runs.
 MATCHED_BY_TEXT = "text"  # through the recorded source texts (moved lines followed)
@@ -422,6 +423,23 @@ def _diff_functions(
 ) -> tuple[FunctionDiff, ...]:
     # Functions are matched by qualified name; several with one name (redefinitions, lambdas)
     # are paired in order of their first line.
+    names_a = [fn.qualname for fn in fns_a]
+    names_b = [fn.qualname for fn in fns_b]
+    one_a = dict(zip(names_a, fns_a, strict=True))
+    one_b = dict(zip(names_b, fns_b, strict=True))
+    if len(one_a) == len(fns_a) and len(one_b) == len(fns_b):  # (each name once: most files)
+        names = sorted(one_a.keys() | one_b.keys())
+        return tuple(
+            map(FunctionDiff, repeat(path), names, map(one_a.get, names), map(one_b.get, names))
+        )
+    return _paired_in_order(path, fns_a, fns_b)
+
+
+def _paired_in_order(
+    path: str, fns_a: tuple[FunctionStats, ...], fns_b: tuple[FunctionStats, ...]
+) -> tuple[FunctionDiff, ...]:
+    """:func:`_diff_functions` where a name is held by several functions: the i-th of a name
+    in A (by first line) with the i-th in B."""
     by_name_a: dict[str, list[FunctionStats]] = {}
     by_name_b: dict[str, list[FunctionStats]] = {}
     for fn in sorted(fns_a, key=lambda f: f.first_line):
@@ -445,6 +463,11 @@ def _diff_functions(
 
 def diff_runs(a: Run, b: Run) -> RunDiff:
     """Compare run ``a`` (old, e.g. the baseline) with run ``b`` (new)."""
+    with collector_paused():
+        return _diff_runs(a, b)
+
+
+def _diff_runs(a: Run, b: Run) -> RunDiff:
     files = tuple(
         diff_files(path, a.files.get(path), b.files.get(path))
         for path in sorted(set(a.files) | set(b.files))
@@ -498,7 +521,21 @@ def ranked_lines(d: RunDiff, figure: str, top: int | None = None) -> list[LineDi
 
 def ranked_functions(d: RunDiff, figure: str) -> list[FunctionDiff]:
     """Functions by absolute change of ``figure``, biggest first (then file and name)."""
-    return sorted(d.functions, key=lambda fd: (-abs(fd.change(figure)), fd.file, fd.qualname))
+    functions = d.functions
+    if figure not in FUNCTION_FIGURES and figure not in GPU_FUNCTION_FIGURES:
+        raise KeyError(figure)
+    if order is not None:
+        # (A diff's functions come by file and name: a stable sort of the changes alone
+        # keeps that order among equal ones, natively.)
+        get = attrgetter(figure)
+        keys = [abs((get(fd.b) if fd.b else 0) - (get(fd.a) if fd.a else 0)) for fd in functions]
+        names = list(map(attrgetter("file", "qualname"), functions))
+        try:
+            if all(map(le, names, islice(names, 1, None))):
+                return list(map(functions.__getitem__, order(array("q", map(neg, keys)))))
+        except OverflowError:  # a change beyond 64 bits
+            pass
+    return sorted(functions, key=lambda fd: (-abs(fd.change(figure)), fd.file, fd.qualname))
 
 
 def write_json(

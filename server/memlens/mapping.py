@@ -68,13 +68,20 @@ def line_map(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, in
     the result. Identical texts give the identity map. The cost is bounded by about
     ``WORK_PER_LINE * (len(old) + len(new))`` line visits.
     """
+    if old is new:  # (a diff of two runs shares their equal texts: one object)
+        return _identity(len(_lines(old)))
     a, b = _lines(old), _lines(new)
     if a == b:
-        return {i: i for i in range(1, len(a) + 1)}
+        return _identity(len(a))
     matcher = _Matcher(a, b)
     found = matcher.run()
     found.update(_moved_blocks(a, b, found, matcher.budget))
     return found
+
+
+def _identity(n: int) -> dict[int, int]:
+    lines = range(1, n + 1)
+    return dict(zip(lines, lines, strict=True))
 
 
 def in_order(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, int]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from memlens import diff as diff_module
 from memlens.diff import (
     MATCHED_BY_LINE_NUMBER,
     MATCHED_BY_SHA256,
@@ -147,6 +150,22 @@ def test_function_diffs_pair_duplicates_in_order() -> None:
     ]
     with pytest.raises(KeyError):
         d.functions[0].figure("live_count")
+
+
+@given(
+    st.lists(st.sampled_from("abcdef"), max_size=6),
+    st.lists(st.sampled_from("abcdef"), max_size=6),
+)
+def test_functions_of_one_name_each_pair_as_duplicates_do(a: list[str], b: list[str]) -> None:
+    # Names held once on each side take a shorter way; it pairs them as the general one does.
+    def fns(names: list[str], base: int) -> tuple[FunctionStats, ...]:
+        return tuple(FunctionStats(n, 10 - k, 11, base + k) for k, n in enumerate(names))
+
+    fns_a, fns_b = fns(a, 100), fns(b, 200)
+    general = diff_module._paired_in_order(P, fns_a, fns_b)
+    assert diff_module._diff_functions(P, fns_a, fns_b) == general
+    if len(set(a)) == len(a) and len(set(b)) == len(b):
+        assert [f.qualname for f in general] == sorted(set(a) | set(b))
 
 
 def test_same_run_has_no_changes() -> None:

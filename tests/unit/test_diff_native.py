@@ -6,6 +6,7 @@ for any ratio of integers (a float's repr, as ``json`` writes it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 import re
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memlens.diff as diff_module
-from memlens.diff import diff_runs, write_json
+from memlens.diff import FunctionDiff, diff_runs, write_json
 from memlens.model import FunctionStats, LineStats, Run
 from tests import runs
 
@@ -313,3 +314,22 @@ def test_locate_finds_each_positions_table_and_index() -> None:
         text.locate(array("q", [10]), counts)
     with pytest.raises(ValueError, match="beyond the tables"):
         text.locate(array("q", [-1]), counts)
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("fgh"), st.integers(-3, 3))))
+def test_ranked_functions_are_pythons_ranking(changes: list[tuple[str, str, int]]) -> None:
+    # Ties (equal absolute changes) stay in file and name order, as Python's sort of the
+    # (change, file, name) keys leaves them.
+    last = {(f, name): c for f, name, c in changes}
+    a = FunctionStats("x", 1, 2, 10)
+    b = [FunctionStats("x", 1, 2, 10 + c) for c in range(-3, 4)]
+    functions = tuple(
+        FunctionDiff(f"/w/{f}.py", name, a, b[c + 3]) for (f, name), c in sorted(last.items())
+    )
+    d = dataclasses.replace(diff_runs(*_runs(7)), functions=functions)
+    native = diff_module.ranked_functions(d, "alloc_bytes")
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(diff_module, "order", None)
+        assert native == diff_module.ranked_functions(d, "alloc_bytes")
+    with pytest.raises(KeyError):
+        diff_module.ranked_functions(d, "live_count")

@@ -10,6 +10,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +18,11 @@ from hypothesis import strategies as st
 
 from memlens.errors import RunFileError
 from memlens.model import (
+    ERRORS,
     GPU_FIGURES,
     GPU_FUNCTION_FIGURES,
     HOP_KINDS,
+    NATIVE,
     OUTCOMES,
     ROOT_KINDS,
     CallNode,
@@ -42,6 +45,7 @@ from memlens.runfile import reader, schema, writer
 from memlens.runfile.schema import FORMAT_VERSION, TREE_PART
 from tests.data.formats.make_v2 import golden_v2_run
 from tests.data.formats.make_v3 import golden_v3_run
+from tests.data.formats.make_v6 import golden_v6_run
 from tests.runs import MIB, info, new_run, sample_holders, sample_run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "formats" / "v1.mlrun"
@@ -378,6 +382,28 @@ def test_golden_v5_file() -> None:
     con.close()
 
 
+GOLDEN_V6 = GOLDEN.parent / "v6.mlrun"
+GOLDEN_V6_SHA256 = "b042a56e77f3ac798ea6617931e9ed7d0474d5a0ae5f660e8b2f9ca47743de04"
+
+
+def test_golden_v6_file() -> None:
+    """Written once by tests/data/formats/make_v6.py with format version 6 (never regenerate):
+    version 3's run and a second file of three functions, the functions by column in
+    compressed parts, reads back as that run."""
+    assert hashlib.sha256(GOLDEN_V6.read_bytes()).hexdigest() == GOLDEN_V6_SHA256
+    assert reader.read(GOLDEN_V6) == golden_v6_run()
+    con = sqlite3.connect(f"file:{GOLDEN_V6}?mode=ro&immutable=1", uri=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("6",)
+    functions = {c for (c,) in con.execute("SELECT DISTINCT column FROM function_columns")}
+    lines = {c for (c,) in con.execute("SELECT DISTINCT column FROM line_columns")}
+    con.close()
+    # Every column but the figures that are 0 everywhere (no error estimates, no native
+    # figures in this run; its GPU figures are stored).
+    assert functions == {name for name, _ in (*schema.FUNCTION_COLUMNS, schema.FUNCTION_NAMES)}
+    unstored = {*ERRORS, *NATIVE}
+    assert lines == {name for name, _ in schema.LINE_COLUMNS} - unstored
+
+
 def test_golden_v3_file() -> None:
     # Written once by tests/data/formats/make_v3.py with format version 3. Never regenerate.
     assert hashlib.sha256(GOLDEN_V3.read_bytes()).hexdigest() == GOLDEN_V3_SHA256
@@ -599,7 +625,7 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ("UPDATE meta SET value = '[[[[' || '1' || ']]]]' WHERE key = 'run'", "bad run header"),
         ("DROP TABLE files", "corrupt file (no files table)"),
         ("DROP TABLE line_columns", "corrupt file (no line_columns table)"),
-        ("DROP TABLE functions", "corrupt file (no functions table)"),
+        ("DROP TABLE function_columns", "corrupt file (no function_columns table)"),
         ("DROP TABLE tree", "corrupt file (no tree table)"),
         ("DROP TABLE tree_names", "corrupt file (no tree_names table)"),
         ("DROP TABLE timeline", "corrupt file (no timeline table)"),
@@ -621,11 +647,6 @@ def test_newer_version_asks_for_an_upgrade(tmp_path: Path) -> None:
         ),
         ("DELETE FROM tree_names", "corrupt file (tree names an unknown function)"),
         ("UPDATE tree SET data = 'text' WHERE column = 'line'", "corrupt file (tree holds a value"),
-        ("UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
-        (
-            "UPDATE functions SET qualname = x'00'",
-            "corrupt file (functions holds a value of the wrong type or size)",
-        ),
         (
             "UPDATE timeline SET rss_bytes = 1.5",
             "corrupt file (timeline holds a value of the wrong type or size)",
@@ -640,22 +661,33 @@ def test_damaged_tables(tmp_path: Path, sql: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sql", "reason"),
+    ("version", "sql", "reason"),
     [
-        ("UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
-        ("UPDATE lines SET file_id = 77", "corrupt file (lines names unknown file id 77)"),
-        ("DROP TABLE lines", "corrupt file (no lines table)"),
+        (4, "UPDATE lines SET alloc_bytes = 'many'", "corrupt"),
+        (4, "UPDATE lines SET file_id = 77", "corrupt file (lines names unknown file id 77)"),
+        (4, "DROP TABLE lines", "corrupt file (no lines table)"),
         (
+            4,
             "UPDATE lines SET peak_err = 'x'",
             "corrupt file (lines holds a value of the wrong type or size)",
         ),
-        ("UPDATE lines SET peak_err = 9e999", "corrupt file (lines holds a number that is not"),
+        (4, "UPDATE lines SET peak_err = 9e999", "corrupt file (lines holds a number that is not"),
+        (5, "UPDATE functions SET file_id = 5", "corrupt file (functions names unknown file id 5)"),
+        (
+            5,
+            "UPDATE functions SET qualname = x'00'",
+            "corrupt file (functions holds a value of the wrong type or size)",
+        ),
+        (5, "DROP TABLE functions", "corrupt file (no functions table)"),
     ],
 )
-def test_damaged_line_rows_of_version_4(tmp_path: Path, sql: str, reason: str) -> None:
-    """Files of versions 1 to 4 (a row per line) are still read, and checked as before."""
-    path = tmp_path / "v4.mlrun"
-    path.write_bytes(GOLDEN_V4.read_bytes())
+def test_damaged_rows_of_older_versions(
+    tmp_path: Path, version: int, sql: str, reason: str
+) -> None:
+    """Files of versions 1 to 4 (a row per line) and 1 to 5 (a row per function) are still
+    read, and checked as before."""
+    path = tmp_path / f"v{version}.mlrun"
+    path.write_bytes({4: GOLDEN_V4, 5: GOLDEN_V5}[version].read_bytes())
     _edit(path, sql)
     _bad(path, reason)
 
@@ -684,10 +716,16 @@ def test_damaged_line_columns(
     n = sum(len(sf.lines) for sf in run.files.values())
     assert n >= 2
     path = writer.write(run, tmp_path / "r.mlrun")
-    # (As a first check fails before the digest is looked at: no digest is needed.)
-    part = zlib.compress(array(code, make(n)).tobytes())
-    _edit(path, "UPDATE line_columns SET data = ? WHERE column = ?", part, column)
+    _put_part(path, "line_columns", column, array(code, make(n)))
     _bad(path, reason)
+
+
+def _put_part(path: Path, table: str, column: str, values: array[Any]) -> None:
+    """Make ``values`` the one part of ``column`` of a table of column parts (added where a
+    figure column of zeros was not stored). As a first check fails before the digest is
+    looked at, no digest is needed."""
+    part = zlib.compress(values.tobytes())
+    _edit(path, f"INSERT OR REPLACE INTO {table} VALUES (?, 0, ?)", column, part)
 
 
 @pytest.mark.parametrize(
@@ -707,6 +745,100 @@ def test_damaged_line_columns(
     ],
 )
 def test_damaged_line_parts(tmp_path: Path, sql: str, reason: str) -> None:
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    _edit(path, sql)
+    _bad(path, reason)
+
+
+def _two_files_run() -> Run:
+    """sample_run with a second file of three functions (one named in Greek)."""
+    run = sample_run()
+    sf = run.files["/work/app.py"]
+    other = replace(
+        sf,
+        path="/work/lib.py",
+        functions=(
+            FunctionStats("a", 1, 2, 10, 1, 5, 7),
+            FunctionStats("Klass.μέθοδος", 3, 9, 20, 2, 0, 9),
+            FunctionStats("", 10, 12),
+        ),
+    )
+    return replace(run, files={sf.path: sf, other.path: other})
+
+
+def test_figure_columns_of_zeros_are_not_stored(tmp_path: Path) -> None:
+    # One GPU figure on one line of one file, one native figure on another file's line: only
+    # those figures' columns (and the keys, the figures every run has) are stored, and the
+    # run reads back exactly (the other file's GPU figures, the other figures: 0).
+    run = _two_files_run()
+    app, lib = run.files["/work/app.py"], run.files["/work/lib.py"]
+    app_lines = dict(app.lines)
+    first = min(app_lines)
+    app_lines[first] = replace(app_lines[first], gpu_alloc_bytes=4096)
+    lib_lines = {7: LineStats(alloc_bytes=10, native_alloc_bytes=8), 9: LineStats(alloc_count=1)}
+    run = replace(
+        run,
+        files={
+            app.path: replace(app, lines=app_lines),
+            lib.path: replace(lib, lines=lib_lines, functions=(FunctionStats("f", 1, 2),)),
+        },
+    )
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert reader.read(path) == run
+    con = sqlite3.connect(path)
+    lines = {c for (c,) in con.execute("SELECT DISTINCT column FROM line_columns")}
+    functions = {c for (c,) in con.execute("SELECT DISTINCT column FROM function_columns")}
+    con.close()
+    assert {"gpu_alloc_bytes", "native_alloc_bytes", "file", "line"} <= lines
+    assert not lines & {"gpu_live_bytes", "native_peak_bytes", *ERRORS}
+    assert "gpu_alloc_bytes" not in functions
+    assert {"file", "name_length", "names"} <= functions
+
+
+def test_functions_by_column_read_back_in_their_files(tmp_path: Path) -> None:
+    run = _two_files_run()
+    path = writer.write(run, tmp_path / "r.mlrun")
+    assert reader.read(path) == run
+    con = sqlite3.connect(path)
+    names = con.execute("SELECT data FROM function_columns WHERE column = 'names'").fetchone()
+    con.close()
+    assert zlib.decompress(names[0]).decode() == "loadaKlass.μέθοδος"
+
+
+@pytest.mark.parametrize(
+    ("column", "code", "make", "reason"),
+    [
+        ("file", "i", lambda n: [7] * n, "function_columns names an unknown or misplaced file"),
+        ("file", "i", lambda n: [1] + [0] * (n - 1), "names an unknown or misplaced file"),
+        ("file", "i", lambda n: [-1] * n, "names an unknown or misplaced file"),
+        ("peak_bytes", "q", lambda n: [0] * (n + 1), "function_columns columns differ in length"),
+        ("name_length", "i", lambda n: [1] * n, "function_columns names do not fill names"),
+        ("name_length", "i", lambda n: [-1] + [9] * (n - 1), "holds a negative name length"),
+        ("name_length", "i", lambda n: [5000] * n, "holds a name that is too long"),
+        ("names", "B", lambda n: [0xFF] * 16, "function_columns holds a name that is not UTF-8"),
+        ("first_line", "i", lambda n: [0] * (2 * n + 1), "column first_line is cut short"),
+    ],
+)
+def test_damaged_function_columns(
+    tmp_path: Path, column: str, code: str, make: Callable[[int], list[int]], reason: str
+) -> None:
+    path = writer.write(_two_files_run(), tmp_path / "r.mlrun")
+    _put_part(path, "function_columns", column, array(code, make(4)))  # (its 4 functions)
+    _bad(path, reason)
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("DELETE FROM function_columns WHERE column = 'names'", "(function_columns lacks"),
+        (
+            "UPDATE function_columns SET part = 1 WHERE column = 'file'",
+            "corrupt file (function_columns holds an unknown or misplaced part)",
+        ),
+        ("UPDATE function_columns SET data = 'text'", "(function_columns holds a value"),
+    ],
+)
+def test_damaged_function_parts(tmp_path: Path, sql: str, reason: str) -> None:
     path = writer.write(sample_run(), tmp_path / "r.mlrun")
     _edit(path, sql)
     _bad(path, reason)

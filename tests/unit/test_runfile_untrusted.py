@@ -58,7 +58,7 @@ def test_default_bombs(tmp_path: Path) -> None:
     [
         ("CREATE VIEW extra AS SELECT 1", "unexpected schema: view extra"),
         ("CREATE TABLE extra (x)", "unexpected schema: table extra"),
-        ("CREATE INDEX i ON functions (abs(alloc_bytes))", "unexpected schema: index i"),
+        ("CREATE INDEX i ON timeline (abs(rss_bytes))", "unexpected schema: index i"),
         ("CREATE INDEX j ON line_columns (part) WHERE part > 0", "unexpected schema: index j"),
         (
             "CREATE TRIGGER t BEFORE DELETE ON meta BEGIN SELECT 1; END",
@@ -66,8 +66,8 @@ def test_default_bombs(tmp_path: Path) -> None:
         ),
         ("ALTER TABLE timeline ADD COLUMN extra INTEGER", "table timeline is not as"),
         (
-            "ALTER TABLE functions ADD COLUMN g INTEGER GENERATED ALWAYS AS (alloc_bytes * 2)",
-            "table functions is not as",
+            "ALTER TABLE timeline ADD COLUMN g INTEGER GENERATED ALWAYS AS (rss_bytes * 2)",
+            "table timeline is not as",
         ),
     ],
 )
@@ -152,9 +152,7 @@ def test_name_and_text_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     sf = run.files["/work/app.py"]
     long_name = replace(sf, functions=(FunctionStats("f" * 5000, 1, 2, 1, 1, 1, 1),))
     path = writer.write(replace(run, files={sf.path: long_name}), tmp_path / "n.mlrun")
-    _refused(
-        path, "corrupt file (functions holds a value of the wrong type or size)", info_too=False
-    )
+    _refused(path, "corrupt file (function_columns holds a name that is too long)", info_too=False)
     path = writer.write(run, tmp_path / "t.mlrun")
     monkeypatch.setattr(reader, "MAX_VALUE_BYTES", 10)  # explicit check (Python < 3.11)
     _refused(path, "corrupt file (files holds a text that is too long)", info_too=False)

@@ -21,8 +21,8 @@ import time
 import zlib
 from array import array
 from bisect import bisect_right
+from itertools import accumulate, islice, pairwise, repeat
 from itertools import chain as chained
-from itertools import islice, pairwise
 from math import isfinite
 from operator import le
 from urllib.parse import quote
@@ -52,6 +52,7 @@ from memlens.model import (
     SourceFile,
     TimelinePoint,
 )
+from memlens.model.collector import collector_paused
 from memlens.model.lines import INTS
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import clip, parse_header
@@ -60,10 +61,16 @@ from memlens.runfile.schema import (
     COMPRESSED_PARTS,
     FORMAT_VERSION,
     FORMATS,
+    FUNCTION_COLUMNS,
+    FUNCTION_KEYS,
+    FUNCTION_NAMES,
+    FUNCTION_PARTS,
     INT,
     LINE_COLUMNS,
+    LINE_KEYS,
     LINE_PARTS,
     MAGIC,
+    MAX_FUNCTION_NAME_BYTES,
     MAX_HEADER_CHARS,
     MAX_HOLDER_CHAINS,
     MAX_HOLDER_HOPS,
@@ -103,7 +110,8 @@ def read(path: str | os.PathLike[str], texts: Mapping[str, str] | None = None) -
     def read_db(con: sqlite3.Connection, name: str, version: int) -> Run:
         return _read_db(con, name, version, texts or {})
 
-    return _with_db(path, read_db, whole=True)
+    with collector_paused():
+        return _with_db(path, read_db, whole=True)
 
 
 def read_info(path: str | os.PathLike[str]) -> RunInfo:
@@ -456,9 +464,15 @@ def _read_db(con: sqlite3.Connection, name: str, version: int, texts: Mapping[st
             entry(fid, "gpu_devices")["gpu_devices"].setdefault(line, []).append(
                 GpuDeviceLine(device, **dict(zip(DEVICE_FIGURES, figures, strict=True)))
             )
-    for row in digest.rows(tables["functions"]):
-        entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
-        function_keys.append((paths[ids[row[0]]], row[1], row[2], row[3]))
+    if version >= FUNCTION_PARTS:
+        for at, functions in _read_function_columns(name, digest, tables, len(paths)):
+            by_id[at]["functions"] += functions
+            path = paths[at]
+            function_keys += ((path, f.qualname, f.first_line, f.last_line) for f in functions)
+    else:
+        for row in digest.rows(tables["functions"]):
+            entry(row[0], "functions")["functions"].append(FunctionStats(*row[1:]))
+            function_keys.append((paths[ids[row[0]]], row[1], row[2], row[3]))
     if v1:
 
         def path_of(fid: int) -> str:
@@ -577,20 +591,27 @@ def _read_line_columns(
     name: str, digest: RowDigest, tables: Mapping[str, Table], files: int
 ) -> list[LineTable | None]:
     """Version 5's lines, from their column parts: each file's table (None: no lines), in the
-    files table's order. Checked: every column present with the same number of values, files
-    that exist and come together, each file's lines in increasing order, finite errors. One
-    whole column is held at a time, while it is cut into the files' columns."""
-    parts = _fetch_parts(name, digest, tables["line_columns"], LINE_COLUMNS)
+    files table's order. Checked: every column present (version 6: every key column; a figure
+    column not stored is 0 on every line) with the same number of values, files that exist
+    and come together, each file's lines in increasing order, finite errors. One whole column
+    is held at a time, while it is cut into the files' columns."""
+    table = tables["line_columns"]
+    unstored = digest.version >= FUNCTION_PARTS
+    parts = _fetch_parts(name, digest, table, LINE_COLUMNS, LINE_KEYS if unstored else None)
     codes = dict(LINE_COLUMNS)
     limit = MAX_ROWS["lines"]
+    stored = set(parts)
 
-    def column(c: str) -> array[Any]:
+    def column(c: str) -> array[Any] | None:
+        """The column's values; None for a figure column not stored (0 on every line)."""
+        if c not in stored:
+            return None if stored else array(codes[c])
         return _column_of(
-            name, "line_columns", c, codes[c], parts.pop(c, ()), digest.version, limit,
+            name, table.name, c, codes[c], parts.pop(c), digest.version, limit,
             "the run holds more than {limit:,} lines",
         )  # fmt: skip
 
-    which = column("file")
+    which = column("file") or array("i")
     n = len(which)
     if n and (
         which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
@@ -603,17 +624,34 @@ def _read_line_columns(
         spans.append((which[start], start, end))
         start = end
     del which
+    zeros: dict[tuple[str, int], array[Any]] = {}  # one array of zeros per file and kind
 
     def split(c: str) -> list[array[Any]]:
         values = column(c)
+        if values is None:  # (arrays of zeros are shared: a table's columns are read only)
+            code = codes[c]
+            out = []
+            for k, (_, first, end) in enumerate(spans):
+                if (code, k) not in zeros:
+                    zeros[code, k] = array(code, bytes((end - first) * _SIZE[code]))
+                out.append(zeros[code, k])
+            return out
         if len(values) != n:
             raise RunFileError(name, "corrupt file (line_columns columns differ in length)")
         return [values[first:end] for _, first, end in spans]
 
+    def group(names: tuple[str, ...]) -> list[list[array[Any]]]:
+        # A group of columns (the error estimates, the GPU figures) that holds 0 on every line
+        # of the run, as most do (exact mode, no GPU), is no file's: not cut into files.
+        if stored and stored.isdisjoint(names):
+            return [[] for _ in spans]
+        cut = [split(c) for c in names]
+        return [list(each) for each in zip(*cut, strict=True)]
+
     numbers = split("line")
     ints = [split(c) for c in INTS]
-    errs = [split(e) for e in ERRORS]
-    gpu = [split(g) for g in GPU_FIGURES]
+    errs = group(ERRORS)
+    gpu = group(GPU_FIGURES)
     for values in chained.from_iterable(errs):  # (NaN and infinities are true: all 0 is fine)
         if any(values) and not all(map(isfinite, values)):
             raise RunFileError(
@@ -622,11 +660,75 @@ def _read_line_columns(
     out: list[LineTable | None] = [None] * files
     for k, (at, _, _) in enumerate(spans):
         try:
-            out[at] = LineTable.checked(
-                numbers[k], [c[k] for c in ints], [c[k] for c in errs], [c[k] for c in gpu]
-            )
+            out[at] = LineTable.checked(numbers[k], [c[k] for c in ints], errs[k], gpu[k])
         except ValueError:
             raise RunFileError(name, "corrupt file (lines are not in order)") from None
+    return out
+
+
+#: Bytes of a value of each typecode the column tables use.
+_SIZE = {code: array(code).itemsize for code in "iqdB"}
+
+
+def _read_function_columns(
+    name: str, digest: RowDigest, tables: Mapping[str, Table], files: int
+) -> list[tuple[int, list[FunctionStats]]]:
+    """Version 6's functions, from their column parts: (file, its functions) for each file
+    with functions, in the files table's order. Checked: every key column present (a figure
+    column not stored is 0 on every function), of one length (but the names'), files that
+    exist and come together, names of at most MAX_NAME_CHARS characters that are UTF-8 and
+    fill ``names`` exactly."""
+    table = tables["function_columns"]
+    parts = _fetch_parts(name, digest, table, (*FUNCTION_COLUMNS, FUNCTION_NAMES), FUNCTION_KEYS)
+    limit = MAX_ROWS["functions"]
+    stored = set(parts)
+
+    def column(c: str, code: str, most: int, what: str) -> array[Any] | None:
+        """The column's values; None for a figure column not stored (0 on every function)."""
+        if c not in stored:
+            return None if stored else array(code)
+        return _column_of(name, table.name, c, code, parts.pop(c), digest.version, most, what)
+
+    too_many = "the run holds more than {limit:,} functions"
+    columns = [column(c, code, limit, too_many) for c, code in FUNCTION_COLUMNS]
+    which, lengths = columns[0] or array("i"), columns[-1] or array("i")
+    n = len(which)
+    if any(c is not None and len(c) != n for c in columns):
+        raise RunFileError(name, "corrupt file (function_columns columns differ in length)")
+    if n and (
+        which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
+    ):
+        raise RunFileError(
+            name, "corrupt file (function_columns names an unknown or misplaced file)"
+        )
+    raw = column(
+        *FUNCTION_NAMES,
+        MAX_FUNCTION_NAME_BYTES,
+        "its functions' names hold more than {limit:,} bytes",
+    ) or array("B")
+    try:
+        text = raw.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunFileError(
+            name, "corrupt file (function_columns holds a name that is not UTF-8)"
+        ) from None
+    del raw
+    if n and min(lengths) < 0:
+        raise RunFileError(name, "corrupt file (function_columns holds a negative name length)")
+    if n and max(lengths) > MAX_NAME_CHARS:
+        raise RunFileError(name, "corrupt file (function_columns holds a name that is too long)")
+    ends = list(accumulate(lengths))
+    if (ends[-1] if ends else 0) != len(text):
+        raise RunFileError(name, "corrupt file (function_columns names do not fill names)")
+    names = list(map(text.__getitem__, map(slice, [0, *ends], ends)))
+    figures = [repeat(0) if c is None else c for c in columns[1:-1]]
+    functions = list(map(FunctionStats, names, *figures))
+    out: list[tuple[int, list[FunctionStats]]] = []
+    start = 0
+    while start < n:
+        end = bisect_right(which, which[start], start)
+        out.append((which[start], functions[start:end]))
+        start = end
     return out
 
 
@@ -668,10 +770,15 @@ def _read_parts(
 
 
 def _fetch_parts(
-    name: str, digest: RowDigest, table: Table, columns: tuple[tuple[str, str], ...]
+    name: str,
+    digest: RowDigest,
+    table: Table,
+    columns: tuple[tuple[str, str], ...],
+    keys: Collection[str] | None = None,
 ) -> dict[str, list[bytes]]:
     """The stored parts of each column of a table of column parts, checked: only known
-    columns, parts in order, every column (or none: an empty table)."""
+    columns, parts in order, every column (with ``keys``: every one of them; the others may
+    be absent) or none (an empty table)."""
     codes = dict(columns)
     parts: dict[str, list[bytes]] = {}
     for column, part, data in digest.rows(table):
@@ -681,7 +788,7 @@ def _fetch_parts(
                 name, f"corrupt file ({table.name} holds an unknown or misplaced part)"
             )
         parts[column].append(data)
-    if len(parts) != len(codes) and parts:
+    if parts and not set(codes if keys is None else keys).issubset(parts):
         raise RunFileError(name, f"corrupt file ({table.name} lacks a column)")
     return parts
 

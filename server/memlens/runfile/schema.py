@@ -4,7 +4,7 @@ version, and the most a reader accepts of each part. Standard library only.
 The layout is specified in ``docs/file-format.md``. In short: a ``meta`` table whose first
 keys are the magic ``format = memlens-run`` and ``version``; then the run header
 (provenance and totals) as JSON under ``meta.run`` (:mod:`memlens.runfile.header`); then
-``files``, ``lines``, ``functions``, the call tree, ``timeline`` and the moments.
+``files``, the lines, the functions, the call tree, ``timeline`` and the moments.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from memlens import model
 
 MAGIC = "memlens-run"
 #: The version this memlens writes. It reads every version from 1 on.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 # -- the format, table by table ----------------------------------------------------------------
 # One description per format version: each table's columns (name, SQL type, may be NULL), its
@@ -293,9 +293,46 @@ V5: tuple[Table, ...] = (
     *(t for t in V3 if t.name not in ("files", "lines")),
 )
 
-FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2, 3: V3, 4: V3, 5: V5}
+#: The functions' columns in version 6, stored as the lines' (compressed parts of at most
+#: TREE_PART values): all the functions of the run, file by file in the files table's id order
+#: (``file`` indexes it), each file's in the order they were written; then the figures of
+#: version 5's ``functions`` row, in its order; ``name_length``: the characters of each one's
+#: qualified name. The names themselves, end to end in the functions' order, are ``names``:
+#: their UTF-8 bytes (typecode ``B``), cut in parts of at most TREE_PART bytes.
+FUNCTION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("file", "i"),
+    ("first_line", "q"),
+    ("last_line", "q"),
+    *((f, "q") for f in (*model.FUNCTION_FIGURES, *model.GPU_FUNCTION_FIGURES)),
+    ("name_length", "i"),
+)
+FUNCTION_NAMES = ("names", "B")
+
+#: From version 6, a figure's column of ``line_columns`` or ``function_columns`` that holds 0
+#: on every row is not stored (no part at all): most runs have no error estimates (exact
+#: mode), no GPU and no native figures. The others are always stored (but when there are no
+#: rows): these.
+LINE_KEYS = ("file", "line")
+FUNCTION_KEYS = ("file", "name_length", FUNCTION_NAMES[0])
+
+_V5 = {t.name: t for t in V5}
+
+#: Version 6: version 5 with the functions by column (``function_columns``) instead of a row
+#: per function (a hundred thousand functions' rows took most of a second to fetch and
+#: digest), and neither table's figure columns of zeros stored (see LINE_KEYS).
+V6: tuple[Table, ...] = tuple(
+    Table("function_columns", _PARTS, "column, part", key="column, part", without_rowid=True)
+    if t.name == "functions"
+    else t
+    for t in V5
+)
+
+FORMATS: dict[int, tuple[Table, ...]] = {1: V1, 2: V2, 3: V3, 4: V3, 5: V5, 6: V6}
 #: The first version whose lines are stored by column (``line_columns``).
 LINE_PARTS = 5
+#: The first version whose functions are stored by column (``function_columns``), and whose
+#: figure columns of zeros are not stored (see LINE_KEYS).
+FUNCTION_PARTS = 6
 
 
 def tables_of(version: int) -> dict[str, Table]:
@@ -345,7 +382,8 @@ MAX_ROWS: dict[str, int] = {
     "lines": 10_000_000,  # version 5: values per column of line_columns
     "line_columns": 1_000,  # parts
     "gpu_devices": 10_000_000,
-    "functions": 10_000_000,
+    "functions": 10_000_000,  # version 6: values per column of function_columns
+    "function_columns": 1_000,  # parts
     "nodes": 10_000_000,  # version 1's call tree; version 2: nodes of the tree's columns
     "tree": 1_000,
     "tree_names": 10_000_000,
@@ -365,6 +403,8 @@ MAX_HOLDER_HOPS = 256
 #: qualified name, a meta key), in characters; the run header (meta ``run``) is a name too.
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS = 4096
+#: Most bytes of all the functions' names together (version 6's ``names``).
+MAX_FUNCTION_NAME_BYTES = 256 * 1024 * 1024
 #: Longest run header (meta ``run``: it holds a test session's per-test figures) and longest
 #: other ``meta`` value, in bytes.
 MAX_HEADER_CHARS = 32 * 1024 * 1024

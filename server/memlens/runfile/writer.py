@@ -12,6 +12,7 @@ import sys
 import zlib
 from array import array
 from itertools import pairwise, repeat
+from operator import attrgetter, itemgetter
 
 from memlens import model
 from memlens.errors import one_line
@@ -22,7 +23,11 @@ from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import header_json
 from memlens.runfile.schema import (
     FORMAT_VERSION,
+    FUNCTION_COLUMNS,
+    FUNCTION_KEYS,
+    FUNCTION_NAMES,
     LINE_COLUMNS,
+    LINE_KEYS,
     MAGIC,
     MOMENT_FUNCTION_COLUMNS,
     MOMENT_LINE_COLUMNS,
@@ -37,7 +42,7 @@ from memlens.runfile.schema import (
 # every profiled program, and their imports would be a good part of that cost.
 TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
     from typing import Any, TypeVar
 
     from memlens.model import CallTree, FunctionKey, Moments, Run, RunInfo
@@ -162,7 +167,7 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
         files: list[tuple[Any, ...]] = []
         lines = _LineColumns()
         gpu_devices: list[tuple[Any, ...]] = []
-        functions: list[tuple[Any, ...]] = []
+        functions = _FunctionColumns()
         for i, (key, sf) in enumerate(run.files.items(), start=1):
             if key != sf.path:
                 raise ValueError(f"run.files key {key!r} differs from its path {sf.path!r}")
@@ -174,24 +179,13 @@ def _write_db(run: Run, filename: str, seal: Callable[[RunInfo], RunInfo] | None
                 for line, each in sorted(sf.gpu_devices.items())
                 for d in sorted(each, key=lambda d: d.device)
             )
-            for fn in sf.functions:
-                function_ids.setdefault(
-                    (sf.path, fn.qualname, fn.first_line, fn.last_line), len(functions)
-                )
-                functions.append(
-                    (
-                        i,
-                        fn.qualname,
-                        fn.first_line,
-                        fn.last_line,
-                        *(getattr(fn, f) for f in model.FUNCTION_FIGURES),
-                        *(getattr(fn, f) for f in model.GPU_FUNCTION_FIGURES),
-                    )
-                )
+            for k, fn in enumerate(sf.functions, start=len(functions)):
+                function_ids.setdefault((sf.path, fn.qualname, fn.first_line, fn.last_line), k)
+            functions.add(i - 1, sf.functions)
         _insert(con, digest, tables["files"], files)
         _insert(con, digest, tables["line_columns"], lines.parts())
         _insert(con, digest, tables["gpu_devices"], gpu_devices)
-        _insert(con, digest, tables["functions"], functions)
+        _insert(con, digest, tables["function_columns"], functions.parts())
         parts, names = _tree_rows(run.call_tree, file_ids)
         _insert(con, digest, tables["tree"], parts)
         _insert(con, digest, tables["tree_names"], list(enumerate(names)))
@@ -245,7 +239,44 @@ class _LineColumns:
     def parts(self) -> list[tuple[Any, ...]]:
         """The parts; none for a run without lines (as the moments': no column at all)."""
         n = len(self._columns["file"])
-        return _parts("line", LINE_COLUMNS, self._columns, n) if n else []
+        return _parts("line", LINE_COLUMNS, self._columns, n, LINE_KEYS) if n else []
+
+
+class _FunctionColumns:
+    """The run's functions by column (rows of ``function_columns``), file after file."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, array[Any]] = {
+            name: array(code) for name, code in FUNCTION_COLUMNS
+        }
+        self._names: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def add(self, file: int, functions: Sequence[model.FunctionStats]) -> None:
+        columns = self._columns
+        names = [fn.qualname for fn in functions]
+        if not all(type(name) is str for name in names):
+            raise ValueError("a function's qualified name is not a str")
+        self._names += names
+        columns["name_length"].extend(map(len, names))
+        columns["file"].extend(repeat(file, len(functions)))
+        try:
+            for name, _ in FUNCTION_COLUMNS[1:-1]:
+                columns[name].extend(map(attrgetter(name), functions))
+        except TypeError as exc:  # e.g. a float figure
+            raise ValueError(f"a function's figure is not an integer ({exc})") from None
+
+    def parts(self) -> list[tuple[Any, ...]]:
+        """The parts, in (column, part) order; none for a run without functions."""
+        n = len(self._columns["file"])
+        if not n:
+            return []
+        names = "".join(self._names).encode("utf-8")
+        rows = _parts("function", FUNCTION_COLUMNS, self._columns, n, FUNCTION_KEYS)
+        rows += _parts("function", (FUNCTION_NAMES,), {FUNCTION_NAMES[0]: names}, len(names))
+        return sorted(rows, key=itemgetter(0, 1))
 
 
 def _insert(
@@ -315,10 +346,12 @@ def _parts(
     columns: tuple[tuple[str, str], ...],
     values: Mapping[str, Sequence[int] | Iterable[int]],
     n: int,
+    keys: Collection[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of a table of column parts (``tree``, ``moment_lines``...): each column a typed
     array of ``n`` values, little-endian, cut in parts of at most TREE_PART values, each part
-    compressed (version 4: COMPRESSED_PARTS)."""
+    compressed (version 4: COMPRESSED_PARTS). With ``keys`` (version 6's lines and functions),
+    a column not among them that holds 0 on every row is not stored."""
     rows: list[tuple[Any, ...]] = []
     for name, code in sorted(columns):
         column = values[name]
@@ -327,6 +360,8 @@ def _parts(
         )
         if len(data) != n:
             raise ValueError(f"{what} column {name} has {len(data)} values, not {n}")
+        if keys is not None and name not in keys and data.tobytes() == bytes(n * data.itemsize):
+            continue
         if sys.byteorder == "big":
             data = array(code, data)
             data.byteswap()
