@@ -7,6 +7,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <thread>
+#ifdef __linux__
+#include <sched.h>
+#endif
 #include <climits>
 #include <cstdint>
 #include <functional>
@@ -25,9 +29,25 @@ namespace nb = nanobind;
 
 namespace {
 
-// What format_rows gives write() at a time, at least: small enough to stay in a core's cache
-// while write() copies it on (a str, then its UTF-8), large enough that its calls cost nothing.
-constexpr size_t kWriteBytes = size_t{1} << 19;
+// What format_rows makes at a time (a block of rows, given to write() when there is one), at
+// most: small enough to stay in a core's cache while write() copies it on (a str, then its
+// UTF-8), large enough that its calls cost nothing.
+constexpr size_t kWriteBytes = size_t{1} << 20;
+
+// The threads that make rows at once: the CPUs this process may run on, at most 4.
+size_t usable_cpus() {
+    size_t n = 1;
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        n = static_cast<size_t>(CPU_COUNT(&set));
+    }
+#else
+    n = std::thread::hardware_concurrency();
+#endif
+    return std::clamp<size_t>(n, 1, 4);
+}
 
 // A buffer (array.array, bytes) held while a call reads it, as `count` items of `itemsize`.
 class Buffer {
@@ -66,7 +86,7 @@ std::string_view utf8_of(nb::handle h) {
 // outside what it was given.
 nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, nb::list sources, nb::tuple at,
                        size_t tables, size_t n, std::optional<std::string> sep, nb::object write,
-                       const std::string& lead) {
+                       const std::string& lead, bool binary) {
     namespace tr = memlens::textrows;
     std::vector<std::unique_ptr<Buffer>> held;
     std::vector<size_t> rows_of(tables, SIZE_MAX);  // per table: the fewest rows an array has
@@ -219,12 +239,17 @@ nb::object format_rows(const std::vector<std::string>& parts, nb::list fields, n
         }
         text = lead;
         std::function<void(std::string_view)> emit = [&](std::string_view made) {
-            write(nb::str(made.data(), made.size()));
+            if (binary) {
+                write(nb::bytes(made.data(), made.size()));
+            } else {
+                write(nb::str(made.data(), made.size()));
+            }
         };
-        tr::format(parts, fs, srcs, where, n, text, nullptr, *sep, kWriteBytes, emit);
+        tr::format(parts, fs, srcs, where, n, text, nullptr, *sep, kWriteBytes, emit, usable_cpus());
         return nb::none();
     }
-    tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string());
+    tr::format(parts, fs, srcs, where, n, text, sep ? nullptr : &ends, sep ? *sep : std::string(), kWriteBytes,
+               nullptr, usable_cpus());
     if (sep) {
         return nb::str(text.data(), text.size());
     }
@@ -330,7 +355,7 @@ NB_MODULE(_text, m) {
     m.doc() = "memlens text formatting for big runs (memlens.diff's JSON), native.";
     m.def("format_rows", &format_rows, nb::arg("parts"), nb::arg("fields"), nb::arg("sources"), nb::arg("at"),
           nb::arg("tables"), nb::arg("n"), nb::arg("sep") = nb::none(), nb::arg("write") = nb::none(),
-          nb::arg("lead") = "",
+          nb::arg("lead") = "", nb::arg("binary") = false,
           "Rows of text from typed columns of several tables (memlens.diff's JSON): `n` rows, each the "
           "`parts` with the `fields` between them; row i reads table at[0][i] at index at[1][i]. A source is "
           "(columns, rows), each a list of one int64 array per table: columns[t][rows[t][index]], 0 where "
@@ -338,8 +363,8 @@ NB_MODULE(_text, m) {
           "(b - a) / a as Python writes it (null where a is 0 and b is not), ('m', values, sides, bit): the "
           "value or null, ('s', sides, lines_a, lines_b, [gone, new, same, moved]), ('f', texts): the "
           "table's, ('t', texts): the row's. A list of the rows, or with `sep` one str of them joined by it, "
-          "or with `write` (and `sep`) None: `lead` and the rows joined by `sep` given to write() a few "
-          "thousand rows at a time. OverflowError, before anything is written, where Python's result "
+          "or with `write` (and `sep`) None: `lead` and the rows joined by `sep` given to write() a block "
+          "of rows at a time (with `binary`, as bytes: the text's UTF-8). OverflowError, before anything is written, where Python's result "
           "would differ.");
     m.def("order", &order, nb::arg("keys"),
           "array('q') of the positions of `keys` (int64) by increasing key, equal keys in their order.");

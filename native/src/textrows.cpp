@@ -10,6 +10,8 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <exception>
 
 namespace memlens::textrows {
 
@@ -25,6 +27,9 @@ char* put_int(char* p, int64_t v) {
 constexpr size_t kIntWidth = 21;    // "-9223372036854775808" and one spare
 constexpr size_t kFloatWidth = 32;  // "-2.2250738585072014e-308" and spares
 constexpr size_t kAgainWidth = 64;  // the longest text a field repeats
+constexpr size_t kBlocksPerThread = 4;  // blocks a thread makes in a round
+constexpr size_t kRowsPerThread = 16384;  // the fewest rows worth a thread's gathering
+constexpr size_t kRatiosKept = 8;  // a row's ratios whose text is kept for the next ones
 
 char* put_bytes(char* p, const char* s, size_t n) {
     std::memcpy(p, s, n);
@@ -119,9 +124,48 @@ void check_change(int64_t a, int64_t b, bool ratio) {
 
 }  // namespace
 
+namespace {
+
+// work(0) .. work(workers - 1), work(0) on this thread and each other on one of its own; the
+// first failure (by worker) is thrown once all are done.
+template <typename Work>
+void in_parallel(size_t workers, const Work& work) {
+    if (workers <= 1) {
+        work(0);
+        return;
+    }
+    std::vector<std::exception_ptr> failed(workers);
+    std::vector<std::thread> helpers;
+    for (size_t w = 1; w < workers; ++w) {
+        helpers.emplace_back([&, w] {
+            try {
+                work(w);
+            } catch (...) {
+                failed[w] = std::current_exception();
+            }
+        });
+    }
+    try {
+        work(0);
+    } catch (...) {
+        failed[0] = std::current_exception();
+    }
+    for (std::thread& h : helpers) {
+        h.join();
+    }
+    for (const std::exception_ptr& e : failed) {
+        if (e) {
+            std::rethrow_exception(e);
+        }
+    }
+}
+
+}  // namespace
+
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
-            const std::string& sep, size_t chunk, const std::function<void(std::string_view)>& emit) {
+            const std::string& sep, size_t chunk, const std::function<void(std::string_view)>& emit,
+            size_t threads) {
     if (parts.size() != fields.size() + 1) {
         throw std::invalid_argument("a row's text parts are not one more than its fields");
     }
@@ -153,15 +197,20 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
             }
         }
     }
-    std::vector<size_t> visit(n);
+    // The rows by table and index (each row's position kept): a sort of plain keys.
+    std::vector<std::pair<uint64_t, size_t>> visit(n);
+    bool narrow = true;  // every table and index below 2**32: one key holds both
     for (size_t i = 0; i < n; ++i) {
-        visit[i] = i;
+        narrow = narrow && static_cast<uint64_t>(at.table[i]) >> 32 == 0 && static_cast<uint64_t>(at.index[i]) >> 32 == 0;
+        visit[i] = {static_cast<uint64_t>(at.table[i]) << 32 | static_cast<uint64_t>(at.index[i]), i};
     }
-    auto before = [&](size_t i, size_t j) {
-        return at.table[i] != at.table[j] ? at.table[i] < at.table[j] : at.index[i] < at.index[j];
-    };
-    if (!std::is_sorted(visit.begin(), visit.end(), before)) {
-        std::stable_sort(visit.begin(), visit.end(), before);
+    if (!narrow) {
+        std::stable_sort(visit.begin(), visit.end(), [&](const auto& l, const auto& r) {
+            size_t i = l.second, j = r.second;
+            return at.table[i] != at.table[j] ? at.table[i] < at.table[j] : at.index[i] < at.index[j];
+        });
+    } else if (!std::is_sorted(visit.begin(), visit.end())) {
+        std::sort(visit.begin(), visit.end());
     }
     std::vector<const Field*> changes;  // (checked as each row's values are gathered)
     for (const Field& f : fields) {
@@ -169,27 +218,36 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
             changes.push_back(&f);
         }
     }
-    for (size_t i : visit) {
-        const size_t t = static_cast<size_t>(at.table[i]);
-        const size_t x = static_cast<size_t>(at.index[i]);
-        int64_t* row = got.data() + i * width_s;
-        for (size_t s = 0; s < width_s; ++s) {
-            row[s] = sources[s].at(t, x);
-        }
-        for (const Field* f : changes) {
-            check_change(row[f->a], row[f->b], f->kind == Field::Ratio);
-        }
-        for (size_t k = 0; k < fields.size(); ++k) {
-            const Field& f = fields[k];
-            if (f.kind == Field::Masked || f.kind == Field::Status) {
-                picked[k].sides[i] = f.sides[t][x];
-                picked[k].values[i] = f.values[t][x];
-                if (f.kind == Field::Status) {
-                    picked[k].others[i] = f.others[t][x];
+    // Several threads at once where there are many rows, each a stretch of `visit`: the first
+    // failure in `visit` order is the one thrown, as one thread would have thrown it.
+    const size_t gatherers = n >= kRowsPerThread * 2 ? std::min(threads, n / kRowsPerThread) : 1;
+    in_parallel(gatherers, [&](size_t w) {
+        const size_t lo = n * w / gatherers;
+        const size_t hi = n * (w + 1) / gatherers;
+        for (size_t v = lo; v < hi; ++v) {
+            const size_t i = visit[v].second;
+            const size_t t = static_cast<size_t>(at.table[i]);
+            const size_t x = static_cast<size_t>(at.index[i]);
+            int64_t* row = got.data() + i * width_s;
+            for (size_t s = 0; s < width_s; ++s) {
+                row[s] = sources[s].at(t, x);
+            }
+            for (const Field* f : changes) {
+                check_change(row[f->a], row[f->b], f->kind == Field::Ratio);
+            }
+            for (size_t k = 0; k < fields.size(); ++k) {
+                const Field& f = fields[k];
+                if (f.kind == Field::Masked || f.kind == Field::Status) {
+                    picked[k].sides[i] = f.sides[t][x];
+                    picked[k].values[i] = f.values[t][x];
+                    if (f.kind == Field::Status) {
+                        picked[k].others[i] = f.others[t][x];
+                    }
                 }
             }
         }
-    }
+    });
+    visit = {};
     // The most one row can take: its parts, the separator and each field's widest text. Rows are
     // written through a pointer into `text`, made long enough for one more row before each.
     size_t row_max = width + sep.size();
@@ -217,26 +275,20 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
         }
         row_max += widest;
     }
-    size_t used = text.size();
-    if (ends != nullptr) {
-        ends->reserve(ends->size() + n);
-    }
-    std::vector<size_t> starts(fields.size() + 1);  // where each field's text starts in the row
-    for (size_t i = 0; i < n; ++i) {
-        if (emit && used >= chunk) {
-            emit(std::string_view(text.data(), used));
-            used = 0;
-        }
-        if (used + row_max > text.size()) {
-            text.resize(std::max(text.size() * 2, used + row_max));
-        }
-        char* const base = text.data();
-        char* p = base + used;
+    // One row's text at p (room for row_max made by the caller); `starts`: where each field's
+    // text starts, relative to `base` (a field may repeat an earlier one's).
+    auto write_row = [&](size_t i, char* const base, char* p, std::vector<size_t>& starts) {
         if (i > 0 && ends == nullptr) {
             p = put_bytes(p, sep.data(), sep.size());
         }
         const size_t t = static_cast<size_t>(at.table[i]);
         const int64_t* row = got.data() + i * width_s;
+        // The ratios made so far in this row (a line's inclusive figures often change as its
+        // self figures do: the same ratio's text is copied, not made again).
+        double ratios[kRatiosKept];
+        size_t ratio_at[kRatiosKept];
+        size_t ratio_len[kRatiosKept];
+        size_t kept = 0;
         p = put_bytes(p, parts[0].data(), parts[0].size());
         for (size_t k = 0; k < fields.size(); ++k) {
             const Field& f = fields[k];
@@ -286,7 +338,22 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
                     } else if (a == 0) {
                         p = b != 0 ? put_bytes(p, "null", 4) : put_bytes(p, "0.0", 3);
                     } else {
-                        p = put_float(p, static_cast<double>(d) / static_cast<double>(a));
+                        const double v = static_cast<double>(d) / static_cast<double>(a);
+                        size_t r = 0;
+                        while (r < kept && std::memcmp(&ratios[r], &v, sizeof v) != 0) {
+                            ++r;
+                        }
+                        if (r < kept) {
+                            p = put_bytes(p, base + ratio_at[r], ratio_len[r]);
+                        } else {
+                            char* from = p;
+                            p = put_float(p, v);
+                            if (kept < kRatiosKept) {
+                                ratios[kept] = v;
+                                ratio_at[kept] = static_cast<size_t>(from - base);
+                                ratio_len[kept++] = static_cast<size_t>(p - from);
+                            }
+                        }
                     }
                     break;
                 }
@@ -294,16 +361,68 @@ void format(const std::vector<std::string>& parts, const std::vector<Field>& fie
             p = put_bytes(p, parts[k + 1].data(), parts[k + 1].size());
             starts[k + 1] = static_cast<size_t>(p - base);
         }
-        used = static_cast<size_t>(p - base);
-        if (ends != nullptr) {
-            ends->push_back(used);
+        return p;
+    };
+    // Rows lo .. hi - 1 appended to `out` (the end of each to `row_ends`, when given).
+    auto write_block = [&](size_t lo, size_t hi, std::string& out, std::vector<size_t>* row_ends) {
+        std::vector<size_t> starts(fields.size() + 1);
+        size_t used = out.size();
+        for (size_t i = lo; i < hi; ++i) {
+            if (used + row_max > out.size()) {
+                out.resize(std::max(out.size() * 2, used + row_max));
+            }
+            char* const base = out.data();
+            used = static_cast<size_t>(write_row(i, base, base + used, starts) - base);
+            if (row_ends != nullptr) {
+                row_ends->push_back(used);
+            }
+        }
+        out.resize(used);
+    };
+    // Blocks of rows of about `chunk` bytes (emit: each handed to it as it comes), made by
+    // several threads at once where there are enough of them: a round of blocks, each thread
+    // its own, then the round's blocks in order.
+    const size_t block = std::max<size_t>(64, std::min(n, chunk / row_max + 1));
+    const size_t blocks = (n + block - 1) / block;
+    const size_t workers = blocks >= 4 ? std::min<size_t>(threads, blocks / 2) : 1;
+    const size_t round = workers * kBlocksPerThread;
+    std::vector<std::string> made(std::min(blocks, round));
+    std::vector<std::vector<size_t>> made_ends(ends != nullptr ? made.size() : 0);
+    if (ends != nullptr) {
+        ends->reserve(ends->size() + n);
+    }
+    for (size_t first = 0; first < blocks; first += round) {
+        const size_t count = std::min(round, blocks - first);
+        auto work = [&](size_t w) {
+            for (size_t b = w; b < count; b += workers) {
+                const size_t lo = (first + b) * block;
+                made[b].clear();
+                if (ends != nullptr) {
+                    made_ends[b].clear();
+                }
+                write_block(lo, std::min(n, lo + block), made[b], ends != nullptr ? &made_ends[b] : nullptr);
+            }
+        };
+        in_parallel(workers, work);
+        for (size_t b = 0; b < count; ++b) {
+            if (ends != nullptr) {
+                for (size_t e : made_ends[b]) {
+                    ends->push_back(text.size() + e);
+                }
+            }
+            if (emit) {
+                if (!text.empty()) {  // (what the caller put first: with the first block)
+                    text += made[b];
+                    emit(text);
+                    text.clear();
+                } else {
+                    emit(made[b]);
+                }
+            } else {
+                text += made[b];
+            }
         }
     }
-    if (emit && used > 0) {
-        emit(std::string_view(text.data(), used));
-        used = 0;
-    }
-    text.resize(used);
 }
 
 }  // namespace memlens::textrows

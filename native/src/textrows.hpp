@@ -61,8 +61,10 @@ std::vector<int64_t> order(const int64_t* keys, size_t n);
 void put_float_repr(std::string& out, double v);
 
 // n rows, each parts[0] field0 parts[1] ... parts[k], appended to `text`, the end of each
-// row appended to `ends`, or (with `ends` null) `sep` between rows. With `emit`, the text so far
-// is handed to it once it has `chunk` bytes, and at the end (then `text` is left empty). A Change is b - a; a Ratio
+// row appended to `ends`, or (with `ends` null) `sep` between rows. Made in blocks of about
+// `chunk` bytes, by up to `threads` threads at once (none of them calls anything but this
+// code); with `emit`, each block is handed to it in order as it comes, the first after what
+// `text` held, and `text` is left empty. A Change is b - a; a Ratio
 // is (b - a) / a as Python computes it, null where a is 0 and b is not, 0.0 where both are.
 // std::overflow_error, before anything is made, where a result would differ from Python's (a
 // change beyond 64 bits, a ratio of integers beyond 2**53). Every index must have been
@@ -70,6 +72,6 @@ void put_float_repr(std::string& out, double v);
 void format(const std::vector<std::string>& parts, const std::vector<Field>& fields,
             const std::vector<Source>& sources, At at, size_t n, std::string& text, std::vector<size_t>* ends,
             const std::string& sep, size_t chunk = SIZE_MAX,
-            const std::function<void(std::string_view)>& emit = nullptr);
+            const std::function<void(std::string_view)>& emit = nullptr, size_t threads = 1);
 
 }  // namespace memlens::textrows

@@ -2,7 +2,7 @@
 # checks it stays in sync.
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 @overload
 def format_rows(
@@ -15,6 +15,7 @@ def format_rows(
     sep: None = None,
     write: None = None,
     lead: str = "",
+    binary: Literal[False] = False,
 ) -> list[str]: ...
 @overload
 def format_rows(
@@ -27,6 +28,7 @@ def format_rows(
     sep: str,
     write: None = None,
     lead: str = "",
+    binary: Literal[False] = False,
 ) -> str: ...
 @overload
 def format_rows(
@@ -39,6 +41,21 @@ def format_rows(
     sep: str,
     write: Callable[[str], object],
     lead: str = "",
+    binary: Literal[False] = False,
+) -> None: ...
+@overload
+def format_rows(
+    parts: Sequence[str],
+    fields: list[Any],
+    sources: list[Any],
+    at: tuple[Any, Any],
+    tables: int,
+    n: int,
+    sep: str,
+    write: Callable[[bytes], object],
+    lead: str = "",
+    *,
+    binary: Literal[True],
 ) -> None: ...
 def order(keys: array[int]) -> array[int]: ...
 def locate(positions: Sequence[int], counts: list[int]) -> tuple[array[int], array[int]]: ...

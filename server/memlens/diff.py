@@ -15,6 +15,7 @@ when A is 0 and B is not: "new"; 0.0 when both are 0).
 from __future__ import annotations
 
 import json
+import os
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -544,6 +545,7 @@ def write_json(
     by: str | None = None,
     top: int | None = None,
     more: Mapping[str, Any] | None = None,
+    raw: Callable[[bytes], object] | None = None,
 ) -> None:
     """Write the ``memlens diff --json`` document (documented in docs/file-format.md) to
     ``out``, piece by piece: one line of text per line pair, made by formatting its figures
@@ -553,13 +555,20 @@ def write_json(
     ``peak_bytes``, and their ``gpu_`` counterparts), lines and functions are sorted by the
     absolute change of that figure and the first ``top`` of each are kept (None: all);
     without, every pair in file order. ``more``: keys written after the document's own.
+    ``raw``: the binary stream under ``out`` (:func:`raw_writer`): the line pairs' text (a
+    gigabyte for a million) goes there as the bytes it is made in, not through ``out``.
     """
     write = out.write
     totals = plain({k: c.as_dict() for k, c in d.totals().items()})
     files = plain({fd.path: {"matched_by": fd.matched_by} for fd in d.files})
     write(f'{{"format": "memlens-diff", "version": 1,\n "totals": {totals},\n')
     write(f' "files": {files},\n "lines": [')
-    _write_line_rows(d.files, None if by is None else line_order(d, by)[:top], write)
+    order = None if by is None else line_order(d, by)[:top]
+    if raw is None:
+        _write_line_rows(d.files, order, write)
+    else:
+        out.flush()  # (what `out` holds goes first)
+        _write_line_rows(d.files, order, lambda text: raw(text.encode("ascii")), raw)
     write('\n ],\n "functions": [')
     functions: Sequence[FunctionDiff] = d.functions if by is None else ranked_functions(d, by)[:top]
     write_rows(out, _function_rows(functions), "\n  ")
@@ -568,6 +577,27 @@ def write_json(
     for key, value in {**tail, **(more or {})}.items():
         write(f",\n {plain(key)}: {plain(value)}")
     write("\n}\n")
+
+
+#: Every ASCII character: a text stream whose encoding writes them as themselves takes the
+#: rows' text (JSON, ASCII only) as bytes.
+_ASCII = "".join(map(chr, range(128)))
+
+
+def raw_writer(out: TextIO) -> Callable[[bytes], object] | None:
+    """The binary stream under ``out`` (a text stream of the system's, as ``sys.stdout``),
+    for :func:`write_json`'s ``raw``: where lines end in a line feed and ``out``'s encoding
+    writes ASCII as itself; None otherwise."""
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if buffer is None or os.linesep != "\n" or not isinstance(encoding, str):
+        return None
+    try:
+        as_itself = _ASCII.encode(encoding) == _ASCII.encode("ascii")
+    except (LookupError, UnicodeError):
+        return None
+    write: Callable[[bytes], object] = buffer.write
+    return write if as_itself else None
 
 
 def to_json_dict(d: RunDiff, by: str | None = None, top: int | None = None) -> dict[str, Any]:
@@ -588,12 +618,15 @@ _RANKED_BATCH = 131072
 
 
 def _write_line_rows(
-    files: Sequence[FileDiff], order: Sequence[int] | None, write: Callable[[str], object]
+    files: Sequence[FileDiff],
+    order: Sequence[int] | None,
+    write: Callable[[str], object],
+    raw: Callable[[bytes], object] | None = None,
 ) -> None:
     """Write the JSON of the line pairs in ``order`` (positions in :class:`LineDiffs`; None:
     all, in file order), each after a line break and an indent, with commas between them:
     formatted from the figures' columns a batch at a time, and written as they come (a
-    batch's text is megabytes)."""
+    batch's text is megabytes); with ``raw``, the native formatter's as bytes there."""
     lead, sep = "\n  ", ",\n  "
     if order is None:
         for f, fd in enumerate(files):
@@ -606,7 +639,7 @@ def _write_line_rows(
         return
     for lo in range(0, len(order), _RANKED_BATCH):
         of, index = _locate(files, order[lo : lo + _RANKED_BATCH])
-        if not _native_write(files, of, index, write, lead, sep):
+        if not _native_write(files, of, index, write, lead, sep, raw):
             for k in range(0, len(of), _BATCH):
                 for text in _pair_rows(files, of[k : k + _BATCH], index[k : k + _BATCH], sep):
                     write(lead)
@@ -752,17 +785,22 @@ def _native_write(
     write: Callable[[str], object],
     lead: str,
     sep: str,
+    raw: Callable[[bytes], object] | None = None,
 ) -> bool:
     """Write ``lead`` and the pairs' JSON joined by ``sep`` by the native formatter (which
-    gives write() a few thousand rows at a time); False, having written nothing, where it
-    cannot (see :func:`_native_pair_rows`) or a file has GPU figures."""
+    gives write() a block of rows at a time; with ``raw``, raw() their bytes instead); False,
+    having written nothing, where it cannot (see :func:`_native_pair_rows`) or a file has GPU
+    figures."""
     if any(files[f].a.has_gpu or files[f].b.has_gpu for f in set(of)):
         return False
     args = _native_args(files, of, index)
     if args is None:
         return False
     try:
-        format_rows(_NATIVE_PARTS, *args, len(of), sep, write, lead)
+        if raw is None:
+            format_rows(_NATIVE_PARTS, *args, len(of), sep, write, lead)
+        else:
+            format_rows(_NATIVE_PARTS, *args, len(of), sep, raw, lead, binary=True)
     except OverflowError:  # (raised before anything is written)
         return False
     return True

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memlens.cli.options import add_by, add_dir, add_run_spec, top_rows
-from memlens.diff import diff_runs, ranked_functions, ranked_lines, write_json
+from memlens.diff import diff_runs, ranked_functions, ranked_lines, raw_writer, write_json
 from memlens.errors import MemlensError
 from memlens.layout import display_path, pointer_name, printable
 from memlens.model import NAMED_FIGURES
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         more: dict[str, object] = {"a": str(path_a), "b": str(path_b)}
         if start is not None and end is not None:
             more["from"], more["to"] = start.as_json(), end.as_json()
-        write_json(d, sys.stdout, by=line_attr, top=top, more=more)
+        write_json(d, sys.stdout, by=line_attr, top=top, more=more, raw=raw_writer(sys.stdout))
         return 0
 
     if args.top is None:
