@@ -20,6 +20,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from io import StringIO
 from itertools import accumulate, chain, islice, repeat
 from operator import attrgetter, eq, le, mul, neg, sub, truediv
@@ -230,10 +231,11 @@ class _Rows:
         self._present = None if all(present) else present
 
     def values(self, figure: str) -> list[int]:
-        table, rows = self._table, self._rows
-        if not table or (figure in GPU_FIGURES and not table.has_gpu):
+        rows = self._rows
+        column = _column(self._table, figure)
+        if column is None:
             return [0] * len(rows)
-        got = map(table.column(figure).__getitem__, rows)
+        got = map(column.__getitem__, rows)
         # Row -1 reads the last row, multiplied by False: no Python per pair.
         return list(got) if self._present is None else list(map(mul, got, self._present))
 
@@ -627,25 +629,28 @@ def _write_line_rows(
     all, in file order), each after a line break and an indent, with commas between them:
     formatted from the figures' columns a batch at a time, and written as they come (a
     batch's text is megabytes); with ``raw``, the native formatter's as bytes there."""
-    lead, sep = "\n  ", ",\n  "
+    sep = ",\n  "
+    lead = ["\n  "]  # what comes before the next text: a line break first, then `sep`
+
+    def put(of: Sequence[int], index: Sequence[int]) -> None:
+        for text in _pair_rows(files, of, index, sep):
+            write(lead[0])
+            write(text)
+            lead[0] = sep
+
     if order is None:
         for f, fd in enumerate(files):
             for lo in range(0, len(fd), _BATCH):
                 pairs = range(lo, min(lo + _BATCH, len(fd)))
-                for text in _pair_rows(files, [f] * len(pairs), pairs, sep):
-                    write(lead)
-                    write(text)
-                    lead = sep
+                put([f] * len(pairs), pairs)
         return
     for lo in range(0, len(order), _RANKED_BATCH):
         of, index = _locate(files, order[lo : lo + _RANKED_BATCH])
-        if not _native_write(files, of, index, write, lead, sep, raw):
+        if _native_write(files, of, index, write, lead[0], sep, raw):
+            lead[0] = sep
+        else:
             for k in range(0, len(of), _BATCH):
-                for text in _pair_rows(files, of[k : k + _BATCH], index[k : k + _BATCH], sep):
-                    write(lead)
-                    write(text)
-                    lead = sep
-        lead = sep
+                put(of[k : k + _BATCH], index[k : k + _BATCH])
 
 
 def _locate(
@@ -853,8 +858,13 @@ def _form_parts(form: str) -> list[str]:
 def _line_forms(fd: FileDiff) -> tuple[str, str]:
     """A line pair's JSON of ``fd`` without and with the GPU figures, to be filled with its
     line in A and in B, its status (JSON), then the figures as :func:`_figures_form` has
-    them."""
-    path, how = (plain(v).replace("%", "%%") for v in (fd.path, fd.matched_by))
+    them (made once for a file: the Python formatter asks for them each batch)."""
+    return _forms_of(fd.path, fd.matched_by)
+
+
+@lru_cache(maxsize=256)
+def _forms_of(path: str, matched_by: str) -> tuple[str, str]:
+    path, how = (plain(v).replace("%", "%%") for v in (path, matched_by))
     head = f'{{"file": {path}, "line_a": %s, "line_b": %s, "status": %s, "matched_by": {how}, '
     return _figures_form(head, FIGURES), _figures_form(head, (*FIGURES, *GPU_FIGURES))
 
