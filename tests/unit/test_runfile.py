@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -1209,3 +1210,32 @@ def test_a_negative_zero_error_reads_back(tmp_path: Path) -> None:
     back = reader.read(path).files["/work/app.py"].lines[4]
     assert (back.alloc_err, back.live_err) == (0.0, 0.0)
     assert str(LineStats.from_sums([0] * 5, [0] * 5, (-0.0, 0.0, 0.0)).alloc_err) == "0.0"
+
+
+def test_the_collector_is_paused_while_a_run_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (Reading makes objects that form no cycle: the collector's passes over them were a
+    # tenth of a big diff.) It is on again afterwards, and stays off if the caller had it off.
+    path = writer.write(sample_run(), tmp_path / "r.mlrun")
+    seen: list[bool] = []
+    read_db = reader._read_db
+
+    def spy(*args: Any) -> Run:
+        seen.append(gc.isenabled())
+        return read_db(*args)
+
+    monkeypatch.setattr(reader, "_read_db", spy)
+    assert gc.isenabled()
+    assert reader.read(path) == sample_run()
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        reader.read(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(RunFileError):
+        reader.read(tmp_path / "missing.mlrun")
+    assert gc.isenabled()
