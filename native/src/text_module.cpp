@@ -7,10 +7,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
-#include <thread>
-#ifdef __linux__
-#include <sched.h>
-#endif
 #include <climits>
 #include <cstdint>
 #include <functional>
@@ -24,6 +20,11 @@
 #include <vector>
 
 #include "textrows.hpp"
+
+#include <thread>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 namespace nb = nanobind;
 
@@ -320,15 +321,11 @@ std::vector<int64_t> side_values(nb::tuple side, const std::vector<size_t>& coun
         if (!columns[t].is_none()) {
             c = std::make_unique<Buffer>(columns[t], 8, "column");
         }
+        // (One table's source: a row beyond its column is refused as format_rows refuses it.)
+        const memlens::textrows::Source one{{c ? c->data<int64_t>() : nullptr}, {c ? c->count() : 0},
+                                            {r.data<int64_t>()}};
         for (size_t x = 0; x < counts[t]; ++x) {
-            int64_t row = r.data<int64_t>()[x];
-            if (c == nullptr || row < 0) {
-                out.push_back(0);
-            } else if (static_cast<size_t>(row) >= c->count()) {
-                throw nb::value_error("a row beyond its column");
-            } else {
-                out.push_back(c->data<int64_t>()[row]);
-            }
+            out.push_back(one.at(0, x));
         }
     }
     return out;

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <exception>
 
 namespace memlens::textrows {
 
@@ -19,17 +19,17 @@ namespace {
 
 constexpr int64_t kExactDouble = int64_t{1} << 53;
 
-// Writers into a buffer the caller has made room in (at most 21 and 24 characters).
-char* put_int(char* p, int64_t v) {
-    return std::to_chars(p, p + 21, v).ptr;
-}
-
 constexpr size_t kIntWidth = 21;    // "-9223372036854775808" and one spare
 constexpr size_t kFloatWidth = 32;  // "-2.2250738585072014e-308" and spares
 constexpr size_t kAgainWidth = 64;  // the longest text a field repeats
 constexpr size_t kBlocksPerThread = 4;  // blocks a thread makes in a round
 constexpr size_t kRowsPerThread = 16384;  // the fewest rows worth a thread's gathering
 constexpr size_t kRatiosKept = 8;  // a row's ratios whose text is kept for the next ones
+
+// Writers into a buffer the caller has made room in (kIntWidth, kFloatWidth).
+char* put_int(char* p, int64_t v) {
+    return std::to_chars(p, p + kIntWidth, v).ptr;
+}
 
 char* put_bytes(char* p, const char* s, size_t n) {
     std::memcpy(p, s, n);
@@ -121,10 +121,6 @@ void check_change(int64_t a, int64_t b, bool ratio) {
         throw std::overflow_error("a ratio of integers beyond 2**53");
     }
 }
-
-}  // namespace
-
-namespace {
 
 // work(0) .. work(workers - 1), work(0) on this thread and each other on one of its own; the
 // first failure (by worker) is thrown once all are done.

@@ -143,8 +143,7 @@ class FunctionDiff:
     b: FunctionStats | None
 
     def figure(self, figure: str) -> Change:
-        if figure not in FUNCTION_FIGURES and figure not in GPU_FUNCTION_FIGURES:
-            raise KeyError(figure)
+        _function_figure(figure)
         return Change(
             int(getattr(self.a, figure)) if self.a else 0,
             int(getattr(self.b, figure)) if self.b else 0,
@@ -522,11 +521,16 @@ def ranked_lines(d: RunDiff, figure: str, top: int | None = None) -> list[LineDi
     return [lines[k] for k in line_order(d, figure)[:top]]
 
 
+def _function_figure(figure: str) -> None:
+    """KeyError unless ``figure`` is one functions have."""
+    if figure not in FUNCTION_FIGURES and figure not in GPU_FUNCTION_FIGURES:
+        raise KeyError(figure)
+
+
 def ranked_functions(d: RunDiff, figure: str) -> list[FunctionDiff]:
     """Functions by absolute change of ``figure``, biggest first (then file and name)."""
     functions = d.functions
-    if figure not in FUNCTION_FIGURES and figure not in GPU_FUNCTION_FIGURES:
-        raise KeyError(figure)
+    _function_figure(figure)
     if order is not None:
         # (A diff's functions come by file and name: a stable sort of the changes alone
         # keeps that order among equal ones, natively.)
@@ -565,12 +569,12 @@ def write_json(
     files = plain({fd.path: {"matched_by": fd.matched_by} for fd in d.files})
     write(f'{{"format": "memlens-diff", "version": 1,\n "totals": {totals},\n')
     write(f' "files": {files},\n "lines": [')
-    order = None if by is None else line_order(d, by)[:top]
+    ranked = None if by is None else line_order(d, by)[:top]
     if raw is None:
-        _write_line_rows(d.files, order, write)
+        _write_line_rows(d.files, ranked, write)
     else:
         out.flush()  # (what `out` holds goes first)
-        _write_line_rows(d.files, order, lambda text: raw(text.encode("ascii")), raw)
+        _write_line_rows(d.files, ranked, lambda text: raw(text.encode("ascii")), raw)
     write('\n ],\n "functions": [')
     functions: Sequence[FunctionDiff] = d.functions if by is None else ranked_functions(d, by)[:top]
     write_rows(out, _function_rows(functions), "\n  ")
@@ -621,11 +625,11 @@ _RANKED_BATCH = 131072
 
 def _write_line_rows(
     files: Sequence[FileDiff],
-    order: Sequence[int] | None,
+    ranked: Sequence[int] | None,
     write: Callable[[str], object],
     raw: Callable[[bytes], object] | None = None,
 ) -> None:
-    """Write the JSON of the line pairs in ``order`` (positions in :class:`LineDiffs`; None:
+    """Write the JSON of the line pairs in ``ranked`` (positions in :class:`LineDiffs`; None:
     all, in file order), each after a line break and an indent, with commas between them:
     formatted from the figures' columns a batch at a time, and written as they come (a
     batch's text is megabytes); with ``raw``, the native formatter's as bytes there."""
@@ -638,14 +642,14 @@ def _write_line_rows(
             write(text)
             lead[0] = sep
 
-    if order is None:
+    if ranked is None:
         for f, fd in enumerate(files):
             for lo in range(0, len(fd), _BATCH):
                 pairs = range(lo, min(lo + _BATCH, len(fd)))
                 put([f] * len(pairs), pairs)
         return
-    for lo in range(0, len(order), _RANKED_BATCH):
-        of, index = _locate(files, order[lo : lo + _RANKED_BATCH])
+    for lo in range(0, len(ranked), _RANKED_BATCH):
+        of, index = _locate(files, ranked[lo : lo + _RANKED_BATCH])
         if _native_write(files, of, index, write, lead[0], sep, raw):
             lead[0] = sep
         else:
@@ -673,7 +677,7 @@ def _pair_rows(
     either side carry the GPU figures too), or with ``sep`` one text of them joined by it: by
     the native formatter where there is one (the same text, several times as fast), else in
     Python. Files with GPU figures are Python's (their pairs take two forms)."""
-    gpu = {f for f in set(of) if files[f].a.has_gpu or files[f].b.has_gpu}
+    gpu = _gpu_files(files, of)
     if not gpu:
         native = _native_pair_rows(files, of, index, sep)
         if native is not None:
@@ -693,6 +697,11 @@ def _pair_rows(
         for k, text in zip(python, made, strict=True):
             rows[k] = text
     return rows if sep is None else [sep.join(rows)]
+
+
+def _gpu_files(files: Sequence[FileDiff], of: Sequence[int]) -> set[int]:
+    """The files among ``of`` with GPU figures on either side (their pairs are Python's)."""
+    return {f for f in set(of) if files[f].a.has_gpu or files[f].b.has_gpu}
 
 
 def _python_rows(files: Sequence[FileDiff], of: Sequence[int], index: Sequence[int]) -> list[str]:
@@ -796,7 +805,7 @@ def _native_write(
     gives write() a block of rows at a time; with ``raw``, raw() their bytes instead); False,
     having written nothing, where it cannot (see :func:`_native_pair_rows`) or a file has GPU
     figures."""
-    if any(files[f].a.has_gpu or files[f].b.has_gpu for f in set(of)):
+    if _gpu_files(files, of):
         return False
     args = _native_args(files, of, index)
     if args is None:

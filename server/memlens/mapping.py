@@ -89,7 +89,7 @@ def in_order(old: str | Sequence[str], new: str | Sequence[str]) -> dict[int, in
     moved past other code is not followed)."""
     a, b = _lines(old), _lines(new)
     if a == b:
-        return {i: i for i in range(1, len(a) + 1)}
+        return _identity(len(a))
     return _Matcher(a, b).run()
 
 

@@ -599,30 +599,17 @@ def _read_line_columns(
     unstored = digest.version >= FUNCTION_PARTS
     parts = _fetch_parts(name, digest, table, LINE_COLUMNS, LINE_KEYS if unstored else None)
     codes = dict(LINE_COLUMNS)
-    limit = MAX_ROWS["lines"]
     stored = set(parts)
 
     def column(c: str) -> array[Any] | None:
-        """The column's values; None for a figure column not stored (0 on every line)."""
-        if c not in stored:
-            return None if stored else array(codes[c])
-        return _column_of(
-            name, table.name, c, codes[c], parts.pop(c), digest.version, limit,
-            "the run holds more than {limit:,} lines",
-        )  # fmt: skip
+        what = "the run holds more than {limit:,} lines"
+        return _stored_column(
+            name, digest, table, parts, stored, c, codes[c], MAX_ROWS["lines"], what
+        )
 
     which = column("file") or array("i")
     n = len(which)
-    if n and (
-        which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
-    ):
-        raise RunFileError(name, "corrupt file (line_columns names an unknown or misplaced file)")
-    spans: list[tuple[int, int, int]] = []  # (file, first row, end)
-    start = 0
-    while start < n:
-        end = bisect_right(which, which[start], start)
-        spans.append((which[start], start, end))
-        start = end
+    spans = _file_spans(name, table, which, files)
     del which
     zeros: dict[tuple[str, int], array[Any]] = {}  # one array of zeros per file and kind
 
@@ -633,7 +620,7 @@ def _read_line_columns(
             out = []
             for k, (_, first, end) in enumerate(spans):
                 if (code, k) not in zeros:
-                    zeros[code, k] = array(code, bytes((end - first) * _SIZE[code]))
+                    zeros[code, k] = array(code, [0]) * (end - first)
                 out.append(zeros[code, k])
             return out
         if len(values) != n:
@@ -666,8 +653,44 @@ def _read_line_columns(
     return out
 
 
-#: Bytes of a value of each typecode the column tables use.
-_SIZE = {code: array(code).itemsize for code in "iqdB"}
+def _stored_column(
+    name: str,
+    digest: RowDigest,
+    table: Table,
+    parts: dict[str, list[bytes]],
+    stored: Collection[str],
+    column: str,
+    code: str,
+    limit: int,
+    what: str,
+) -> array[Any] | None:
+    """One column of version 5's or 6's lines or functions from its ``parts`` (taken from
+    them); None for a figure column not stored (version 6: 0 on every row), and no values
+    when the table stores nothing (no rows)."""
+    if column not in stored:
+        return None if stored else array(code)
+    return _column_of(
+        name, table.name, column, code, parts.pop(column), digest.version, limit, what
+    )
+
+
+def _file_spans(
+    name: str, table: Table, which: array[int], files: int
+) -> list[tuple[int, int, int]]:
+    """(file, first row, end) of each file's rows, from the ``file`` column of version 5's
+    lines or 6's functions, checked: files that exist and come together."""
+    n = len(which)
+    if n and (
+        which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
+    ):
+        raise RunFileError(name, f"corrupt file ({table.name} names an unknown or misplaced file)")
+    spans: list[tuple[int, int, int]] = []
+    start = 0
+    while start < n:
+        end = bisect_right(which, which[start], start)
+        spans.append((which[start], start, end))
+        start = end
+    return spans
 
 
 def _read_function_columns(
@@ -680,27 +703,18 @@ def _read_function_columns(
     fill ``names`` exactly."""
     table = tables["function_columns"]
     parts = _fetch_parts(name, digest, table, (*FUNCTION_COLUMNS, FUNCTION_NAMES), FUNCTION_KEYS)
-    limit = MAX_ROWS["functions"]
     stored = set(parts)
 
-    def column(c: str, code: str, most: int, what: str) -> array[Any] | None:
-        """The column's values; None for a figure column not stored (0 on every function)."""
-        if c not in stored:
-            return None if stored else array(code)
-        return _column_of(name, table.name, c, code, parts.pop(c), digest.version, most, what)
+    def column(c: str, code: str, limit: int, what: str) -> array[Any] | None:
+        return _stored_column(name, digest, table, parts, stored, c, code, limit, what)
 
     too_many = "the run holds more than {limit:,} functions"
-    columns = [column(c, code, limit, too_many) for c, code in FUNCTION_COLUMNS]
+    columns = [column(c, code, MAX_ROWS["functions"], too_many) for c, code in FUNCTION_COLUMNS]
     which, lengths = columns[0] or array("i"), columns[-1] or array("i")
     n = len(which)
     if any(c is not None and len(c) != n for c in columns):
         raise RunFileError(name, "corrupt file (function_columns columns differ in length)")
-    if n and (
-        which[0] < 0 or which[-1] >= files or not all(map(le, which, islice(which, 1, None)))
-    ):
-        raise RunFileError(
-            name, "corrupt file (function_columns names an unknown or misplaced file)"
-        )
+    spans = _file_spans(name, table, which, files)
     raw = column(
         *FUNCTION_NAMES,
         MAX_FUNCTION_NAME_BYTES,
@@ -723,13 +737,7 @@ def _read_function_columns(
     names = list(map(text.__getitem__, map(slice, [0, *ends], ends)))
     figures = [repeat(0) if c is None else c for c in columns[1:-1]]
     functions = list(map(FunctionStats, names, *figures))
-    out: list[tuple[int, list[FunctionStats]]] = []
-    start = 0
-    while start < n:
-        end = bisect_right(which, which[start], start)
-        out.append((which[start], functions[start:end]))
-        start = end
-    return out
+    return [(at, functions[first:end]) for at, first, end in spans]
 
 
 def _zero_columns(con: sqlite3.Connection, table: Table) -> frozenset[str]:
