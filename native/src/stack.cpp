@@ -545,6 +545,49 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
     return depth ? s->levels[depth - 1].node : kRootNode;
 }
 
+// The innermost level's node at its frame's position now, the frame and every level below it
+// being known unchanged: the cached node, or the thread's leaf cache's for that position,
+// without reading other frames.
+inline uint32_t at_leaf_position(ThreadStack* s, Level& leaf, Frame* f) {
+    uintptr_t pos = compat::frame_pos(f);
+    if (pos == leaf.pos) {
+        return leaf.node;
+    }
+    if (compat::frame_at_resume(f)) {
+        return kNotTheProgram;  // (see walk)
+    }
+    uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
+    uint32_t node = parent;
+    if (!leaf.transparent) {
+        LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
+        if (e.pos == pos && e.code_id == leaf.code_id && e.parent == parent && e.node) {
+            node = e.node;
+        } else {
+            int off = compat::frame_offset(f, leaf.code);
+            node = calltree::intern(parent, leaf.code_id, off < 0 ? 0 : off);
+            if (node != kRootNode) {
+                e = LeafCache::Entry{pos, leaf.code_id, parent, node};
+            }
+        }
+    }
+    leaf.pos = pos;
+    leaf.node = node;
+    return node;
+}
+
+// Without frame-exit events (3.10, 3.11): whether the frames from `f` (the innermost frame's
+// caller) to the root are at the cached levels' places below the innermost one, one frame per
+// level, as walk() would find them. One tight pass of a few loads a frame; any difference (a
+// call, a return, a moved caller, a skipped frame) leaves it to walk().
+inline bool callers_unchanged(const ThreadStack* s, Frame* f) {
+    for (int i = s->len - 2; i >= 0; --i, f = compat::frame_prev(f)) {
+        if (!f || !same_place(s->levels[i], f)) {
+            return false;
+        }
+    }
+    return f == nullptr;
+}
+
 }  // namespace
 
 uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
@@ -579,38 +622,19 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
         return kRootNode;
     }
     ++s->walks;
-    if (compat::kMonitoring && g_monitoring && gil && s->len > 0 && s->trusted == s->len - 1) {
-        // Every level but the innermost is trusted: when the innermost frame is the cached
-        // one, with its code and its caller, only its position can have moved. Its node for
-        // that position is found in the thread's leaf cache, without reading other frames.
+    if (s->len > 0) {
         Level& leaf = s->levels[s->len - 1];
         Frame* f = compat::current_frame(ts);
-        if (f == leaf.frame && compat::frame_code(f) == leaf.code && !compat::frame_incomplete(f) &&
-            (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame)) {
-            uintptr_t pos = compat::frame_pos(f);
-            if (pos == leaf.pos) {
-                return leaf.node;
-            }
-            if (compat::frame_at_resume(f)) {
-                return kNotTheProgram;  // (see walk)
-            }
-            uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
-            uint32_t node = parent;
-            if (!leaf.transparent) {
-                LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-                if (e.pos == pos && e.code_id == leaf.code_id && e.parent == parent && e.node) {
-                    node = e.node;
-                } else {
-                    int off = compat::frame_offset(f, leaf.code);
-                    node = calltree::intern(parent, leaf.code_id, off < 0 ? 0 : off);
-                    if (node != kRootNode) {
-                        e = LeafCache::Entry{pos, leaf.code_id, parent, node};
-                    }
+        if (f == leaf.frame && compat::frame_code(f) == leaf.code && !compat::frame_incomplete(f)) {
+            if (compat::kMonitoring && g_monitoring && gil && s->trusted == s->len - 1) {
+                // Every level but the innermost is trusted: when the innermost frame is the
+                // cached one, with its code and its caller, only its position can have moved.
+                if (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame) {
+                    return at_leaf_position(s, leaf, f);
                 }
+            } else if (!compat::kMonitoring && callers_unchanged(s, compat::frame_prev(f))) {
+                return at_leaf_position(s, leaf, f);
             }
-            leaf.pos = pos;
-            leaf.node = node;
-            return node;
         }
     }
     return walk(s, ts, gil, may_allocate);

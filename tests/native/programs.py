@@ -66,6 +66,28 @@ def recurse(depth: int) -> list[bytearray]:
     return recurse(depth - 1) + [bytearray(MIB)]  # @rec
 
 
+def pieces(count: int) -> list[bytearray]:
+    kept = []
+    for _ in range(count):
+        kept.append(bytearray(1000))  # @piece
+    return kept
+
+
+def pieces_below(depth: int, count: int) -> list[bytearray]:
+    if depth > 0:
+        return pieces_below(depth - 1, count)
+    return pieces(count)
+
+
+def two_calls(depth: int) -> tuple[list[bytearray], list[bytearray]]:
+    """Two calls of one function from two lines, each `depth` frames above the allocations:
+    the second call's frames take the first's places (same addresses, same code); only this
+    frame's line differs."""
+    first = pieces_below(depth, 1000)  # @first_call
+    second = pieces_below(depth, 2000)  # @second_call
+    return first, second
+
+
 def peak_then_drop() -> bytearray:
     big = bytearray(20 * MIB)  # @peak_big
     del big

@@ -124,6 +124,40 @@ def test_recursion_counts_each_stack_once() -> None:
     assert rec.incl_alloc_bytes < 7 * MIB
 
 
+def test_a_caller_that_moved_on_is_seen_deep_in_the_stack() -> None:
+    """The second call below reuses the first one's frames (same places, same code): only the
+    frame 40 levels above the allocations has moved to another line, and they must follow it."""
+    run, (first, second) = profile(lambda: programs.two_calls(40))
+    assert (len(first), len(second)) == (1000, 2000)
+    one = stats(run, "first_call")
+    two = stats(run, "second_call")
+    piece = stats(run, "piece")
+    assert one.incl_alloc_bytes >= 1000 * 1000
+    assert near(two.incl_alloc_bytes, 2 * one.incl_alloc_bytes, rel=0.05)
+    assert near(one.incl_alloc_bytes + two.incl_alloc_bytes, piece.incl_alloc_bytes, rel=0.05)
+
+
+def test_allocations_deep_in_an_unchanged_stack_do_not_reread_it() -> None:
+    """A loop allocating 60 frames down: the stack is read in full once per change of its
+    frames, not once per allocation (3.12+: frame exits are reported; before: one tight
+    comparison with the cached frames)."""
+
+    def deep(depth: int) -> list[bytearray]:
+        return deep(depth - 1) if depth else programs.pieces(5000)
+
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        kept = deep(60)
+    finally:
+        _tracer.stop()
+    info = _tracer.snapshot().info
+    _tracer.reset()
+    assert len(kept) == 5000
+    assert info["allocations"] >= 10_000
+    assert info["stack_reads"] < info["allocations"] / 10
+
+
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
     """The tracer sums lines and functions natively; the importers from a tree with
     memlens.calltree.once_per_path: both must be the same definition."""
