@@ -6,6 +6,7 @@
 //   current_frame(tstate)    -> innermost frame of a thread (or nullptr)
 //   frame_prev(f)            -> the calling frame
 //   frame_code(f)            -> PyCodeObject* or nullptr when the frame runs no code object
+//   frame_runs(f, code)      -> whether the frame runs `code` (cheaper than frame_code(f) == code)
 //   frame_pos(f)             -> the frame's instruction position as a plain integer, cheap to
 //                               compare (changes whenever the frame executes an instruction)
 //   frame_offset(f, code)    -> index (code units) of the last instruction executed
@@ -115,6 +116,7 @@ inline PyCodeObject* frame_code(Frame* f) {
     PyObject* ex = frame_executable(f);
     return (ex && PyCode_Check(ex)) ? reinterpret_cast<PyCodeObject*>(ex) : nullptr;
 }
+inline bool frame_runs(Frame* f, PyCodeObject* co) { return frame_executable(f) == reinterpret_cast<PyObject*>(co); }
 inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->instr_ptr); }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->instr_ptr - _PyCode_CODE(co));
@@ -154,6 +156,7 @@ inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet();
 inline Frame* current_frame(PyThreadState* ts) { return ts->cframe ? ts->cframe->current_frame : nullptr; }
 inline Frame* frame_prev(Frame* f) { return f->previous; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline bool frame_runs(Frame* f, PyCodeObject* co) { return f->f_code == co; }
 inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->prev_instr); }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
     return static_cast<int>(f->prev_instr - _PyCode_CODE(co));
@@ -175,6 +178,7 @@ inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet();
 inline Frame* current_frame(PyThreadState* ts) { return ts->frame; }
 inline Frame* frame_prev(Frame* f) { return f->f_back; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline bool frame_runs(Frame* f, PyCodeObject* co) { return f->f_code == co; }
 inline uintptr_t frame_pos(Frame* f) { return static_cast<uintptr_t>(static_cast<intptr_t>(f->f_lasti)); }
 inline int frame_offset(Frame* f, PyCodeObject*) { return f->f_lasti < 0 ? 0 : f->f_lasti; }
 inline bool frame_shim(Frame*) { return false; }

@@ -638,14 +638,22 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     if (s->len > 0) {
         Level& leaf = s->levels[s->len - 1];
         Frame* f = compat::current_frame(ts);
-        if (f == leaf.frame && compat::frame_code(f) == leaf.code && !compat::frame_incomplete(f)) {
-            if (compat::kMonitoring && g_monitoring && gil && s->trusted == s->len - 1) {
+        if (f == leaf.frame) {
+            if constexpr (compat::kMonitoring) {
                 // Every level but the innermost is trusted: when the innermost frame is the
-                // cached one, with its code and its caller, only its position can have moved.
-                if (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame) {
-                    return at_leaf_position(s, leaf, f);
+                // cached one, with its caller, only its position can have moved. At the cached
+                // position it runs the cached code (a position names its code), complete.
+                if (g_monitoring && gil && s->trusted == s->len - 1 &&
+                    (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame)) {
+                    if (compat::frame_pos(f) == leaf.pos) {
+                        return leaf.node;
+                    }
+                    if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
+                        return at_leaf_position(s, leaf, f);
+                    }
                 }
-            } else if (!compat::kMonitoring && callers_unchanged(s, compat::frame_prev(f))) {
+            } else if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f) &&
+                       callers_unchanged(s, compat::frame_prev(f))) {
                 return at_leaf_position(s, leaf, f);
             }
         }
