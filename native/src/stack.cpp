@@ -580,23 +580,22 @@ inline uint32_t at_leaf_position(ThreadStack* s, Level& leaf, Frame* f) {
 // level, as walk() would find them. One tight pass of a few loads a frame; any difference (a
 // call, a return, a moved caller, a skipped frame) leaves it to walk().
 inline bool callers_unchanged(const ThreadStack* s, Frame* f) {
-    const Level* lv = s->levels;
+    // One level against `f`, then `f` moves to its caller.
+    auto in_place = [&](int i) {
+        if (!f || !same_place(s->levels[i], f)) {
+            return false;
+        }
+        f = compat::frame_prev(f);
+        return true;
+    };
     int i = s->len - 2;
     for (; i >= 1; i -= 2) {  // two frames a turn: half the loop's own tests
-        if (!f || !same_place(lv[i], f)) {
+        if (!in_place(i) || !in_place(i - 1)) {
             return false;
         }
-        f = compat::frame_prev(f);
-        if (!f || !same_place(lv[i - 1], f)) {
-            return false;
-        }
-        f = compat::frame_prev(f);
     }
-    if (i == 0) {
-        if (!f || !same_place(lv[0], f)) {
-            return false;
-        }
-        f = compat::frame_prev(f);
+    if (i == 0 && !in_place(0)) {
+        return false;
     }
     return f == nullptr;
 }

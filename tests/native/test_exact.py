@@ -141,14 +141,10 @@ def test_allocations_deep_in_an_unchanged_stack_do_not_reread_it() -> None:
     """A loop allocating 60 frames down: the stack is read in full once per change of its
     frames, not once per allocation (3.12+: frame exits are reported; before: one tight
     comparison with the cached frames)."""
-
-    def deep(depth: int) -> list[bytearray]:
-        return deep(depth - 1) if depth else programs.pieces(5000)
-
     gc.collect()
     _tracer.start("exact", 0, 0, 10.0, True, True)
     try:
-        kept = deep(60)
+        kept = programs.pieces_below(60, 5000)
     finally:
         _tracer.stop()
     info = _tracer.snapshot().info
