@@ -15,6 +15,11 @@ namespace {
 
 constexpr size_t kLeafEntries = size_t{1} << (kLeafBits - kPageBits);
 constexpr size_t kLeafBytes = kLeafEntries * sizeof(uintptr_t);
+constexpr size_t kTopEntries = size_t{1} << kTopBits;
+
+// Which entries of g_top hold a leaf, a bit each: destroy() (at every start and reset) visits
+// the few leaves a run made instead of all 2^18 entries.
+uint64_t g_top_used[kTopEntries / 64];
 
 inline uintptr_t* leaf_of(uintptr_t p, bool create) {
     uintptr_t*& leaf = g_top[p >> kLeafBits];
@@ -22,6 +27,9 @@ inline uintptr_t* leaf_of(uintptr_t p, bool create) {
         // 2 MiB of address space; only the pages that are written cost memory.
         void* m = mmap(nullptr, kLeafBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         leaf = m == MAP_FAILED ? nullptr : static_cast<uintptr_t*>(m);
+        if (leaf) {
+            g_top_used[(p >> kLeafBits) / 64] |= uint64_t{1} << ((p >> kLeafBits) % 64);
+        }
     }
     return leaf;
 }
@@ -106,17 +114,18 @@ bool init() {
 }
 
 void destroy() {
-    for (uintptr_t*& leaf : g_top) {
-        if (!leaf) {
-            continue;
-        }
-        for (size_t i = 0; i < kLeafEntries; ++i) {
-            if (leaf[i]) {
-                std::free(reinterpret_cast<void*>(leaf[i] & ~uintptr_t(63)));
+    for (size_t w = 0; w < kTopEntries / 64; ++w) {
+        for (uint64_t bits = g_top_used[w]; bits != 0; bits &= bits - 1) {
+            uintptr_t*& leaf = g_top[w * 64 + size_t(__builtin_ctzll(bits))];
+            for (size_t i = 0; i < kLeafEntries; ++i) {
+                if (leaf[i]) {
+                    std::free(reinterpret_cast<void*>(leaf[i] & ~uintptr_t(63)));
+                }
             }
+            munmap(leaf, kLeafBytes);
+            leaf = nullptr;
         }
-        munmap(leaf, kLeafBytes);
-        leaf = nullptr;
+        g_top_used[w] = 0;
     }
     std::free(g_table.slots);
     g_table = Table{};

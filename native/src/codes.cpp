@@ -347,7 +347,11 @@ void reset() {
     for (uint32_t i = 0; i < g_count; ++i) {
         free_record(record(i));
     }
+    // Chunks are made in order (the next id's): the first missing one ends them.
     for (Record*& chunk : g_records) {
+        if (!chunk) {
+            break;
+        }
         std::free(chunk);
         chunk = nullptr;
     }

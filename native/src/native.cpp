@@ -76,10 +76,18 @@ struct Target {
     bool is_real(const void* p) const { return p == real || (alias && p == alias); }
 };
 std::vector<Target>* g_targets = nullptr;
+// The first letters of the targets' names: most names a library's relocations carry (C++'s
+// `_Z...`, CPython's `Py...`, `_Py...`) are turned down on their first byte, without a
+// string comparison per target (libstdc++ and libpython carry tens of thousands of them).
+bool g_first_letter[256];
 
 const Target* find_target(const char* name) {
+    const auto first = static_cast<unsigned char>(name[0]);
+    if (!g_first_letter[first]) {
+        return nullptr;
+    }
     for (const Target& t : *g_targets) {
-        if (std::strcmp(t.symbol, name) == 0) {
+        if (static_cast<unsigned char>(t.symbol[0]) == first && std::strcmp(t.symbol, name) == 0) {
             return &t;
         }
     }
@@ -150,6 +158,7 @@ void patch_object(const dl_phdr_info* info, bool lookups) {
     size_t jmprel_size = 0;
     const ElfW(Rela)* rela = nullptr;
     size_t rela_size = 0;
+    size_t relative = 0;  // DT_RELACOUNT: the leading R_*_RELATIVE entries of DT_RELA
     ElfW(Sxword) pltrel = 0;
     for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
@@ -177,6 +186,9 @@ void patch_object(const dl_phdr_info* info, bool lookups) {
             case DT_RELASZ:
                 rela_size = d->d_un.d_val;
                 break;
+            case DT_RELACOUNT:
+                relative = d->d_un.d_val;
+                break;
             default:
                 break;
         }
@@ -184,11 +196,13 @@ void patch_object(const dl_phdr_info* info, bool lookups) {
     if (!symtab || !strtab || (jmprel && pltrel != DT_RELA)) {
         return;  // no symbols, or REL relocations (not used on x86-64 and AArch64)
     }
-    auto scan = [&](const ElfW(Rela)* table, size_t bytes) {
+    // `skip`: entries known to be relative relocations (an address plus the load address,
+    // never a symbol's), which the linker puts first and counts (most of a library's).
+    auto scan = [&](const ElfW(Rela)* table, size_t bytes, size_t skip) {
         if (!table) {
             return;
         }
-        for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
+        for (size_t i = skip; i < bytes / sizeof(ElfW(Rela)); ++i) {
             const ElfW(Rela)& r = table[i];
             uint32_t type = uint32_t(ELF64_R_TYPE(r.r_info));
             if (type != kJumpSlot && type != kGlobDat && !(type == kAbs64 && r.r_addend == 0)) {
@@ -211,8 +225,8 @@ void patch_object(const dl_phdr_info* info, bool lookups) {
             write_slot(slot, t->hook, relro_start, relro_end);
         }
     };
-    scan(jmprel, jmprel_size);
-    scan(rela, rela_size);
+    scan(jmprel, jmprel_size, 0);
+    scan(rela, rela_size, relative);
 }
 
 // Patches the loaded libraries not patched yet. Under g_mutex, with our hooks not counting.
@@ -463,6 +477,9 @@ bool install() {
             return false;
         }
         g_targets = targets;
+        for (const Target& t : *g_targets) {
+            g_first_letter[static_cast<unsigned char>(t.symbol[0])] = true;
+        }
     }
     g_patches = new std::vector<Patch>();
     g_done = new std::vector<uintptr_t>();
