@@ -5,13 +5,13 @@ server compares an editor's buffer with a recorded file by it).
 Python decodes a source file as UTF-8 unless its first two lines declare another encoding
 (PEP 263, PEP 3120); the text kept has universal newlines. A recorded file's ``sha256`` is the
 digest of its bytes on disk, so a text is digested in the encoding it declares, the bytes it
-is saved as. Stdlib only; ``tokenize`` (costly to import) only for texts that declare one.
+is saved as. Stdlib only; ``tokenize`` (costly to import) only for texts that declare one,
+and OpenSSL only for large files (memlens.sha256).
 """
 
 from __future__ import annotations
 
-import hashlib
-
+from memlens import sha256
 from memlens.layout import open_regular
 
 #: How far a coding declaration may be (PEP 263: the first two lines; a long line before the
@@ -29,7 +29,7 @@ def read_source(path: str) -> tuple[str, str] | None:
             data = fh.read()
     except (OSError, ValueError):  # ValueError: a NUL in the name
         return None
-    return hashlib.sha256(data).hexdigest(), decode_source(data)
+    return sha256.hexdigest(data), decode_source(data)
 
 
 def decode_source(data: bytes) -> str:
@@ -50,7 +50,7 @@ def decode_source(data: bytes) -> str:
 def text_digest(text: str) -> str:
     """The sha256 of ``text`` saved in the encoding it declares (UTF-8 unless it declares
     one): equal to a recorded file's ``sha256`` when ``text`` is that file's content."""
-    return hashlib.sha256(_encode(text)).hexdigest()
+    return sha256.hexdigest(_encode(text))
 
 
 def _encode(text: str) -> bytes:

@@ -24,6 +24,9 @@ HEAVY = (
     # json's decoder compiles regular expressions on import (~30 M instructions): the run file
     # is written through json's C encoder instead (memlens.runfile.jsontext).
     "json",
+    # hashlib loads OpenSSL's libcrypto (~11 M instructions): a small run's digests use
+    # CPython's own SHA-256 (memlens.sha256).
+    "hashlib",
     "re",
     "dataclasses",
     "inspect",

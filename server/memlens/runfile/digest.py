@@ -7,8 +7,7 @@ in; the reader from the rows it fetches anyway (:class:`memlens.runfile.reader.R
 
 from __future__ import annotations
 
-import hashlib
-
+from memlens import sha256
 from memlens.runfile.jsontext import compact
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see memlens/__init__.py)
@@ -28,9 +27,7 @@ def digest_json(rows: Sequence[Sequence[Any]]) -> bytes:
         # (a scan of every value costs more than the JSON itself on a big run).
         text = compact(rows)
     except TypeError:
-        rows = [
-            [hashlib.sha256(v).hexdigest() if isinstance(v, bytes) else v for v in r] for r in rows
-        ]
+        rows = [[sha256.hexdigest(v) if isinstance(v, bytes) else v for v in r] for r in rows]
         text = compact(rows)
     return text[1:-1].encode("utf-8", "surrogatepass")
 
@@ -47,7 +44,7 @@ class Digest:
     CHUNK = 4096
 
     def __init__(self) -> None:
-        self._h = hashlib.sha256()
+        self._h = sha256.Sha256()
 
     def start(self, table: str) -> None:
         self._h.update(table.encode() + b"\n[")

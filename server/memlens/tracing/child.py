@@ -279,7 +279,7 @@ def _import_writer() -> None:
         import stat  # noqa: F401
         import time  # noqa: F401
 
-        from memlens import layout, model, source  # noqa: F401 - source: hashlib too
+        from memlens import layout, model, source  # noqa: F401 - source: memlens.sha256 too
         from memlens.runfile import writer  # noqa: F401
         from memlens.tracing import runner  # noqa: F401
     finally:
