@@ -20,6 +20,7 @@
 #include "codes.hpp"
 #include "holders.hpp"
 #include "snapshot.hpp"
+#include "stack.hpp"
 #include "tracer.hpp"
 
 namespace nb = nanobind;
@@ -260,6 +261,10 @@ NB_MODULE(_tracer, m) {
           "without it), 'unavailable' (before 3.13), '' before any run.");
     m.def("watches_exits", &memlens::watches_exits,
           "Whether this run reads only the changed part of stacks (sys.monitoring, 3.12+).");
+    m.def("reads_thread_state", &memlens::stack::reads_thread_state,
+          "Whether the calling thread's allocations read its current thread state with one load "
+          "(3.12+ on x86-64 Linux; otherwise through the interpreter's accessor). False before "
+          "this thread's first traced allocation.");
     m.def("monitoring_tool", &memlens::monitoring_tool,
           "The sys.monitoring tool id this run holds (-1: none).");
     m.def("move_monitoring", &memlens::move_monitoring, nb::arg("tool"),

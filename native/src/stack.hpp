@@ -30,6 +30,16 @@ constexpr uint32_t kNotTheProgram = UINT32_MAX;
 // registration would allocate.
 uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate);
 
+// Finds where the interpreter keeps the calling thread's current thread state (its own
+// thread-local variable), so that every thread's allocations read it with one load instead of
+// a call into the interpreter (see stack.cpp). Requires the GIL; releases it for a moment.
+// Once found, it stays known for the process; on other platforms, or when the variable is
+// not found unambiguously, the interpreter is asked as before.
+void find_thread_state();
+// Whether the calling thread reads its current thread state with one load (its stack cache
+// holds its instance of the variable find_thread_state() found).
+bool reads_thread_state();
+
 // Sets up frame-exit monitoring (3.12+) for a run; returns false when it is not available
 // (the tracer then reads whole stacks). Requires the GIL, before the hooks go in.
 bool start_monitoring();

@@ -135,6 +135,7 @@ std::string start(const Options& options) {
         return "memlens hooks from an earlier run are still installed below another "
                "allocator hook; restart the process to trace again";
     }
+    stack::find_thread_state();
     reset();
     g_run.opts = options;
     g_run.sampling = options.mode == Mode::Sampling;
