@@ -131,7 +131,7 @@ void destroy() {
     g_table = Table{};
 }
 
-bool page_put(uintptr_t p, size_t size, uint32_t node) {
+bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
     if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
         return false;
     }

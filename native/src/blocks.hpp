@@ -40,9 +40,27 @@ bool init();
 // Frees every side array and leaf (not while tracing).
 void destroy();
 
+// page_put() where the page has no side array for `size`'s class yet (or `p` is out of the
+// map's range): makes it, out of line (the common case below stays a few instructions inside
+// the hook, with no call).
+bool page_put_new(uintptr_t p, size_t size, uint32_t node);
+
 // Remembers a pymalloc block of `size` bytes (1..512) charged to `node`. Creates the page's
 // side array when needed. False when out of memory (the caller then uses the table).
-bool page_put(uintptr_t p, size_t size, uint32_t node);
+inline bool page_put(uintptr_t p, size_t size, uint32_t node) {
+    if (p < kAddressLimit && size - 1 < compat::kPymallocSmall) {
+        if (uintptr_t* leaf = g_top[p >> kLeafBits]) {
+            uintptr_t e = leaf[(p >> kPageBits) & ((uintptr_t{1} << (kLeafBits - kPageBits)) - 1)];
+            uint32_t k = uint32_t((size + 15) / 16);
+            if (e && (e & 31) + 1 == k) {
+                auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
+                side[(uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16] = ((node + 1) << 4) | uint32_t(k * 16 - size);
+                return true;
+            }
+        }
+    }
+    return page_put_new(p, size, node);
+}
 
 // Whether `p` lies in a page known to hold pymalloc blocks of `size`'s class (so a realloc's
 // result can go in the block map).

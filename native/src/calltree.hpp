@@ -149,20 +149,21 @@ inline void on_free(Figures& f, int64_t& total, int64_t bytes, int64_t count) {
 }
 
 // The same, at node `id`: its GIL figures (all figures in sampling mode), with the node's
-// moment kept.
-inline void alloc_at(uint32_t id, int64_t bytes, int64_t count) {
+// moment kept. These three are always inlined: as a call from the allocation hook alloc_at
+// cost ~15 instructions of register saving per allocation, a quarter of its work.
+__attribute__((always_inline)) inline void alloc_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
     on_alloc(n.fig, g_run.total, bytes, count);
 }
-inline void free_at(uint32_t id, int64_t bytes, int64_t count) {
+__attribute__((always_inline)) inline void free_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
     on_free(n.fig, g_run.total, bytes, count);
 }
 // A live block moved to node `id` (free_at took it from its old node), with the node's moment
 // kept.
-inline void move_in_at(uint32_t id, int64_t bytes, int64_t count) {
+__attribute__((always_inline)) inline void move_in_at(uint32_t id, int64_t bytes, int64_t count) {
     Node& n = node(id);
     moments::touch(n.moment, id, n.fig.live_bytes, moments::g_log);
     on_move_in(n.fig, g_run.total, bytes, count);

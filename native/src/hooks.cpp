@@ -199,9 +199,29 @@ struct Forgotten {
     uint64_t size;
 };
 
+// forget() for a block in the address table, out of line (the lock, sampling's counts); with
+// the caller's NogilEvent alive.
+__attribute__((noinline)) Forgotten forget_in_table(uintptr_t p, bool gil) {
+    blocks::Entry e{};
+    {
+        Guard g(g_table_lock);
+        if (!blocks::table_take(p, &e)) {
+            return {};
+        }
+        if (g_run.sampling || !gil) {
+            count_free(e.node, sampling::weight(e.size), gil);
+        }
+    }
+    if (!g_run.sampling && gil) {
+        calltree::free_at(e.node, int64_t(e.size), 1);
+    }
+    return {true, false, e.node, e.size};
+}
+
 // Forgets a block about to be freed (or reallocated), if it is tracked. `mapped`: the block
-// may be in the pymalloc block map (a MEM/OBJ block).
-Forgotten forget(uintptr_t p, bool gil, bool mapped) {
+// may be in the pymalloc block map (a MEM/OBJ block). Always inlined into the hooks: a block
+// of the map (the common free) or one the filter rules out costs no call.
+__attribute__((always_inline)) inline Forgotten forget(uintptr_t p, bool gil, bool mapped) {
     NogilEvent event(gil);
     if (!event.live()) {
         return {};
@@ -217,20 +237,7 @@ Forgotten forget(uintptr_t p, bool gil, bool mapped) {
     if (!blocks::filter_hit(p)) {
         return {};
     }
-    blocks::Entry e{};
-    {
-        Guard g(g_table_lock);
-        if (!blocks::table_take(p, &e)) {
-            return {};
-        }
-        if (g_run.sampling || !gil) {
-            count_free(e.node, sampling::weight(e.size), gil);
-        }
-    }
-    if (!g_run.sampling && gil) {
-        calltree::free_at(e.node, int64_t(e.size), 1);
-    }
-    return {true, false, e.node, e.size};
+    return forget_in_table(p, gil);
 }
 
 // A realloc failed: the old block (forgotten before the call) is still alive.
