@@ -54,8 +54,21 @@ template <typename T>
 nb::object typed(const std::vector<T>& v, const char* typecode) {
     static nb::object array = nb::module_::import_("array").attr("array");
     nb::object a = array(typecode);
-    a.attr("frombytes")(nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+    // Read through a view of the vector: the array's copy is the only one (a call tree's
+    // columns are megabytes each; a bytes object in between doubled them for a while).
+    nb::object view = nb::steal(PyMemoryView_FromMemory(const_cast<char*>(reinterpret_cast<const char*>(v.data())),
+                                                        Py_ssize_t(v.size() * sizeof(T)), PyBUF_READ));
+    if (!view.is_valid()) {
+        throw nb::python_error();
+    }
+    a.attr("frombytes")(view);
     return a;
+}
+
+// Frees a vector's memory now (clear() keeps it).
+template <typename T>
+void free_now(std::vector<T>& v) {
+    std::vector<T>().swap(v);
 }
 
 // One column of a struct array, as a typed array.
@@ -127,7 +140,7 @@ NB_MODULE(_tracer, m) {
                 d["duration_s"] = s.duration_s;
                 d["mode"] = s.mode == 1 ? "sampling" : "exact";
                 d["sample_interval"] = s.sample_interval;
-                d["nodes"] = s.nodes.size();
+                d["nodes"] = s.nodes.size() + s.released_nodes;
                 d["timeline"] = timeline;
                 d["peak_t"] = s.moments.peak_t >= 0 ? nb::object(nb::float_(s.moments.peak_t)) : nb::none();
                 d["moments_dropped"] = s.moments.dropped;
@@ -137,8 +150,11 @@ NB_MODULE(_tracer, m) {
             "any allocation) and whether the moments were dropped (too many changes).")
         .def(
             "build",
-            [](const memlens::SnapshotData& s, nb::bytes file_of_code, nb::bytes function_of_code,
-               int32_t functions) {
+            [](memlens::SnapshotData& s, nb::bytes file_of_code, nb::bytes function_of_code,
+               int32_t functions, bool release_nodes) {
+                if (s.released_nodes != 0) {
+                    throw nb::value_error("this snapshot was built with release=True already");
+                }
                 std::vector<int32_t> files = int32s(file_of_code), funcs = int32s(function_of_code);
                 if (files.size() != s.lines.count() || funcs.size() != s.lines.count()) {
                     throw nb::value_error("one file and one function per code id are needed");
@@ -146,14 +162,20 @@ NB_MODULE(_tracer, m) {
                 memlens::Built b;
                 {
                     nb::gil_scoped_release release;
-                    memlens::build(s, files, funcs, functions, b);
+                    memlens::build(s, files, funcs, functions, b, release_nodes);
                 }
+                // Each column freed once converted: a big call tree's peak memory is here.
                 nb::dict tree, sites, site_incl, site_native, fns;
                 tree["parent"] = typed(b.parent, "i");
+                free_now(b.parent);
                 tree["file"] = typed(b.file, "i");
+                free_now(b.file);
                 tree["line"] = typed(b.line, "i");
+                free_now(b.line);
                 tree["function"] = typed(b.function, "i");
+                free_now(b.function);
                 put_sums(tree, b.self, nullptr);
+                free_now(b.self);
                 sites["file"] = typed(b.site_file, "i");
                 sites["line"] = typed(b.site_line, "i");
                 put_sums(sites, b.site_self, &b.site_vars);
@@ -181,10 +203,13 @@ NB_MODULE(_tracer, m) {
                 return out;
             },
             nb::arg("file_of_code"), nb::arg("function_of_code"), nb::arg("functions"),
+            nb::arg("release") = false,
             "Collapses the tree onto lines: file_of_code and function_of_code are int32 arrays "
             "(one entry per code id; file -1 = transparent). Returns typed columns; `moments`: "
             "per kept moment its time and traced total, and per moment the sites and functions "
-            "whose live bytes changed since the moment before, with their new values.");
+            "whose live bytes changed since the moment before, with their new values. `release`: "
+            "the snapshot's nodes are freed once summed (it cannot be built again; less peak "
+            "memory).");
 
     m.def(
         "holders",

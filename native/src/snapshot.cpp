@@ -1,6 +1,7 @@
 #include "snapshot.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "calltree.hpp"
 
@@ -77,7 +78,7 @@ private:
 // Their changes, collapsed onto the collapsed nodes, are then applied moment by moment: to the
 // node's site (self), and once to each distinct site and function on its path (inclusive, as
 // the run's own inclusive figures count each subtree once per line and function on its path).
-void build_moments(const SnapshotData& snap, const std::vector<int32_t>& fid_of,
+void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of,
                    const std::vector<int32_t>& site_of, Built& out) {
     const moments::Snapshot& ms = snap.moments;
     const size_t kept = ms.bounds.size();
@@ -88,45 +89,60 @@ void build_moments(const SnapshotData& snap, const std::vector<int32_t>& fid_of,
     if (kept == 0) {
         return;
     }
-    const size_t n = snap.nodes.size();
-    struct Change {
-        int32_t node;  // collapsed node
-        int64_t delta;
-    };
-    std::vector<std::vector<Change>> by_moment(kept);
+    // The changes of the collapsed nodes' live bytes, grouped by moment (counted first, then
+    // written in place: a big tree has about one per node, and vectors per moment grown by
+    // doubling held up to twice that): moment k's are change_node/change_delta[start[k] ..
+    // start[k + 1]).
+    std::vector<size_t> start(kept + 1, 0);
+    std::vector<int32_t> change_node;
+    std::vector<int64_t> change_delta;
     {
         std::vector<int64_t> prev(n), value(n);
         std::vector<int32_t> at(n);
-        for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
-            std::fill(prev.begin(), prev.end(), 0);
-            std::fill(at.begin(), at.end(), -1);
-            auto flush = [&](uint32_t id) {
-                int64_t d = value[id] - prev[id];
-                prev[id] = value[id];
-                if (d != 0 && fid_of[id] >= 0) {
-                    by_moment[size_t(at[id])].push_back(Change{fid_of[id], d});
+        // Every change of both logs, in order, to `emit(moment, collapsed node, delta)`.
+        auto scan = [&](auto&& emit) {
+            for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
+                std::fill(prev.begin(), prev.end(), 0);
+                std::fill(at.begin(), at.end(), -1);
+                auto flush = [&](uint32_t id) {
+                    int64_t d = value[id] - prev[id];
+                    prev[id] = value[id];
+                    if (d != 0 && fid_of[id] >= 0) {
+                        emit(size_t(at[id]), fid_of[id], d);
+                    }
+                };
+                for (const moments::Entry& e : *log) {
+                    if (e.node >= n) {
+                        continue;
+                    }
+                    int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
+                    if (size_t(m) >= kept) {
+                        continue;
+                    }
+                    if (at[e.node] != m && at[e.node] >= 0) {
+                        flush(e.node);
+                    }
+                    at[e.node] = m;
+                    value[e.node] = e.live;
                 }
-            };
-            for (const moments::Entry& e : *log) {
-                if (e.node >= n) {
-                    continue;
+                for (uint32_t id = 0; id < n; ++id) {
+                    if (at[id] >= 0) {
+                        flush(id);
+                    }
                 }
-                int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
-                if (size_t(m) >= kept) {
-                    continue;
-                }
-                if (at[e.node] != m && at[e.node] >= 0) {
-                    flush(e.node);
-                }
-                at[e.node] = m;
-                value[e.node] = e.live;
             }
-            for (uint32_t id = 0; id < n; ++id) {
-                if (at[id] >= 0) {
-                    flush(id);
-                }
-            }
+        };
+        scan([&](size_t k, int32_t, int64_t) { ++start[k + 1]; });
+        for (size_t k = 0; k < kept; ++k) {
+            start[k + 1] += start[k];
         }
+        change_node.resize(start[kept]);
+        change_delta.resize(start[kept]);
+        std::vector<size_t> fill(start.begin(), start.end() - 1);
+        scan([&](size_t k, int32_t node, int64_t d) {
+            change_node[fill[k]] = node;
+            change_delta[fill[k]++] = d;
+        });
     }
     const size_t m = out.parent.size(), sites = out.site_file.size(), fns = out.function_incl.size();
     std::vector<int64_t> node_delta(m), self(sites), incl(sites), fval(fns);
@@ -139,15 +155,15 @@ void build_moments(const SnapshotData& snap, const std::vector<int32_t>& fid_of,
         changed_nodes.clear();
         changed_sites.clear();
         changed_fns.clear();
-        for (const Change& c : by_moment[k]) {
-            if (node_stamp[size_t(c.node)] != stamp) {
-                node_stamp[size_t(c.node)] = stamp;
-                node_delta[size_t(c.node)] = 0;
-                changed_nodes.push_back(c.node);
+        for (size_t i = start[k]; i < start[k + 1]; ++i) {
+            size_t node = size_t(change_node[i]);
+            if (node_stamp[node] != stamp) {
+                node_stamp[node] = stamp;
+                node_delta[node] = 0;
+                changed_nodes.push_back(int32_t(node));
             }
-            node_delta[size_t(c.node)] += c.delta;
+            node_delta[node] += change_delta[i];
         }
-        by_moment[k] = {};
         for (int32_t c : changed_nodes) {
             int64_t d = node_delta[size_t(c)];
             if (d == 0) {
@@ -204,14 +220,16 @@ void build_moments(const SnapshotData& snap, const std::vector<int32_t>& fid_of,
 
 }  // namespace
 
-void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
-           const std::vector<int32_t>& function_of_code, int32_t functions, Built& out) {
+void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
+           const std::vector<int32_t>& function_of_code, int32_t functions, Built& out, bool release) {
     out = Built{};
     const size_t n = snap.nodes.size();
     std::vector<int32_t> fid_of(n, -1);  // native node -> collapsed node (-1: none)
     std::vector<int32_t> site_of;        // collapsed node -> site
-    // (collapsed parent, site) -> collapsed node; (file, line) -> site
-    FlatMap node_key(n), site_key(1024);
+    // (collapsed parent, site) -> collapsed node; (file, line) -> site: needed by the first
+    // pass only (freed after it).
+    auto node_key = std::make_unique<FlatMap>(n);
+    FlatMap site_key(1024);
 
     for (size_t id = 0; id < n; ++id) {
         const SnapshotNode& nd = snap.nodes[id];
@@ -229,7 +247,7 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
                 out.site_line.push_back(line);
             }
             uint64_t nkey = (uint64_t(uint32_t(inherited + 1)) << 32) | uint32_t(site);
-            int32_t fid = node_key.emplace(nkey, int32_t(out.parent.size()), &added);
+            int32_t fid = node_key->emplace(nkey, int32_t(out.parent.size()), &added);
             if (added) {
                 out.parent.push_back(inherited);
                 out.file.push_back(file);
@@ -239,6 +257,11 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
             fid_of[id] = fid;
         }
+    }
+    node_key.reset();
+    // (grown by doubling: up to half of each is slack, held until the end)
+    for (std::vector<int32_t>* v : {&out.parent, &out.file, &out.line, &out.function, &site_of}) {
+        v->shrink_to_fit();
     }
     const size_t m = out.parent.size();
     const size_t sites = out.site_file.size();
@@ -260,9 +283,17 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
+    if (release) {
+        snap.released_nodes = n;
+        std::vector<SnapshotNode>().swap(snap.nodes);
+        std::vector<SumVars>().swap(snap.vars);
+    }
 
-    // Subtree sums: a collapsed node's parent always precedes it.
-    std::vector<Sums> sub(out.self);
+    // Subtree sums, in place of the self figures (a big tree's second copy of them was its
+    // largest transient): a collapsed node's parent always precedes it. Each node's self
+    // figures are its subtree's less its children's subtrees (exact: integers), found again
+    // during the walk and written back after it.
+    std::vector<Sums>& sub = out.self;
     for (size_t i = m; i-- > 0;) {
         if (out.parent[i] >= 0) {
             sub[size_t(out.parent[i])].add(sub[i]);
@@ -299,10 +330,17 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         uint32_t next_child;
     };
     std::vector<Frame> walk;
+    auto self_of = [&](uint32_t i) {
+        Sums own = sub[i];
+        for (uint32_t k = first[i]; k < first[i + 1]; ++k) {
+            own.subtract(sub[kids[k]]);
+        }
+        return own;
+    };
     auto enter = [&](uint32_t i) {
         uint32_t site = uint32_t(site_of[i]);
         int32_t fn = out.function[i];
-        out.site_self[site].add(out.self[i]);
+        out.site_self[site].add(self_of(i));
         if (site_active[site]++ == 0) {
             out.site_incl[site].add(sub[i]);
         }
@@ -328,7 +366,13 @@ void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
-    build_moments(snap, fid_of, site_of, out);
+    // Back to self figures: parents first, while their children still hold subtree sums.
+    for (size_t i = 0; i < m; ++i) {
+        out.self[i] = self_of(uint32_t(i));
+    }
+    std::vector<uint32_t>().swap(kids);  // (the moments need their own memory)
+    std::vector<uint32_t>().swap(first);
+    build_moments(snap, n, fid_of, site_of, out);
 }
 
 }  // namespace memlens

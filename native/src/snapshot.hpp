@@ -32,6 +32,13 @@ struct Sums {
         live_count += o.live_count;
         peak_bytes += o.peak_bytes;
     }
+    void subtract(const Sums& o) {
+        alloc_bytes -= o.alloc_bytes;
+        alloc_count -= o.alloc_count;
+        live_bytes -= o.live_bytes;
+        live_count -= o.live_count;
+        peak_bytes -= o.peak_bytes;
+    }
 };
 
 // The variances of sampling mode's estimates of alloc, live and peak bytes.
@@ -59,6 +66,7 @@ struct TimelinePoint {
 
 struct SnapshotData {
     std::vector<SnapshotNode> nodes;
+    size_t released_nodes = 0;  // how many nodes a build() with `release` freed (0: none)
     std::vector<SumVars> vars;  // per node, sampling mode only
     codes::Lines lines;
     int64_t peak_traced_bytes = 0;
@@ -102,7 +110,9 @@ struct Built {
 
 // `file_of_code[c]` (-1: transparent) and `function_of_code[c]` for every code id of the
 // snapshot; `functions` is the number of distinct function ids.
-void build(const SnapshotData& snap, const std::vector<int32_t>& file_of_code,
-           const std::vector<int32_t>& function_of_code, int32_t functions, Built& out);
+// With `release`, the snapshot's nodes (and variances) are freed as soon as they are summed:
+// the snapshot cannot be built again, and a big call tree's peak memory is ~20% lower.
+void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
+           const std::vector<int32_t>& function_of_code, int32_t functions, Built& out, bool release = false);
 
 }  // namespace memlens

@@ -8,7 +8,7 @@ class Snapshot:
     @property
     def info(self) -> dict[str, Any]: ...
     def build(
-        self, file_of_code: bytes, function_of_code: bytes, functions: int
+        self, file_of_code: bytes, function_of_code: bytes, functions: int, release: bool = False
     ) -> dict[str, Any]: ...
 
 def start(

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,37 @@ def test_every_thread_reads_its_own_thread_state_directly() -> None:
     run, _ = profile(program)
     assert seen == {"main": True, "thread": True}
     assert near(stats(run, "thread").alloc_bytes, 3 * MIB)
+
+
+def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> None:
+    """build(release=True), as memlens's own runs use it, frees the snapshot's nodes once
+    summed (a big call tree's peak memory): the figures are those of a plain build, the node
+    count stays in the snapshot's info, and a second build is refused with a clear error."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        programs.recurse(4)
+        kept = programs.pieces_below(8, 200)
+    finally:
+        _tracer.stop()
+    snap, again = _tracer.snapshot(), _tracer.snapshot()
+    _tracer.reset()
+    assert len(kept) == 200
+    n = len(snap.codes)
+    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
+    nodes = snap.info["nodes"]
+    plain = again.build(files, functions, n)
+    released = snap.build(files, functions, n, release=True)
+    assert snap.info["nodes"] == nodes > 0
+    assert {k: v.tolist() for k, v in released["tree"].items()} == {
+        k: v.tolist() for k, v in plain["tree"].items()
+    }
+    assert (
+        released["sites_incl"]["alloc_bytes"].tolist()
+        == plain["sites_incl"]["alloc_bytes"].tolist()
+    )
+    with pytest.raises(ValueError, match="release=True already"):
+        snap.build(files, functions, n)
 
 
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:

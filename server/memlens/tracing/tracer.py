@@ -921,7 +921,9 @@ def _collapse(snap: Any, session: _Session) -> _Parts:
         fid = files[path]
         file_of.append(fid)
         function_of.append(functions.setdefault((fid, qualname, first, last), len(functions)))
-    built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions))
+    # The snapshot's nodes are freed once summed (a big call tree's peak memory is here);
+    # only its info is read afterwards.
+    built = snap.build(file_of.tobytes(), function_of.tobytes(), len(functions), release=True)
     return _Parts(built, list(files), functions, flt, given)
 
 
