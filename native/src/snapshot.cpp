@@ -102,6 +102,9 @@ void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t
         // Every change of both logs, in order, to `emit(moment, collapsed node, delta)`.
         auto scan = [&](auto&& emit) {
             for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
+                if (log->empty()) {
+                    continue;  // (the no-GIL log, in most runs)
+                }
                 std::fill(prev.begin(), prev.end(), 0);
                 std::fill(at.begin(), at.end(), -1);
                 auto flush = [&](uint32_t id) {
