@@ -56,8 +56,9 @@ nb::object typed(const std::vector<T>& v, const char* typecode) {
     nb::object a = array(typecode);
     // Read through a view of the vector: the array's copy is the only one (a call tree's
     // columns are megabytes each; a bytes object in between doubled them for a while).
-    nb::object view = nb::steal(PyMemoryView_FromMemory(const_cast<char*>(reinterpret_cast<const char*>(v.data())),
-                                                        Py_ssize_t(v.size() * sizeof(T)), PyBUF_READ));
+    static char none = 0;  // an empty vector's data() may be null, which CPython asserts against
+    char* data = v.empty() ? &none : const_cast<char*>(reinterpret_cast<const char*>(v.data()));
+    nb::object view = nb::steal(PyMemoryView_FromMemory(data, Py_ssize_t(v.size() * sizeof(T)), PyBUF_READ));
     if (!view.is_valid()) {
         throw nb::python_error();
     }

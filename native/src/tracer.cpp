@@ -122,6 +122,9 @@ std::string start(const Options& options) {
         // The hooks rely on the GIL serialising MEM/OBJ allocations and frame reads.
         return "free-threaded Python builds are not supported yet";
     }
+    // First: it gives up the GIL for a moment (once per process), so another thread's start
+    // may complete meanwhile; the check below then sees it.
+    stack::find_thread_state();
     if (g_run.active.load()) {
         return "memlens is already tracing this process";
     }
@@ -135,7 +138,6 @@ std::string start(const Options& options) {
         return "memlens hooks from an earlier run are still installed below another "
                "allocator hook; restart the process to trace again";
     }
-    stack::find_thread_state();
     reset();
     g_run.opts = options;
     g_run.sampling = options.mode == Mode::Sampling;
