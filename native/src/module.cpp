@@ -66,12 +66,6 @@ nb::object typed(const std::vector<T>& v, const char* typecode) {
     return a;
 }
 
-// Frees a vector's memory now (clear() keeps it).
-template <typename T>
-void free_now(std::vector<T>& v) {
-    std::vector<T>().swap(v);
-}
-
 // One column of a struct array, as a typed array.
 template <typename S, typename T>
 nb::object column(const std::vector<S>& rows, T S::*field, const char* typecode) {
@@ -168,15 +162,15 @@ NB_MODULE(_tracer, m) {
                 // Each column freed once converted: a big call tree's peak memory is here.
                 nb::dict tree, sites, site_incl, site_native, fns;
                 tree["parent"] = typed(b.parent, "i");
-                free_now(b.parent);
+                memlens::free_now(b.parent);
                 tree["file"] = typed(b.file, "i");
-                free_now(b.file);
+                memlens::free_now(b.file);
                 tree["line"] = typed(b.line, "i");
-                free_now(b.line);
+                memlens::free_now(b.line);
                 tree["function"] = typed(b.function, "i");
-                free_now(b.function);
+                memlens::free_now(b.function);
                 put_sums(tree, b.self, nullptr);
-                free_now(b.self);
+                memlens::free_now(b.self);
                 sites["file"] = typed(b.site_file, "i");
                 sites["line"] = typed(b.site_line, "i");
                 put_sums(sites, b.site_self, &b.site_vars);

@@ -89,63 +89,47 @@ void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t
     if (kept == 0) {
         return;
     }
-    // The changes of the collapsed nodes' live bytes, grouped by moment (counted first, then
-    // written in place: a big tree has about one per node, and vectors per moment grown by
-    // doubling held up to twice that): moment k's are change_node/change_delta[start[k] ..
-    // start[k + 1]).
-    std::vector<size_t> start(kept + 1, 0);
-    std::vector<int32_t> change_node;
-    std::vector<int64_t> change_delta;
+    struct Change {
+        int32_t node;  // collapsed node
+        int64_t delta;
+    };
+    std::vector<std::vector<Change>> by_moment(kept);
     {
         std::vector<int64_t> prev(n), value(n);
         std::vector<int32_t> at(n);
-        // Every change of both logs, in order, to `emit(moment, collapsed node, delta)`.
-        auto scan = [&](auto&& emit) {
-            for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
-                if (log->empty()) {
-                    continue;  // (the no-GIL log, in most runs)
+        for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
+            if (log->empty()) {
+                continue;  // (the no-GIL log, in most runs)
+            }
+            std::fill(prev.begin(), prev.end(), 0);
+            std::fill(at.begin(), at.end(), -1);
+            auto flush = [&](uint32_t id) {
+                int64_t d = value[id] - prev[id];
+                prev[id] = value[id];
+                if (d != 0 && fid_of[id] >= 0) {
+                    by_moment[size_t(at[id])].push_back(Change{fid_of[id], d});
                 }
-                std::fill(prev.begin(), prev.end(), 0);
-                std::fill(at.begin(), at.end(), -1);
-                auto flush = [&](uint32_t id) {
-                    int64_t d = value[id] - prev[id];
-                    prev[id] = value[id];
-                    if (d != 0 && fid_of[id] >= 0) {
-                        emit(size_t(at[id]), fid_of[id], d);
-                    }
-                };
-                for (const moments::Entry& e : *log) {
-                    if (e.node >= n) {
-                        continue;
-                    }
-                    int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
-                    if (size_t(m) >= kept) {
-                        continue;
-                    }
-                    if (at[e.node] != m && at[e.node] >= 0) {
-                        flush(e.node);
-                    }
-                    at[e.node] = m;
-                    value[e.node] = e.live;
+            };
+            for (const moments::Entry& e : *log) {
+                if (e.node >= n) {
+                    continue;
                 }
-                for (uint32_t id = 0; id < n; ++id) {
-                    if (at[id] >= 0) {
-                        flush(id);
-                    }
+                int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
+                if (size_t(m) >= kept) {
+                    continue;
+                }
+                if (at[e.node] != m && at[e.node] >= 0) {
+                    flush(e.node);
+                }
+                at[e.node] = m;
+                value[e.node] = e.live;
+            }
+            for (uint32_t id = 0; id < n; ++id) {
+                if (at[id] >= 0) {
+                    flush(id);
                 }
             }
-        };
-        scan([&](size_t k, int32_t, int64_t) { ++start[k + 1]; });
-        for (size_t k = 0; k < kept; ++k) {
-            start[k + 1] += start[k];
         }
-        change_node.resize(start[kept]);
-        change_delta.resize(start[kept]);
-        std::vector<size_t> fill(start.begin(), start.end() - 1);
-        scan([&](size_t k, int32_t node, int64_t d) {
-            change_node[fill[k]] = node;
-            change_delta[fill[k]++] = d;
-        });
     }
     const size_t m = out.parent.size(), sites = out.site_file.size(), fns = out.function_incl.size();
     std::vector<int64_t> node_delta(m), self(sites), incl(sites), fval(fns);
@@ -158,15 +142,15 @@ void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t
         changed_nodes.clear();
         changed_sites.clear();
         changed_fns.clear();
-        for (size_t i = start[k]; i < start[k + 1]; ++i) {
-            size_t node = size_t(change_node[i]);
-            if (node_stamp[node] != stamp) {
-                node_stamp[node] = stamp;
-                node_delta[node] = 0;
-                changed_nodes.push_back(int32_t(node));
+        for (const Change& c : by_moment[k]) {
+            if (node_stamp[size_t(c.node)] != stamp) {
+                node_stamp[size_t(c.node)] = stamp;
+                node_delta[size_t(c.node)] = 0;
+                changed_nodes.push_back(c.node);
             }
-            node_delta[node] += change_delta[i];
+            node_delta[size_t(c.node)] += c.delta;
         }
+        by_moment[k] = {};
         for (int32_t c : changed_nodes) {
             int64_t d = node_delta[size_t(c)];
             if (d == 0) {
@@ -288,14 +272,14 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     }
     if (release) {
         snap.released_nodes = n;
-        std::vector<SnapshotNode>().swap(snap.nodes);
-        std::vector<SumVars>().swap(snap.vars);
+        free_now(snap.nodes);
+        free_now(snap.vars);
     }
 
     // Subtree sums, in place of the self figures (a big tree's second copy of them was its
     // largest transient): a collapsed node's parent always precedes it. Each node's self
     // figures are its subtree's less its children's subtrees (exact: integers), found again
-    // during the walk and written back after it.
+    // when the walk enters it and written back then.
     std::vector<Sums>& sub = out.self;
     for (size_t i = m; i-- > 0;) {
         if (out.parent[i] >= 0) {
@@ -343,13 +327,17 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     auto enter = [&](uint32_t i) {
         uint32_t site = uint32_t(site_of[i]);
         int32_t fn = out.function[i];
-        out.site_self[site].add(self_of(i));
+        Sums own = self_of(i);
+        out.site_self[site].add(own);
         if (site_active[site]++ == 0) {
             out.site_incl[site].add(sub[i]);
         }
         if (fn >= 0 && size_t(fn) < func_active.size() && func_active[size_t(fn)]++ == 0) {
             out.function_incl[size_t(fn)].add(sub[i]);
         }
+        // Back to its self figures: its subtree sum is not read again (its parent, entered
+        // before it, has had its own; its children read theirs).
+        out.self[i] = own;
         walk.push_back(Frame{i, first[i]});
     };
     for (uint32_t r : roots) {
@@ -369,12 +357,8 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
-    // Back to self figures: parents first, while their children still hold subtree sums.
-    for (size_t i = 0; i < m; ++i) {
-        out.self[i] = self_of(uint32_t(i));
-    }
-    std::vector<uint32_t>().swap(kids);  // (the moments need their own memory)
-    std::vector<uint32_t>().swap(first);
+    free_now(kids);  // (the moments need their own memory)
+    free_now(first);
     build_moments(snap, n, fid_of, site_of, out);
 }
 

@@ -21,6 +21,12 @@
 
 namespace memlens {
 
+// Frees a vector's memory now (clear() keeps it).
+template <typename T>
+void free_now(std::vector<T>& v) {
+    std::vector<T>().swap(v);
+}
+
 // Figures of one node, line or function: allocated, live and live at the peak, in the layout
 // of the Python side's model.SUMS.
 struct Sums {

@@ -661,9 +661,6 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
     return depth ? s->levels[depth - 1].node : kRootNode;
 }
 
-// The innermost level's node at its frame's position now, the frame and every level below it
-// being known unchanged: the cached node, or the thread's leaf cache's for that position,
-// without reading other frames.
 // at_leaf_position() where the leaf cache does not know the place: interned, and cached.
 __attribute__((noinline)) uint32_t leaf_interned(ThreadStack* s, Level& leaf, Frame* f, uintptr_t pos, uint32_t parent) {
     int off = compat::frame_offset(f, leaf.code);
@@ -676,6 +673,9 @@ __attribute__((noinline)) uint32_t leaf_interned(ThreadStack* s, Level& leaf, Fr
     return node;
 }
 
+// The innermost level's node at its frame's position now, the frame and every level below it
+// being known unchanged: the cached node, or the thread's leaf cache's for that position,
+// without reading other frames.
 inline uint32_t at_leaf_position(ThreadStack* s, Level& leaf, Frame* f) {
     uintptr_t pos = compat::frame_pos(f);
     if (pos == leaf.pos) {
@@ -723,6 +723,26 @@ inline bool callers_unchanged(const ThreadStack* s, Frame* f) {
     return f == nullptr;
 }
 
+// 3.12+: whether every level but the innermost is trusted and the innermost frame `f` is the
+// cached one, with its caller: then only its position can have moved.
+inline bool only_position_moved(const ThreadStack* s, Frame* f, bool gil) {
+    return g_monitoring && gil && s->len > 0 && s->trusted == s->len - 1 && f && f == s->levels[s->len - 1].frame &&
+           (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame);
+}
+
+// ... and then its node. At the cached position it runs the cached code (a position names its
+// code), complete; elsewhere the code and completeness are checked (a full walk if not so).
+inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate) {
+    Level& leaf = s->levels[s->len - 1];
+    if (compat::frame_pos(f) == leaf.pos) {
+        return leaf.node;
+    }
+    if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
+        return at_leaf_position(s, leaf, f);
+    }
+    return walk(s, ts, gil, may_allocate);
+}
+
 // leaf_node() from the start: the thread's cache brought up to date, then the checks below.
 __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool may_allocate) {
     ThreadStack* s = t.stack;
@@ -759,24 +779,13 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
     if (s->len > 0) {
         Level& leaf = s->levels[s->len - 1];
         Frame* f = compat::current_frame(ts);
-        if (f == leaf.frame) {
-            if constexpr (compat::kMonitoring) {
-                // Every level but the innermost is trusted: when the innermost frame is the
-                // cached one, with its caller, only its position can have moved. At the cached
-                // position it runs the cached code (a position names its code), complete.
-                if (g_monitoring && gil && s->trusted == s->len - 1 &&
-                    (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame)) {
-                    if (compat::frame_pos(f) == leaf.pos) {
-                        return leaf.node;
-                    }
-                    if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
-                        return at_leaf_position(s, leaf, f);
-                    }
-                }
-            } else if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f) &&
-                       callers_unchanged(s, compat::frame_prev(f))) {
-                return at_leaf_position(s, leaf, f);
+        if constexpr (compat::kMonitoring) {
+            if (only_position_moved(s, f, gil)) {
+                return at_moved_position(s, ts, f, gil, may_allocate);
             }
+        } else if (f == leaf.frame && compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f) &&
+                   callers_unchanged(s, compat::frame_prev(f))) {
+            return at_leaf_position(s, leaf, f);
         }
     }
     return walk(s, ts, gil, may_allocate);
@@ -790,22 +799,14 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
 uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     if constexpr (compat::kMonitoring) {
         ThreadStack* s = t.stack;
-        if (s && gil && g_monitoring && s->tstate && s->len > 0 && s->trusted == s->len - 1 &&
-            s->generation == g_run.generation &&
+        if (s && s->tstate && s->generation == g_run.generation &&
             s->trust_epoch == __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE) &&
             s->deaths == __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE)) {
             PyThreadState* ts = *s->tstate;
-            Level& leaf = s->levels[s->len - 1];
             Frame* f = ts ? compat::current_frame(ts) : nullptr;
-            if (f && f == leaf.frame && (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame)) {
+            if (only_position_moved(s, f, gil)) {
                 ++s->walks;
-                if (compat::frame_pos(f) == leaf.pos) {
-                    return leaf.node;
-                }
-                if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
-                    return at_leaf_position(s, leaf, f);
-                }
-                return walk(s, ts, gil, may_allocate);
+                return at_moved_position(s, ts, f, gil, may_allocate);
             }
         }
     }

@@ -46,13 +46,14 @@ def _openssl() -> Callable[[bytes], _Hash]:
     return hashlib.sha256
 
 
-def _cheap(size: int) -> bool:
-    return _builtin is not None and size <= SMALL and "hashlib" not in sys.modules
+def _cheap(size: int) -> Callable[[bytes], _Hash] | None:
+    """CPython's own SHA-256 where it costs less for ``size`` bytes, else None."""
+    return _builtin if size <= SMALL and "hashlib" not in sys.modules else None
 
 
 def hexdigest(data: bytes) -> str:
     """The hex SHA-256 of ``data``."""
-    new = _builtin if _builtin is not None and _cheap(len(data)) else _openssl()
+    new = _cheap(len(data)) or _openssl()
     return new(data).hexdigest()
 
 
@@ -63,7 +64,7 @@ class Sha256:
     def __init__(self) -> None:
         self._kept: list[bytes] = []
         self._size = 0
-        self._h: _Hash | None = None if _cheap(0) else _openssl()(b"")
+        self._h: _Hash | None = None if _cheap(0) is not None else _openssl()(b"")
 
     def update(self, data: bytes) -> None:
         if self._h is not None:
@@ -71,7 +72,7 @@ class Sha256:
             return
         self._kept.append(data)
         self._size += len(data)
-        if not _cheap(self._size):
+        if _cheap(self._size) is None:
             self._h = _openssl()(b"".join(self._kept))
             self._kept = []
 
