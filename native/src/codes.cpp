@@ -219,6 +219,7 @@ void on_code_freed(void* extra) {
     if (r.flags & kTransparent) {  // never shown: nothing to keep
         r.code = nullptr;
         __atomic_store_n(&g_deaths, g_deaths + 1, __ATOMIC_RELEASE);
+        stacks_stale();
         return;
     }
     r.filename = utf8_copy(co->co_filename);
@@ -234,6 +235,7 @@ void on_code_freed(void* extra) {
     }
     r.code = nullptr;
     __atomic_store_n(&g_deaths, g_deaths + 1, __ATOMIC_RELEASE);
+    stacks_stale();
 }
 
 void free_record(Record& r) {

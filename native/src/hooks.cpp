@@ -422,44 +422,53 @@ void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
     calltree::on_move_in(n.fig, g_run.total, w.bytes, w.count);
 }
 
-// An object made in `block`, which this thread did not just allocate: a reused block. A
-// tracked one moves to the line making the object now (or, for a paused thread, whose work is
-// not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
-__attribute__((noinline)) void reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
+// reused() for a block that is not a tracked block of the block map (or is one that an
+// object not the program's is made in: `not_program`): forgotten where it was tracked; taken
+// in where it is an untracked builtin object's (exact mode).
+__attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uintptr_t block, bool not_program) noexcept {
     InHook hook(t);
-    uint32_t node = 0;
-    bool known = false;
-    blocks::PageBlock b{};
-    if (!g_run.sampling && !t.paused && g_map && (b = blocks::page_block(block))) {
-        // A block of the pymalloc map (the common case: a free list handing back a tuple, a
-        // float, a dict): its slot is charged to the line making the object now, in place.
-        // (The slot stays valid meanwhile: its arena holds the object being made.)
-        node = node_for(t, true, Block::Python);
-        known = true;
-        if (node != stack::kNotTheProgram) {
-            uint32_t was = b.node();
-            if (was != node) {
-                b.charge(node);
-                calltree::free_at(was, int64_t(b.size()), 1);
-                calltree::move_in_at(node, int64_t(b.size()), 1);
-            }
-            return;
-        }
-    }
     Forgotten old = forget(block, true, true);
     size_t listed = g_run.sampling ? 0 : free_listed_size(op);
     size_t size = old.tracked ? old.size : listed;
-    if (size && !t.paused) {
-        if (!known) {
-            node = node_for(t, true, Block::Python);
-        }
+    if (size && !t.paused && !not_program) {
+        uint32_t node = node_for(t, true, Block::Python);
         if (node != stack::kNotTheProgram) {
             // A builtin free-listed object was made by the object allocator, so over pymalloc
             // its block is a pymalloc block even when it was untracked (allocated before the
-            // run) or in the table: in the map, its next reuse takes the fast path above.
+            // run) or in the table: in the map, its next reuse takes the fast path of reused().
             adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node);
         }
     }
+    return 0;
+}
+
+// An object made in `block`, which this thread did not just allocate: a reused block. A
+// tracked one moves to the line making the object now (or, for a paused thread, whose work is
+// not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
+// Returns 0 (the reference tracer's answer: ref_event's tail call).
+__attribute__((noinline)) int reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
+    if (!g_run.sampling && !t.paused && g_map) {
+        if (blocks::PageBlock b = blocks::page_block(block)) {
+            // A block of the pymalloc map (the common case: a free list handing back a tuple,
+            // a float, a dict): its slot is charged to the line making the object now, in
+            // place. (The slot stays valid meanwhile: its arena holds the object being made.)
+            {
+                InHook hook(t);
+                uint32_t node = node_for(t, true, Block::Python);
+                if (node != stack::kNotTheProgram) {
+                    uint32_t was = b.node();
+                    if (was != node) {
+                        b.charge(node);
+                        calltree::free_at(was, int64_t(b.size()), 1);
+                        calltree::move_in_at(node, int64_t(b.size()), 1);
+                    }
+                    return 0;
+                }
+            }
+            return reused_elsewhere(t, op, block, true);
+        }
+    }
+    return reused_elsewhere(t, op, block, false);
 }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
@@ -509,7 +518,31 @@ __attribute__((noinline)) void dict_made() noexcept {
     }
 }
 
-int ref_event(PyObject* op, compat::RefEvent event, void* data) {
+// An object made (the reference tracer's event; for the others, nothing): a dict waits for its
+// keys table (checked at the next event); an object made where this thread's last allocation
+// was has its block charged right already; any other block is a reuse (a tail call).
+inline int on_ref_event(PyObject* op, compat::RefEvent event) {
+    ThreadState& t = t_state;
+    if (event != compat::kRefCreate || t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
+        return 0;
+    }
+    if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
+        g_pending_dict = op;
+        g_pending_generation = g_run.generation;
+    }
+    uintptr_t block = compat::block_of(op);
+    if (block == t.last_block) {
+        t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
+        return 0;
+    }
+    // (Sampling tracks only sampled blocks, all in the table: the filter rules out nearly
+    // every reuse at the cost of one load.)
+    return !g_run.sampling || blocks::filter_hit(block) ? reused(t, op, block) : 0;
+}
+
+// ref_event() when a dict made just before waits for its keys table, or another tracer is
+// chained to.
+__attribute__((noinline)) int ref_event_full(PyObject* op, compat::RefEvent event, void* data) noexcept {
     ThreadState& t = t_state;
     if (g_pending_dict) {  // (also while in_hook or inactive: a dict's end always clears it)
         if (g_pending_dict == op) {
@@ -519,24 +552,19 @@ int ref_event(PyObject* op, compat::RefEvent event, void* data) {
             dict_made();
         }
     }
-    if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
-        if (event == compat::kRefCreate) {
-            uintptr_t block = compat::block_of(op);
-            if (block == t.last_block) {
-                t.last_block = 0;  // made where it was just allocated; a second object there is a reuse
-            } else if (!g_run.sampling || blocks::filter_hit(block)) {
-                // (Sampling tracks only sampled blocks, all in the table: the filter rules out
-                // nearly every reuse at the cost of one load.)
-                reused(t, op, block);
-            }
-            if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
-                g_pending_dict = op;
-                g_pending_generation = g_run.generation;
-            }
-        }
-    }
+    on_ref_event(op, event);
     (void)data;
     return g_prev_tracer ? g_prev_tracer(op, event, g_prev_tracer_data) : 0;
+}
+
+// CPython's reference tracer: every object made and destroyed. Its common events (an object's
+// end, an object made in the block just allocated) take a few instructions and save no
+// registers.
+int ref_event(PyObject* op, compat::RefEvent event, void* data) {
+    if (__builtin_expect(g_pending_dict != nullptr || g_prev_tracer != nullptr, 0)) {
+        return ref_event_full(op, event, data);
+    }
+    return on_ref_event(op, event);
 }
 
 void install_ref_tracer() {

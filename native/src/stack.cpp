@@ -66,6 +66,15 @@ struct ThreadStack {
     uint64_t trust_epoch;  // g_trust_epoch when its trusted levels were last extended
     PyThreadState** tstate;  // this thread's instance of the interpreter's current-state
                              // variable (find_thread_state), or nullptr: ask the interpreter
+    // 3.12+, what leaf_node()'s fast path needs to know that only the innermost frame's
+    // position can have moved, kept from the last full look: valid while `hot_epoch` is
+    // g_stack_epoch (0: not valid). Then every level but the innermost is trusted, the
+    // innermost frame is `hot_frame`, called from `hot_caller` (kAnyCaller: the innermost level
+    // is the only one), and the thread reads its current state with one load. A frame exit
+    // that takes trust away clears it (on_frame_exit).
+    uint64_t hot_epoch;
+    compat::Frame* hot_frame;
+    compat::Frame* hot_caller;
 };
 
 namespace stack {
@@ -73,6 +82,9 @@ namespace {
 
 // A frame that stayed in place over this many walks of its thread gets its code watched.
 constexpr uint64_t kWatchAfter = 16;
+
+// ThreadStack::hot_caller when the innermost level is the only one (its caller is not checked).
+Frame* const kAnyCaller = reinterpret_cast<Frame*>(uintptr_t{1});
 
 // Whether a frame is at the same place as a cached level. From 3.11 on the instruction
 // position is a pointer into the code object itself, so it names the code too (a code object
@@ -245,6 +257,7 @@ PyObject* on_frame_exit(PyObject*, PyObject* const*, Py_ssize_t) {
         Frame* f = ts ? compat::current_frame(ts) : nullptr;
         if (f && f == s->levels[s->trusted].frame) {
             --s->trusted;
+            s->hot_epoch = 0;
         }
     }
     Py_RETURN_NONE;
@@ -368,6 +381,7 @@ bool claim_tool(int avoid) {
         set_local = nullptr;
         g_requests = new std::vector<uint32_t>();
         g_monitoring = true;
+        stacks_stale();
     }
     Py_XDECREF(get_tool);
     Py_XDECREF(use_tool_id);
@@ -487,6 +501,7 @@ int move_monitoring(int avoid) {
     }
     PauseScope pause;  // the calls below allocate: memlens's work, not the program's
     __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
+    stacks_stale();
     stop_monitoring();
     return avoid == kNoTool ? -1 : (claim_tool(avoid) ? g_tool : -1);
 }
@@ -504,6 +519,7 @@ void stop_monitoring() {
     {
         Guard g(g_intern_lock);
         g_monitoring = false;
+        stacks_stale();
         requests = g_requests;
         g_requests = nullptr;
     }
@@ -730,9 +746,30 @@ inline bool only_position_moved(const ThreadStack* s, Frame* f, bool gil) {
            (s->len == 1 || compat::frame_prev(f) == s->levels[s->len - 2].frame);
 }
 
+// After a full look at the stack (levels brought up to date for g_stack_epoch `epoch`, read
+// before them): the fast path's facts, if only_position_moved() can hold from now on.
+void keep_hot(ThreadStack* s, uint64_t epoch) {
+    if (g_monitoring && s->tstate && s->len > 0 && s->trusted == s->len - 1) {
+        s->hot_frame = s->levels[s->len - 1].frame;
+        s->hot_caller = s->len >= 2 ? s->levels[s->len - 2].frame : kAnyCaller;
+        s->hot_epoch = epoch;
+    } else {
+        s->hot_epoch = 0;
+    }
+}
+
+// walk(), then keep_hot().
+__attribute__((noinline)) uint32_t walk_kept(ThreadStack* s, PyThreadState* ts, bool gil, bool may_allocate,
+                                             uint64_t epoch) {
+    uint32_t node = walk(s, ts, gil, may_allocate);
+    keep_hot(s, epoch);
+    return node;
+}
+
 // ... and then its node. At the cached position it runs the cached code (a position names its
 // code), complete; elsewhere the code and completeness are checked (a full walk if not so).
-inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate) {
+inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
+                                  uint64_t epoch) {
     Level& leaf = s->levels[s->len - 1];
     if (compat::frame_pos(f) == leaf.pos) {
         return leaf.node;
@@ -740,7 +777,7 @@ inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, b
     if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
         return at_leaf_position(s, leaf, f);
     }
-    return walk(s, ts, gil, may_allocate);
+    return walk_kept(s, ts, gil, may_allocate, epoch);
 }
 
 // leaf_node() from the start: the thread's cache brought up to date, then the checks below.
@@ -749,6 +786,8 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
     if (!s && !(s = new_stack(t))) {
         return kRootNode;
     }
+    // (Read before what it covers: a change meanwhile leaves the fast path closed.)
+    const uint64_t epoch = __atomic_load_n(&g_stack_epoch, __ATOMIC_ACQUIRE);
     if (s->generation != g_run.generation) {
         s->generation = g_run.generation;
         s->len = s->trusted = 0;
@@ -781,32 +820,37 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
         Frame* f = compat::current_frame(ts);
         if constexpr (compat::kMonitoring) {
             if (only_position_moved(s, f, gil)) {
-                return at_moved_position(s, ts, f, gil, may_allocate);
+                uint32_t node = at_moved_position(s, ts, f, gil, may_allocate, epoch);
+                keep_hot(s, epoch);
+                return node;
             }
         } else if (f == leaf.frame && compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f) &&
                    callers_unchanged(s, compat::frame_prev(f))) {
             return at_leaf_position(s, leaf, f);
         }
     }
-    return walk(s, ts, gil, may_allocate);
+    if constexpr (compat::kMonitoring) {
+        return walk_kept(s, ts, gil, may_allocate, epoch);
+    }
+    return walk(s, ts, gil, may_allocate);  // (3.10, 3.11: nothing to keep)
 }
 
 }  // namespace
 
 // 3.12+: the common case of leaf_node_full() first, with nothing to bring up to date: the
-// innermost frame is the cached one, every level below it trusted. Its other paths are tail
-// calls, so this one saves no registers (~17 instructions a call).
+// innermost frame is the cached one, every level below it trusted (the facts its last full
+// look kept, still current). Its other paths are tail calls, so this one saves no registers
+// (~17 instructions a call).
 uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     if constexpr (compat::kMonitoring) {
         ThreadStack* s = t.stack;
-        if (s && s->tstate && s->generation == g_run.generation &&
-            s->trust_epoch == __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE) &&
-            s->deaths == __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE)) {
+        const uint64_t epoch = __atomic_load_n(&g_stack_epoch, __ATOMIC_ACQUIRE);
+        if (s && gil && s->hot_epoch == epoch) {
             PyThreadState* ts = *s->tstate;
             Frame* f = ts ? compat::current_frame(ts) : nullptr;
-            if (only_position_moved(s, f, gil)) {
+            if (f == s->hot_frame && (compat::frame_prev(f) == s->hot_caller || s->hot_caller == kAnyCaller)) {
                 ++s->walks;
-                return at_moved_position(s, ts, f, gil, may_allocate);
+                return at_moved_position(s, ts, f, gil, may_allocate, epoch);
             }
         }
     }

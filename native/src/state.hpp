@@ -100,6 +100,13 @@ struct Run {
 };
 inline Run g_run;
 
+// Bumped whenever every thread's cached stack may be stale at once: a run starts or is reset,
+// a code object dies, frame-exit monitoring starts, stops or moves. A thread's stack fast path
+// (stack.cpp) holds only while the value it saw at its last full look is current: one load
+// and compare instead of one per cause.
+inline uint64_t g_stack_epoch = 1;
+inline void stacks_stale() { __atomic_fetch_add(&g_stack_epoch, 1, __ATOMIC_RELEASE); }
+
 struct ThreadStack;  // stack.hpp
 
 // Per-thread state: a few words of plain data, zero-initialised, in static TLS (cheap access

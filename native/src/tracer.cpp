@@ -157,6 +157,7 @@ std::string start(const Options& options) {
     g_duration = 0;
     g_peak_rss = 0;
     ++g_run.generation;
+    stacks_stale();
     sampling::g_thread_counter.store(0);  // per-thread seeds are seed + thread order
     sampling::thread_refresh(t_state);    // the starting thread first
     hooks::start_run();
@@ -367,6 +368,7 @@ void reset() {
     }
     free_tables();
     ++g_run.generation;
+    stacks_stale();
 }
 
 void totals(int64_t* current, int64_t* peak) {
