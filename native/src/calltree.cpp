@@ -24,7 +24,16 @@ struct Index {
 };
 
 std::atomic<Index*> g_index{nullptr};
+Index* g_unpublished = nullptr;  // taken by unpublish_index(), until free_unpublished()
 bool g_sampling_vars = false;
+
+void free_chain(Index* ix) {
+    while (ix) {
+        Index* older = ix->retired;
+        std::free(ix);
+        ix = older;
+    }
+}
 
 Index* new_index(size_t cap) {
     size_t bytes = sizeof(Index) + (cap - 1) * sizeof(std::atomic<uint32_t>);
@@ -111,18 +120,30 @@ void destroy() {
             c = nullptr;
         }
     }
-    Index* ix = g_index.exchange(nullptr);
-    while (ix) {
-        Index* older = ix->retired;
-        std::free(ix);
-        ix = older;
-    }
+    free_chain(g_index.exchange(nullptr));
+    free_unpublished();
     g_size.store(0);
+}
+
+void unpublish_index() {
+    Guard g(g_intern_lock);  // (not while intern() adds a node: it reads the index again)
+    Index* ix = g_index.exchange(nullptr, std::memory_order_seq_cst);
+    if (ix) {
+        free_chain(g_unpublished);
+        g_unpublished = ix;
+    }
+}
+
+void free_unpublished() {
+    free_chain(g_unpublished);
+    g_unpublished = nullptr;
 }
 
 uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     size_t empty = 0;
-    Index* ix = g_index.load(std::memory_order_acquire);
+    // (seq_cst: ordered after an event's count of itself, as unpublish_index()'s waiter needs;
+    // a plain load on x86-64.)
+    Index* ix = g_index.load(std::memory_order_seq_cst);
     if (!ix) {
         return kRootNode;
     }
@@ -133,6 +154,9 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     Guard g(g_intern_lock);
     uint32_t id = g_size.load(std::memory_order_relaxed);
     ix = g_index.load(std::memory_order_relaxed);
+    if (!ix) {
+        return kRootNode;  // frozen meanwhile
+    }
     if (size_t(id + 1) * 2 > ix->mask + 1 && grow_index(id)) {  // keep the load at most 1/2
         ix = g_index.load(std::memory_order_relaxed);
     }

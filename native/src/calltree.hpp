@@ -82,8 +82,14 @@ void destroy();
 inline uint32_t size() { return g_size.load(std::memory_order_acquire); }
 
 // The node (parent, code, offset), created when needed. Returns the root when out of memory
-// or ids. Lock-free when the node exists.
+// or ids, or once the tree is frozen. Lock-free when the node exists.
 uint32_t intern(uint32_t parent, uint32_t code, int32_t offset);
+
+// Freezing the tree for a run that is over (its last snapshot taken): from
+// unpublish_index() on no node is added (intern() answers the root); once no event that may
+// have read the index is running, free_unpublished() frees it (it only served to add nodes).
+void unpublish_index();
+void free_unpublished();
 
 // The no-GIL figures of a node (created on first use). Under g_table_lock.
 NogilFigures* nogil(uint32_t id);

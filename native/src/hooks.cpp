@@ -526,6 +526,8 @@ inline int on_ref_event(PyObject* op, compat::RefEvent event) {
     if (event != compat::kRefCreate || t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
         return 0;
     }
+    // (Set before reused() runs: it runs under an InHook, with the GIL and no Python code, so
+    // no event it causes looks at the pending dict, and only a later event does.)
     if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
         g_pending_dict = op;
         g_pending_generation = g_run.generation;

@@ -259,6 +259,9 @@ NB_MODULE(_tracer, m) {
     m.def("finish", &memlens::finish,
           "The program has ended: the run's duration, peak RSS and timeline end now; allocations "
           "are still tracked until stop().");
+    m.def("freeze", &memlens::freeze,
+          "After finish() and the run's last snapshot: no call path is added and nothing is "
+          "logged for the moments from now on; the memory that served for that is freed.");
     m.def(
         "snapshot",
         []() {

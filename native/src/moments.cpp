@@ -176,6 +176,13 @@ void reset() {
     g_peak_t = -1;
 }
 
+void stop_logging() { __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST); }
+
+void free_logs() {
+    free_log(g_log);
+    free_log(g_log_nogil);
+}
+
 void after_fork_in_child() { g_bounds_lock.unlock(); }
 
 }  // namespace memlens::moments

@@ -123,6 +123,10 @@ size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw);
 
 // Drops everything (start, reset); not while tracing.
 void reset();
+// The run's last snapshot is taken (tracer.cpp, freeze): nothing is logged from now on, and
+// once no event may be appending, free_logs() frees the logs.
+void stop_logging();
+void free_logs();
 // In a forked child: the timeline thread may have held the boundaries' lock.
 void after_fork_in_child();
 

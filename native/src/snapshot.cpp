@@ -71,6 +71,70 @@ private:
     size_t count_ = 0;
 };
 
+// The collapsed nodes by (collapsed parent, site): a slot holds only a node's index, whose key
+// is read back from the columns being built (4 bytes a slot instead of a FlatMap's 12: a big
+// tree's first pass holds one slot per native node and more).
+class NodeIndex {
+public:
+    NodeIndex(size_t expected, const std::vector<int32_t>& parent, const std::vector<int32_t>& site)
+        : parent_(parent), site_(site) {
+        size_t cap = 16;
+        while (cap < expected * 2) {
+            cap *= 2;
+        }
+        slots_.assign(cap, kEmpty);
+    }
+    // The collapsed node (parent, site), or -1 when there is none yet: then `*slot` is where
+    // add() puts it.
+    int32_t find(int32_t parent, int32_t site, size_t* slot) {
+        if ((count_ + 1) * 2 > slots_.size()) {
+            grow();
+        }
+        size_t mask = slots_.size() - 1;
+        size_t i = hash(parent, site) & mask;
+        for (; slots_[i] != kEmpty; i = (i + 1) & mask) {
+            int32_t v = slots_[i];
+            if (parent_[size_t(v)] == parent && site_[size_t(v)] == site) {
+                return v;
+            }
+        }
+        *slot = i;
+        return -1;
+    }
+    // Records node `v` (already in the columns) at the slot find() gave.
+    void add(size_t slot, int32_t v) {
+        slots_[slot] = v;
+        ++count_;
+    }
+
+private:
+    static constexpr int32_t kEmpty = -1;
+    static size_t hash(int32_t parent, int32_t site) {
+        uint64_t k = (uint64_t(uint32_t(parent + 1)) << 32) | uint32_t(site);
+        k ^= k >> 33;
+        k *= 0xff51afd7ed558ccdULL;
+        k ^= k >> 33;
+        return size_t(k);
+    }
+    void grow() {
+        std::vector<int32_t> slots(slots_.size() * 2, kEmpty);
+        size_t mask = slots.size() - 1;
+        for (int32_t v : slots_) {
+            if (v != kEmpty) {
+                size_t i = hash(parent_[size_t(v)], site_[size_t(v)]) & mask;
+                while (slots[i] != kEmpty) {
+                    i = (i + 1) & mask;
+                }
+                slots[i] = v;
+            }
+        }
+        slots_.swap(slots);
+    }
+    const std::vector<int32_t>& parent_;
+    const std::vector<int32_t>& site_;
+    std::vector<int32_t> slots_;
+    size_t count_ = 0;
+};
 
 // Each site's and function's live bytes at each kept moment. Per node and per log (GIL and
 // no-GIL figures, summed), an entry's value holds from the first kept moment after its raw
@@ -78,9 +142,9 @@ private:
 // Their changes, collapsed onto the collapsed nodes, are then applied moment by moment: to the
 // node's site (self), and once to each distinct site and function on its path (inclusive, as
 // the run's own inclusive figures count each subtree once per line and function on its path).
-void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of,
-                   const std::vector<int32_t>& site_of, Built& out) {
-    const moments::Snapshot& ms = snap.moments;
+void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of,
+                   const std::vector<int32_t>& site_of, Built& out, bool release) {
+    moments::Snapshot& ms = snap.moments;
     const size_t kept = ms.bounds.size();
     for (const moments::Bound& b : ms.bounds) {
         out.moment_t.push_back(b.t);
@@ -130,6 +194,10 @@ void build_moments(const SnapshotData& snap, size_t n, const std::vector<int32_t
                 }
             }
         }
+    }
+    if (release) {  // (read once, into by_moment)
+        free_now(ms.gil);
+        free_now(ms.nogil);
     }
     const size_t m = out.parent.size(), sites = out.site_file.size(), fns = out.function_incl.size();
     std::vector<int64_t> node_delta(m), self(sites), incl(sites), fval(fns);
@@ -215,7 +283,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     std::vector<int32_t> site_of;        // collapsed node -> site
     // (collapsed parent, site) -> collapsed node; (file, line) -> site: needed by the first
     // pass only (freed after it).
-    auto node_key = std::make_unique<FlatMap>(n);
+    auto node_key = std::make_unique<NodeIndex>(n, out.parent, site_of);
     FlatMap site_key(1024);
 
     for (size_t id = 0; id < n; ++id) {
@@ -233,14 +301,16 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
                 out.site_file.push_back(file);
                 out.site_line.push_back(line);
             }
-            uint64_t nkey = (uint64_t(uint32_t(inherited + 1)) << 32) | uint32_t(site);
-            int32_t fid = node_key->emplace(nkey, int32_t(out.parent.size()), &added);
-            if (added) {
+            size_t slot = 0;
+            int32_t fid = node_key->find(inherited, site, &slot);
+            if (fid < 0) {
+                fid = int32_t(out.parent.size());
                 out.parent.push_back(inherited);
                 out.file.push_back(file);
                 out.line.push_back(line);
                 out.function.push_back(function_of_code[nd.code]);
                 site_of.push_back(site);
+                node_key->add(slot, fid);
             }
             fid_of[id] = fid;
         }
@@ -252,25 +322,40 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     }
     const size_t m = out.parent.size();
     const size_t sites = out.site_file.size();
-    out.self.assign(m, Sums{});
     out.site_native.assign(sites, Sums{});
     if (!snap.vars.empty()) {
         out.site_vars.assign(sites, SumVars{});
     }
     out.node_site.assign(n, -1);
+    // The collapsed nodes' self figures. With `release`, in the snapshot's own column (a big
+    // tree's largest transient was a second one): a node's collapsed node is never after it
+    // (fid_of[id] <= id), so its slot has been read by the time it sums a collapsed node.
+    std::vector<Sums>& self = release ? snap.sums : out.self;
+    if (!release) {
+        out.self.assign(m, Sums{});
+    }
     for (size_t id = 0; id < n; ++id) {
-        if (fid_of[id] >= 0) {
-            out.node_site[id] = site_of[size_t(fid_of[id])];
-            out.self[size_t(fid_of[id])].add(snap.nodes[id].sums);
+        const Sums own = snap.sums[id];
+        if (release) {
+            snap.sums[id] = Sums{};
+        }
+        const int32_t fid = fid_of[id];
+        if (fid >= 0) {
+            const size_t site = size_t(site_of[size_t(fid)]);
+            out.node_site[id] = int32_t(site);
+            self[size_t(fid)].add(own);
             if (snap.nodes[id].code == kNativeCode) {
-                out.site_native[size_t(site_of[size_t(fid_of[id])])].add(snap.nodes[id].sums);
+                out.site_native[site].add(own);
             }
             if (!snap.vars.empty()) {
-                out.site_vars[size_t(site_of[size_t(fid_of[id])])].add(snap.vars[id]);
+                out.site_vars[site].add(snap.vars[id]);
             }
         }
     }
     if (release) {
+        snap.sums.resize(m);  // (its capacity stays: shrinking would copy it)
+        out.self = std::move(snap.sums);
+        snap.sums = {};
         snap.released_nodes = n;
         free_now(snap.nodes);
         free_now(snap.vars);
@@ -359,7 +444,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     }
     free_now(kids);  // (the moments need their own memory)
     free_now(first);
-    build_moments(snap, n, fid_of, site_of, out);
+    build_moments(snap, n, fid_of, site_of, out, release);
 }
 
 }  // namespace memlens

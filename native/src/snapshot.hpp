@@ -57,11 +57,11 @@ struct SumVars {
     }
 };
 
+// A node's place in the call tree (its figures are apart: SnapshotData::sums).
 struct SnapshotNode {
     uint32_t parent;
     uint32_t code;
     int32_t offset;
-    Sums sums;
 };
 
 struct TimelinePoint {
@@ -72,6 +72,7 @@ struct TimelinePoint {
 
 struct SnapshotData {
     std::vector<SnapshotNode> nodes;
+    std::vector<Sums> sums;     // per node (apart: build(release) turns them into its own)
     size_t released_nodes = 0;  // how many nodes a build() with `release` freed (0: none)
     std::vector<SumVars> vars;  // per node, sampling mode only
     codes::Lines lines;

@@ -794,8 +794,8 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
         s->walks = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
     }
-    if (uint64_t epoch = __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE); s->trust_epoch != epoch) {
-        s->trust_epoch = epoch;
+    if (uint64_t trust = __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE); s->trust_epoch != trust) {
+        s->trust_epoch = trust;
         s->trusted = 0;
     }
     uint64_t deaths = __atomic_load_n(&codes::g_deaths, __ATOMIC_ACQUIRE);

@@ -186,6 +186,20 @@ void finish() {
     g_finished = true;
 }
 
+void freeze() {
+    if (!g_run.active.load() || !g_finished) {
+        return;
+    }
+    // No call path is added and nothing is logged for the moments from now on; the call
+    // tree's index and the moments' log, which only served for that, go. GIL events cannot be
+    // running (we hold it); those without it that may be reading them are waited for.
+    calltree::unpublish_index();
+    moments::stop_logging();
+    wait_for_nogil_events();
+    calltree::free_unpublished();
+    moments::free_logs();
+}
+
 void stop() {
     if (!g_run.active.load()) {
         return;
@@ -307,6 +321,7 @@ void snapshot(SnapshotData& out) {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
         out.nodes.resize(n);
+        out.sums.resize(n);
         if (g_run.sampling) {
             out.vars.resize(n);
         }
@@ -317,26 +332,24 @@ void snapshot(SnapshotData& out) {
                           g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
-            SnapshotNode& o = out.nodes[id];
-            o.parent = nd.parent;
-            o.code = nd.code;
-            o.offset = nd.offset;
+            out.nodes[id] = SnapshotNode{nd.parent, nd.code, nd.offset};
+            Sums& sums = out.sums[id];
             bool at_peak_now = nd.fig.epoch != epoch;  // unchanged since the latest peak
-            o.sums.alloc_bytes = nd.fig.alloc_bytes;
-            o.sums.alloc_count = nd.fig.alloc_count;
-            o.sums.live_bytes = nd.fig.live_bytes;
-            o.sums.live_count = nd.fig.live_count;
-            o.sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
+            sums.alloc_bytes = nd.fig.alloc_bytes;
+            sums.alloc_count = nd.fig.alloc_count;
+            sums.live_bytes = nd.fig.live_bytes;
+            sums.live_count = nd.fig.live_count;
+            sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
             if (!ms.dropped) {
                 moments::pending(ms.gil, ms.bounds, id, nd.moment, nd.fig.live_bytes);
             }
             if (const NogilFigures* nf = calltree::nogil_if_any(id)) {
                 const Figures* f = &nf->fig;
-                o.sums.alloc_bytes += f->alloc_bytes;
-                o.sums.alloc_count += f->alloc_count;
-                o.sums.live_bytes += f->live_bytes;
-                o.sums.live_count += f->live_count;
-                o.sums.peak_bytes += f->epoch != epoch ? f->live_bytes : f->peak_bytes;
+                sums.alloc_bytes += f->alloc_bytes;
+                sums.alloc_count += f->alloc_count;
+                sums.live_bytes += f->live_bytes;
+                sums.live_count += f->live_count;
+                sums.peak_bytes += f->epoch != epoch ? f->live_bytes : f->peak_bytes;
                 if (!ms.dropped) {
                     moments::pending(ms.nogil, ms.bounds, id, nf->moment, f->live_bytes);
                 }

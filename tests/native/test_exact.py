@@ -193,6 +193,7 @@ def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> 
     _tracer.start("exact", 0, 0, 10.0, True, True)
     try:
         programs.recurse(4)
+        time.sleep(0.05)  # (moments between the two: the timeline ticks every 10 ms)
         kept = programs.pieces_below(8, 200)
     finally:
         _tracer.stop()
@@ -205,15 +206,44 @@ def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> 
     plain = again.build(files, functions, n)
     released = snap.build(files, functions, n, release=True)
     assert snap.info["nodes"] == nodes > 0
-    assert {k: v.tolist() for k, v in released["tree"].items()} == {
-        k: v.tolist() for k, v in plain["tree"].items()
-    }
-    assert (
-        released["sites_incl"]["alloc_bytes"].tolist()
-        == plain["sites_incl"]["alloc_bytes"].tolist()
-    )
+
+    def columns(built: dict[str, Any]) -> dict[str, Any]:
+        return {
+            part: value.tolist()
+            if not isinstance(value, dict)
+            else {k: v.tolist() for k, v in value.items()}
+            for part, value in built.items()
+        }
+
+    # (every column: the self figures summed in the snapshot's own, the moments' log freed)
+    assert columns(released) == columns(plain)
+    assert len(plain["moments"]["site"]) > 0
     with pytest.raises(ValueError, match="release=True already"):
         snap.build(files, functions, n)
+
+
+def test_a_run_frozen_after_its_last_snapshot_adds_no_call_path() -> None:
+    """freeze() (memlens's own runs call it after the last snapshot, before the collapse)
+    frees the call tree's index and the moments' log: allocations at call paths the run knew
+    are still tracked until stop(), a new call path is not added (its allocations go to the
+    root), and the run stops and is reset as usual."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        kept = programs.pieces_below(8, 200)
+        _tracer.finish()
+        first = _tracer.snapshot()
+        _tracer.freeze()
+        _tracer.freeze()  # (twice: nothing more to free)
+        kept += programs.pieces_below(8, 100)  # the same call path
+        deeper = programs.recurse(5)  # new call paths
+        later = _tracer.snapshot()
+    finally:
+        _tracer.stop()
+    _tracer.reset()
+    assert (len(kept), len(deeper)) == (300, 6)
+    assert later.info["nodes"] == first.info["nodes"]
+    assert later.info["allocations"] > first.info["allocations"]
 
 
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
