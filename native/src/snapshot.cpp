@@ -43,12 +43,7 @@ public:
 
 private:
     static constexpr uint64_t kEmpty = UINT64_MAX;
-    static size_t hash(uint64_t k) {
-        k ^= k >> 33;
-        k *= 0xff51afd7ed558ccdULL;
-        k ^= k >> 33;
-        return size_t(k);
-    }
+    static size_t hash(uint64_t k) { return size_t(mix(k)); }
     void grow() {
         std::vector<uint64_t> keys(keys_.size() * 2, kEmpty);
         std::vector<int32_t> values(keys.size());
@@ -110,11 +105,7 @@ public:
 private:
     static constexpr int32_t kEmpty = -1;
     static size_t hash(int32_t parent, int32_t site) {
-        uint64_t k = (uint64_t(uint32_t(parent + 1)) << 32) | uint32_t(site);
-        k ^= k >> 33;
-        k *= 0xff51afd7ed558ccdULL;
-        k ^= k >> 33;
-        return size_t(k);
+        return size_t(mix((uint64_t(uint32_t(parent + 1)) << 32) | uint32_t(site)));
     }
     void grow() {
         std::vector<int32_t> slots(slots_.size() * 2, kEmpty);
