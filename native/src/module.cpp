@@ -260,8 +260,9 @@ NB_MODULE(_tracer, m) {
           "The program has ended: the run's duration, peak RSS and timeline end now; allocations "
           "are still tracked until stop().");
     m.def("freeze", &memlens::freeze,
-          "After finish() and the run's last snapshot: no call path is added and nothing is "
-          "logged for the moments from now on; the memory that served for that is freed.");
+          "After finish() and the run's last snapshot: frees the call tree's index and the "
+          "moments' log; blocks are still tracked until stop(), but call paths no thread's "
+          "cache knows go to the root, and later snapshots have no moments.");
     m.def(
         "snapshot",
         []() {

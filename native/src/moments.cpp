@@ -83,7 +83,7 @@ void copy(Log& log, const std::vector<Bound>& bounds, std::vector<Entry>& out) {
 void append_slow(Log& log, const Entry& e) {
     Chunk* c = log.count < kMaxChunks ? static_cast<Chunk*>(std::malloc(sizeof(Chunk))) : nullptr;
     if (c == nullptr) {
-        g_recording = false;
+        __atomic_store_n(&g_recording, false, __ATOMIC_RELAXED);
         g_overflowed = true;
         return;
     }
@@ -181,6 +181,7 @@ void stop_logging() { __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST); }
 void free_logs() {
     free_log(g_log);
     free_log(g_log_nogil);
+    g_overflowed = true;  // a later snapshot has no log to read: its moments say dropped
 }
 
 void after_fork_in_child() { g_bounds_lock.unlock(); }

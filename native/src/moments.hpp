@@ -88,7 +88,9 @@ inline void append(Log& log, const Entry& e) {
 inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
     uint32_t now = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
     if (__builtin_expect(seen != now, 0)) {
-        if (g_recording) {
+        // (seq_cst: ordered after a no-GIL event's count of itself, as freeze()'s waiter
+        // needs; a plain load on x86-64, and only when the moment moved)
+        if (__atomic_load_n(&g_recording, __ATOMIC_SEQ_CST)) {
             append(log, Entry{id, seen, live});
         }
         seen = now;

@@ -704,7 +704,10 @@ inline uint32_t at_leaf_position(ThreadStack* s, Level& leaf, Frame* f) {
     uint32_t node = parent;
     if (!leaf.transparent) {
         const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-        if (!(e.pos == pos && e.code_id == leaf.code_id && e.parent == parent && e.node)) {
+        // (From 3.11 a position is a pointer into its code object, which the cache is
+        // cleared with when it dies: it names the code, and an empty entry's 0 never matches.)
+        if (!(e.pos == pos && e.parent == parent &&
+              (compat::kLineTable >= 311 || (e.code_id == leaf.code_id && e.node)))) {
             return leaf_interned(s, leaf, f, pos, parent);  // (a tail call: the cached
         }                                                   // places cost no call)
         node = e.node;

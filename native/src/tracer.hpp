@@ -47,9 +47,10 @@ void stop();
 // The program has ended: the run's duration, peak RSS and timeline end now. Allocations are
 // still tracked (the block tables stay exact, for holders.hpp) until stop(). Requires the GIL.
 void finish();
-// After finish() and the run's last snapshot: no call path is added and nothing is logged for
-// the moments from then on (allocations at known call paths are still tracked until stop());
-// the memory that only served for that is freed. Requires the GIL.
+// After finish() and the run's last snapshot: the call tree's index and the moments' log,
+// which only served to record more, are freed. Blocks are still tracked until stop() (the
+// block tables stay exact for the holders' search), but a call path no thread's cache knows
+// goes to the root, and nothing is logged for the moments. Requires the GIL.
 void freeze();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.

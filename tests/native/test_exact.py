@@ -224,9 +224,10 @@ def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> 
 
 def test_a_run_frozen_after_its_last_snapshot_adds_no_call_path() -> None:
     """freeze() (memlens's own runs call it after the last snapshot, before the collapse)
-    frees the call tree's index and the moments' log: allocations at call paths the run knew
-    are still tracked until stop(), a new call path is not added (its allocations go to the
-    root), and the run stops and is reset as usual."""
+    frees the call tree's index and the moments' log: blocks are still tracked until stop(),
+    but no call path is added (allocations go to the root unless a thread's cache knows their
+    place), a later snapshot says its moments were dropped, and the run stops and is reset as
+    usual."""
     gc.collect()
     _tracer.start("exact", 0, 0, 10.0, True, True)
     try:
@@ -244,6 +245,7 @@ def test_a_run_frozen_after_its_last_snapshot_adds_no_call_path() -> None:
     assert (len(kept), len(deeper)) == (300, 6)
     assert later.info["nodes"] == first.info["nodes"]
     assert later.info["allocations"] > first.info["allocations"]
+    assert (first.info["moments_dropped"], later.info["moments_dropped"]) == (False, True)
 
 
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
