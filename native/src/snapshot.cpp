@@ -9,94 +9,37 @@ namespace memlens {
 
 namespace {
 
-// uint64 key -> int32 value, open addressing (keys are never UINT64_MAX).
-class FlatMap {
+// The rows of two int32 columns being built, by their pair of values, open addressing: a slot
+// holds only a row's index, whose key is read back from the columns (4 bytes a slot: a big
+// tree's first pass holds one per native node and more). (collapsed parent, site) ->
+// collapsed node, and (file, line) -> site.
+class PairIndex {
 public:
-    explicit FlatMap(size_t expected) {
-        size_t cap = 16;
-        while (cap < expected * 2) {
-            cap *= 2;
-        }
-        keys_.assign(cap, kEmpty);
-        values_.resize(cap);
-    }
-    // The value of `key`, inserting `value` when absent; *inserted says which.
-    int32_t emplace(uint64_t key, int32_t value, bool* inserted) {
-        if ((count_ + 1) * 2 > keys_.size()) {
-            grow();
-        }
-        size_t mask = keys_.size() - 1;
-        size_t i = hash(key) & mask;
-        while (keys_[i] != kEmpty) {
-            if (keys_[i] == key) {
-                *inserted = false;
-                return values_[i];
-            }
-            i = (i + 1) & mask;
-        }
-        keys_[i] = key;
-        values_[i] = value;
-        ++count_;
-        *inserted = true;
-        return value;
-    }
-
-private:
-    static constexpr uint64_t kEmpty = UINT64_MAX;
-    static size_t hash(uint64_t k) { return size_t(mix(k)); }
-    void grow() {
-        std::vector<uint64_t> keys(keys_.size() * 2, kEmpty);
-        std::vector<int32_t> values(keys.size());
-        size_t mask = keys.size() - 1;
-        for (size_t j = 0; j < keys_.size(); ++j) {
-            if (keys_[j] != kEmpty) {
-                size_t i = hash(keys_[j]) & mask;
-                while (keys[i] != kEmpty) {
-                    i = (i + 1) & mask;
-                }
-                keys[i] = keys_[j];
-                values[i] = values_[j];
-            }
-        }
-        keys_.swap(keys);
-        values_.swap(values);
-    }
-    std::vector<uint64_t> keys_;
-    std::vector<int32_t> values_;
-    size_t count_ = 0;
-};
-
-// The collapsed nodes by (collapsed parent, site): a slot holds only a node's index, whose key
-// is read back from the columns being built (4 bytes a slot instead of a FlatMap's 12: a big
-// tree's first pass holds one slot per native node and more).
-class NodeIndex {
-public:
-    NodeIndex(size_t expected, const std::vector<int32_t>& parent, const std::vector<int32_t>& site)
-        : parent_(parent), site_(site) {
+    PairIndex(size_t expected, const std::vector<int32_t>& first, const std::vector<int32_t>& second)
+        : first_(first), second_(second) {
         size_t cap = 16;
         while (cap < expected * 2) {
             cap *= 2;
         }
         slots_.assign(cap, kEmpty);
     }
-    // The collapsed node (parent, site), or -1 when there is none yet: then `*slot` is where
-    // add() puts it.
-    int32_t find(int32_t parent, int32_t site, size_t* slot) {
+    // The row (a, b), or -1 when there is none yet: then `*slot` is where add() puts it.
+    int32_t find(int32_t a, int32_t b, size_t* slot) {
         if ((count_ + 1) * 2 > slots_.size()) {
             grow();
         }
         size_t mask = slots_.size() - 1;
-        size_t i = hash(parent, site) & mask;
+        size_t i = hash(a, b) & mask;
         for (; slots_[i] != kEmpty; i = (i + 1) & mask) {
             int32_t v = slots_[i];
-            if (parent_[size_t(v)] == parent && site_[size_t(v)] == site) {
+            if (first_[size_t(v)] == a && second_[size_t(v)] == b) {
                 return v;
             }
         }
         *slot = i;
         return -1;
     }
-    // Records node `v` (already in the columns) at the slot find() gave.
+    // Records row `v` (already in the columns) at the slot find() gave.
     void add(size_t slot, int32_t v) {
         slots_[slot] = v;
         ++count_;
@@ -104,15 +47,13 @@ public:
 
 private:
     static constexpr int32_t kEmpty = -1;
-    static size_t hash(int32_t parent, int32_t site) {
-        return size_t(mix((uint64_t(uint32_t(parent + 1)) << 32) | uint32_t(site)));
-    }
+    static size_t hash(int32_t a, int32_t b) { return size_t(mix((uint64_t(uint32_t(a)) << 32) | uint32_t(b))); }
     void grow() {
         std::vector<int32_t> slots(slots_.size() * 2, kEmpty);
         size_t mask = slots.size() - 1;
         for (int32_t v : slots_) {
             if (v != kEmpty) {
-                size_t i = hash(parent_[size_t(v)], site_[size_t(v)]) & mask;
+                size_t i = hash(first_[size_t(v)], second_[size_t(v)]) & mask;
                 while (slots[i] != kEmpty) {
                     i = (i + 1) & mask;
                 }
@@ -121,8 +62,8 @@ private:
         }
         slots_.swap(slots);
     }
-    const std::vector<int32_t>& parent_;
-    const std::vector<int32_t>& site_;
+    const std::vector<int32_t>& first_;
+    const std::vector<int32_t>& second_;
     std::vector<int32_t> slots_;
     size_t count_ = 0;
 };
@@ -274,8 +215,8 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     std::vector<int32_t> site_of;        // collapsed node -> site
     // (collapsed parent, site) -> collapsed node; (file, line) -> site: needed by the first
     // pass only (freed after it).
-    auto node_key = std::make_unique<NodeIndex>(n, out.parent, site_of);
-    FlatMap site_key(1024);
+    auto node_key = std::make_unique<PairIndex>(n, out.parent, site_of);
+    PairIndex site_key(1024, out.site_file, out.site_line);
 
     for (size_t id = 0; id < n; ++id) {
         const SnapshotNode& nd = snap.nodes[id];
@@ -285,14 +226,14 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             fid_of[id] = inherited;
         } else {
             int32_t line = snap.lines.line(nd.code, nd.offset);
-            uint64_t skey = (uint64_t(uint32_t(file)) << 32) | uint32_t(line);
-            bool added = false;
-            int32_t site = site_key.emplace(skey, int32_t(out.site_file.size()), &added);
-            if (added) {
+            size_t slot = 0;
+            int32_t site = site_key.find(file, line, &slot);
+            if (site < 0) {
+                site = int32_t(out.site_file.size());
                 out.site_file.push_back(file);
                 out.site_line.push_back(line);
+                site_key.add(slot, site);
             }
-            size_t slot = 0;
             int32_t fid = node_key->find(inherited, site, &slot);
             if (fid < 0) {
                 fid = int32_t(out.parent.size());
