@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,26 @@ def test_dev_help_is_the_usage_only() -> None:
     )
     assert unknown.returncode == 2
     assert unknown.stdout == proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_top_level_help_and_version_import_no_command(argv: list[str]) -> None:
+    # Every command module imported for `memlens --help` took most of a second (rich, pygls,
+    # lsprotocol): the top level needs only the registry's lines.
+    code = (
+        "import sys\n"
+        "from memlens.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES', *sorted(sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    loaded = proc.stdout.split("MODULES", 1)[1].split()
+    commands = {module for module, _ in COMMANDS.values()}
+    assert not commands & set(loaded)
+    assert not {"rich", "pygls", "lsprotocol", "memlens_lsp", "mcp"} & set(loaded)
+    assert "COMMAND" in proc.stdout or "memlens " in proc.stdout

@@ -88,7 +88,8 @@ LSPROTOCOL_MODULES = ("memlens_lsp.convert", "memlens_lsp.state", "memlens_lsp.f
 PYGLS_MODULES = (*LSPROTOCOL_MODULES, "memlens_lsp.transport")
 
 
-#: Modules that import by computed names, and the dict literal of those names.
+#: Modules that import by computed names, and the dict literal of those names (a value is
+#: the module's name, or a tuple that starts with it).
 REGISTRIES = {"memlens.cli": "COMMANDS"}
 
 
@@ -121,7 +122,8 @@ def _imports(path: Path, registry: str | None = None) -> set[str]:
             and registry in {getattr(t, "id", None) for t in _targets(node)}
         ):
             assert isinstance(node.value, ast.Dict), registry
-            names.update(ast.literal_eval(node.value).values())
+            for value in ast.literal_eval(node.value).values():
+                names.add(value[0] if isinstance(value, tuple) else value)  # (module, help)
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

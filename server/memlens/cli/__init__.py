@@ -1,12 +1,14 @@
 """The ``memlens`` command line: a registry of small command modules.
 
-Each command lives in its own module under :mod:`memlens.cli` and provides:
+Each command lives in its own module under :mod:`memlens.cli`, registered in
+:data:`COMMANDS` with its one line of help, and provides:
 
-- ``HELP``: one line shown by ``memlens --help``;
 - ``add_arguments(parser)``: fills its argparse sub-parser;
 - ``run(args) -> int``: does the work and returns the exit code.
 
-Command modules import heavy dependencies (rich, pygls, the tracer) inside ``run`` so that
+Only the module of the command that runs is imported (``memlens --help`` and ``--version``
+import none: some import rich, pygls or the MCP SDK, together most of a second), and command
+modules import heavy dependencies (rich, pygls, the tracer) inside ``run`` so that
 ``memlens run`` starts the profiled program quickly. ``memlens run``'s usual command lines do
 not even import argparse (:func:`memlens.cli.run.parse`): what memlens imports before the
 program starts is overhead, and hides the cost of the program's own imports. Errors meant for
@@ -27,30 +29,58 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Protocol
 
-#: Sub-command name -> its module. The one place commands are registered (each is imported
-#: only when it runs, or for --help).
-COMMANDS: dict[str, str] = {
-    "run": "memlens.cli.run",
-    "attach": "memlens.cli.attach",
-    "show": "memlens.cli.show",
-    "annotate": "memlens.cli.annotate",
-    "flow": "memlens.cli.flow",
-    "runs": "memlens.cli.runs",
-    "baseline": "memlens.cli.baseline",
-    "export": "memlens.cli.export",
-    "diff": "memlens.cli.diff",
-    "merge": "memlens.cli.merge",
-    "import": "memlens.cli.importer",
-    "lsp": "memlens.cli.lsp",
-    "mcp": "memlens.cli.mcp",
+#: Sub-command name -> (its module, its line in ``memlens --help``). The one place commands
+#: are registered (each module is imported only when its command runs or shows its help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "memlens.cli.run",
+        "profile a Python program (script or -m module) and report its hottest lines",
+    ),
+    "attach": (
+        "memlens.cli.attach",
+        "profile a running Python process (3.14+) for a while, without restarting it",
+    ),
+    "show": ("memlens.cli.show", "print the report of a saved run (default: the latest)"),
+    "annotate": ("memlens.cli.annotate", "print a source file with each line's figures beside it"),
+    "flow": (
+        "memlens.cli.flow",
+        "write the call tree as a Graphviz flow graph (--compare for several runs)",
+    ),
+    "runs": (
+        "memlens.cli.runs",
+        "list saved runs (id, time, peak, duration, command); `runs prune --keep N`",
+    ),
+    "baseline": (
+        "memlens.cli.baseline",
+        "set, show or clear the baseline run of each kind (`baseline set RUN`)",
+    ),
+    "export": ("memlens.cli.export", "print a run as JSON (RUN: path, run id, latest or baseline)"),
+    "diff": (
+        "memlens.cli.diff",
+        (
+            "compare two runs per line and function (default: baseline vs latest), or two "
+            "moments of one run (--from, --to)"
+        ),
+    ),
+    "merge": ("memlens.cli.merge", "merge runs of several processes or machines into one run"),
+    "import": (
+        "memlens.cli.importer",
+        (
+            "import a tracemalloc snapshot, a pymemtrace log or a PyTorch CUDA memory snapshot "
+            "as a run"
+        ),
+    ),
+    "lsp": ("memlens.cli.lsp", "start the language server (LSP over stdio) for editors"),
+    "mcp": (
+        "memlens.cli.mcp",
+        "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)",
+    ),
 }
 
 
 if TYPE_CHECKING:
 
     class Command(Protocol):
-        HELP: str
-
         def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
         def run(self, args: argparse.Namespace) -> int: ...
@@ -79,7 +109,8 @@ def _help_width() -> int:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; with ``only``, just that command's sub-parser is built.
+    """The argument parser; with ``only``, just that command's sub-parser is built (its module
+    imported), else every command's, bare (``memlens --help``: their lines of help only).
 
     Building one sub-parser instead of all keeps ``memlens run`` quick to start: only the
     command that runs is imported.
@@ -98,15 +129,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memlens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in COMMANDS.items():
+    for name, (module, help_line) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        command = _load(module)
-        p = sub.add_parser(
-            name, help=command.HELP, description=command.HELP, formatter_class=formatter
-        )
-        command.add_arguments(p)
-        p.set_defaults(_command=command)
+        p = sub.add_parser(name, help=help_line, description=help_line, formatter_class=formatter)
+        if only is not None:
+            command = _load(module)
+            command.add_arguments(p)
+            p.set_defaults(_command=command)
     return parser
 
 

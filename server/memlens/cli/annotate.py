@@ -10,8 +10,6 @@ from memlens.report import find_file, listing
 from memlens.runfile import reader
 from memlens.store import Store
 
-HELP = "print a source file with each line's figures beside it"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

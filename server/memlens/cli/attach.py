@@ -28,8 +28,6 @@ from memlens.layout import display_path, printable
 from memlens.runfile import reader
 from memlens.units import fmt_bytes, sample_option
 
-HELP = "profile a running Python process (3.14+) for a while, without restarting it"
-
 #: How the process is traced: these options of ``memlens run``'s table (by flag).
 _TRACING = (
     "--sample",

@@ -11,8 +11,6 @@ from memlens.layout import KINDS, pointer_name, printable
 from memlens.runfile import reader
 from memlens.store import Store, warn
 
-HELP = "set, show or clear the baseline run of each kind (`baseline set RUN`)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from memlens.diff import Change, FunctionDiff, LineDiff, RunDiff
     from memlens.moment import Moment
 
-HELP = (
-    "compare two runs per line and function (default: baseline vs latest), or two moments of "
-    "one run (--from, --to)"
-)
 
 _DEFAULT_TOP = 20
 

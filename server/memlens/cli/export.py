@@ -10,8 +10,6 @@ from memlens.export import write_json
 from memlens.runfile import reader
 from memlens.store import Store
 
-HELP = "print a run as JSON (RUN: path, run id, latest or baseline)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_spec(parser)

@@ -11,8 +11,6 @@ from memlens.flow import compare_graphs, to_dot
 from memlens.runfile import reader
 from memlens.store import Store
 
-HELP = "write the call tree as a Graphviz flow graph (--compare for several runs)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_spec(parser)

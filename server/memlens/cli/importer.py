@@ -15,8 +15,6 @@ from memlens.model import replace
 from memlens.runfile import writer
 from memlens.store import Store
 
-HELP = "import a tracemalloc snapshot, a pymemtrace log or a PyTorch CUDA memory snapshot as a run"
-
 #: Each tool's importer, by its name on the command line: FILE and the --source-dir folders
 #: (none given: each its default) -> the run.
 _IMPORTERS = {

@@ -6,8 +6,6 @@ import argparse
 
 from memlens_lsp.server import serve
 
-HELP = "start the language server (LSP over stdio) for editors"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on TCP PORT (debugging)")

@@ -10,8 +10,6 @@ from memlens.cli.options import add_dir
 from memlens.errors import MemlensError
 from memlens.layout import printable
 
-HELP = "serve the runs to coding agents (MCP over stdio; --http for streamable HTTP)"
-
 #: The SDK's requirement when memlens's own metadata cannot say it (pyproject.toml's ``mcp``
 #: extra is the one place it is written; tests/mcp_server/test_mcp_e2e.py checks the two).
 SDK_REQUIREMENT = "mcp>=2.3,<3"

@@ -25,8 +25,6 @@ from memlens.model import Run
 from memlens.runfile import reader, writer
 from memlens.store import Store
 
-HELP = "merge runs of several processes or machines into one run"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

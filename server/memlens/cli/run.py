@@ -37,7 +37,6 @@ else:
             return vars(self) == vars(other)
 
 
-HELP = "profile a Python program (script or -m module) and report its hottest lines"
 USAGE = "memlens run [options] (script.py | -m module) [args ...]"
 NOTHING_TO_RUN = (
     "nothing to run: give a script (memlens run app.py) or a module (memlens run -m pkg)"

@@ -14,8 +14,6 @@ from memlens.report import duration_text
 from memlens.store import Store
 from memlens.units import fmt_bytes
 
-HELP = "list saved runs (id, time, peak, duration, command); `runs prune --keep N`"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -19,8 +19,6 @@ from memlens.timeline import show
 if TYPE_CHECKING:
     from memlens.model import RunInfo
 
-HELP = "print the report of a saved run (default: the latest)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_spec(parser)
