@@ -348,13 +348,40 @@ void* ex_realloc(void*, void* ptr, size_t size) {
                            [&](bool) { return d.original.realloc(d.original.ctx, ptr, size); }, kind);
 }
 
+// The common free of exact mode: a tracked block of the pymalloc map (a MEM/OBJ block, with
+// the GIL) whose node's live bytes last changed in the current moment, forgotten and its
+// node's figures taken back with no call (the hook then saves no register on its way to the
+// allocator's free). False, with nothing done, for any other block: forget() then does it all.
+__attribute__((always_inline)) inline bool forget_mapped(uintptr_t p) {
+    blocks::PageBlock b = blocks::page_block(p);
+    if (!b) {
+        return false;
+    }
+    Node& n = calltree::node(b.node());
+    if (n.moment != __atomic_load_n(&moments::g_moment, __ATOMIC_RELAXED)) {
+        return false;  // (the moment's log first: forget()'s way)
+    }
+    b.clear();
+    calltree::on_free(n.fig, g_run.total, int64_t(b.size()), 1);
+    return true;
+}
+
+// ex_free() for every block but those forget_mapped() takes: out of line.
+template <int D>
+__attribute__((noinline)) void ex_free_other(void* ptr) {
+    forget(uintptr_t(ptr), gil_held(D), D != 0);
+    g_domains[D].original.free(g_domains[D].original.ctx, ptr);
+}
+
 template <int D>
 void ex_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     // A RAW free inside another hook is the allocator's own (pymalloc releasing a large block
     // that the OBJ hook already forgot).
     if (ptr && g_run.active.load(std::memory_order_relaxed) && !(D == 0 && t_state.in_hook)) {
-        forget(uintptr_t(ptr), gil_held(D), D != 0);
+        if (D == 0 || !g_map || !forget_mapped(uintptr_t(ptr))) {
+            return ex_free_other<D>(ptr);
+        }
     }
     d.original.free(d.original.ctx, ptr);
 }

@@ -769,18 +769,40 @@ __attribute__((noinline)) uint32_t walk_kept(ThreadStack* s, PyThreadState* ts, 
     return node;
 }
 
-// ... and then its node. At the cached position it runs the cached code (a position names its
-// code), complete; elsewhere the code and completeness are checked (a full walk if not so).
-inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
-                                  uint64_t epoch) {
+// at_moved_position() where neither the level nor the leaf cache knows the position: the code
+// and completeness are checked (a full walk if they changed), out of line.
+__attribute__((noinline)) uint32_t at_unknown_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil,
+                                                       bool may_allocate, uint64_t epoch) {
     Level& leaf = s->levels[s->len - 1];
-    if (compat::frame_pos(f) == leaf.pos) {
-        return leaf.node;
-    }
     if (compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f)) {
         return at_leaf_position(s, leaf, f);
     }
     return walk_kept(s, ts, gil, may_allocate, epoch);
+}
+
+// ... and then its node. At the cached position it runs the cached code (a position names its
+// code), complete; so it does at a position the leaf cache knows under the same caller's node
+// (the cache holds only positions of complete frames past RESUME, each in the code it names,
+// which is alive: a code's death clears the cache). Elsewhere, at_unknown_position(). The leaf
+// level keeps its code when the cache answers: a frame that now runs another code is found out
+// at its next unknown position. (The known positions save no register: the rest is a tail call.)
+inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
+                                  uint64_t epoch) {
+    Level& leaf = s->levels[s->len - 1];
+    uintptr_t pos = compat::frame_pos(f);
+    if (pos == leaf.pos) {
+        return leaf.node;
+    }
+    if (compat::kLineTable >= 311 && !leaf.transparent) {  // (always so where this runs: 3.12+)
+        uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
+        const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
+        if (e.pos == pos && e.parent == parent) {
+            leaf.pos = pos;
+            leaf.node = e.node;
+            return e.node;
+        }
+    }
+    return at_unknown_position(s, ts, f, gil, may_allocate, epoch);
 }
 
 // leaf_node() from the start: the thread's cache brought up to date, then the checks below.

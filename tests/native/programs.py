@@ -88,6 +88,27 @@ def two_calls(depth: int) -> tuple[list[bytearray], list[bytearray]]:
     return first, second
 
 
+def alt_a() -> tuple[bytearray, bytearray]:
+    first = bytearray(100)  # @alt_a1
+    second = bytearray(300)  # @alt_a2
+    return first, second
+
+
+def alt_b() -> tuple[bytearray, bytearray]:
+    first = bytearray(200)  # @alt_b1
+    second = bytearray(400)  # @alt_b2
+    return first, second
+
+
+def alternating(depth: int, count: int) -> list[tuple[bytearray, bytearray]]:
+    """`count` calls, `depth` frames down, of two functions in turn from one line: each call's
+    frame takes the last one's place (same address, same caller, same caller's position) but
+    runs the other function's code."""
+    if depth > 0:
+        return alternating(depth - 1, count)
+    return [(alt_a if i % 2 == 0 else alt_b)() for i in range(count)]  # @alt_call
+
+
 def peak_then_drop() -> bytearray:
     big = bytearray(20 * MIB)  # @peak_big
     del big

@@ -139,6 +139,25 @@ def test_a_caller_that_moved_on_is_seen_deep_in_the_stack() -> None:
     assert near(one.incl_alloc_bytes + two.incl_alloc_bytes, piece.incl_alloc_bytes, rel=0.05)
 
 
+def test_a_frame_that_runs_another_function_in_the_same_place_is_charged_right() -> None:
+    """Two functions called in turn from one line 30 frames down reuse one frame (same address,
+    same caller): every allocation goes to the line of the function running, not to a place
+    the other one allocated from (the stack cache knows both functions' places)."""
+    n = 4000
+    run, kept = profile(lambda: programs.alternating(30, n))
+    assert len(kept) == n
+    a1, a2 = stats(run, "alt_a1"), stats(run, "alt_a2")
+    b1, b2 = stats(run, "alt_b1"), stats(run, "alt_b2")
+    # Each line makes n/2 bytearrays of its size (an object and a buffer each), so the lines
+    # differ by their buffers' sizes (give or take the interpreter's own first-call work).
+    for s in (a1, a2, b1, b2):
+        assert n <= s.alloc_count <= n + 8
+        assert s.live_count >= n
+    assert near(a2.alloc_bytes - a1.alloc_bytes, n // 2 * 200, rel=0, slack=2048)
+    assert near(b1.alloc_bytes - a1.alloc_bytes, n // 2 * 100, rel=0, slack=2048)
+    assert near(b2.alloc_bytes - a1.alloc_bytes, n // 2 * 300, rel=0, slack=2048)
+
+
 def test_allocations_deep_in_an_unchanged_stack_do_not_reread_it() -> None:
     """A loop allocating 60 frames down: the stack is read in full once per change of its
     frames, not once per allocation (3.12+: frame exits are reported; before: one tight
