@@ -167,7 +167,7 @@ inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
 }
 
 // Records a block just allocated (or the new block of a realloc).
-void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
+MEMLENS_HOT void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     NogilEvent event(gil);
     if (!event.live()) {
         return;
@@ -308,7 +308,7 @@ inline Block kind_of(int domain, size_t size) {
 }
 
 template <int D>
-void* ex_malloc(void*, size_t size) {
+MEMLENS_HOT void* ex_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
     if (t.in_hook | t.paused | !g_run.active.load(std::memory_order_relaxed)) {
@@ -319,7 +319,7 @@ void* ex_malloc(void*, size_t size) {
 }
 
 template <int D>
-void* ex_calloc(void*, size_t nelem, size_t elsize) {
+MEMLENS_HOT void* ex_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
     size_t size = 0;
@@ -332,7 +332,7 @@ void* ex_calloc(void*, size_t nelem, size_t elsize) {
 }
 
 template <int D>
-void* ex_realloc(void*, void* ptr, size_t size) {
+MEMLENS_HOT void* ex_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     ThreadState& t = t_state;
     if (t.in_hook || !g_run.active.load(std::memory_order_relaxed)) {
@@ -374,7 +374,7 @@ __attribute__((noinline)) void ex_free_other(void* ptr) {
 }
 
 template <int D>
-void ex_free(void*, void* ptr) {
+MEMLENS_HOT void ex_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     // A RAW free inside another hook is the allocator's own (pymalloc releasing a large block
     // that the OBJ hook already forgot).
@@ -473,7 +473,7 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
 // tracked one moves to the line making the object now (or, for a paused thread, whose work is
 // not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
 // Returns 0 (the reference tracer's answer: ref_event's tail call).
-__attribute__((noinline)) int reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
+__attribute__((noinline)) MEMLENS_HOT int reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
     if (!g_run.sampling && !t.paused && g_map) {
         if (blocks::PageBlock b = blocks::page_block(block)) {
             // A block of the pymalloc map (the common case: a free list handing back a tuple,
@@ -589,7 +589,7 @@ __attribute__((noinline)) int ref_event_full(PyObject* op, compat::RefEvent even
 // CPython's reference tracer: every object made and destroyed. Its common events (an object's
 // end, an object made in the block just allocated) take a few instructions and save no
 // registers.
-int ref_event(PyObject* op, compat::RefEvent event, void* data) {
+MEMLENS_HOT int ref_event(PyObject* op, compat::RefEvent event, void* data) {
     if (__builtin_expect(g_pending_dict != nullptr || g_prev_tracer != nullptr, 0)) {
         return ref_event_full(op, event, data);
     }
@@ -718,27 +718,27 @@ inline void sample_free(void* ptr, int domain, Call call) {
 }
 
 template <int D>
-void* sm_malloc(void*, size_t size) {
+MEMLENS_HOT void* sm_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     return sample_alloc(size, D != 0, domain_block(D), [&] { return d.original.malloc(d.original.ctx, size); });
 }
 
 template <int D>
-void* sm_calloc(void*, size_t nelem, size_t elsize) {
+MEMLENS_HOT void* sm_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     return sample_alloc(nelem * elsize, D != 0, domain_block(D),
                         [&] { return d.original.calloc(d.original.ctx, nelem, elsize); });
 }
 
 template <int D>
-void* sm_realloc(void*, void* ptr, size_t size) {
+MEMLENS_HOT void* sm_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     return sample_realloc(ptr, size, D != 0, domain_block(D),
                           [&] { return d.original.realloc(d.original.ctx, ptr, size); });
 }
 
 template <int D>
-void sm_free(void*, void* ptr) {
+MEMLENS_HOT void sm_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     return sample_free(ptr, D, [&d, ptr] { d.original.free(d.original.ctx, ptr); });
 }
@@ -798,7 +798,7 @@ __attribute__((noinline)) void* pym_alloc_slow(Domain& d, size_t nelem, size_t e
 // The four below take the domain from D, not from ctx: one RIP-relative load each for the
 // original allocator's function and context.
 template <int D>
-void* pym_malloc(void*, size_t size) {
+MEMLENS_HOT void* pym_malloc(void*, size_t size) {
     Domain& d = g_domains[D];
     if (__builtin_expect(size <= kPymallocSmall, 1)) {
         g_gil_countdown.left -= int64_t(size);
@@ -811,7 +811,7 @@ void* pym_malloc(void*, size_t size) {
 }
 
 template <int D>
-void* pym_calloc(void*, size_t nelem, size_t elsize) {
+MEMLENS_HOT void* pym_calloc(void*, size_t nelem, size_t elsize) {
     Domain& d = g_domains[D];
     size_t size = 0;
     if (__builtin_expect(!__builtin_mul_overflow(nelem, elsize, &size) && size <= kPymallocSmall, 1)) {
@@ -825,7 +825,7 @@ void* pym_calloc(void*, size_t nelem, size_t elsize) {
 }
 
 template <int D>
-void* pym_realloc(void*, void* ptr, size_t size) {
+MEMLENS_HOT void* pym_realloc(void*, void* ptr, size_t size) {
     Domain& d = g_domains[D];
     const PyMemAllocatorEx& o = d.original;
     ThreadState& ts = t_state;
@@ -840,7 +840,7 @@ void* pym_realloc(void*, void* ptr, size_t size) {
 }
 
 template <int D>
-void pym_free(void*, void* ptr) {
+MEMLENS_HOT void pym_free(void*, void* ptr) {
     Domain& d = g_domains[D];
     d.original.free(d.original.ctx, ptr);  // a tail call: sampled blocks are seen as RAW frees
 }

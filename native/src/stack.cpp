@@ -874,16 +874,24 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
 // innermost frame is the cached one, every level below it trusted (the facts its last full
 // look kept, still current). Its other paths are tail calls, so this one saves no registers
 // (~17 instructions a call).
-uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
+MEMLENS_HOT uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
     if constexpr (compat::kMonitoring) {
         ThreadStack* s = t.stack;
         const uint64_t epoch = __atomic_load_n(&g_stack_epoch, __ATOMIC_ACQUIRE);
         if (s && gil && s->hot_epoch == epoch) {
+            Frame* hot = s->hot_frame;
             PyThreadState* ts = *s->tstate;
             Frame* f = ts ? compat::current_frame(ts) : nullptr;
-            if (f == s->hot_frame && (compat::frame_prev(f) == s->hot_caller || s->hot_caller == kAnyCaller)) {
-                ++s->walks;
-                return at_moved_position(s, ts, f, gil, may_allocate, epoch);
+            if (f == hot) {
+                // The frame is read through `hot` from here, whose address the cache holds, so
+                // those reads wait for the predicted branch only, not for the current frame's
+                // own chain of loads (thread state, then frame): opaque to the compiler, which
+                // would otherwise read through `f`, equal after the test.
+                asm("" : "+r"(hot));
+                if (compat::frame_prev(hot) == s->hot_caller || s->hot_caller == kAnyCaller) {
+                    ++s->walks;
+                    return at_moved_position(s, ts, hot, gil, may_allocate, epoch);
+                }
             }
         }
     }

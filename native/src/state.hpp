@@ -23,6 +23,10 @@
 // Hooks run on every allocation: initial-exec TLS avoids a __tls_get_addr call per access.
 #define MEMLENS_TLS __attribute__((tls_model("initial-exec"))) thread_local
 
+// The functions of the hooks' common paths: placed together (GCC's .text.hot), so that the
+// interpreter's calls into them touch a few pages of code, not a page per function.
+#define MEMLENS_HOT __attribute__((hot))
+
 namespace memlens {
 
 // A spinlock that never allocates (fork-safe with the atfork handlers in tracer.cpp).

@@ -12,7 +12,7 @@ import sys
 import zlib
 from array import array
 from itertools import pairwise, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, itemgetter, sub
 
 from memlens import model
 from memlens.errors import one_line
@@ -321,7 +321,8 @@ def _tree_rows(
     ids = tree.id
     if not (isinstance(ids, range) and ids == range(n)) and list(ids) != list(range(n)):
         raise ValueError("the call tree's node ids are not its positions (see model.CallTree)")
-    if any(not -1 <= p < i for i, p in enumerate(tree.parent)):
+    # Every parent is -1 or comes before its node (-1 <= parent[i] < i), checked at C speed.
+    if n and (min(tree.parent) < -1 or max(map(sub, tree.parent, range(n))) >= 0):
         raise ValueError("a call-tree node comes before its parent")
     # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
     index = [file_ids.get(f, 0) - 1 for f in tree.files]

@@ -123,9 +123,13 @@ def find(
     chosen = ranked[:lines]
     if not chosen:
         return ()
-    target_of_site = {site: t for t, site in enumerate(chosen)}
     node_site = built["node_site"]
-    target_of_node = array("i", (target_of_site.get(s, -1) for s in node_site))
+    # Each node's target (its site's rank among the chosen, -1 if none): a list indexed by site
+    # read by map() goes at C speed (a big call tree has a few hundred thousand nodes).
+    target_of_site = [-1] * len(live)
+    for t, site in enumerate(chosen):
+        target_of_site[site] = t
+    target_of_node = array("i", map(target_of_site.__getitem__, node_site))
 
     def where(node: int) -> tuple[str, int]:
         site = node_site[node] if 0 <= node < len(node_site) else -1
