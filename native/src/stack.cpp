@@ -626,6 +626,16 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
     int k = base;
     if (!compat::kMonitoring && depth == len) {
         k = differs == INT32_MAX ? depth : differs;
+        // The levels at their places may be in other frames now (another generator's, another
+        // task's): their frames are kept, which callers_unchanged() compares.
+        for (int i = 0; i < k; ++i) {
+            Frame* fr = s->scratch[depth - 1 - i];
+            Level& lv = s->levels[i];
+            if (lv.frame != fr) {
+                lv.frame = fr;
+                lv.since = s->walks;
+            }
+        }
     } else {
         int same = depth < len ? depth : len;
         while (k < same) {
@@ -789,11 +799,11 @@ __attribute__((noinline)) uint32_t at_unknown_position(ThreadStack* s, PyThreadS
 }
 
 // ... and then its node. At the cached position it runs the cached code (a position names its
-// code), complete; so it does at a position the leaf cache knows under the same caller's node
-// (the cache holds only positions of complete frames past RESUME, each in the code it names,
-// which is alive: a code's death clears the cache). Elsewhere, at_unknown_position(). The leaf
-// level keeps its code when the cache answers: a frame that now runs another code is found out
-// at its next unknown position. (The known positions save no register: the rest is a tail call.)
+// code), complete; so it does at a position the leaf cache knows in the level's code under the
+// same caller's node (the cache holds only positions of complete frames past RESUME, each in
+// the code it names, which is alive: a code's death clears the cache; the level's code stays
+// its frame's). Elsewhere, at_unknown_position(). (The known positions save no register: the
+// rest is a tail call.)
 inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
                                   uint64_t epoch) {
     Level& leaf = s->levels[s->len - 1];
@@ -804,7 +814,7 @@ inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, b
     if (compat::kLineTable >= 311 && !leaf.transparent) {  // (always so where this runs: 3.12+)
         uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
         const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-        if (e.pos == pos && e.parent == parent) {
+        if (e.pos == pos && e.parent == parent && e.code_id == leaf.code_id) {
             leaf.pos = pos;
             leaf.node = e.node;
             return e.node;

@@ -79,6 +79,24 @@ def pieces_below(depth: int, count: int) -> list[bytearray]:
     return pieces(count)
 
 
+def _source_of_pieces(count: int) -> Iterator[list[bytearray]]:
+    while True:
+        yield pieces(count)  # @source_pieces
+
+
+def two_sources(count: int) -> list[list[bytearray] | None]:
+    """Two generators of one function asked once each, from one place, with no allocation
+    between them: the second's frame is another frame at the first one's place, with the same
+    frames above and below it."""
+    sources = (_source_of_pieces(count), _source_of_pieces(count))
+    out: list[list[bytearray] | None] = [None, None]
+    i = 0
+    for source in sources:
+        out[i] = next(source)  # @source_next
+        i += 1  # noqa: SIM113 (enumerate would make a tuple between the two calls)
+    return out
+
+
 def two_calls(depth: int) -> tuple[list[bytearray], list[bytearray]]:
     """Two calls of one function from two lines, each `depth` frames above the allocations:
     the second call's frames take the first's places (same addresses, same code); only this

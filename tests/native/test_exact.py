@@ -175,6 +175,23 @@ def test_allocations_deep_in_an_unchanged_stack_do_not_reread_it() -> None:
     assert info["stack_reads"] < info["allocations"] / 10
 
 
+def test_a_caller_in_another_frame_at_the_same_place_is_read_once() -> None:
+    """Allocations below a second generator of the same function, at the first one's place:
+    the stack is read again once, not on each allocation (3.10/3.11 keep the frame the walk
+    found at a level whose place did not change)."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        kept = programs.two_sources(4000)
+    finally:
+        _tracer.stop()
+    info = _tracer.snapshot().info
+    _tracer.reset()
+    assert [len(k or ()) for k in kept] == [4000, 4000]
+    assert info["allocations"] >= 16_000
+    assert info["stack_reads"] < info["allocations"] / 10
+
+
 @pytest.mark.skipif(
     not (sys.platform == "linux" and os.uname().machine == "x86_64") or sys.version_info < (3, 12),
     reason="the interpreter's thread-local current state (3.12+) is read directly on x86-64 "

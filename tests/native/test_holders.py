@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import types
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,22 @@ def test_reference_counts_are_as_they_were(module: Any) -> None:
     assert after == before
     assert item == 2  # the list's, and getrefcount's argument
     assert held.expression(paths_of(run, path, "kept")[0]).startswith("ledger.KEPT[")
+
+
+def test_nodes_without_a_line_are_no_line_s_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node with no line (the root: site -1) is nobody's target, even when the run's last
+    site is among the lines looked for."""
+    seen: dict[str, Any] = {}
+
+    def walk(roots: Any, skip: Any, everything: Any, targets: bytes, *rest: Any) -> Any:
+        seen["targets"] = array("i", targets)
+        return {"chains": [], "complete": False}
+
+    monkeypatch.setattr(holders._tracer, "holders", walk)
+    built = {
+        "sites": {"live_bytes": [10, 1 << 20, 2 << 20], "file": [0, 0, 0], "line": [1, 2, 3]},
+        "node_site": array("i", [-1, 0, 1, 2, -1]),
+    }
+    holders.find(built, ["app.py"], 1.0)
+    # Sites 2 and 1 are looked for (heaviest first: targets 0 and 1); site 0 is too light.
+    assert list(seen["targets"]) == [-1, -1, 1, 0, -1]

@@ -322,7 +322,9 @@ def _tree_rows(
     if not (isinstance(ids, range) and ids == range(n)) and list(ids) != list(range(n)):
         raise ValueError("the call tree's node ids are not its positions (see model.CallTree)")
     # Every parent is -1 or comes before its node (-1 <= parent[i] < i), checked at C speed.
-    if n and (min(tree.parent) < -1 or max(map(sub, tree.parent, range(n))) >= 0):
+    if n and (
+        min(tree.parent, default=-1) < -1 or max(map(sub, tree.parent, range(n)), default=-1) >= 0
+    ):
         raise ValueError("a call-tree node comes before its parent")
     # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
     index = [file_ids.get(f, 0) - 1 for f in tree.files]

@@ -125,8 +125,9 @@ def find(
         return ()
     node_site = built["node_site"]
     # Each node's target (its site's rank among the chosen, -1 if none): a list indexed by site
-    # read by map() goes at C speed (a big call tree has a few hundred thousand nodes).
-    target_of_site = [-1] * len(live)
+    # read by map() goes at C speed (a big call tree has a few hundred thousand nodes). A node
+    # with no line (the root) has site -1, which reads the spare last slot.
+    target_of_site = [-1] * (len(live) + 1)
     for t, site in enumerate(chosen):
         target_of_site[site] = t
     target_of_node = array("i", map(target_of_site.__getitem__, node_site))
