@@ -11,9 +11,11 @@ SRC = Path(__file__).resolve().parents[2] / "native" / "src"
 #: (sm_) and pymalloc-sampling (pym_) modes, pymalloc's arena allocator, numpy's handler (np_),
 #: the C library's allocator and mappings (ml_, through native.cpp's patched slots) and
 #: CPython's reference tracer (ref_: objects made, 3.13+).
-HOOK = re.compile(r"^(?:void\*|void|int) ((?:ex|sm|pym|np|ml|arena|ref)_\w+)\(", re.MULTILINE)
+HOOK = re.compile(
+    r"^(?:MEMLENS_HOT )?(?:void\*|void|int) ((?:ex|sm|pym|np|ml|arena|ref)_\w+)\(", re.MULTILINE
+)
 FUNCTION = re.compile(
-    r"^(?:__attribute__\(\(\w+\)\) )?(?:inline |static )*[\w:<>*& ]+?\b(\w+)\([^;{]*\)"
+    r"^(?:__attribute__\(\(\w+\)\) )?(?:MEMLENS_HOT )?(?:inline |static )*[\w:<>*& ]+?\b(\w+)\([^;{]*\)"
     r"(?:\s*noexcept)?\s*\{",
     re.MULTILINE,
 )

@@ -108,9 +108,10 @@ def _help_width() -> int:
     return max(columns - 2, 20)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; with ``only``, just that command's sub-parser is built (its module
-    imported), else every command's, bare (``memlens --help``: their lines of help only).
+def build_parser(only: str | None = None, *, bare: bool = False) -> argparse.ArgumentParser:
+    """The argument parser; with ``only``, just that command's sub-parser is built. ``bare``:
+    every command's sub-parser with its line of help only, no module imported (what
+    ``memlens --help`` shows).
 
     Building one sub-parser instead of all keeps ``memlens run`` quick to start: only the
     command that runs is imported.
@@ -133,7 +134,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             continue
         p = sub.add_parser(name, help=help_line, description=help_line, formatter_class=formatter)
-        if only is not None:
+        if not bare:
             command = _load(module)
             command.add_arguments(p)
             p.set_defaults(_command=command)
@@ -175,7 +176,9 @@ def _main(args_list: list[str], first: str | None) -> int:
         quick = run.parse(args_list[1:])
         if quick is not None:
             return run.run(quick)
-    parser = build_parser(first if first in COMMANDS else None)
+    # (Not a command: the top level's help, --version or an error, which need no command's
+    # module.)
+    parser = build_parser(first) if first in COMMANDS else build_parser(bare=True)
     args = parser.parse_args(args_list)
     command: Command | None = getattr(args, "_command", None)
     if command is None:
