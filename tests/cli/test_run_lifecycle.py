@@ -251,6 +251,29 @@ def test_sigkill_after_4_s_leaves_latest_naming_the_incomplete_run(tmp_path: Pat
     assert "long.py:2" in shown.stdout
 
 
+def test_sigkill_two_seconds_in_leaves_a_run_with_the_default_interval(tmp_path: Path) -> None:
+    """The first checkpoint comes after 1 s, not after the full interval (5 s): a program the
+    OOM killer ends a few seconds in still leaves a run."""
+    store = Store(tmp_path)
+    (tmp_path / "long.py").write_text(LONG)
+    proc = start_memlens("run", "long.py", cwd=tmp_path)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    began = time.monotonic()
+    # (Polled: on a loaded machine the first checkpoint, due 1 s after the start, may take a
+    # while to write; before this change none came before 5 s.)
+    while store.latest() is None and time.monotonic() - began < 3.5:
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert store.latest() is not None, "no checkpoint within 3.5 s of the program's start"
+    shown = memlens("show", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "INCOMPLETE (the program did not finish)" in shown.stdout
+    assert "long.py:2" in shown.stdout
+
+
 #: A program with a big call tree (8**5 call paths): its final run takes a while to build and
 #: write. It waits for its first checkpoint (argv[1]) before it ends.
 TREE = """\

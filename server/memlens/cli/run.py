@@ -148,8 +148,8 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
             "type": float,
             "default": 5.0,
             "metavar": "S",
-            "help": "save the run so far every S seconds, so that a killed program leaves a run "
-            "(default: 5; 0: never)",
+            "help": "save the run so far every S seconds (the first times sooner: after 1 s, "
+            "then at doubling waits), so that a killed program leaves a run (default: 5; 0: never)",
         },
     ),
     (

@@ -180,8 +180,9 @@ def start(
     are charged to the calling line of your code) unless ``libraries`` is true.
 
     With ``checkpoint``, a background thread writes the run so far to that path every
-    ``checkpoint_interval_s`` seconds (less often when writing one takes more than 2% of the
-    time between them; atomically, marked incomplete), so that a program that
+    ``checkpoint_interval_s`` seconds, the first ones sooner (after 1 s, then waits doubling up
+    to the interval), and less often when writing one takes more than 2% of the time between
+    them (atomically, marked incomplete), so that a program that
     is killed (SIGKILL) or crashes in native code still leaves a usable run. The thread's own
     allocations are not traced; ``on_checkpoint`` is called (in that thread) after each
     checkpoint written; ``amend``, when given, is called (in that thread too) with each
@@ -465,6 +466,12 @@ _checkpointer: Any = None
 #: The wait after a checkpoint is at least this many times the CPU time writing it took.
 _CHECKPOINT_COST_FACTOR = 50
 
+#: The first checkpoint comes this many seconds after the start (or after the interval, if
+#: shorter); each wait then doubles up to the interval. A program that the kernel's OOM killer
+#: (or anyone) kills with SIGKILL a few seconds in, before a first checkpoint at the full
+#: interval, would otherwise leave no run at all.
+_FIRST_CHECKPOINT_S = 1.0
+
 
 def _start_checkpoints(
     session: _Session,
@@ -492,7 +499,7 @@ def _start_checkpoints(
         _tracer.set_thread_paused(True)
         _tracer.name_thread("memlens-checkpt")
         block_signals()
-        wait = interval
+        ramp = wait = min(interval, _FIRST_CHECKPOINT_S)
         ready_lock.release()
         try:
             while not stop_lock.acquire(timeout=wait):
@@ -506,7 +513,8 @@ def _start_checkpoints(
                 # A big run takes a while to build and write, mostly holding the GIL: space
                 # checkpoints so that they cost at most ~2% of the program's time.
                 cost = time.thread_time() - began
-                wait = max(interval, _CHECKPOINT_COST_FACTOR * cost)
+                ramp = min(interval, 2 * ramp)
+                wait = max(ramp, _CHECKPOINT_COST_FACTOR * cost)
         finally:
             done_lock.release()
 
