@@ -564,6 +564,15 @@ bool monitoring() { return g_monitoring; }
 
 namespace {
 
+// A level found unchanged (at its place) in frame `fr`: the frame is kept, which the checks of
+// later allocations compare (a new one restarts the level's count towards a watch).
+inline void keep_frame(ThreadStack* s, Level& lv, Frame* fr) {
+    if (lv.frame != fr) {
+        lv.frame = fr;
+        lv.since = s->walks;
+    }
+}
+
 // The node of the current stack by reading the frames above the trusted levels (all of them
 // on 3.10 and 3.11), re-interning the levels that changed.
 __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool gil, bool may_allocate) {
@@ -631,10 +640,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
         for (int i = 0; i < k; ++i) {
             Frame* fr = s->scratch[depth - 1 - i];
             Level& lv = s->levels[i];
-            if (lv.frame != fr) {
-                lv.frame = fr;
-                lv.since = s->walks;
-            }
+            keep_frame(s, lv, fr);
         }
     } else {
         int same = depth < len ? depth : len;
@@ -644,10 +650,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             if (!same_place(lv, fr)) {
                 break;
             }
-            if (lv.frame != fr) {
-                lv.frame = fr;
-                lv.since = s->walks;
-            }
+            keep_frame(s, lv, fr);
             ++k;
         }
     }
@@ -699,6 +702,15 @@ __attribute__((noinline)) uint32_t leaf_interned(ThreadStack* s, Level& leaf, Fr
     return node;
 }
 
+// Whether a leaf cache entry holds the node of position `pos` in code `code_id` under node
+// `parent`. (From 3.11 a position is a pointer into its code object, which the cache is
+// cleared with when it dies, and never 0: an empty entry never matches. The code id still
+// counts: two functions taking turns in one level's frame under one caller. Before 3.11 a
+// position is an offset, which may be 0: an empty entry has node 0, the root, never cached.)
+inline bool leaf_entry_matches(const LeafCache::Entry& e, uintptr_t pos, uint32_t parent, uint32_t code_id) {
+    return e.pos == pos && e.parent == parent && e.code_id == code_id && (compat::kLineTable >= 311 || e.node);
+}
+
 // The innermost level's node at its frame's position now, the frame and every level below it
 // being known unchanged: the cached node, or the thread's leaf cache's for that position,
 // without reading other frames.
@@ -714,10 +726,7 @@ inline uint32_t at_leaf_position(ThreadStack* s, Level& leaf, Frame* f) {
     uint32_t node = parent;
     if (!leaf.transparent) {
         const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-        // (From 3.11 a position is a pointer into its code object, which the cache is
-        // cleared with when it dies: it names the code, and an empty entry's 0 never matches.)
-        if (!(e.pos == pos && e.parent == parent &&
-              (compat::kLineTable >= 311 || (e.code_id == leaf.code_id && e.node)))) {
+        if (!leaf_entry_matches(e, pos, parent, leaf.code_id)) {
             return leaf_interned(s, leaf, f, pos, parent);  // (a tail call: the cached
         }                                                   // places cost no call)
         node = e.node;
@@ -814,7 +823,7 @@ inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, b
     if (compat::kLineTable >= 311 && !leaf.transparent) {  // (always so where this runs: 3.12+)
         uint32_t parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
         const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-        if (e.pos == pos && e.parent == parent && e.code_id == leaf.code_id) {
+        if (leaf_entry_matches(e, pos, parent, leaf.code_id)) {
             leaf.pos = pos;
             leaf.node = e.node;
             return e.node;
