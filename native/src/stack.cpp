@@ -57,6 +57,10 @@ struct ThreadStack {
     int cap;
     int len;
     int trusted;  // levels [0, trusted) cannot have changed since the last walk (3.12+)
+    // Levels [0, code_known) hold a code object and its id that still go together (those
+    // above `len` too, left by frames that returned): no code died since they were set, so a
+    // frame running that code object again is given the id without a lookup.
+    int code_known;
     uint64_t deaths;
     uint64_t generation;
     compat::Frame** scratch;
@@ -660,7 +664,9 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             Frame* fr = s->scratch[depth - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
-            uint32_t code = (i < len && lv.code == co) ? lv.code_id : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr)) : codes::kNone;
+            uint32_t code = (i < s->code_known && lv.code == co) ? lv.code_id
+                            : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr))
+                                  : codes::kNone;
             if (code == codes::kNone) {
                 depth = i;  // a code object we cannot name: charge its caller
                 break;
@@ -680,6 +686,9 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             parent = node;
         }
         s->len = depth;
+        if (s->code_known < depth) {
+            s->code_known = depth;
+        }
         if (s->trusted >= depth) {
             s->trusted = depth > 0 ? depth - 1 : 0;
         }
@@ -842,7 +851,7 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
     const uint64_t epoch = __atomic_load_n(&g_stack_epoch, __ATOMIC_ACQUIRE);
     if (s->generation != g_run.generation) {
         s->generation = g_run.generation;
-        s->len = s->trusted = 0;
+        s->len = s->trusted = s->code_known = 0;
         s->walks = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
     }
@@ -855,7 +864,7 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
         // A code object died: cached levels above the trusted ones may name its address, and
         // so may cached positions.
         s->deaths = deaths;
-        s->len = s->trusted;
+        s->len = s->code_known = s->trusted;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
     }
     // With the GIL, the current thread state is the caller's. Without it (a thread that
