@@ -132,6 +132,7 @@ NB_MODULE(_tracer, m) {
                 d["samples"] = s.samples;
                 d["stack_reads"] = s.stack_reads;
                 d["frames_read"] = s.frames_read;
+                d["exit_watches_dropped"] = s.exit_watches_dropped;
                 d["duration_s"] = s.duration_s;
                 d["mode"] = s.mode == 1 ? "sampling" : "exact";
                 d["sample_interval"] = s.sample_interval;

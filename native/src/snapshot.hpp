@@ -83,6 +83,7 @@ struct SnapshotData {
     uint64_t samples = 0;
     uint64_t stack_reads = 0;
     uint64_t frames_read = 0;
+    uint64_t exit_watches_dropped = 0;
     double duration_s = 0;
     int mode = 0;
     uint64_t sample_interval = 0;

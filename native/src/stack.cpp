@@ -79,6 +79,13 @@ struct ThreadStack {
     uint64_t hot_epoch;
     compat::Frame* hot_frame;
     compat::Frame* hot_caller;
+    // 3.12+, what the watched frames' exits cost and what trusting levels saves, over the
+    // thread's latest exits (on_frame_exit): exits reported, frames the stack lookups since
+    // the window began did not read (each lookup counted with the levels trusted at the next
+    // exit), and `walks` at the last exit.
+    uint32_t window_exits;
+    uint64_t window_saved;
+    uint64_t walks_at_exit;
 };
 
 namespace stack {
@@ -185,6 +192,14 @@ bool grow(T*& array, int& cap, int need) {
 
 constexpr uint8_t kWatched = 1;
 constexpr uint8_t kRequested = 2;
+// Its exits cost more than trusting its frames saves: not watched again in this run.
+constexpr uint8_t kDropped = 4;
+
+// A watched exit costs about as much as reading this many frames (CPython's instrumentation
+// calling on_frame_exit: ~265 instructions on 3.12; a frame of a walk, ~8).
+constexpr uint64_t kExitCost = 32;
+// Exits of a thread between two looks at their cost.
+constexpr uint32_t kExitWindow = 4096;
 
 bool g_monitoring = false;
 int g_tool = -1;
@@ -194,11 +209,13 @@ uint64_t g_trust_epoch = 0;
 PyObject* g_set_local_events = nullptr;  // sys.monitoring.set_local_events
 long g_exit_events = 0;                  // PY_RETURN | PY_YIELD
 std::vector<uint32_t>* g_requests = nullptr;  // code ids to watch, under g_intern_lock
+std::vector<uint32_t>* g_drops = nullptr;     // code ids to stop watching, under g_intern_lock
 bool g_pending = false;  // a pending call is scheduled (under g_intern_lock)
 
+// Non-zero for a code object watched, asked for or dropped (not to be asked for).
 inline uint8_t watch_state(uint32_t code) {
     uint8_t* f = codes::flags(code);
-    return f ? uint8_t(__atomic_load_n(f, __ATOMIC_ACQUIRE) & (kWatched | kRequested)) : kRequested;
+    return f ? uint8_t(__atomic_load_n(f, __ATOMIC_ACQUIRE) & (kWatched | kRequested | kDropped)) : kRequested;
 }
 inline bool watched(uint32_t code) { return watch_state(code) & kWatched; }
 
@@ -208,7 +225,7 @@ int apply_requests(void*);
 void request_watch(uint32_t code) {
     Guard g(g_intern_lock);
     uint8_t* f = codes::flags(code);
-    if (!f || (*f & (kWatched | kRequested)) || !g_requests) {
+    if (!f || (*f & (kWatched | kRequested | kDropped)) || !g_requests) {
         return;
     }
     __atomic_fetch_or(f, kRequested, __ATOMIC_RELEASE);
@@ -218,21 +235,55 @@ void request_watch(uint32_t code) {
     }
 }
 
+// Asks for a watched `code` to be watched no more, for the rest of the run (the pending call).
+void request_drop(uint32_t code) {
+    Guard g(g_intern_lock);
+    uint8_t* f = codes::flags(code);
+    if (!f || !(*f & kWatched) || (*f & kDropped) || !g_drops) {
+        return;
+    }
+    __atomic_fetch_or(f, kDropped, __ATOMIC_RELEASE);
+    g_drops->push_back(code);
+    if (!g_pending) {
+        g_pending = Py_AddPendingCall(apply_requests, nullptr) == 0;
+    }
+}
+
 // A pending call (main thread, GIL held, between bytecodes): sets local PY_RETURN and PY_YIELD
-// events on the requested code objects that are still alive.
+// events on the requested code objects that are still alive, and clears them on the dropped
+// ones.
 int apply_requests(void*) {
-    std::vector<uint32_t> todo;
+    std::vector<uint32_t> todo, drops;
     {
         Guard g(g_intern_lock);
         g_pending = false;
-        if (!g_monitoring || !g_requests) {
+        if (!g_monitoring || !g_requests || !g_drops) {
             return 0;
         }
         todo.swap(*g_requests);
+        drops.swap(*g_drops);
     }
     PauseScope pause;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    if (!drops.empty()) {
+        // No level of a dropped code may stay trusted once its exits go unreported: every
+        // thread's trust is taken back first (no other thread runs meanwhile: the GIL), and
+        // extended again only over codes still watched.
+        for (uint32_t code : drops) {
+            __atomic_fetch_and(codes::flags(code), uint8_t(~(kWatched | kRequested)), __ATOMIC_RELEASE);
+        }
+        g_run.exit_watches_dropped += drops.size();
+        __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
+        stacks_stale();
+        for (uint32_t code : drops) {
+            PyCodeObject* co = codes::live_code(code);
+            if (co && g_monitoring) {
+                Py_XDECREF(PyObject_CallFunction(g_set_local_events, "iOi", g_tool, reinterpret_cast<PyObject*>(co), 0));
+                PyErr_Clear();
+            }
+        }
+    }
     for (uint32_t code : todo) {
         PyCodeObject* co = codes::live_code(code);
         if (!co || !g_monitoring) {
@@ -251,11 +302,47 @@ int apply_requests(void*) {
     return 0;
 }
 
+// Every kExitWindow exits of a thread: whether watching `code` (the one exiting now, the
+// likeliest to exit often) costs more than trusting its levels saves. What trust saved in the
+// window is shared out by the trusted levels, of which those from the code's lowest level up
+// are the ones its watch makes trusted; when its exits cost more than that share, it is
+// dropped (a recursive descent whose frames come and go with an allocation or two each: there
+// the walk reads the few frames above the other trusted levels for less than the exits cost).
+__attribute__((noinline)) void weigh_exits(ThreadStack* s, PyObject* code) {
+    uint64_t exits = s->window_exits, saved = s->window_saved;
+    s->window_exits = 0;
+    s->window_saved = 0;
+    int lowest = -1;
+    for (int i = 0; i < s->len; ++i) {
+        if (reinterpret_cast<PyObject*>(s->levels[i].code) == code) {
+            lowest = i;
+            break;
+        }
+    }
+    if (lowest < 0 || lowest >= s->trusted || !watched(s->levels[lowest].code_id)) {
+        return;  // not a watched code of this stack's trusted levels: nothing to weigh
+    }
+    uint64_t share = saved / uint64_t(s->trusted) * uint64_t(s->trusted - lowest);
+    if (exits * kExitCost > share) {
+        // (The list may grow: libc memory, which the native hooks must not trace here, under
+        // the lock that a traced allocation would take again.)
+        InHook hook(t_state, t_state.in_hook);
+        request_drop(s->levels[lowest].code_id);
+    }
+}
+
 // sys.monitoring callback for PY_RETURN, PY_YIELD and PY_UNWIND: the current frame is leaving
 // the stack. If it is the watched frame just above the trusted levels, the level below it is
-// about to resume: it is no longer trusted.
-PyObject* on_frame_exit(PyObject*, PyObject* const*, Py_ssize_t) {
+// about to resume: it is no longer trusted. (args[0]: the code object.)
+PyObject* on_frame_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     ThreadStack* s = t_state.stack;
+    if (s && s->generation == g_run.generation) {
+        s->window_saved += (s->walks - s->walks_at_exit) * uint64_t(s->trusted);
+        s->walks_at_exit = s->walks;
+        if (++s->window_exits >= kExitWindow && nargs > 0) {
+            weigh_exits(s, args[0]);
+        }
+    }
     if (s && s->trusted > 0 && s->generation == g_run.generation) {
         PyThreadState* ts = s->tstate ? *s->tstate : compat::unchecked_tstate();
         Frame* f = ts ? compat::current_frame(ts) : nullptr;
@@ -384,6 +471,7 @@ bool claim_tool(int avoid) {
         g_set_local_events = set_local;
         set_local = nullptr;
         g_requests = new std::vector<uint32_t>();
+        g_drops = new std::vector<uint32_t>();
         g_monitoring = true;
         stacks_stale();
     }
@@ -520,14 +608,18 @@ void stop_monitoring() {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     std::vector<uint32_t>* requests = nullptr;
+    std::vector<uint32_t>* drops = nullptr;
     {
         Guard g(g_intern_lock);
         g_monitoring = false;
         stacks_stale();
         requests = g_requests;
         g_requests = nullptr;
+        drops = g_drops;
+        g_drops = nullptr;
     }
     delete requests;
+    delete drops;
     if (g_set_local_events) {
         for (uint32_t code = 0; uint8_t* f = codes::flags(code); ++code) {
             PyCodeObject* co = (*f & kWatched) ? codes::live_code(code) : nullptr;
@@ -536,7 +628,7 @@ void stop_monitoring() {
                 Py_XDECREF(r);
                 PyErr_Clear();
             }
-            *f = uint8_t(*f & ~(kWatched | kRequested));
+            *f = uint8_t(*f & ~(kWatched | kRequested | kDropped));
         }
     }
     PyObject* set_events = monitoring_attr("set_events");
@@ -852,7 +944,8 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
     if (s->generation != g_run.generation) {
         s->generation = g_run.generation;
         s->len = s->trusted = s->code_known = 0;
-        s->walks = 0;
+        s->walks = s->walks_at_exit = s->window_saved = 0;
+        s->window_exits = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
     }
     if (uint64_t trust = __atomic_load_n(&g_trust_epoch, __ATOMIC_ACQUIRE); s->trust_epoch != trust) {

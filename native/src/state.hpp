@@ -101,6 +101,7 @@ struct Run {
     uint64_t stack_reads = 0;
     uint64_t samples = 0;  // allocation events recorded
     uint64_t frames_read = 0;
+    uint64_t exit_watches_dropped = 0;  // code objects whose exits cost more than they saved
 };
 inline Run g_run;
 

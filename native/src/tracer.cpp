@@ -153,7 +153,7 @@ std::string start(const Options& options) {
     g_run.epoch = 1;
     g_run.allocations = g_run.samples = 0;
     g_run.alloc_bytes = g_run.alloc_bytes_nogil = 0;
-    g_run.stack_reads = g_run.frames_read = 0;
+    g_run.stack_reads = g_run.frames_read = g_run.exit_watches_dropped = 0;
     g_duration = 0;
     g_peak_rss = 0;
     ++g_run.generation;
@@ -365,6 +365,7 @@ void snapshot(SnapshotData& out) {
         out.samples = g_run.samples;
         out.stack_reads = g_run.stack_reads;
         out.frames_read = g_run.frames_read;
+        out.exit_watches_dropped = g_run.exit_watches_dropped;
     }
     out.lines.load();
     bool running = g_run.active.load() && !g_finished;

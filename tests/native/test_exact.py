@@ -173,6 +173,7 @@ def test_allocations_deep_in_an_unchanged_stack_do_not_reread_it() -> None:
     assert len(kept) == 5000
     assert info["allocations"] >= 10_000
     assert info["stack_reads"] < info["allocations"] / 10
+    assert info["exit_watches_dropped"] == 0  # (3.12+: its callers' exits are rare)
 
 
 def test_a_caller_in_another_frame_at_the_same_place_is_read_once() -> None:

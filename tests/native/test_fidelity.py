@@ -222,6 +222,68 @@ def test_watching_frame_exits_gives_the_same_figures(tmp_path: Path) -> None:
     assert checked == 12
 
 
+DESCENT_PROGRAM = """
+def walk(level, path):
+    if level == 0:
+        return bytearray(40 + path % 3)  # @leaf
+    if path & 1:
+        return [walk(level - 1, path >> 1)]  # @odd
+    return (walk(level - 1, path >> 1),)  # @even
+
+def nest(depth, fn):
+    if depth == 0:
+        return fn()  # @bottom
+    return nest(depth - 1, fn)  # @nest
+
+def descend():
+    return [walk(12, p) for p in range(2**12)]  # @descend
+
+def churn():
+    return [bytearray(100) for _ in range(20_000)]  # @churn
+
+def main():
+    return nest(30, descend), nest(30, churn)  # @main
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="frame-exit monitoring is 3.12+")
+def test_a_recursive_descent_stops_being_watched_with_the_same_figures(tmp_path: Path) -> None:
+    # `walk`'s frames come and go with an allocation or two each: once watched (its top frames
+    # stay in place), its exits cost more than trusting its levels saves, and the tracer stops
+    # watching it; `nest`'s 30 frames stay watched, so the churn below them is not re-read on
+    # every allocation. Every line's figures are those of a run that never watched an exit.
+    ns, path = load(tmp_path, DESCENT_PROGRAM)
+
+    def traced(fn: Any) -> dict[str, Any]:
+        gc.collect()
+        _tracer.start("exact", 0, 0, 10.0, True, True)
+        try:
+            fn()
+        finally:
+            _tracer.stop()
+        info = _tracer.snapshot().info
+        _tracer.reset()
+        return info
+
+    both = traced(ns["main"])
+    descent = traced(lambda: ns["nest"](30, ns["descend"]))
+    assert both["exit_watches_dropped"] >= 1, both
+    assert descent["exit_watches_dropped"] >= 1, descent
+    # The churn's 40,000 allocations after the drop read the stack a few times only: `nest`'s
+    # levels are trusted again (were every watch dropped, each would read 30 frames and more).
+    assert both["stack_reads"] - descent["stack_reads"] < 2_000, (both, descent)
+    watched = profile(ns["main"], watch_exits=True)
+    plain = profile(ns["main"], watch_exits=False)
+    a, b = watched.files[path].lines, plain.files[path].lines
+    for tag in ("leaf", "odd", "even", "bottom", "nest", "descend", "churn", "main"):
+        x, y = a[tagged(path, tag)], b[tagged(path, tag)]
+        for name in ("alloc_bytes", "incl_alloc_bytes", "live_bytes", "incl_peak_bytes"):
+            mine, theirs = getattr(x, name), getattr(y, name)
+            assert abs(mine - theirs) <= max(1024, theirs // 200), (tag, name, mine, theirs)
+    # (Each leaf keeps a bytearray: its object and a buffer of 41 to 43 bytes.)
+    assert a[tagged(path, "leaf")].live_bytes >= 2**12 * (40 + 40)
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="frame-exit monitoring is 3.12+")
 def test_a_frame_left_by_an_exception_is_not_trusted_afterwards(tmp_path: Path) -> None:
     # `inner` stays in place over many allocations (its exits get watched), then leaves by an
