@@ -221,32 +221,49 @@ inline bool watched(uint32_t code) { return watch_state(code) & kWatched; }
 
 int apply_requests(void*);
 
+// Schedules apply_requests() unless it is scheduled already. Not under g_intern_lock: from 3.13
+// Py_AddPendingCall takes a mutex that, when contended, waits with the GIL released, and a
+// thread holding the spinlock while it waits for the GIL again would stall every other one.
+void schedule_requests() {
+    {
+        Guard g(g_intern_lock);
+        if (g_pending) {
+            return;
+        }
+        g_pending = true;
+    }
+    if (Py_AddPendingCall(apply_requests, nullptr) != 0) {
+        Guard g(g_intern_lock);
+        g_pending = false;  // (the queue was full: the next request tries again)
+    }
+}
+
 // Asks for `code` to be watched (the pending call does it outside the hooks).
 void request_watch(uint32_t code) {
-    Guard g(g_intern_lock);
-    uint8_t* f = codes::flags(code);
-    if (!f || (*f & (kWatched | kRequested | kDropped)) || !g_requests) {
-        return;
+    {
+        Guard g(g_intern_lock);
+        uint8_t* f = codes::flags(code);
+        if (!f || (*f & (kWatched | kRequested | kDropped)) || !g_requests) {
+            return;
+        }
+        __atomic_fetch_or(f, kRequested, __ATOMIC_RELEASE);
+        g_requests->push_back(code);  // libc memory: never the hooked allocators
     }
-    __atomic_fetch_or(f, kRequested, __ATOMIC_RELEASE);
-    g_requests->push_back(code);  // libc memory: never the hooked allocators
-    if (!g_pending) {
-        g_pending = Py_AddPendingCall(apply_requests, nullptr) == 0;
-    }
+    schedule_requests();
 }
 
 // Asks for a watched `code` to be watched no more, for the rest of the run (the pending call).
 void request_drop(uint32_t code) {
-    Guard g(g_intern_lock);
-    uint8_t* f = codes::flags(code);
-    if (!f || !(*f & kWatched) || (*f & kDropped) || !g_drops) {
-        return;
+    {
+        Guard g(g_intern_lock);
+        uint8_t* f = codes::flags(code);
+        if (!f || !(*f & kWatched) || (*f & kDropped) || !g_drops) {
+            return;
+        }
+        __atomic_fetch_or(f, kDropped, __ATOMIC_RELEASE);
+        g_drops->push_back(code);
     }
-    __atomic_fetch_or(f, kDropped, __ATOMIC_RELEASE);
-    g_drops->push_back(code);
-    if (!g_pending) {
-        g_pending = Py_AddPendingCall(apply_requests, nullptr) == 0;
-    }
+    schedule_requests();
 }
 
 // A pending call (main thread, GIL held, between bytecodes): sets local PY_RETURN and PY_YIELD
@@ -304,8 +321,8 @@ int apply_requests(void*) {
 
 // Every kExitWindow exits of a thread: whether watching `code` (the one exiting now, the
 // likeliest to exit often) costs more than trusting its levels saves. What trust saved in the
-// window is shared out by the trusted levels, of which those from the code's lowest level up
-// are the ones its watch makes trusted; when its exits cost more than that share, it is
+// window is shared out by the trusted levels, of which those from the one below the code's
+// lowest level up are the ones its watch makes trusted; when its exits cost more than that share, it is
 // dropped (a recursive descent whose frames come and go with an allocation or two each: there
 // the walk reads the few frames above the other trusted levels for less than the exits cost).
 __attribute__((noinline)) void weigh_exits(ThreadStack* s, PyObject* code) {
@@ -319,10 +336,13 @@ __attribute__((noinline)) void weigh_exits(ThreadStack* s, PyObject* code) {
             break;
         }
     }
-    if (lowest < 0 || lowest >= s->trusted || !watched(s->levels[lowest].code_id)) {
-        return;  // not a watched code of this stack's trusted levels: nothing to weigh
+    // Trusting levels [0, t) needs the exits of levels 0 to t watched: the code's watch is what
+    // trusts levels from the one below its lowest (or level 0) up.
+    if (lowest < 0 || lowest > s->trusted || s->trusted == 0 || !watched(s->levels[lowest].code_id)) {
+        return;  // not a watched code that this stack's trust rests on: nothing to weigh
     }
-    uint64_t share = saved / uint64_t(s->trusted) * uint64_t(s->trusted - lowest);
+    int from = lowest > 0 ? lowest - 1 : 0;
+    uint64_t share = saved / uint64_t(s->trusted) * uint64_t(s->trusted - from);
     if (exits * kExitCost > share) {
         // (The list may grow: libc memory, which the native hooks must not trace here, under
         // the lock that a traced allocation would take again.)
@@ -628,7 +648,7 @@ void stop_monitoring() {
                 Py_XDECREF(r);
                 PyErr_Clear();
             }
-            *f = uint8_t(*f & ~(kWatched | kRequested | kDropped));
+            *f = uint8_t(*f & ~(kWatched | kRequested));  // (kDropped holds for the run)
         }
     }
     PyObject* set_events = monitoring_attr("set_events");
