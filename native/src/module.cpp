@@ -338,6 +338,8 @@ NB_MODULE(_tracer, m) {
             return why ? nb::object(nb::str(why)) : nb::none();
         },
         "Why the C allocator calls of other libraries are not traced in this process, or None.");
+    m.def("node_count", &memlens::node_count,
+          "How many call-tree nodes the run has (a checkpoint's cost grows with them).");
     m.def(
         "totals",
         []() {

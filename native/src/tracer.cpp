@@ -385,6 +385,8 @@ void reset() {
     stacks_stale();
 }
 
+uint32_t node_count() { return calltree::size(); }
+
 void totals(int64_t* current, int64_t* peak) {
     *current = traced_total();
     *peak = __atomic_load_n(&g_run.peak, __ATOMIC_RELAXED);

@@ -93,6 +93,8 @@ void reset();
 
 // Current and peak traced bytes (racy read, for progress displays).
 void totals(int64_t* current, int64_t* peak);
+// How many call-tree nodes the run has so far.
+uint32_t node_count();
 // Current traced bytes, the largest total since the window was last reset (per-test peaks:
 // the pytest plugin resets it when a test starts), and the bytes allocated since start (all
 // estimates in sampling mode); `reset` starts a new window at the current total. Requires

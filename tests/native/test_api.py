@@ -126,3 +126,25 @@ def test_forking_under_the_api_warns_as_without_memlens(tmp_path: Path, threads:
         assert re.sub(r"pid=\d+", "", traced.stderr) == re.sub(r"pid=\d+", "", reference.stderr)
         if sys.version_info >= (3, 12) and sys.platform == "linux" and not options:
             assert ("multi-threaded" in traced.stderr) == (threads == "thread"), traced.stderr
+
+
+def test_a_run_too_big_to_checkpoint_early_gets_its_first_checkpoint_at_the_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first checkpoint comes after 1 s unless the run's size says it would cost more than
+    2% of the time so far: then at the interval, as every checkpoint did before the ramp."""
+    import time
+
+    monkeypatch.setattr(tracer, "_CHECKPOINT_S_PER_NODE", 1.0)  # every run is "big"
+    path = tmp_path / "ck.mlrun"
+    with memlens.profile(checkpoint=path, checkpoint_interval_s=3.0):
+        keep = [bytearray(100) for _ in range(10)]
+        time.sleep(1.8)
+        early = path.exists()
+        deadline = time.monotonic() + 20
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        later = path.exists()
+    assert keep
+    assert not early, "a big run was checkpointed before the interval"
+    assert later, "no checkpoint at the interval"

@@ -472,6 +472,12 @@ _CHECKPOINT_COST_FACTOR = 50
 #: interval, would otherwise leave no run at all.
 _FIRST_CHECKPOINT_S = 1.0
 
+#: Before a first checkpoint has measured what one costs: the CPU time a checkpoint takes per
+#: call-tree node (building and writing a run of 2^17 call paths, ~390,000 nodes, takes
+#: ~0.3 s). A run that big is not checkpointed before the interval: at 1 s its checkpoint would
+#: cost far more than 2% of the time.
+_CHECKPOINT_S_PER_NODE = 1e-6
+
 
 def _start_checkpoints(
     session: _Session,
@@ -500,11 +506,20 @@ def _start_checkpoints(
         _tracer.name_thread("memlens-checkpt")
         block_signals()
         ramp = wait = min(interval, _FIRST_CHECKPOINT_S)
+        started = time.monotonic()
+        measured = False
         ready_lock.release()
         try:
             while not stop_lock.acquire(timeout=wait):
                 if not _tracer.is_active():
                     return
+                ramp = min(interval, 2 * ramp)
+                if not measured:
+                    elapsed = time.monotonic() - started
+                    guess = _CHECKPOINT_COST_FACTOR * _CHECKPOINT_S_PER_NODE * _tracer.node_count()
+                    if elapsed < min(interval, guess):
+                        wait = max(0.01, min(ramp, interval - elapsed))
+                        continue
                 began = time.thread_time()
                 with writing:
                     written = write_checkpoint(session, path, command, amend)
@@ -513,7 +528,7 @@ def _start_checkpoints(
                 # A big run takes a while to build and write, mostly holding the GIL: space
                 # checkpoints so that they cost at most ~2% of the program's time.
                 cost = time.thread_time() - began
-                ramp = min(interval, 2 * ramp)
+                measured = True
                 wait = max(ramp, _CHECKPOINT_COST_FACTOR * cost)
         finally:
             done_lock.release()
