@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,8 +134,6 @@ def test_a_run_too_big_to_checkpoint_early_gets_its_first_checkpoint_at_the_inte
 ) -> None:
     """The first checkpoint comes after 1 s unless the run's size says it would cost more than
     2% of the time so far: then at the interval, as every checkpoint did before the ramp."""
-    import time
-
     monkeypatch.setattr(tracer, "_CHECKPOINT_S_PER_NODE", 1.0)  # every run is "big"
     path = tmp_path / "ck.mlrun"
     with memlens.profile(checkpoint=path, checkpoint_interval_s=3.0):
@@ -148,3 +147,15 @@ def test_a_run_too_big_to_checkpoint_early_gets_its_first_checkpoint_at_the_inte
     assert keep
     assert not early, "a big run was checkpointed before the interval"
     assert later, "no checkpoint at the interval"
+
+
+@pytest.mark.parametrize("seconds", [0, -1, -2.5, float("nan"), float("inf")])
+def test_a_checkpoint_interval_that_is_not_a_positive_number_is_refused(
+    tmp_path: Path, seconds: float
+) -> None:
+    with (
+        pytest.raises(MemlensError, match="checkpoint interval must be a positive number"),
+        memlens.profile(checkpoint=tmp_path / "ck.mlrun", checkpoint_interval_s=seconds),
+    ):
+        pass
+    assert not tracer.is_tracing()

@@ -208,6 +208,8 @@ def start(
     global _session, _last_saved
     if mode not in ("exact", "sampling"):
         raise MemlensError(f"unknown mode {mode!r} (use 'exact' or 'sampling')")
+    if checkpoint is not None:
+        _check_checkpoint_interval(checkpoint_interval_s)
     interval = 0
     if mode == "sampling":
         interval = int(sample_interval or DEFAULT_SAMPLE_INTERVAL)
@@ -272,7 +274,17 @@ def start_checkpoints(
         raise MemlensError("memlens is not tracing")
     if _checkpointer is not None:
         raise MemlensError("memlens is writing checkpoints already")
+    _check_checkpoint_interval(interval_s)
     _start_checkpoints(_session, path, interval_s, command, on_checkpoint)
+
+
+def _check_checkpoint_interval(seconds: float) -> None:
+    """A checkpoint interval must be a positive number of seconds: 0 would write checkpoints
+    back to back, a negative one stop the thread that writes them (or block it for good)."""
+    if not (isinstance(seconds, (int, float)) and 0 < seconds < float("inf")):
+        raise MemlensError(
+            f"the checkpoint interval must be a positive number of seconds, not {seconds!r}"
+        )
 
 
 #: Seeds are 1 to 2**64 - 1 (the native tracer reads 0 as "seed from the clock").
