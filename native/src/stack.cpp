@@ -221,6 +221,25 @@ inline bool watched(uint32_t code) { return watch_state(code) & kWatched; }
 
 int apply_requests(void*);
 
+// Every thread's trusted levels are taken back (each extends them again, over the codes still
+// watched, at its next stack read), and every stack fast path closed: for when some exits
+// went, or will go, unreported.
+void untrust_all() {
+    __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
+    stacks_stale();
+}
+
+// Sets our local events on a live code object (`events`: g_exit_events, or 0 for none).
+// Returns whether sys.monitoring took them.
+bool set_exit_events(PyCodeObject* co, long events) {
+    PyObject* r = PyObject_CallFunction(g_set_local_events, "iOl", g_tool, reinterpret_cast<PyObject*>(co), events);
+    Py_XDECREF(r);
+    if (!r) {
+        PyErr_Clear();
+    }
+    return r != nullptr;
+}
+
 // Schedules apply_requests() unless it is scheduled already. Not under g_intern_lock: from 3.13
 // Py_AddPendingCall takes a mutex that, when contended, waits with the GIL released, and a
 // thread holding the spinlock while it waits for the GIL again would stall every other one.
@@ -291,13 +310,11 @@ int apply_requests(void*) {
             __atomic_fetch_and(codes::flags(code), uint8_t(~(kWatched | kRequested)), __ATOMIC_RELEASE);
         }
         g_run.exit_watches_dropped += drops.size();
-        __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
-        stacks_stale();
+        untrust_all();
         for (uint32_t code : drops) {
             PyCodeObject* co = codes::live_code(code);
             if (co && g_monitoring) {
-                Py_XDECREF(PyObject_CallFunction(g_set_local_events, "iOi", g_tool, reinterpret_cast<PyObject*>(co), 0));
-                PyErr_Clear();
+                set_exit_events(co, 0);
             }
         }
     }
@@ -306,13 +323,8 @@ int apply_requests(void*) {
         if (!co || !g_monitoring) {
             continue;
         }
-        PyObject* r = PyObject_CallFunction(g_set_local_events, "iOl", g_tool, reinterpret_cast<PyObject*>(co),
-                                            g_exit_events);
-        if (r) {
-            Py_DECREF(r);
+        if (set_exit_events(co, g_exit_events)) {
             __atomic_fetch_or(codes::flags(code), uint8_t(kWatched | kRequested), __ATOMIC_RELEASE);
-        } else {
-            PyErr_Clear();
         }
     }
     PyErr_Restore(type, value, tb);
@@ -356,14 +368,15 @@ __attribute__((noinline)) void weigh_exits(ThreadStack* s, PyObject* code) {
 // about to resume: it is no longer trusted. (args[0]: the code object.)
 PyObject* on_frame_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     ThreadStack* s = t_state.stack;
-    if (s && s->generation == g_run.generation) {
-        s->window_saved += (s->walks - s->walks_at_exit) * uint64_t(s->trusted);
-        s->walks_at_exit = s->walks;
-        if (++s->window_exits >= kExitWindow && nargs > 0) {
-            weigh_exits(s, args[0]);
-        }
+    if (!s || s->generation != g_run.generation) {
+        Py_RETURN_NONE;
     }
-    if (s && s->trusted > 0 && s->generation == g_run.generation) {
+    s->window_saved += (s->walks - s->walks_at_exit) * uint64_t(s->trusted);
+    s->walks_at_exit = s->walks;
+    if (++s->window_exits >= kExitWindow && nargs > 0) {
+        weigh_exits(s, args[0]);
+    }
+    if (s->trusted > 0) {
         PyThreadState* ts = s->tstate ? *s->tstate : compat::unchecked_tstate();
         Frame* f = ts ? compat::current_frame(ts) : nullptr;
         if (f && f == s->levels[s->trusted].frame) {
@@ -612,8 +625,7 @@ int move_monitoring(int avoid) {
         return -1;
     }
     PauseScope pause;  // the calls below allocate: memlens's work, not the program's
-    __atomic_fetch_add(&g_trust_epoch, 1, __ATOMIC_RELEASE);
-    stacks_stale();
+    untrust_all();
     stop_monitoring();
     return avoid == kNoTool ? -1 : (claim_tool(avoid) ? g_tool : -1);
 }
@@ -644,9 +656,7 @@ void stop_monitoring() {
         for (uint32_t code = 0; uint8_t* f = codes::flags(code); ++code) {
             PyCodeObject* co = (*f & kWatched) ? codes::live_code(code) : nullptr;
             if (co) {
-                PyObject* r = PyObject_CallFunction(g_set_local_events, "iOi", g_tool, reinterpret_cast<PyObject*>(co), 0);
-                Py_XDECREF(r);
-                PyErr_Clear();
+                set_exit_events(co, 0);
             }
             *f = uint8_t(*f & ~(kWatched | kRequested));  // (kDropped holds for the run)
         }
