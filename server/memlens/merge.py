@@ -152,7 +152,9 @@ def onto(run: Run, root: str) -> Run:
         files[new] = sf if mine is None else _merge_file(mine, sf)
     tree = run.call_tree
     columns = {name: getattr(tree, name) for name in CALL_TREE_COLUMNS}
-    tree = CallTree([moved(p) for p in tree.files], tree.functions, columns)
+    tree = CallTree(
+        [moved(p) for p in tree.files], tree.functions, columns, canonical=tree.is_canonical()
+    )
     m = run.moments
     moments = Moments(
         m.t,

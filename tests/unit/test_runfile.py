@@ -27,6 +27,7 @@ from memlens.model import (
     OUTCOMES,
     ROOT_KINDS,
     CallNode,
+    CallTree,
     FunctionStats,
     GpuDevice,
     GpuDeviceLine,
@@ -1106,6 +1107,36 @@ def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="names a file not in the run"):
         writer.write(replace(run, files={}), tmp_path / "y.mlrun")
     assert list(tmp_path.iterdir()) == []  # no temporary left behind
+
+
+@pytest.mark.parametrize(
+    ("ids", "parents"),
+    [
+        (range(3), [-1, 2, 0]),  # a node before its parent
+        (range(3), [-1, 0, 2]),  # its own parent
+        (range(3), [-1, -2, 0]),  # a parent that is no node
+        ([0, 2, 1], [-1, 0, 0]),  # ids that are not positions
+    ],
+)
+def test_writer_refuses_a_call_tree_that_is_not_canonical(
+    tmp_path: Path, ids: Any, parents: list[int]
+) -> None:
+    run = sample_run()
+    path = next(iter(run.files))
+    ones = [1, 1, 1]
+    columns = {"id": ids, "parent": parents, "file": [0, 0, 0], "line": [1, 2, 3]}
+    columns |= {"function": [0, 0, 0], "alloc_bytes": ones, "alloc_count": ones}
+    columns |= {"live_bytes": ones, "peak_bytes": ones}
+    tree = CallTree([path], ["<module>"], columns)
+    assert not tree.is_canonical()
+    with pytest.raises(ValueError, match="call tree is not canonical"):
+        writer.write(replace(run, call_tree=tree), tmp_path / "x.mlrun")
+    assert list(tmp_path.iterdir()) == []
+    # The same columns in canonical form are written, and read back as they were.
+    fine = CallTree([path], ["<module>"], columns | {"id": range(3), "parent": [-1, 0, 0]})
+    assert fine.is_canonical()
+    writer.write(replace(run, call_tree=fine), tmp_path / "y.mlrun")
+    assert reader.read(tmp_path / "y.mlrun").call_tree == fine
 
 
 def test_written_file_is_sqlite_with_the_magic_first(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from _collections_abc import Sequence as _Sequence  # collections.abc without its import cost
+from operator import sub
 
 from memlens.model.figures import FUNCTION_FIGURES
 from memlens.model.value import Value, _set
@@ -103,6 +104,13 @@ def _parents_first(parent: Sequence[int]) -> Sequence[int]:
     return order
 
 
+def parents_first(parent: Sequence[int]) -> bool:
+    """Whether every node's parent is -1 (a root) or a node before it, by position: at C speed
+    (no Python code runs per node), as a big tree needs."""
+    n = len(parent)
+    return not n or (min(parent) >= -1 and max(map(sub, parent, range(n))) < 0)
+
+
 def subtree_sums(parent: Sequence[int], values: Sequence[int]) -> list[int]:
     """``values`` (by node of a canonical tree: ``parent`` before child) summed over each
     node's subtree: one backward pass."""
@@ -126,10 +134,12 @@ class CallTree(_Sequence["CallNode"]):
     A tree is canonical: node ids are positions (0 to n-1) and a node's parent comes before it
     (-1 for a root). Every builder keeps that (the tracer, :class:`memlens.calltree.TreeBuilder`,
     the file reader checks it); :meth:`from_nodes` puts any nodes in that form. So subtree sums
-    are one backward pass (:meth:`inclusive`).
+    are one backward pass (:meth:`inclusive`). A builder that made the form itself says so
+    (``canonical``); other trees are checked when written (:meth:`is_canonical`).
     """
 
     __slots__ = (
+        "_canonical",
         "_inclusive",
         "alloc_bytes",
         "alloc_count",
@@ -143,6 +153,7 @@ class CallTree(_Sequence["CallNode"]):
         "parent",
         "peak_bytes",
     )
+    _canonical: bool
     _inclusive: dict[str, Sequence[int]]
     files: tuple[str, ...]
     functions: tuple[str, ...]
@@ -161,8 +172,12 @@ class CallTree(_Sequence["CallNode"]):
         files: Sequence[str],
         functions: Sequence[str],
         columns: Mapping[str, Sequence[int]],
+        *,
+        canonical: bool = False,
     ) -> None:
-        """``columns`` maps every name of :data:`CALL_TREE_COLUMNS` to a column."""
+        """``columns`` maps every name of :data:`CALL_TREE_COLUMNS` to a column. ``canonical``:
+        the builder made the columns canonical itself (the tracer's collapse, the file reader,
+        :meth:`from_nodes`), so :meth:`is_canonical` need not check them."""
         _set(self, "files", tuple(files))
         _set(self, "functions", tuple(functions))
         lengths = set()
@@ -173,6 +188,17 @@ class CallTree(_Sequence["CallNode"]):
         if len(lengths) > 1:
             raise ValueError("call-tree columns differ in length")
         _set(self, "_inclusive", {})
+        _set(self, "_canonical", canonical)
+
+    def is_canonical(self) -> bool:
+        """Whether node ids are positions and every parent is -1 or comes before its node:
+        checked at C speed (a big tree's check took a writer 50 ms), once, unless the builder
+        vouched for it."""
+        if not self._canonical:
+            n, ids, parent = len(self), self.id, self.parent
+            ok = (isinstance(ids, range) and ids == range(n)) or list(ids) == list(range(n))
+            _set(self, "_canonical", ok and parents_first(parent))
+        return self._canonical
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[CallNode]) -> CallTree:
@@ -202,7 +228,7 @@ class CallTree(_Sequence["CallNode"]):
         }
         for name in CALL_TREE_COLUMNS[5:]:
             columns[name] = [getattr(nodes[i], name) for i in order]
-        return cls(tuple(files), tuple(functions), columns)
+        return cls(tuple(files), tuple(functions), columns, canonical=True)
 
     def inclusive(self, column: str) -> Sequence[int]:
         """The figure ``column`` (``alloc_bytes``, ``peak_bytes``...) summed over each node's

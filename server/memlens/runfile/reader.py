@@ -54,6 +54,7 @@ from memlens.model import (
 )
 from memlens.model.collector import collector_paused
 from memlens.model.lines import INTS
+from memlens.model.tree import parents_first
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import clip, parse_header
 from memlens.runfile.schema import (
@@ -942,14 +943,14 @@ def _read_tree(
     names = [n for _, n in digest.rows(tables["tree_names"])]
     n = len(columns["parent"])
     if n:
-        if any(not -1 <= p < i for i, p in enumerate(columns["parent"])):
+        if not parents_first(columns["parent"]):
             raise RunFileError(name, "corrupt file (a tree node comes before its parent)")
         if min(columns["file"]) < 0 or max(columns["file"]) >= len(paths):
             raise RunFileError(name, "corrupt file (tree names an unknown file)")
         if min(columns["function"]) < 0 or max(columns["function"]) >= len(names):
             raise RunFileError(name, "corrupt file (tree names an unknown function)")
     columns["id"] = range(n)
-    return CallTree(paths, names, columns)
+    return CallTree(paths, names, columns, canonical=True)
 
 
 def _digest_text(table: Table, zero: Collection[str]) -> Callable[[list[Any]], bytes]:

@@ -12,7 +12,7 @@ import sys
 import zlib
 from array import array
 from itertools import pairwise, repeat
-from operator import attrgetter, itemgetter, sub
+from operator import attrgetter, itemgetter
 
 from memlens import model
 from memlens.errors import one_line
@@ -314,18 +314,17 @@ def _tree_rows(
     tree: CallTree, file_ids: Mapping[str, int]
 ) -> tuple[list[tuple[Any, ...]], tuple[str, ...]]:
     """The call tree's column parts (rows of the ``tree`` table) and its function names."""
-    missing = [tree.files[i] for i in set(tree.file) if tree.files[i] not in file_ids]
-    if missing:
-        raise ValueError(f"the call tree names a file not in the run: {missing[0]}")
+    # (The nodes' files are read only when the file table names one the run lacks.)
+    if any(f not in file_ids for f in tree.files):
+        missing = [tree.files[i] for i in set(tree.file) if tree.files[i] not in file_ids]
+        if missing:
+            raise ValueError(f"the call tree names a file not in the run: {missing[0]}")
     n = len(tree)
-    ids = tree.id
-    if not (isinstance(ids, range) and ids == range(n)) and list(ids) != list(range(n)):
-        raise ValueError("the call tree's node ids are not its positions (see model.CallTree)")
-    # Every parent is -1 or comes before its node (-1 <= parent[i] < i), checked at C speed.
-    if n and (
-        min(tree.parent, default=-1) < -1 or max(map(sub, tree.parent, range(n)), default=-1) >= 0
-    ):
-        raise ValueError("a call-tree node comes before its parent")
+    if not tree.is_canonical():
+        raise ValueError(
+            "the call tree is not canonical: node ids are not positions or a node comes "
+            "before its parent (see model.CallTree)"
+        )
     # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
     index = [file_ids.get(f, 0) - 1 for f in tree.files]
     file_column: Iterable[int] = tree.file

@@ -1045,6 +1045,7 @@ def _make_run(
         paths,
         names,
         {"id": range(len(tree["parent"])), **{k: tree[k] for k in CALL_TREE_COLUMNS[1:]}},
+        canonical=True,  # (the collapse numbers a node after its parent: snapshot.cpp)
     )
 
     snap_info = snap.info
