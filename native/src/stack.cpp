@@ -86,6 +86,7 @@ struct ThreadStack {
     uint32_t window_exits;
     uint64_t window_saved;
     uint64_t walks_at_exit;
+    uint32_t full_walks;  // walk() calls: its levels are looked over for watches every kWatchAfter
 };
 
 namespace stack {
@@ -402,6 +403,13 @@ void update_trust(ThreadStack* s, int from, int depth) {
         ++t;
     }
     s->trusted = t > 0 ? t : 0;
+    // Levels in place long enough get their code watched: looked for once every kWatchAfter
+    // walks (a level is then asked for at most that much later), not at every walk (a
+    // recursive descent, whose watch was dropped, had each of its levels' codes looked up at
+    // every allocation).
+    if (s->full_walks++ % kWatchAfter != 0) {
+        return;
+    }
     for (int i = from; i < depth; ++i) {
         const Level& lv = s->levels[i];
         if (s->walks - lv.since >= kWatchAfter && watch_state(lv.code_id) == 0) {
@@ -786,7 +794,8 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             Frame* fr = s->scratch[depth - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
-            uint32_t code = (i < s->code_known && lv.code == co) ? lv.code_id
+            const bool known = i < s->code_known && lv.code == co;
+            uint32_t code = known ? lv.code_id
                             : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr))
                                   : codes::kNone;
             if (code == codes::kNone) {
@@ -794,8 +803,11 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
                 break;
             }
             int off = compat::frame_offset(fr, co);
-            // A transparent frame (see codes::kTransparent) shares its caller's node.
-            lv.transparent = codes::transparent(code);
+            // A transparent frame (see codes::kTransparent) shares its caller's node. (A code's
+            // flag never changes: a level whose code id is kept keeps it too.)
+            if (!known) {
+                lv.transparent = codes::transparent(code);
+            }
             uint32_t node = lv.transparent ? parent : calltree::intern(parent, code, off < 0 ? 0 : off);
             if (i >= len || lv.frame != fr || lv.code != co) {
                 lv.since = s->walks;
