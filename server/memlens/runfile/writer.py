@@ -367,9 +367,10 @@ def _parts(
         if sys.byteorder == "big":
             data = array(code, data)
             data.byteswap()
+        # (Parts are compressed from views of the column: no copies of a big tree's bytes.)
+        raw, size = memoryview(data).cast("B"), data.itemsize
         for part, start in enumerate(range(0, max(n, 1), TREE_PART)):
-            raw = data[start : start + TREE_PART].tobytes()
-            rows.append((name, part, _compressed(raw)))
+            rows.append((name, part, _compressed(raw[start * size : (start + TREE_PART) * size])))
     return rows
 
 
@@ -378,7 +379,7 @@ def _parts(
 PART_LEVEL = 1
 
 
-def _compressed(raw: bytes) -> bytes:
+def _compressed(raw: bytes | memoryview) -> bytes:
     """A part's bytes compressed (RFC 1950), with a window no larger than they are: zlib's
     default window and hash (~256 KiB, allocated and freed per call) cost ~70 µs a part, most
     of a small run's writing (its 38 parts); the same bytes as zlib.compress from 16 KiB on."""
