@@ -26,7 +26,8 @@ struct Level {
     uintptr_t pos;
     uint32_t code_id;
     uint32_t node;
-    uint64_t since;    // the thread's walk count when this level's frame appeared
+    uint64_t since;    // the thread's walk count when this level's frame appeared (or its
+                       // code's watch state was last found set: see update_trust)
     bool transparent;  // codes::transparent(code_id), kept here for the fast path
 };
 
@@ -86,7 +87,6 @@ struct ThreadStack {
     uint32_t window_exits;
     uint64_t window_saved;
     uint64_t walks_at_exit;
-    uint32_t full_walks;  // walk() calls: its levels are looked over for watches every kWatchAfter
 };
 
 namespace stack {
@@ -403,17 +403,18 @@ void update_trust(ThreadStack* s, int from, int depth) {
         ++t;
     }
     s->trusted = t > 0 ? t : 0;
-    // Levels in place long enough get their code watched: looked for once every kWatchAfter
-    // walks (a level is then asked for at most that much later), not at every walk (a
+    // Levels in place long enough get their code watched. A level whose code is watched,
+    // asked for or dropped already is looked at again only kWatchAfter walks later (a
     // recursive descent, whose watch was dropped, had each of its levels' codes looked up at
     // every allocation).
-    if (s->full_walks++ % kWatchAfter != 0) {
-        return;
-    }
     for (int i = from; i < depth; ++i) {
-        const Level& lv = s->levels[i];
-        if (s->walks - lv.since >= kWatchAfter && watch_state(lv.code_id) == 0) {
-            request_watch(lv.code_id);
+        Level& lv = s->levels[i];
+        if (s->walks - lv.since >= kWatchAfter) {
+            if (watch_state(lv.code_id) == 0) {
+                request_watch(lv.code_id);
+            } else {
+                lv.since = s->walks;
+            }
         }
     }
 }

@@ -1110,22 +1110,25 @@ def test_writer_refuses_inconsistent_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ids", "parents"),
+    ("ids", "parents", "files", "functions"),
     [
-        (range(3), [-1, 2, 0]),  # a node before its parent
-        (range(3), [-1, 0, 2]),  # its own parent
-        (range(3), [-1, -2, 0]),  # a parent that is no node
-        ([0, 2, 1], [-1, 0, 0]),  # ids that are not positions
+        (range(3), [-1, 2, 0], [0, 0, 0], [0, 0, 0]),  # a node before its parent
+        (range(3), [-1, 0, 2], [0, 0, 0], [0, 0, 0]),  # its own parent
+        (range(3), [-1, -2, 0], [0, 0, 0], [0, 0, 0]),  # a parent that is no node
+        ([0, 2, 1], [-1, 0, 0], [0, 0, 0], [0, 0, 0]),  # ids that are not positions
+        (range(3), [-1, 0, 0], [0, 1, 0], [0, 0, 0]),  # a file the table does not have
+        (range(3), [-1, 0, 0], [0, -1, 0], [0, 0, 0]),
+        (range(3), [-1, 0, 0], [0, 0, 0], [0, 0, 1]),  # a function the table does not have
     ],
 )
 def test_writer_refuses_a_call_tree_that_is_not_canonical(
-    tmp_path: Path, ids: Any, parents: list[int]
+    tmp_path: Path, ids: Any, parents: list[int], files: list[int], functions: list[int]
 ) -> None:
     run = sample_run()
     path = next(iter(run.files))
     ones = [1, 1, 1]
-    columns = {"id": ids, "parent": parents, "file": [0, 0, 0], "line": [1, 2, 3]}
-    columns |= {"function": [0, 0, 0], "alloc_bytes": ones, "alloc_count": ones}
+    columns = {"id": ids, "parent": parents, "file": files, "line": [1, 2, 3]}
+    columns |= {"function": functions, "alloc_bytes": ones, "alloc_count": ones}
     columns |= {"live_bytes": ones, "peak_bytes": ones}
     tree = CallTree([path], ["<module>"], columns)
     assert not tree.is_canonical()
@@ -1133,7 +1136,8 @@ def test_writer_refuses_a_call_tree_that_is_not_canonical(
         writer.write(replace(run, call_tree=tree), tmp_path / "x.mlrun")
     assert list(tmp_path.iterdir()) == []
     # The same columns in canonical form are written, and read back as they were.
-    fine = CallTree([path], ["<module>"], columns | {"id": range(3), "parent": [-1, 0, 0]})
+    canonical = {"id": range(3), "parent": [-1, 0, 0], "file": [0, 0, 0], "function": [0, 0, 0]}
+    fine = CallTree([path], ["<module>"], columns | canonical)
     assert fine.is_canonical()
     writer.write(replace(run, call_tree=fine), tmp_path / "y.mlrun")
     assert reader.read(tmp_path / "y.mlrun").call_tree == fine

@@ -111,6 +111,11 @@ def parents_first(parent: Sequence[int]) -> bool:
     return not n or (min(parent) >= -1 and max(map(sub, parent, range(n))) < 0)
 
 
+def _indexes(column: Sequence[int], size: int) -> bool:
+    """Whether every value of ``column`` is an index into a table of ``size`` entries."""
+    return not len(column) or (min(column) >= 0 and max(column) < size)
+
+
 def subtree_sums(parent: Sequence[int], values: Sequence[int]) -> list[int]:
     """``values`` (by node of a canonical tree: ``parent`` before child) summed over each
     node's subtree: one backward pass."""
@@ -134,8 +139,9 @@ class CallTree(_Sequence["CallNode"]):
     A tree is canonical: node ids are positions (0 to n-1) and a node's parent comes before it
     (-1 for a root). Every builder keeps that (the tracer, :class:`memlens.calltree.TreeBuilder`,
     the file reader checks it); :meth:`from_nodes` puts any nodes in that form. So subtree sums
-    are one backward pass (:meth:`inclusive`). A builder that made the form itself says so
-    (``canonical``); other trees are checked when written (:meth:`is_canonical`).
+    are one backward pass (:meth:`inclusive`). Its ``file`` and ``function`` columns index
+    entries of their tables. A builder that made the form itself says so (``canonical``);
+    other trees are checked when written (:meth:`is_canonical`).
     """
 
     __slots__ = (
@@ -153,7 +159,7 @@ class CallTree(_Sequence["CallNode"]):
         "parent",
         "peak_bytes",
     )
-    _canonical: bool
+    _canonical: bool | None  # None: not known yet
     _inclusive: dict[str, Sequence[int]]
     files: tuple[str, ...]
     functions: tuple[str, ...]
@@ -188,17 +194,24 @@ class CallTree(_Sequence["CallNode"]):
         if len(lengths) > 1:
             raise ValueError("call-tree columns differ in length")
         _set(self, "_inclusive", {})
-        _set(self, "_canonical", canonical)
+        _set(self, "_canonical", True if canonical else None)
 
     def is_canonical(self) -> bool:
-        """Whether node ids are positions and every parent is -1 or comes before its node:
-        checked at C speed (a big tree's check took a writer 50 ms), once, unless the builder
-        vouched for it."""
-        if not self._canonical:
-            n, ids, parent = len(self), self.id, self.parent
+        """Whether node ids are positions, every parent is -1 or comes before its node, and
+        every file and function index names an entry of its table: checked at C speed (a big
+        tree's check took a writer 50 ms), once, unless the builder vouched for it."""
+        if self._canonical is None:
+            n, ids = len(self), self.id
             ok = (isinstance(ids, range) and ids == range(n)) or list(ids) == list(range(n))
-            _set(self, "_canonical", ok and parents_first(parent))
-        return self._canonical
+            _set(
+                self,
+                "_canonical",
+                ok
+                and parents_first(self.parent)
+                and _indexes(self.file, len(self.files))
+                and _indexes(self.function, len(self.functions)),
+            )
+        return bool(self._canonical)
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[CallNode]) -> CallTree:

@@ -314,17 +314,17 @@ def _tree_rows(
     tree: CallTree, file_ids: Mapping[str, int]
 ) -> tuple[list[tuple[Any, ...]], tuple[str, ...]]:
     """The call tree's column parts (rows of the ``tree`` table) and its function names."""
+    n = len(tree)
+    if not tree.is_canonical():
+        raise ValueError(
+            "the call tree is not canonical: node ids that are not positions, a node before "
+            "its parent, or a file or function index out of its table (see model.CallTree)"
+        )
     # (The nodes' files are read only when the file table names one the run lacks.)
     if any(f not in file_ids for f in tree.files):
         missing = [tree.files[i] for i in set(tree.file) if tree.files[i] not in file_ids]
         if missing:
             raise ValueError(f"the call tree names a file not in the run: {missing[0]}")
-    n = len(tree)
-    if not tree.is_canonical():
-        raise ValueError(
-            "the call tree is not canonical: node ids are not positions or a node comes "
-            "before its parent (see model.CallTree)"
-        )
     # `file` holds indexes into the files table in id order (ids are 1, 2, ...).
     index = [file_ids.get(f, 0) - 1 for f in tree.files]
     file_column: Iterable[int] = tree.file
