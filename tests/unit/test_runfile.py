@@ -277,6 +277,30 @@ def test_round_trip(tmp_path: Path, run: Run) -> None:
     assert reader.read_info(path) == run.info
 
 
+def test_columns_cut_in_many_parts_read_back_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Columns go in parts of at most TREE_PART values (2^20), each compressed from a slice of
+    # the column: with parts of 3 values, every column of this tree spans four.
+    monkeypatch.setattr(writer, "TREE_PART", 3)
+    run = sample_run()
+    path = next(iter(run.files))
+    nodes = [
+        CallNode(i, i - 1, path, 1 + i % 5, "<module>", 10 * i, i, 5 * i, 7 * i) for i in range(10)
+    ]
+    run = replace(run, call_tree=CallTree.from_nodes(nodes))
+    out = tmp_path / "parts.mlrun"
+    writer.write(run, out)
+    con = sqlite3.connect(out)
+    try:
+        parts = dict(con.execute('SELECT "column", count(*) FROM tree GROUP BY "column"'))
+    finally:
+        con.close()
+    assert len(parts) == 8, parts
+    assert set(parts.values()) == {4}, parts  # 10 values: 3 + 3 + 3 + 1
+    assert reader.read(out) == run
+
+
 #: SHA-256 of the committed golden file: it is never rewritten.
 GOLDEN_SHA256 = "40dd7c2b4d090cdb18d745342d4f11f304bc83360d66ef61c10580cb1de1c891"
 
