@@ -111,8 +111,9 @@ def parents_first(parent: Sequence[int]) -> bool:
     return not n or (min(parent) >= -1 and max(map(sub, parent, range(n))) < 0)
 
 
-def _indexes(column: Sequence[int], size: int) -> bool:
-    """Whether every value of ``column`` is an index into a table of ``size`` entries."""
+def indexes_in(column: Sequence[int], size: int) -> bool:
+    """Whether every value of ``column`` is an index into a table of ``size`` entries (at C
+    speed)."""
     return not len(column) or (min(column) >= 0 and max(column) < size)
 
 
@@ -208,8 +209,8 @@ class CallTree(_Sequence["CallNode"]):
                 "_canonical",
                 ok
                 and parents_first(self.parent)
-                and _indexes(self.file, len(self.files))
-                and _indexes(self.function, len(self.functions)),
+                and indexes_in(self.file, len(self.files))
+                and indexes_in(self.function, len(self.functions)),
             )
         return bool(self._canonical)
 

@@ -54,7 +54,7 @@ from memlens.model import (
 )
 from memlens.model.collector import collector_paused
 from memlens.model.lines import INTS
-from memlens.model.tree import parents_first
+from memlens.model.tree import indexes_in, parents_first
 from memlens.runfile.digest import DIGEST_KEY, Digest
 from memlens.runfile.header import clip, parse_header
 from memlens.runfile.schema import (
@@ -945,9 +945,9 @@ def _read_tree(
     if n:
         if not parents_first(columns["parent"]):
             raise RunFileError(name, "corrupt file (a tree node comes before its parent)")
-        if min(columns["file"]) < 0 or max(columns["file"]) >= len(paths):
+        if not indexes_in(columns["file"], len(paths)):
             raise RunFileError(name, "corrupt file (tree names an unknown file)")
-        if min(columns["function"]) < 0 or max(columns["function"]) >= len(names):
+        if not indexes_in(columns["function"], len(names)):
             raise RunFileError(name, "corrupt file (tree names an unknown function)")
     columns["id"] = range(n)
     return CallTree(paths, names, columns, canonical=True)
