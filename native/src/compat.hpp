@@ -40,6 +40,7 @@
 //   frame_locals(f, visit)   -> visit(value, name) for each local variable (and cell) of a frame
 //                               object (3.11+: of a running one only)
 //   str_ready(s), kRelativeOffset, own_keys(dict) -> see below
+//   compile_script(source, filename) -> a script's code, as builtins.compile makes it
 #pragma once
 
 #ifndef Py_BUILD_CORE
@@ -497,5 +498,14 @@ inline void set_ref_tracer(RefTracer, void*) {}
 // multiples of 16 bytes on 64-bit builds (3.8 to 3.15).
 constexpr size_t kPymallocSmall = 512;
 constexpr size_t kPymallocAlign = 16;
+
+// compile(source, filename, "exec", dont_inherit=True) for a script's bytes (NUL-free), as the
+// builtin calls the compiler: new reference, or nullptr with the error set.
+inline PyObject* compile_script(const char* source, PyObject* filename) {
+    PyCompilerFlags flags;
+    flags.cf_flags = PyCF_SOURCE_IS_UTF8;
+    flags.cf_feature_version = PY_MINOR_VERSION;
+    return Py_CompileStringObject(source, filename, Py_file_input, &flags, -1);
+}
 
 }  // namespace memlens::compat

@@ -248,6 +248,10 @@ void name_thread(pthread_t thread, const char* name) {
 #endif
 }
 
+PyObject* compile_script(const char* source, PyObject* filename) {
+    return compat::compile_script(source, filename);
+}
+
 void die_by_signal(int signum) {
     struct sigaction action = {};
     action.sa_handler = SIG_DFL;

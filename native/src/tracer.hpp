@@ -14,6 +14,7 @@
 // over time), compat.hpp (every CPython version branch).
 #pragma once
 
+#include <Python.h>
 #include <pthread.h>
 
 #include <cstdint>
@@ -106,6 +107,11 @@ void window(bool reset, int64_t* current, int64_t* peak, int64_t* allocated);
 // thread cannot take memlens's handler in time (stuck in a C call): it dies as plain Python
 // would have. Does not return.
 [[noreturn]] void die_by_signal(int signum);
+
+// A script's code from its bytes (NUL-free), compiled as builtins.compile(source, filename,
+// "exec", dont_inherit=True) compiles them, without its AST set-up (compat::compile_script):
+// a new reference, or nullptr with the error set. GIL held.
+PyObject* compile_script(const char* source, PyObject* filename);
 
 // The program starts now (sampling mode): the countdowns of the shared stream and of the
 // calling thread, the one that started the run, are drawn afresh from the seed, as at start.

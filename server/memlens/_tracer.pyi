@@ -1,5 +1,6 @@
 # Type stub of the native module (native/src/module.cpp); tests/native checks it stays in sync.
 from collections.abc import Callable
+from types import CodeType
 from typing import Any, NoReturn
 
 class Snapshot:
@@ -58,4 +59,5 @@ def holders(
     max_visits: int,
     max_seconds: float,
 ) -> dict[str, Any]: ...
+def compile_file(source: bytes, filename: str) -> CodeType | None: ...
 def _line_of(code: object, offset: int) -> int: ...

@@ -276,6 +276,38 @@ def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, 
         assert reference.stdout == "pkg main __main__ ['a']\n"
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"# -*- coding: latin-1 -*-\nprint(ascii('caf\xe9'))\n",  # the cookie decides
+        b"\xef\xbb\xbfprint(ascii('caf\xc3\xa9'))\n",  # so does a BOM
+        # memlens's own `from __future__ import annotations` does not reach the program
+        b"def f(x: int) -> None: pass\nprint(f.__annotations__)\n",
+        b"import sys\nprint(sys.flags.optimize, __debug__)\nassert False, 'asserts run'\n",
+        b"print(1)\nprint(2)  # \x00 a NUL byte\n",  # the interpreter's own SyntaxError
+        b"print(1)\nx = (\n",
+    ],
+    ids=["coding-cookie", "bom", "no-future-flags", "asserts", "nul-byte", "syntax-error"],
+)
+def test_script_compiles_as_python_compiles_it(tmp_path: Path, source: bytes) -> None:
+    if b"\x00" in source and sys.version_info < (3, 11):
+        pytest.skip("3.10's tokenizer reads a NUL byte as the end of its line")
+    (tmp_path / "prog.py").write_bytes(source)
+    reference = subprocess.run(
+        [sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    proc = memlens("run", "--no-report", "prog.py", cwd=tmp_path)
+    assert proc.returncode == reference.returncode
+    assert proc.stdout == reference.stdout
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("memlens:")] == (
+        reference.stderr.splitlines()
+    )
+    if b"\x00" in source:
+        assert reference.stderr.splitlines()[-1] == (
+            "SyntaxError: source code cannot contain null bytes"
+        )
+
+
 def test_program_that_closes_its_streams(tmp_path: Path) -> None:
     script = SCRIPTS / "closes_streams.py"
     reference = plain(script, cwd=tmp_path)
