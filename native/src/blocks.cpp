@@ -16,6 +16,13 @@ namespace {
 constexpr size_t kLeafEntries = size_t{1} << (kLeafBits - kPageBits);
 constexpr size_t kLeafBytes = kLeafEntries * sizeof(uintptr_t);
 constexpr size_t kTopEntries = size_t{1} << kTopBits;
+// A leaf's entries fill 512 pages of its own; a bitmap in one more page after them says which
+// of those pages an entry was ever set in, so destroy() reads those only: reading all 2 MiB
+// (most of it never written) faulted in 512 pages and scanned 2^18 entries per leaf, at the
+// end of every run.
+constexpr size_t kEntriesPerPage = 4096 / sizeof(uintptr_t);
+constexpr size_t kLeafMapBytes = kLeafBytes + 4096;
+inline uint64_t* written_pages(uintptr_t* leaf) { return reinterpret_cast<uint64_t*>(leaf + kLeafEntries); }
 
 // Which entries of g_top hold a leaf, a bit each: destroy() (at every start and reset) visits
 // the few leaves a run made instead of all 2^18 entries.
@@ -25,7 +32,7 @@ inline uintptr_t* leaf_of(uintptr_t p, bool create) {
     uintptr_t*& leaf = g_top[p >> kLeafBits];
     if (!leaf && create) {
         // 2 MiB of address space; only the pages that are written cost memory.
-        void* m = mmap(nullptr, kLeafBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void* m = mmap(nullptr, kLeafMapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         leaf = m == MAP_FAILED ? nullptr : static_cast<uintptr_t*>(m);
         if (leaf) {
             g_top_used[(p >> kLeafBits) / 64] |= uint64_t{1} << ((p >> kLeafBits) % 64);
@@ -117,12 +124,18 @@ void destroy() {
     for (size_t w = 0; w < kTopEntries / 64; ++w) {
         for (uint64_t bits = g_top_used[w]; bits != 0; bits &= bits - 1) {
             uintptr_t*& leaf = g_top[w * 64 + size_t(__builtin_ctzll(bits))];
-            for (size_t i = 0; i < kLeafEntries; ++i) {
-                if (leaf[i]) {
-                    std::free(reinterpret_cast<void*>(leaf[i] & ~uintptr_t(63)));
+            const uint64_t* written = written_pages(leaf);
+            for (size_t pw = 0; pw < kLeafEntries / kEntriesPerPage / 64; ++pw) {
+                for (uint64_t pages = written[pw]; pages != 0; pages &= pages - 1) {
+                    uintptr_t* entries = leaf + (pw * 64 + size_t(__builtin_ctzll(pages))) * kEntriesPerPage;
+                    for (size_t i = 0; i < kEntriesPerPage; ++i) {
+                        if (entries[i]) {
+                            std::free(reinterpret_cast<void*>(entries[i] & ~uintptr_t(63)));
+                        }
+                    }
                 }
             }
-            munmap(leaf, kLeafBytes);
+            munmap(leaf, kLeafMapBytes);
             leaf = nullptr;
         }
         g_top_used[w] = 0;
@@ -140,7 +153,8 @@ bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
         return false;
     }
     uint32_t k = uint32_t((size + 15) / 16);
-    uintptr_t& e = leaf[(p >> kPageBits) & (kLeafEntries - 1)];
+    const size_t at = (p >> kPageBits) & (kLeafEntries - 1);
+    uintptr_t& e = leaf[at];
     if (!e || (e & 31) + 1 != k) {
         // A page seen for the first time, or a pool that pymalloc emptied and gave another
         // size class: all its tracked blocks were freed (their entries are 0).
@@ -155,6 +169,7 @@ bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
         }
         std::memset(side, 0, bytes);
         e = reinterpret_cast<uintptr_t>(side) | (k - 1);
+        written_pages(leaf)[at / kEntriesPerPage / 64] |= uint64_t{1} << ((at / kEntriesPerPage) % 64);
     }
     auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
     uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
