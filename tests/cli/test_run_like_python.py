@@ -5,6 +5,7 @@ subprocess, compared with plain Python.
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memlens.store import Store
+from memlens.tracing import runner
 from tests.cli.memlens_cmd import command, latest_run, memlens, plain
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
@@ -285,13 +287,26 @@ def test_same_output_and_exit_code_as_python(tmp_path: Path, target: tuple[str, 
         b"def f(x: int) -> None: pass\nprint(f.__annotations__)\n",
         b"import sys\nprint(sys.flags.optimize, __debug__)\nassert False, 'asserts run'\n",
         b"print(1)\nprint(2)  # \x00 a NUL byte\n",  # the interpreter's own SyntaxError
+        b"\xef\xbb\xbfx = 1  # \x00\n",  # ... on its line as decoded
+        b"# coding: latin-1\nx = '\xe9'  # \x00\n",
+        b"print(1)\rprint(2)\r\nx = 3  # \x00\n",  # (old Mac and Windows line ends)
         b"print(1)\nx = (\n",
     ],
-    ids=["coding-cookie", "bom", "no-future-flags", "asserts", "nul-byte", "syntax-error"],
+    ids=[
+        "coding-cookie",
+        "bom",
+        "no-future-flags",
+        "asserts",
+        "nul-byte",
+        "nul-after-bom",
+        "nul-after-cookie",
+        "nul-after-cr",
+        "syntax-error",
+    ],
 )
 def test_script_compiles_as_python_compiles_it(tmp_path: Path, source: bytes) -> None:
-    if b"\x00" in source and sys.version_info < (3, 11):
-        pytest.skip("3.10's tokenizer reads a NUL byte as the end of its line")
+    if b"\x00" in source and sys.version_info < (3, 11, 4):
+        pytest.skip("before 3.11.4 the tokenizer reads a NUL byte as the end of its line")
     (tmp_path / "prog.py").write_bytes(source)
     reference = subprocess.run(
         [sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=False
@@ -306,6 +321,31 @@ def test_script_compiles_as_python_compiles_it(tmp_path: Path, source: bytes) ->
         assert reference.stderr.splitlines()[-1] == (
             "SyntaxError: source code cannot contain null bytes"
         )
+
+
+def test_optimize_level_reaches_the_script(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text("print(__debug__)\nassert False\nprint('after')\n")
+    reference = command([sys.executable, "-O", "prog.py"], cwd=tmp_path)
+    proc = command(
+        [sys.executable, "-O", "-m", "memlens", "run", "--no-report", "prog.py"], cwd=tmp_path
+    )
+    assert (proc.returncode, proc.stdout) == (reference.returncode, reference.stdout)
+    assert reference.stdout == "False\nafter\n"
+
+
+def test_a_script_is_not_compiled_by_builtins_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """builtins.compile first creates the ast module's classes: 10-13 M instructions a run
+    that plain python does not spend (runner._compile)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("builtins.compile was called")
+
+    monkeypatch.setattr(builtins, "compile", refuse)
+    code = runner._compile(b"x = 6 * 7\n", "/somewhere/prog.py")
+    assert code.co_filename == "/somewhere/prog.py"
+    namespace: dict[str, object] = {}
+    exec(code, namespace)  # noqa: S102
+    assert namespace["x"] == 42
 
 
 def test_program_that_closes_its_streams(tmp_path: Path) -> None:

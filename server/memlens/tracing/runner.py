@@ -609,12 +609,30 @@ def _compile(source: bytes, path: str) -> types.CodeType:
     code = _tracer.compile_file(source, path)
     if code is not None:
         return code
-    if sys.version_info < (3, 11):  # 3.10's tokenizer reads NUL bytes in its own way
+    # A NUL byte. Before 3.11.4 the interpreter read it as the end of its line (and compile
+    # refuses it: as before, memlens gives compile's error there).
+    error = _nul_byte_error(source, path) if sys.version_info >= (3, 11, 4) else None
+    if error is None:
         return compile(source, path, "exec", dont_inherit=True)
+    raise error
+
+
+def _nul_byte_error(source: bytes, path: str) -> SyntaxError | None:
+    """The SyntaxError python gives for a script with a NUL byte: the line (universal newlines,
+    after the source's encoding) where it is and the text before it; None where the part
+    before it does not decode (python's error is then about the encoding)."""
+    import io
+    import tokenize
+
     nul = source.index(b"\x00")
-    line = source.count(b"\n", 0, nul) + 1
-    text = source[source.rfind(b"\n", 0, nul) + 1 : nul].decode("utf-8", "replace")
-    raise SyntaxError("source code cannot contain null bytes", (path, line, 0, text, line, 0))
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source[:nul]).readline)
+        before = source[:nul].decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return None
+    lines = before.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    line = len(lines)
+    return SyntaxError("source code cannot contain null bytes", (path, line, 0, lines[-1], line, 0))
 
 
 def _is_zip(path: str) -> bool:
