@@ -47,6 +47,19 @@ def decode_source(data: bytes) -> str:
     return _universal_newlines(data.decode("utf-8", errors="replace"))
 
 
+def script_text(data: bytes) -> str | None:
+    """The text python reads from script ``data`` to run it: decoded as its coding line or
+    BOM says (strictly: None where python would refuse the bytes), universal newlines."""
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return _universal_newlines(data.decode(encoding))
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return None
+
+
 def text_digest(text: str) -> str:
     """The sha256 of ``text`` saved in the encoding it declares (UTF-8 unless it declares
     one): equal to a recorded file's ``sha256`` when ``text`` is that file's content."""

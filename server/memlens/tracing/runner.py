@@ -621,16 +621,12 @@ def _nul_byte_error(source: bytes, path: str) -> SyntaxError | None:
     """The SyntaxError python gives for a script with a NUL byte: the line (universal newlines,
     after the source's encoding) where it is and the text before it; None where the part
     before it does not decode (python's error is then about the encoding)."""
-    import io
-    import tokenize
+    from memlens.source import script_text
 
-    nul = source.index(b"\x00")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source[:nul]).readline)
-        before = source[:nul].decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    before = script_text(source[: source.index(b"\x00")])
+    if before is None:
         return None
-    lines = before.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = before.split("\n")
     line = len(lines)
     return SyntaxError("source code cannot contain null bytes", (path, line, 0, lines[-1], line, 0))
 
