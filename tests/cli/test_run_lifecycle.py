@@ -185,12 +185,14 @@ def test_hangup_of_the_terminal_the_report_goes_to(tmp_path: Path) -> None:
     assert latest_run(tmp_path).info.complete is False
 
 
-@pytest.mark.parametrize("target", [("syntax_error.py",), ("-m", "badmod")])
+@pytest.mark.parametrize("target", [("syntax_error.py",), ("-m", "badmod"), ("too_complex.py",)])
 def test_a_program_that_does_not_compile_writes_no_run(
     tmp_path: Path, target: tuple[str, ...]
 ) -> None:
     shutil.copy(SCRIPTS / "syntax_error.py", tmp_path)
     (tmp_path / "badmod.py").write_text("def broken(:\n    pass\n")
+    # The parser gives up with a MemoryError, not a SyntaxError: it did not start either.
+    (tmp_path / "too_complex.py").write_text("x = " + "-" * 100_000 + "1\n")
     store = Store(tmp_path)
     before = writer.write(sample_run(), store.runs_dir / "20261122-100000-1.mlrun")
     store.set_pointer("latest", before)
@@ -204,7 +206,7 @@ def test_a_program_that_does_not_compile_writes_no_run(
     if target[0] == "-m":  # Python's traceback also shows runpy's frames; memlens leaves them out
         ours, python = (lines[-3:] for lines in (ours, python))
     assert ours == python
-    assert ours[-1].startswith("SyntaxError")
+    assert ours[-1].startswith("MemoryError" if target[0] == "too_complex.py" else "SyntaxError")
     assert proc.stderr.splitlines()[-1] == "memlens: no run written (the program did not start)"
     assert store.run_files() == [before]
     assert store.latest() == before

@@ -160,7 +160,13 @@ def run(
     environment ``plain_env`` makes of the one it was given (where children are followed: one
     that follows nothing, since the run has ended).
     """
-    start_program = on_start or (lambda: None)
+    program_started = [False]  # (its source read and compiled: see _run_script)
+
+    def start_program() -> None:
+        program_started[0] = True
+        if on_start is not None:
+            on_start()
+
     finished = False
     pid = os.getpid()
     # Registered before the program registers its own handlers, so it runs after them.
@@ -267,8 +273,12 @@ def run(
     except BaseException as exc:  # noqa: BLE001 - whatever the program raised: report, exit 1
         _print_exception(exc)
         code = 1
-        # A program that does not compile never ran: there is nothing to record.
-        started = not (isinstance(exc, SyntaxError) and not _program_frames(exc))
+        # A program that does not compile never ran: there is nothing to record (a script's
+        # compile error, whatever it is, comes before start_program; a module run with -m is
+        # compiled by runpy after it).
+        started = program_started[0] and not (
+            isinstance(exc, SyntaxError) and not _program_frames(exc)
+        )
     if os.getpid() != pid:
         _exit_forked_child(code, interrupted[0])
     # Like the interpreter: wait for the program's non-daemon threads before it ends (what
