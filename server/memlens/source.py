@@ -36,14 +36,9 @@ def decode_source(data: bytes) -> str:
     """The text of source ``data`` as Python decodes it, with universal newlines."""
     head = data[:_HEAD].split(b"\n", 2)[:2]
     if any(b"coding" in line for line in head):
-        import io
-        import tokenize
-
-        try:
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            return _universal_newlines(data.decode(encoding))
-        except (SyntaxError, UnicodeDecodeError, LookupError):
-            pass
+        text = script_text(data)
+        if text is not None:
+            return text
     return _universal_newlines(data.decode("utf-8", errors="replace"))
 
 
