@@ -1,9 +1,9 @@
 #include "blocks.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
+
+#include "pages.hpp"
 
 namespace memlens::blocks {
 
@@ -32,8 +32,7 @@ inline uintptr_t* leaf_of(uintptr_t p, bool create) {
     uintptr_t*& leaf = g_top[p >> kLeafBits];
     if (!leaf && create) {
         // 2 MiB of address space; only the pages that are written cost memory.
-        void* m = mmap(nullptr, kLeafMapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        leaf = m == MAP_FAILED ? nullptr : static_cast<uintptr_t*>(m);
+        leaf = static_cast<uintptr_t*>(fresh_pages(kLeafMapBytes));
         if (leaf) {
             g_top_used[(p >> kLeafBits) / 64] |= uint64_t{1} << ((p >> kLeafBits) % 64);
         }
@@ -135,7 +134,7 @@ void destroy() {
                     }
                 }
             }
-            munmap(leaf, kLeafMapBytes);
+            free_pages(leaf, kLeafMapBytes);
             leaf = nullptr;
         }
         g_top_used[w] = 0;

@@ -1,9 +1,9 @@
 #include "calltree.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
+
+#include "pages.hpp"
 
 namespace memlens::calltree {
 
@@ -81,21 +81,18 @@ bool grow_index(uint32_t count) {
     return true;
 }
 
-// A chunk's arrays (its nodes, 1 MiB; their no-GIL figures and variances) are fresh
-// anonymous pages: only the pages written cost memory, and nothing is zero-filled in advance
-// (calloc zero-fills what it takes from the heap, which glibc does for big blocks too once
-// its mmap threshold has risen: a run's first chunk and first no-GIL event wrote 1.8 MiB).
+// A chunk's arrays (its nodes, 1 MiB; their no-GIL figures and variances) are fresh pages
+// (pages.hpp), not calloc's: calloc zero-fills what it takes from the heap, which glibc does
+// for big blocks too once its mmap threshold has risen (a run's first chunk and first no-GIL
+// event wrote 1.8 MiB).
 template <typename T>
 T* zeroed(size_t n) {
-    void* m = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return m == MAP_FAILED ? nullptr : static_cast<T*>(m);
+    return static_cast<T*>(fresh_pages(n * sizeof(T)));
 }
 
 template <typename T>
 void release(T* p, size_t n) {
-    if (p) {
-        munmap(p, n * sizeof(T));
-    }
+    free_pages(p, n * sizeof(T));
 }
 
 Chunk* new_chunk() {

@@ -5,7 +5,6 @@
 #include "holders.hpp"
 
 #include <structmember.h>
-#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,6 +12,7 @@
 
 #include "blocks.hpp"
 #include "compat.hpp"
+#include "pages.hpp"
 #include "state.hpp"
 
 namespace memlens::holders {
@@ -45,7 +45,7 @@ public:
 
     ~Seen() {
         for (Leaf* leaf : leaves_) {
-            munmap(leaf->words, kLeafWords * sizeof(uint64_t));
+            free_pages(leaf->words, kLeafWords * sizeof(uint64_t));
             std::free(leaf);
         }
         std::free(top_);
@@ -97,10 +97,8 @@ private:
         Leaf*& leaf = top_[p >> kLeafBits];
         if (!leaf && create) {
             auto* fresh = static_cast<Leaf*>(std::calloc(1, sizeof(Leaf)));
-            void* m = fresh ? mmap(nullptr, kLeafWords * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                            : MAP_FAILED;
-            if (m == MAP_FAILED) {
+            void* m = fresh ? fresh_pages(kLeafWords * sizeof(uint64_t)) : nullptr;
+            if (!m) {
                 std::free(fresh);
                 failed_ = true;
                 return nullptr;
