@@ -12,13 +12,17 @@ std::atomic<uint32_t> g_size{0};
 
 namespace {
 
-inline uint64_t key_hash(uint32_t parent, uint32_t code, int32_t offset) {
-    return mix((uint64_t(parent) << 32 | code) ^ (uint64_t(uint32_t(offset)) * 0x9E3779B97F4A7C15ULL));
-}
+// Open addressing by path tag (linear probing from the tag's low bits). A slot holds the node's
+// id + 1 (0 = empty) in its low 28 bits and the tag's top 4 bits above them, which rule out
+// most other nodes met while probing without reading them. Readers load the current index
+// with acquire, then slots with acquire (a slot is stored after its node's fields). A full
+// index is replaced by a bigger one; the old one is retired (kept readable) until destroy().
+constexpr int kIdBits = 28;
+static_assert(kMaxNodes < (uint32_t{1} << kIdBits), "a node id + 1 fits below a slot's tag bits");
+inline uint32_t slot_value(uint32_t id, uint32_t tag) { return (tag >> kIdBits << kIdBits) | (id + 1); }
+inline bool slot_may_be(uint32_t slot, uint32_t tag) { return (slot >> kIdBits) == (tag >> kIdBits); }
+inline uint32_t slot_id(uint32_t slot) { return (slot & ((uint32_t{1} << kIdBits) - 1)) - 1; }
 
-// Open addressing over node ids + 1 (0 = empty). Readers load the current index with acquire,
-// then slots with acquire (a slot is stored after its node's fields). A full index is replaced
-// by a bigger one; the old one is retired (kept readable) until destroy().
 struct Index {
     size_t mask;
     Index* retired;  // the index this one replaced
@@ -46,17 +50,19 @@ Index* new_index(size_t cap) {
     return ix;
 }
 
-uint32_t find_in(const Index* ix, uint32_t parent, uint32_t code, int32_t offset, size_t* empty) {
-    size_t i = key_hash(parent, code, offset) & ix->mask;
+uint32_t find_in(const Index* ix, uint32_t parent, uint32_t tag, uint32_t code, int32_t offset, size_t* empty) {
+    size_t i = tag & ix->mask;
     for (;;) {
         uint32_t slot = ix->slots[i].load(std::memory_order_acquire);
         if (slot == 0) {
             *empty = i;
             return kNoParent;
         }
-        const Node& n = node(slot - 1);
-        if (n.parent == parent && n.code == code && n.offset == offset) {
-            return slot - 1;
+        if (slot_may_be(slot, tag)) {
+            const Node& n = node(slot_id(slot));
+            if (n.parent == parent && n.code == code && n.offset == offset) {
+                return slot_id(slot);
+            }
         }
         i = (i + 1) & ix->mask;
     }
@@ -69,12 +75,12 @@ bool grow_index(uint32_t count) {
         return false;
     }
     for (uint32_t id = 1; id < count; ++id) {
-        const Node& n = node(id);
-        size_t i = key_hash(n.parent, n.code, n.offset) & fresh->mask;
+        uint32_t tag = tag_of(id);
+        size_t i = tag & fresh->mask;
         while (fresh->slots[i].load(std::memory_order_relaxed)) {
             i = (i + 1) & fresh->mask;
         }
-        fresh->slots[i].store(id + 1, std::memory_order_relaxed);
+        fresh->slots[i].store(slot_value(id, tag), std::memory_order_relaxed);
     }
     fresh->retired = old;
     g_index.store(fresh, std::memory_order_release);
@@ -122,6 +128,7 @@ bool init(bool sampling) {
     Node& root = g_chunks[0]->nodes[0];
     root.parent = kNoParent;
     root.code = kNoCode;
+    g_chunks[0]->tags[0] = kRootTag;
     g_index.store(ix, std::memory_order_release);
     g_size.store(1, std::memory_order_release);
     return true;
@@ -155,7 +162,30 @@ void free_unpublished() {
     g_unpublished = nullptr;
 }
 
-uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
+void warm(const uint32_t* tags, int n) {
+    const Index* ix = g_index.load(std::memory_order_acquire);
+    if (!ix) {
+        return;
+    }
+    for (int i = 0; i < n; ++i) {
+        __builtin_prefetch(&ix->slots[tags[i] & ix->mask]);
+    }
+    // The slots' loads overlap; then so do the nodes' (the first two that may be the one).
+    for (int i = 0; i < n; ++i) {
+        size_t at = tags[i] & ix->mask;
+        for (int probe = 0; probe < 2; ++probe, at = (at + 1) & ix->mask) {
+            uint32_t slot = ix->slots[at].load(std::memory_order_acquire);
+            if (slot == 0) {
+                break;
+            }
+            if (slot_may_be(slot, tags[i])) {
+                __builtin_prefetch(&node(slot_id(slot)));
+            }
+        }
+    }
+}
+
+uint32_t intern_tagged(uint32_t parent, uint32_t tag, uint32_t code, int32_t offset) {
     size_t empty = 0;
     // (seq_cst: ordered after an event's count of itself, as unpublish_index()'s waiter needs;
     // a plain load on x86-64.)
@@ -163,7 +193,7 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     if (!ix) {
         return kRootNode;
     }
-    uint32_t found = find_in(ix, parent, code, offset, &empty);
+    uint32_t found = find_in(ix, parent, tag, code, offset, &empty);
     if (found != kNoParent) {
         return found;
     }
@@ -179,7 +209,7 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     if (size_t(id + 1) * 8 > ix->mask * 7) {
         return kRootNode;  // could not grow: never fill the index up
     }
-    found = find_in(ix, parent, code, offset, &empty);  // someone may have added it meanwhile
+    found = find_in(ix, parent, tag, code, offset, &empty);  // someone may have added it meanwhile
     if (found != kNoParent) {
         return found;
     }
@@ -194,7 +224,8 @@ uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
     n.parent = parent;
     n.code = code;
     n.offset = offset;
-    ix->slots[empty].store(id + 1, std::memory_order_release);
+    chunk->tags[id & (kChunkSize - 1)] = tag;
+    ix->slots[empty].store(slot_value(id, tag), std::memory_order_release);
     g_size.store(id + 1, std::memory_order_release);
     return id;
 }

@@ -66,6 +66,7 @@ constexpr uint32_t kChunks = (kMaxNodes >> kChunkBits) + 1;
 
 struct Chunk {
     Node nodes[kChunkSize];
+    uint32_t tags[kChunkSize];  // each node's path tag (below)
     NogilFigures* nogil;  // figures of events made without the GIL (allocated on first use)
     Variances* vars;   // sampling mode
 };
@@ -81,9 +82,27 @@ bool init(bool sampling);
 void destroy();
 inline uint32_t size() { return g_size.load(std::memory_order_acquire); }
 
+// A node's path tag: a 32-bit hash of its whole path (its parent's tag, its code, its offset;
+// the root's is kRootTag). The index places nodes by tag, so a walk that re-interns many
+// levels knows where each of their nodes sits before it knows any of their ids: it fetches
+// them all at once (warm()) instead of paying one cache miss after another, each level's
+// lookup waiting on its parent's id. (Tags only place nodes: a node is found by comparing
+// its parent, code and offset, so equal tags cost a probe, never a wrong node.)
+constexpr uint32_t kRootTag = 0x6a09e667u;
+inline uint32_t child_tag(uint32_t parent_tag, uint32_t code, int32_t offset) {
+    return uint32_t(mix((uint64_t(parent_tag) << 32 | code) ^ (uint64_t(uint32_t(offset)) * 0x9E3779B97F4A7C15ULL)));
+}
+inline uint32_t tag_of(uint32_t id) { return g_chunks[id >> kChunkBits]->tags[id & (kChunkSize - 1)]; }
+
 // The node (parent, code, offset), created when needed. Returns the root when out of memory
 // or ids, or once the tree is frozen. Lock-free when the node exists.
-uint32_t intern(uint32_t parent, uint32_t code, int32_t offset);
+uint32_t intern_tagged(uint32_t parent, uint32_t tag, uint32_t code, int32_t offset);
+inline uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
+    return intern_tagged(parent, child_tag(tag_of(parent), code, offset), code, offset);
+}
+// Starts fetching the index slots, then the nodes, of the paths with these tags (prefetches
+// only: any tag may be wrong or absent).
+void warm(const uint32_t* tags, int n);
 
 // Freezing the tree for a run that is over (its last snapshot taken): from
 // unpublish_index() on no node is added (intern() answers the root); once no event that may

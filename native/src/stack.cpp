@@ -29,6 +29,7 @@ struct Level {
     uint64_t since;    // the thread's walk count when this level's frame appeared (or its
                        // code's watch state was last found set: see update_trust)
     bool transparent;  // codes::transparent(code_id), kept here for the fast path
+    uint32_t tag;      // the path tag of the level's node as walk() computed it (read only there)
 };
 
 }  // namespace
@@ -66,6 +67,9 @@ struct ThreadStack {
     uint64_t generation;
     compat::Frame** scratch;
     int scratch_cap;
+    // The path tags of the levels a walk is about to intern, to fetch their nodes at once.
+    static constexpr int kWarmed = 32;
+    uint32_t tags[kWarmed];
     uint64_t walks;
     LeafCache leaf_cache;  // valid for this generation and death count (cleared with them)
     uint64_t trust_epoch;  // g_trust_epoch when its trusted levels were last extended
@@ -791,8 +795,15 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
     }
     if (k < depth || len != depth) {
         uint32_t parent = k ? s->levels[k - 1].node : kRootNode;
+        // First every changed level's code id and path tag, which need no node (each tag is
+        // its parent's mixed with the level's code and offset), so that the index slots and
+        // nodes of all of them are fetched at once (calltree::warm); then the levels are
+        // interned one after the other, each under its parent's node, from cache.
+        uint32_t tag = calltree::tag_of(parent);
+        int warming = 0;
+        const int frames = depth;  // (scratch holds them innermost first; depth may drop below)
         for (int i = k; i < depth; ++i) {
-            Frame* fr = s->scratch[depth - 1 - i];
+            Frame* fr = s->scratch[frames - 1 - i];
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
             const bool known = i < s->code_known && lv.code == co;
@@ -803,20 +814,47 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
                 depth = i;  // a code object we cannot name: charge its caller
                 break;
             }
-            int off = compat::frame_offset(fr, co);
             // A transparent frame (see codes::kTransparent) shares its caller's node. (A code's
             // flag never changes: a level whose code id is kept keeps it too.)
             if (!known) {
                 lv.transparent = codes::transparent(code);
             }
-            uint32_t node = lv.transparent ? parent : calltree::intern(parent, code, off < 0 ? 0 : off);
+            lv.code_id = code;  // (lv.code, compared above, is set below)
+            if (!lv.transparent) {
+                int off = compat::frame_offset(fr, co);
+                tag = calltree::child_tag(tag, code, off < 0 ? 0 : off);
+                lv.tag = tag;
+                s->tags[warming++] = tag;
+                if (warming == ThreadStack::kWarmed) {
+                    calltree::warm(s->tags, warming);
+                    warming = 0;
+                }
+            }
+        }
+        if (warming > 1) {
+            calltree::warm(s->tags, warming);
+        }
+        bool interned = true;  // every level so far got its node (tags computed above hold)
+        for (int i = k; i < depth; ++i) {
+            Frame* fr = s->scratch[frames - 1 - i];
+            PyCodeObject* co = compat::frame_code(fr);
+            Level& lv = s->levels[i];
+            uint32_t node = parent;
+            if (!lv.transparent) {
+                int off = compat::frame_offset(fr, co);
+                off = off < 0 ? 0 : off;
+                // (Interning fails only out of memory or ids, or once the tree is frozen,
+                // answering the root: the levels after it go under the root.)
+                const uint32_t tag_here = interned ? lv.tag : calltree::child_tag(calltree::tag_of(parent), lv.code_id, off);
+                node = calltree::intern_tagged(parent, tag_here, lv.code_id, off);
+                interned = interned && node != kRootNode;
+            }
             if (i >= len || lv.frame != fr || lv.code != co) {
                 lv.since = s->walks;
             }
             lv.frame = fr;
             lv.code = co;
             lv.pos = compat::frame_pos(fr);
-            lv.code_id = code;
             lv.node = node;
             parent = node;
         }

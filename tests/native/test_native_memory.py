@@ -77,6 +77,35 @@ def test_c_realloc_moves_the_block_to_the_growing_line(tmp_path: Path) -> None:
     assert line(run, path, "overflow").alloc_bytes < 64 * 1024
 
 
+UNNAMED_CALLEE = """
+import ctypes
+import json
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+kept = [bytearray(1_000) for _ in range(100)]  # @objects
+blocks = [libc.malloc(1_000_000) for _ in range(3)]  # @blocks
+"""
+
+
+def test_a_callee_not_yet_named_charges_its_caller(tmp_path: Path) -> None:
+    """ctypes calls malloc without the GIL, when a code object never seen before cannot be
+    named (before 3.12, a comprehension's own code at its first call): the line that runs it
+    is charged, which the stack read finds under it, as it found the levels it re-reads from
+    their own frames (one that read the wrong frames charged the module's first lines)."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(UNNAMED_CALLEE))
+    out = tmp_path / "run.mlrun"
+    proc = memlens("run", "--no-report", "-o", str(out), str(script))
+    assert proc.returncode == 0, proc.stderr
+    run = reader.read(out)
+    assert 3 * MB <= line(run, str(script), "blocks").native_live_bytes < 3 * MB + 64 * 1024
+    assert (
+        sum(figures.native_live_bytes for figures in run.files[str(script)].lines.values())
+        < 3 * MB + 64 * 1024
+    )
+
+
 def test_no_native_option(tmp_path: Path) -> None:
     ns, path = load(tmp_path, CTYPES)
     run = profile(ns["work"], native=False)
