@@ -163,7 +163,9 @@ void free_unpublished() {
 }
 
 void warm(const uint32_t* tags, int n) {
-    const Index* ix = g_index.load(std::memory_order_acquire);
+    // (seq_cst, as in intern_tagged(): no-GIL walks warm too, and freeze()'s wait for them
+    // before freeing an unpublished index relies on it.)
+    const Index* ix = g_index.load(std::memory_order_seq_cst);
     if (!ix) {
         return;
     }

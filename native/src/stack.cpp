@@ -29,7 +29,7 @@ struct Level {
     uint64_t since;    // the thread's walk count when this level's frame appeared (or its
                        // code's watch state was last found set: see update_trust)
     bool transparent;  // codes::transparent(code_id), kept here for the fast path
-    uint32_t tag;      // the path tag of the level's node as walk() computed it (read only there)
+    uint32_t tag;      // the path tag walk() computed for the level's node (valid only between its passes)
 };
 
 }  // namespace
@@ -67,9 +67,6 @@ struct ThreadStack {
     uint64_t generation;
     compat::Frame** scratch;
     int scratch_cap;
-    // The path tags of the levels a walk is about to intern, to fetch their nodes at once.
-    static constexpr int kWarmed = 32;
-    uint32_t tags[kWarmed];
     uint64_t walks;
     LeafCache leaf_cache;  // valid for this generation and death count (cleared with them)
     uint64_t trust_epoch;  // g_trust_epoch when its trusted levels were last extended
@@ -91,6 +88,10 @@ struct ThreadStack {
     uint32_t window_exits;
     uint64_t window_saved;
     uint64_t walks_at_exit;
+    // The path tags of the levels a walk is about to intern, to fetch their nodes at once
+    // (last: the fields above are read on every allocation, these only by walk()).
+    static constexpr int kWarmed = 32;
+    uint32_t tags[kWarmed];
 };
 
 namespace stack {
@@ -799,7 +800,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
         // its parent's mixed with the level's code and offset), so that the index slots and
         // nodes of all of them are fetched at once (calltree::warm); then the levels are
         // interned one after the other, each under its parent's node, from cache.
-        uint32_t tag = calltree::tag_of(parent);
+        uint32_t tag = k < depth ? calltree::tag_of(parent) : 0;  // (none to intern: a shorter stack)
         int warming = 0;
         const int frames = depth;  // (scratch holds them innermost first; depth may drop below)
         for (int i = k; i < depth; ++i) {
