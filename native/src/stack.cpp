@@ -845,9 +845,10 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
                 int off = compat::frame_offset(fr, co);
                 off = off < 0 ? 0 : off;
                 // (Interning fails only out of memory or ids, or once the tree is frozen,
-                // answering the root: the levels after it go under the root.)
-                const uint32_t tag_here = interned ? lv.tag : calltree::child_tag(calltree::tag_of(parent), lv.code_id, off);
-                node = calltree::intern_tagged(parent, tag_here, lv.code_id, off);
+                // answering the root: the levels after it go under the root, whose tag
+                // intern() finds itself.)
+                node = interned ? calltree::intern_tagged(parent, lv.tag, lv.code_id, off)
+                                : calltree::intern(parent, lv.code_id, off);
                 interned = interned && node != kRootNode;
             }
             if (i >= len || lv.frame != fr || lv.code != co) {
