@@ -40,7 +40,7 @@ struct Node {
     uint32_t parent;
     uint32_t code;  // code id (codes.hpp), kNoCode for the root
     int32_t offset;
-    uint32_t moment;  // the raw moment fig.live_bytes last changed in (moments.hpp)
+    uint32_t moment;  // the raw moment fig.live_bytes last changed in (moments::touch)
     Figures fig;  // GIL events (all events in sampling mode)
 };
 static_assert(sizeof(Node) == 64, "a node is one cache line");

@@ -358,7 +358,7 @@ __attribute__((always_inline)) inline bool forget_mapped(uintptr_t p) {
         return false;
     }
     Node& n = calltree::node(b.node());
-    if (n.moment != __atomic_load_n(&moments::g_moment, __ATOMIC_RELAXED)) {
+    if (moments::raw_of(n.moment) != __atomic_load_n(&moments::g_moment, __ATOMIC_RELAXED)) {
         return false;  // (the moment's log first: forget()'s way)
     }
     b.clear();

@@ -140,10 +140,12 @@ NB_MODULE(_tracer, m) {
                 d["timeline"] = timeline;
                 d["peak_t"] = s.moments.peak_t >= 0 ? nb::object(nb::float_(s.moments.peak_t)) : nb::none();
                 d["moments_dropped"] = s.moments.dropped;
+                d["moment_entries"] = s.moments.gil.size() + s.moments.nogil.size();
                 return d;
             },
             "Totals, mode, the timeline, when the peak happened (peak_t, seconds; None before "
-            "any allocation) and whether the moments were dropped (too many changes).")
+            "any allocation), whether the moments were dropped (too many changes) and how many "
+            "entries of nodes' values they hold (moment_entries; 0 once built with release).")
         .def(
             "build",
             [](memlens::SnapshotData& s, nb::bytes file_of_code, nb::bytes function_of_code,
@@ -261,9 +263,9 @@ NB_MODULE(_tracer, m) {
           "The program has ended: the run's duration, peak RSS and timeline end now; allocations "
           "are still tracked until stop().");
     m.def("freeze", &memlens::freeze,
-          "After finish() and the run's last snapshot: frees the call tree's index and the "
-          "moments' log; blocks are still tracked until stop(), but call paths no thread's "
-          "cache knows go to the root, and later snapshots have no moments.");
+          "After finish(), before the run's last snapshot: frees the call tree's index; blocks "
+          "are still tracked until stop(), but call paths no thread's cache knows go to the "
+          "root. The next snapshot is the last with moments (it frees their log).");
     m.def(
         "snapshot",
         []() {

@@ -24,8 +24,11 @@ void free_log(Log& log) {
 }
 
 // Keeps, per node, one entry per group of raw moments between kept boundaries (the latest):
-// the others can never be a kept moment's value. A node's entries are in the log in the order
-// of their moments, so one pass with the position of each node's last kept entry does it.
+// the others can never be a kept moment's value. And none that changes nothing: an entry
+// whose value is that of the node's entry kept before it (or 0, before any: nodes start with
+// nothing), as when a call's frame or temporaries came and went within one moment (most of a
+// big tree's entries on 3.10). A node's entries are in the log in the order of their moments,
+// so one pass with the position of each node's last kept entry does it.
 void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
     size_t n = log.size();
     if (n == 0) {
@@ -38,6 +41,7 @@ void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
     if (last == nullptr) {
         return;  // no compaction this time
     }
+    const KeptMoments kept_of(bounds);
     size_t w = 0;
     for (size_t i = 0; i < n; ++i) {
         Entry e = log.at(i);
@@ -45,8 +49,11 @@ void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
             continue;  // cannot happen: entries name existing nodes
         }
         uint32_t& l = last[e.node];
-        if (l != 0 && moment_of(bounds, log.at(l - 1).moment) == moment_of(bounds, e.moment)) {
+        if (l != 0 && kept_of(log.at(l - 1).moment) == kept_of(e.moment)) {
             log.at(l - 1) = e;
+            continue;
+        }
+        if (e.live == (l != 0 ? log.at(l - 1).live : 0)) {
             continue;
         }
         log.at(w) = e;
@@ -68,13 +75,24 @@ void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
     log.end = tail->e + kChunkEntries;
 }
 
-void copy(Log& log, const std::vector<Bound>& bounds, std::vector<Entry>& out) {
+// With `take`, each of the log's chunks is freed once copied (the log is then empty): the
+// entries are not held twice at once.
+void copy(Log& log, const std::vector<Bound>& bounds, std::vector<Entry>& out, bool take) {
     size_t n = log.size();
+    const KeptMoments kept_of(bounds);
     for (size_t i = 0; i < n; ++i) {
         const Entry& e = log.at(i);
-        if (moment_of(bounds, e.moment) < bounds.size()) {
+        if (kept_of(e.moment) < bounds.size()) {
             out.push_back(e);
         }
+        if (take && (i + 1 == n || (i + 1) % kChunkEntries == 0)) {
+            std::free(log.chunks[i / kChunkEntries]);
+            log.chunks[i / kChunkEntries] = nullptr;
+        }
+    }
+    if (take) {
+        log.count = 0;
+        log.cur = log.end = nullptr;
     }
 }
 
@@ -119,13 +137,34 @@ void note_peak(double t) {
     }
 }
 
+KeptMoments::KeptMoments(const std::vector<Bound>& bounds)
+    : bounds_(bounds), last_(bounds.empty() ? 0 : bounds.back().raw), table_(nullptr) {
+    static_assert(kMaxKept + 1 <= UINT16_MAX, "kept moments fit the table");
+    if (last_ == 0 || last_ > (uint32_t{1} << 22)) {
+        return;  // (no table for a pathological run: searched)
+    }
+    table_ = static_cast<uint16_t*>(std::malloc(size_t(last_) * sizeof(uint16_t)));
+    if (table_ == nullptr) {
+        return;
+    }
+    size_t k = 0;  // the first boundary after raw
+    for (uint32_t raw = 0; raw < last_; ++raw) {
+        while (k < bounds.size() && bounds[k].raw <= raw) {
+            ++k;
+        }
+        table_[raw] = uint16_t(k);
+    }
+}
+
+KeptMoments::~KeptMoments() { std::free(table_); }
+
 size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw) {
     auto it = std::upper_bound(bounds.begin(), bounds.end(), raw,
                                [](uint32_t r, const Bound& b) { return r < b.raw; });
     return size_t(it - bounds.begin());
 }
 
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now) {
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last) {
     // `out` is empty, and its vectors only grow within the capacity reserved here: nothing is
     // freed while g_table_lock is held (see compact).
     {
@@ -147,20 +186,26 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now) {
         out.bounds.clear();
         return;
     }
+    if (last) {
+        // (No writer runs now, and none appends after: see snapshot() in the header.)
+        __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST);
+    }
     compact(g_log, out.bounds, nodes);
     compact(g_log_nogil, out.bounds, nodes);
     out.gil.reserve(g_log.size() + nodes);  // the log, and one pending entry per node
     out.nogil.reserve(g_log_nogil.size() + nogil_nodes);
-    copy(g_log, out.bounds, out.gil);
-    copy(g_log_nogil, out.bounds, out.nogil);
+    copy(g_log, out.bounds, out.gil, last);
+    copy(g_log_nogil, out.bounds, out.nogil, last);
+    if (last) {
+        g_overflowed = true;  // a later snapshot has no log to read: its moments say dropped
+    }
 }
 
-void pending(std::vector<Entry>& out, const std::vector<Bound>& bounds, uint32_t id, uint32_t seen,
-             int64_t live) {
+void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live) {
     // A node that never changed after the first moment began and holds nothing held nothing
     // at any moment (most nodes of a big tree: frames that only call).
-    if ((seen != 0 || live != 0) && moment_of(bounds, seen) < bounds.size()) {
-        out.push_back(Entry{id, seen, live});
+    if ((live != 0 || (seen & kHeld)) && kept_of(raw_of(seen)) < kept_of.size()) {
+        out.push_back(Entry{id, raw_of(seen), live});
     }
 }
 
@@ -174,14 +219,6 @@ void reset() {
     g_kept = 0;
     g_last_epoch = 1;
     g_peak_t = -1;
-}
-
-void stop_logging() { __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST); }
-
-void free_logs() {
-    free_log(g_log);
-    free_log(g_log_nogil);
-    g_overflowed = true;  // a later snapshot has no log to read: its moments say dropped
 }
 
 void after_fork_in_child() { g_bounds_lock.unlock(); }

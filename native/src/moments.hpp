@@ -83,17 +83,25 @@ inline void append(Log& log, const Entry& e) {
     append_slow(log, e);
 }
 
-// Called before the live bytes of node `id` change: `seen` is the raw moment they last
-// changed in (kept by the caller beside the figures), `live` their value now.
+// A node's `seen` (below) is the raw moment its live bytes last changed in, and this bit: the
+// value it last logged (or would have) was not 0. Raw moments stay far below it (boundaries
+// are thinned, and moments then bumped half as often).
+constexpr uint32_t kHeld = uint32_t{1} << 31;
+inline uint32_t raw_of(uint32_t seen) { return seen & ~kHeld; }
+
+// Called before the live bytes of node `id` change: `seen` is kept by the caller beside the
+// figures, `live` their value now. An entry that would change nothing (0 after 0, or after
+// nothing: nodes start with nothing) is not logged: a call's frame or temporaries that came
+// and went within one moment, most of a big call tree's entries on 3.10.
 inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
     uint32_t now = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
-    if (__builtin_expect(seen != now, 0)) {
+    if (__builtin_expect(raw_of(seen) != now, 0)) {
         // (seq_cst: ordered after a no-GIL event's count of itself, as freeze()'s waiter
         // needs; a plain load on x86-64, and only when the moment moved)
-        if (__atomic_load_n(&g_recording, __ATOMIC_SEQ_CST)) {
-            append(log, Entry{id, seen, live});
+        if ((live != 0 || (seen & kHeld)) && __atomic_load_n(&g_recording, __ATOMIC_SEQ_CST)) {
+            append(log, Entry{id, raw_of(seen), live});
         }
-        seen = now;
+        seen = now | (live != 0 ? kHeld : 0);
     }
 }
 
@@ -102,6 +110,35 @@ inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
 bool bump(double t);
 // The timeline thread, at each wake-up: the peak moved since the last call if the epoch did.
 void note_peak(double t);
+
+// The first kept boundary after raw moment `raw` (bounds.size() when none): the kept moment
+// an entry first applies to.
+size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw);
+
+// moment_of() for many raw moments: read from a table (moment_of() is a binary search, and a
+// big tree's log has millions of entries). Raw moments from the last boundary's on apply to
+// no kept moment; the others are few, even in a long run (the boundaries are thinned, and
+// moments then bumped half as often). The table is libc's (malloc/free, never rerouted to
+// our hooks): usable while g_table_lock is held.
+class KeptMoments {
+public:
+    explicit KeptMoments(const std::vector<Bound>& bounds);
+    KeptMoments(const KeptMoments&) = delete;
+    KeptMoments& operator=(const KeptMoments&) = delete;
+    ~KeptMoments();
+    size_t operator()(uint32_t raw) const {
+        if (raw >= last_) {
+            return bounds_.size();
+        }
+        return table_ ? size_t(table_[raw]) : moment_of(bounds_, raw);
+    }
+    size_t size() const { return bounds_.size(); }  // (the kept moments)
+
+private:
+    const std::vector<Bound>& bounds_;
+    uint32_t last_;     // the last boundary's raw moment (0: none)
+    uint16_t* table_;   // raw moment -> kept moment, below last_ (nullptr: searched)
+};
 
 // What a snapshot takes: the kept boundaries, the log entries that matter to them (the logs
 // are compacted in place first), and when the peak happened. The caller then adds, per node,
@@ -114,21 +151,17 @@ struct Snapshot {
     bool dropped = false;  // the log overflowed: no moments
 };
 // `nogil_nodes`: how many nodes may have no-GIL figures (pending entries of that log).
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now);
-// Adds the entry of a node's current figures (`seen`: the raw moment they last changed in)
-// when it matters to a kept moment.
-void pending(std::vector<Entry>& out, const std::vector<Bound>& bounds, uint32_t id, uint32_t seen,
-             int64_t live);
-// The first kept boundary after raw moment `raw` (bounds.size() when none): the kept moment
-// an entry first applies to.
-size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw);
+// `last`: the run's last snapshot with moments (tracer.cpp, freeze): nothing is logged from
+// now on, and the logs are freed as they are read (they are not held twice at once). The
+// writers of both logs are kept out meanwhile (the GIL and g_table_lock held), and see that
+// nothing is logged before they next append.
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last);
+// Adds the entry of a node's current figures (`seen`: as touch() keeps it) when it matters to
+// a kept moment and changes something.
+void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live);
 
 // Drops everything (start, reset); not while tracing.
 void reset();
-// The run's last snapshot is taken (tracer.cpp, freeze): nothing is logged from now on, and
-// once no event may be appending, free_logs() frees the logs.
-void stop_logging();
-void free_logs();
 // In a forked child: the timeline thread may have held the boundaries' lock.
 void after_fork_in_child();
 

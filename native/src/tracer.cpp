@@ -34,6 +34,8 @@ namespace {
 
 bool g_forked_child = false;
 bool g_finished = false;  // finish() was called: the run's time, peak RSS and timeline are final
+// freeze() was called: the next snapshot takes the moments' log (kFrozen), and has (kLogFreed).
+enum class Frozen { kNo, kFrozen, kLogFreed } g_frozen = Frozen::kNo;
 bool g_watching = false;
 bool g_native_installed = false;
 std::chrono::steady_clock::time_point g_start_time;
@@ -187,17 +189,17 @@ void finish() {
 }
 
 void freeze() {
-    if (!g_run.active.load() || !g_finished) {
+    if (!g_run.active.load() || !g_finished || g_frozen != Frozen::kNo) {
         return;
     }
-    // No call path is added and nothing is logged for the moments from now on; the call
-    // tree's index and the moments' log, which only served for that, go. GIL events cannot be
-    // running (we hold it); those without it that may be reading them are waited for.
+    // No call path is added from now on: the call tree's index goes. GIL events cannot be
+    // running (we hold it); those without it that may be reading it are waited for. (The
+    // moments' log stays until the snapshot that follows has read it: an event between now
+    // and then still logs what its node held before, or that node's history would be lost.)
     calltree::unpublish_index();
-    moments::stop_logging();
     wait_for_nogil_events();
     calltree::free_unpublished();
-    moments::free_logs();
+    g_frozen = Frozen::kFrozen;
 }
 
 void stop() {
@@ -208,6 +210,7 @@ void stop() {
     g_run.active.store(false);
     wait_for_nogil_events();
     g_finished = false;
+    g_frozen = Frozen::kNo;
     if (g_native_installed) {
         native::uninstall();
     }
@@ -332,8 +335,14 @@ void snapshot(SnapshotData& out) {
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
         // (Once the run is finished, its end: the last moment ends there, as the run does.)
+        // (A frozen run's next snapshot is its last with moments: it takes their logs.)
         moments::snapshot(ms, n, calltree::nogil_capacity(),
-                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration);
+                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration,
+                          g_frozen == Frozen::kFrozen);
+        if (g_frozen == Frozen::kFrozen) {
+            g_frozen = Frozen::kLogFreed;
+        }
+        const moments::KeptMoments kept_of(ms.bounds);
         for (uint32_t id = 0; id < n; ++id) {
             const Node& nd = calltree::node(id);
             out.nodes[id] = SnapshotNode{nd.parent, nd.code, nd.offset};
@@ -345,7 +354,7 @@ void snapshot(SnapshotData& out) {
             sums.live_count = nd.fig.live_count;
             sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
             if (!ms.dropped) {
-                moments::pending(ms.gil, ms.bounds, id, nd.moment, nd.fig.live_bytes);
+                moments::pending(ms.gil, kept_of, id, nd.moment, nd.fig.live_bytes);
             }
             if (const NogilFigures* nf = calltree::nogil_if_any(id)) {
                 const Figures* f = &nf->fig;
@@ -355,7 +364,7 @@ void snapshot(SnapshotData& out) {
                 sums.live_count += f->live_count;
                 sums.peak_bytes += f->epoch != epoch ? f->live_bytes : f->peak_bytes;
                 if (!ms.dropped) {
-                    moments::pending(ms.nogil, ms.bounds, id, nf->moment, f->live_bytes);
+                    moments::pending(ms.nogil, kept_of, id, nf->moment, f->live_bytes);
                 }
             }
             if (g_run.sampling) {

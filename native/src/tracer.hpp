@@ -48,10 +48,13 @@ void stop();
 // The program has ended: the run's duration, peak RSS and timeline end now. Allocations are
 // still tracked (the block tables stay exact, for holders.hpp) until stop(). Requires the GIL.
 void finish();
-// After finish() and the run's last snapshot: the call tree's index and the moments' log,
-// which only served to record more, are freed. Blocks are still tracked until stop() (the
-// block tables stay exact for the holders' search), but a call path no thread's cache knows
-// goes to the root, and nothing is logged for the moments. Requires the GIL.
+// After finish(), before the run's last snapshot: the call tree's index, which only served to
+// add call paths, is freed (a big tree's peak memory is at that snapshot: 2^17 call paths
+// on 3.10, 16 MB less). Blocks are still tracked until stop() (the block tables stay exact
+// for the holders' search), but a call path no thread's cache knows goes to the root. The
+// next snapshot is the run's last with moments: once it has read the moments' log, nothing is
+// logged and the log is freed (later snapshots say their moments were dropped). Requires the
+// GIL.
 void freeze();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.

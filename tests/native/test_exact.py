@@ -259,20 +259,22 @@ def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> 
         snap.build(files, functions, n)
 
 
-def test_a_run_frozen_after_its_last_snapshot_adds_no_call_path() -> None:
-    """freeze() (memlens's own runs call it after the last snapshot, before the collapse)
-    frees the call tree's index and the moments' log: blocks are still tracked until stop(),
-    but no call path is added (allocations go to the root unless a thread's cache knows their
-    place), a later snapshot says its moments were dropped, and the run stops and is reset as
-    usual."""
+def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_moments() -> None:
+    """freeze() (memlens's own runs call it after finish(), before the last snapshot) frees the
+    call tree's index: blocks are still tracked until stop(), but no call path is added
+    (allocations go to the root unless a thread's cache knows their place). The snapshot
+    that follows still has every node and the run's moments, then frees their log: a later
+    snapshot says its moments were dropped. The run stops and is reset as usual."""
     gc.collect()
     _tracer.start("exact", 0, 0, 10.0, True, True)
     try:
+        programs.recurse(4)
+        time.sleep(0.05)  # (moments between the two: the timeline ticks every 10 ms)
         kept = programs.pieces_below(8, 200)
         _tracer.finish()
-        first = _tracer.snapshot()
         _tracer.freeze()
         _tracer.freeze()  # (twice: nothing more to free)
+        last = _tracer.snapshot()
         kept += programs.pieces_below(8, 100)  # the same call path
         deeper = programs.recurse(5)  # new call paths
         later = _tracer.snapshot()
@@ -280,9 +282,14 @@ def test_a_run_frozen_after_its_last_snapshot_adds_no_call_path() -> None:
         _tracer.stop()
     _tracer.reset()
     assert (len(kept), len(deeper)) == (300, 6)
-    assert later.info["nodes"] == first.info["nodes"]
-    assert later.info["allocations"] > first.info["allocations"]
-    assert (first.info["moments_dropped"], later.info["moments_dropped"]) == (False, True)
+    assert later.info["nodes"] == last.info["nodes"]
+    assert later.info["allocations"] > last.info["allocations"]
+    assert (last.info["moments_dropped"], later.info["moments_dropped"]) == (False, True)
+    n = len(last.codes)
+    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
+    moments = last.build(files, functions, n)["moments"]
+    assert len(moments["t"]) > 1
+    assert len(moments["site"]) > 0
 
 
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:

@@ -3,6 +3,7 @@ then, and against the run's own figures at the end."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memlens import _tracer
 from memlens.model import Run
 
 from . import programs
@@ -98,6 +100,61 @@ def test_a_growing_line_grows_moment_by_moment() -> None:
     assert steps[-1] == 6
     assert len(steps) >= 4  # seen at several sizes along the way
     assert all(b >= a for a, b in itertools.pairwise(values))
+
+
+def on_and_off() -> None:
+    for _ in range(3):
+        held = bytearray(4 * MIB)  # @on_off
+        time.sleep(0.05)
+        del held
+        for _ in range(20):
+            bytearray(MIB)  # @came_and_went: within one moment (but when a boundary falls between)
+        time.sleep(0.05)
+
+
+def test_a_line_that_lets_go_and_holds_again_has_each_value() -> None:
+    """The moments' log leaves out what changes nothing (a block that came and went within one
+    moment, a value equal to the one before): a line that holds, lets go and holds again has
+    each of those values at its moments, and a line whose blocks come and go holds at most one
+    of them at any (one that a moment's boundary fell on)."""
+    run, _ = profiled(settled(on_and_off))
+    values = series(run, HERE, tagged(HERE, "on_off"))
+    held = [near(v, 4 * MIB) for v in values]
+    assert all(near(v, 4 * MIB) or v < 1024 for v in values)
+    # held, then not, three times over: three runs of moments holding it
+    assert sum(1 for a, b in itertools.pairwise([False, *held]) if b and not a) == 3
+    assert values[-1] < 1024
+    assert all(v <= MIB + 1024 for v in series(run, HERE, tagged(HERE, "came_and_went")))
+
+
+def walk_and_let_go(level: int, path: int) -> None:
+    if level == 0:
+        bytearray(64)  # @let_go
+        return
+    if path & 1:
+        walk_and_let_go(level - 1, path >> 1)
+    else:
+        walk_and_let_go(level - 1, path >> 1)
+
+
+def test_call_paths_whose_blocks_never_outlive_a_moment_log_nothing() -> None:
+    """2^12 call paths, each allocating a block it frees at once, over several moments: their
+    nodes hold nothing at any moment's end, and the snapshot's moments have no entry for them
+    (a big tree's log on 3.10 was millions of such entries; most of its memory)."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        for part in range(4):
+            for p in range(part * 1024, (part + 1) * 1024):
+                walk_and_let_go(12, p)
+            time.sleep(0.03)
+        snap = _tracer.snapshot()
+    finally:
+        _tracer.stop()
+    _tracer.reset()
+    assert snap.info["nodes"] > 4096
+    assert not snap.info["moments_dropped"]
+    assert snap.info["moment_entries"] < 500
 
 
 def _RECURSION() -> None:

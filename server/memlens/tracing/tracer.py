@@ -331,8 +331,8 @@ def stop(
     paused = _tracer.set_thread_paused(True)
     try:
         _tracer.finish()  # the run's time and timeline end with the program
+        _tracer.freeze()  # what served to record more goes before the last snapshot
         snap = _tracer.snapshot()
-        _tracer.freeze()  # its last: what served to record more goes before the collapse
         parts = _collapse(snap, session)
         wanted = session.holders if holders is None else holders
         held = _holders(parts, float(snap.info["duration_s"])) if wanted else ()
