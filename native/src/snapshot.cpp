@@ -1,9 +1,19 @@
 #include "snapshot.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <new>
+#include <system_error>
+#include <thread>
+#include <utility>
 
 #include "calltree.hpp"
+#include "pages.hpp"
 
 namespace memlens {
 
@@ -68,14 +78,44 @@ private:
     size_t count_ = 0;
 };
 
+// A fixed-size array of fresh zero pages (pages.hpp), for a collapse's big transients: given
+// back to the system when freed, by whichever thread, where a heap block of a thread's own
+// arena might stay with that arena.
+template <typename T>
+class PageArray {
+public:
+    explicit PageArray(size_t n) : n_(n), p_(n ? static_cast<T*>(fresh_pages(n * sizeof(T))) : nullptr) {
+        if (n && !p_) {
+            throw std::bad_alloc();
+        }
+    }
+    PageArray(const PageArray&) = delete;
+    PageArray& operator=(const PageArray&) = delete;
+    ~PageArray() { free_pages(p_, n_ * sizeof(T)); }
+    T& operator[](size_t i) { return p_[i]; }
+    // Back to zeros (the pages given back, fresh ones met when next written).
+    void clear() {
+        if (p_) {
+            madvise(p_, n_ * sizeof(T), MADV_DONTNEED);
+        }
+    }
+
+private:
+    size_t n_;
+    T* p_;
+};
+
 // Each site's and function's live bytes at each kept moment. Per node and per log (GIL and
 // no-GIL figures, summed), an entry's value holds from the first kept moment after its raw
 // moment; a node's entries come in the order of their moments, the latest of a moment wins.
 // Their changes, collapsed onto the collapsed nodes, are then applied moment by moment: to the
 // node's site (self), and once to each distinct site and function on its path (inclusive, as
 // the run's own inclusive figures count each subtree once per line and function on its path).
+//
+// Runs beside the rest of build() (see there): it reads only the first pass's columns and
+// writes only the moments' own.
 void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of,
-                   const std::vector<int32_t>& site_of, Built& out, bool release) {
+                   const std::vector<int32_t>& site_of, size_t fns, Built& out, bool release) {
     moments::Snapshot& ms = snap.moments;
     const size_t kept = ms.bounds.size();
     for (const moments::Bound& b : ms.bounds) {
@@ -85,56 +125,68 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
     if (kept == 0) {
         return;
     }
-    struct Change {
-        int32_t node;  // collapsed node
-        int64_t delta;
-    };
-    std::vector<std::vector<Change>> by_moment(kept);
+    // Each log entry becomes its node's change since the node's entry before (the first:
+    // since 0), {collapsed node, kept moment it first applies to, change}; entries that
+    // change nothing, or apply to no kept moment or collapsed node, go. The changes are then
+    // sorted by moment in place (a counting sort: at most 257 moments). A node's changes
+    // within one moment add up to its latest value there, in any order. With `release` this is
+    // done in the snapshot's own entries (a big tree's log holds millions of them); else in a
+    // copy.
+    const moments::KeptMoments kept_moment(ms.bounds);
+    std::vector<moments::Entry> copies[2];
+    std::vector<moments::Entry>* logs[2] = {&ms.gil, &ms.nogil};
+    std::vector<size_t> begins[2];  // per log: where each moment's changes begin
     {
-        std::vector<int64_t> prev(n), value(n);
-        std::vector<int32_t> at(n);
-        for (const std::vector<moments::Entry>* log : {&ms.gil, &ms.nogil}) {
-            if (log->empty()) {
+        PageArray<int64_t> value(n);  // each node's live bytes, as of its entry read last
+        for (int l = 0; l < 2; ++l) {
+            if (!release) {
+                copies[l] = *logs[l];
+                logs[l] = &copies[l];
+            }
+            std::vector<moments::Entry>& log = *logs[l];
+            std::vector<size_t>& begin = begins[l];
+            begin.assign(kept + 1, 0);
+            if (log.empty()) {
                 continue;  // (the no-GIL log, in most runs)
             }
-            std::fill(prev.begin(), prev.end(), 0);
-            std::fill(at.begin(), at.end(), -1);
-            auto flush = [&](uint32_t id) {
-                int64_t d = value[id] - prev[id];
-                prev[id] = value[id];
-                if (d != 0 && fid_of[id] >= 0) {
-                    by_moment[size_t(at[id])].push_back(Change{fid_of[id], d});
-                }
-            };
-            for (const moments::Entry& e : *log) {
-                if (e.node >= n) {
-                    continue;
-                }
-                int32_t m = int32_t(moments::moment_of(ms.bounds, e.moment));
-                if (size_t(m) >= kept) {
-                    continue;
-                }
-                if (at[e.node] != m && at[e.node] >= 0) {
-                    flush(e.node);
-                }
-                at[e.node] = m;
-                value[e.node] = e.live;
+            if (l == 1) {
+                value.clear();  // (its figures are apart from the GIL log's)
             }
-            for (uint32_t id = 0; id < n; ++id) {
-                if (at[id] >= 0) {
-                    flush(id);
+            size_t w = 0;
+            for (const moments::Entry& e : log) {
+                const size_t k = e.node < n ? kept_moment(e.moment) : kept;
+                if (k >= kept) {
+                    continue;
+                }
+                const int64_t d = e.live - value[e.node];
+                value[e.node] = e.live;
+                if (d != 0 && fid_of[e.node] >= 0) {
+                    log[w++] = moments::Entry{uint32_t(fid_of[e.node]), uint32_t(k), d};
+                    ++begin[k + 1];
+                }
+            }
+            log.resize(w);
+            for (size_t k = 0; k < kept; ++k) {
+                begin[k + 1] += begin[k];
+            }
+            std::vector<size_t> next(begin.begin(), begin.end() - 1);
+            for (size_t k = 0; k < kept; ++k) {
+                while (next[k] < begin[k + 1]) {
+                    moments::Entry e = log[next[k]];
+                    while (e.moment != k) {
+                        std::swap(e, log[next[e.moment]++]);
+                    }
+                    log[next[k]++] = e;
                 }
             }
         }
     }
-    if (release) {  // (read once, into by_moment)
-        free_now(ms.gil);
-        free_now(ms.nogil);
-    }
-    const size_t m = out.parent.size(), sites = out.site_file.size(), fns = out.function_incl.size();
-    std::vector<int64_t> node_delta(m), self(sites), incl(sites), fval(fns);
+    const size_t m = out.parent.size(), sites = out.site_file.size();
+    PageArray<int64_t> node_delta(m);
+    PageArray<uint32_t> node_stamp(m);
+    std::vector<int64_t> self(sites), incl(sites), fval(fns);
     std::vector<int64_t> shown_self(sites), shown_incl(sites), shown_f(fns);
-    std::vector<uint32_t> node_stamp(m), site_stamp(sites), site_walk(sites), f_stamp(fns), f_walk(fns);
+    std::vector<uint32_t> site_stamp(sites), site_walk(sites), f_stamp(fns), f_walk(fns);
     std::vector<int32_t> changed_nodes, changed_sites, changed_fns;
     uint32_t walk = 0;
     for (size_t k = 0; k < kept; ++k) {
@@ -142,15 +194,18 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
         changed_nodes.clear();
         changed_sites.clear();
         changed_fns.clear();
-        for (const Change& c : by_moment[k]) {
-            if (node_stamp[size_t(c.node)] != stamp) {
-                node_stamp[size_t(c.node)] = stamp;
-                node_delta[size_t(c.node)] = 0;
-                changed_nodes.push_back(c.node);
+        for (int l = 0; l < 2; ++l) {
+            const std::vector<moments::Entry>& log = *logs[l];
+            for (size_t i = begins[l][k]; i < begins[l][k + 1]; ++i) {
+                const size_t c = log[i].node;
+                if (node_stamp[c] != stamp) {
+                    node_stamp[c] = stamp;
+                    node_delta[c] = 0;
+                    changed_nodes.push_back(int32_t(c));
+                }
+                node_delta[c] += log[i].live;
             }
-            node_delta[size_t(c.node)] += c.delta;
         }
-        by_moment[k] = {};
         for (int32_t c : changed_nodes) {
             int64_t d = node_delta[size_t(c)];
             if (d == 0) {
@@ -203,7 +258,60 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
             out.mfunc_live.push_back(fval[size_t(f)]);
         }
     }
+    if (release) {  // (read once, as the changes)
+        free_now(ms.gil);
+        free_now(ms.nogil);
+    }
 }
+
+// A job run by a thread of its own, beside the caller's work; by the caller, in finish(), when
+// no thread could be started. The thread starts with every signal blocked (the program's
+// handlers run in its own threads), and is always joined, even when the caller's work throws.
+class Beside {
+public:
+    template <typename F>
+    explicit Beside(F job) : job_(std::move(job)) {
+        sigset_t all, previous;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &previous);
+        try {
+            thread_ = std::thread([this] { run(); });
+        } catch (const std::system_error&) {
+            // (one thread then: finish() runs the job)
+        }
+        pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    }
+    Beside(const Beside&) = delete;
+    Beside& operator=(const Beside&) = delete;
+    ~Beside() {
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+    }
+    // Waits for the job (or runs it), and throws what it threw.
+    void finish() {
+        if (thread_.joinable()) {
+            thread_.join();
+        } else {
+            run();
+        }
+        if (error_) {
+            std::rethrow_exception(error_);
+        }
+    }
+
+private:
+    void run() {
+        try {
+            job_();
+        } catch (...) {
+            error_ = std::current_exception();
+        }
+    }
+    std::function<void()> job_;
+    std::exception_ptr error_;
+    std::thread thread_;
+};
 
 }  // namespace
 
@@ -274,6 +382,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     }
     const size_t m = out.parent.size();
     const size_t sites = out.site_file.size();
+    const size_t fns = size_t(functions > 0 ? functions : 0);
     out.site_native.assign(sites, Sums{});
     if (!snap.vars.empty()) {
         out.site_vars.assign(sites, SumVars{});
@@ -312,6 +421,10 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         free_now(snap.nodes);
         free_now(snap.vars);
     }
+    // The moments need only the first pass's columns, which nothing changes from here on, and
+    // write columns of their own: a second thread builds them while this one sums subtrees
+    // (a big tree's collapse takes less wall time: 2^17 call paths, benchmarks/README.md).
+    Beside moments([&] { build_moments(snap, n, fid_of, site_of, fns, out, release); });
 
     // Subtree sums, in place of the self figures (a big tree's second copy of them was its
     // largest transient): a collapsed node's parent always precedes it. Each node's self
@@ -347,7 +460,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     }
     out.site_self.assign(sites, Sums{});
     out.site_incl.assign(sites, Sums{});
-    out.function_incl.assign(size_t(functions > 0 ? functions : 0), Sums{});
+    out.function_incl.assign(fns, Sums{});
     std::vector<uint32_t> site_active(sites, 0), func_active(out.function_incl.size(), 0);
     struct Frame {
         uint32_t node;
@@ -401,9 +514,9 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
         }
     }
-    free_now(kids);  // (the moments need their own memory)
+    free_now(kids);
     free_now(first);
-    build_moments(snap, n, fid_of, site_of, out, release);
+    moments.finish();
 }
 
 }  // namespace memlens
