@@ -301,6 +301,44 @@ def test_columns_cut_in_many_parts_read_back_as_written(
     assert reader.read(out) == run
 
 
+def test_a_big_trees_parts_compressed_by_two_threads_are_those_of_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of 1 MiB and more in all are compressed by two threads at once: the same bytes as
+    one thread makes, in the same order, and the run reads back as written."""
+    raws = [memoryview(bytes([i]) * 1000 + bytes(range(256)) * 1024) for i in range(7)]
+    assert sum(len(r) for r in raws) >= writer.PARALLEL_BYTES
+    assert writer._compressed_all(raws) == [writer._compressed(r) for r in raws]
+    # A whole run, every table's parts through the two threads (the threshold lowered).
+    monkeypatch.setattr(writer, "PARALLEL_BYTES", 0)
+    run = sample_run()
+    path = next(iter(run.files))
+    nodes = [
+        CallNode(i, i - 1, path, 1 + i % 5, "<module>", 10 * i, i, 5 * i, 7 * i) for i in range(50)
+    ]
+    run = replace(run, call_tree=CallTree.from_nodes(nodes))
+    out = tmp_path / "two.mlrun"
+    writer.write(run, out)
+    assert reader.read(out) == run
+
+
+def test_a_failure_compressing_a_part_in_either_thread_fails_the_writing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compressed = writer._compressed
+    calls = []
+
+    def failing(raw: memoryview) -> bytes:
+        calls.append(len(raw))
+        if len(calls) % 2 == 0:
+            raise MemoryError
+        return compressed(raw)
+
+    monkeypatch.setattr(writer, "_compressed", failing)
+    with pytest.raises(MemoryError):
+        writer._compressed_all([memoryview(bytes(1 << 20)) for _ in range(4)])
+
+
 #: SHA-256 of the committed golden file: it is never rewritten.
 GOLDEN_SHA256 = "40dd7c2b4d090cdb18d745342d4f11f304bc83360d66ef61c10580cb1de1c891"
 

@@ -5,6 +5,7 @@ reader never sees half a file; the final run of a program even on a full disk
 
 from __future__ import annotations
 
+import _thread  # (not threading: nothing of it is needed)
 import errno
 import os
 import sqlite3
@@ -370,8 +371,52 @@ def _parts(
         # (Parts are compressed from views of the column: no copies of a big tree's bytes.)
         raw, size = memoryview(data).cast("B"), data.itemsize
         for part, start in enumerate(range(0, max(n, 1), TREE_PART)):
-            rows.append((name, part, _compressed(raw[start * size : (start + TREE_PART) * size])))
-    return rows
+            rows.append((name, part, raw[start * size : (start + TREE_PART) * size]))
+    packed = _compressed_all([row[2] for row in rows])
+    return [(name, part, blob) for (name, part, _raw), blob in zip(rows, packed, strict=True)]
+
+
+#: Parts of at least this many bytes in all are compressed by two threads at once.
+PARALLEL_BYTES = 1 << 20
+
+
+def _compressed_all(raws: list[memoryview]) -> list[bytes]:
+    """Each part compressed (:func:`_compressed`). A big tree's parts by two threads at once,
+    this one and a helper: zlib lets go of the GIL while it compresses, and compressing was
+    most of writing a big run (2^17 call paths on 3.12: 38 of 45 ms). The threads take the
+    parts in turn from one iterator (a range's, which the GIL keeps whole); what the helper
+    raises is raised here."""
+    if len(raws) < 2 or sum(len(r) for r in raws) < PARALLEL_BYTES:
+        return [_compressed(r) for r in raws]
+    out: list[bytes] = [b""] * len(raws)
+    turns = iter(range(len(raws)))
+    failed: list[BaseException] = []
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def work() -> None:
+        for i in turns:
+            out[i] = _compressed(raws[i])
+
+    def helper() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the writing thread
+            failed.append(exc)
+        finally:
+            done.release()
+
+    try:
+        _thread.start_new_thread(helper, ())
+    except RuntimeError:  # no thread to be had: this one does it all
+        done.release()
+    try:
+        work()
+    finally:
+        done.acquire()  # (the helper is done with the parts, whatever happened here)
+    if failed:
+        raise failed[0]
+    return out
 
 
 #: zlib's level for column parts: its fastest (a 19 MB call tree in about 50 ms, to 0.75 MB;
