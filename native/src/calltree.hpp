@@ -104,7 +104,7 @@ inline uint32_t intern(uint32_t parent, uint32_t code, int32_t offset) {
 // only: any tag may be wrong or absent).
 void warm(const uint32_t* tags, int n);
 
-// Freezing the tree for a run that is over (its last snapshot taken): from
+// Freezing the tree for a run that is over (before its last snapshot: tracer.hpp, freeze): from
 // unpublish_index() on no node is added (intern() answers the root); once no event that may
 // have read the index is running, free_unpublished() frees it (it only served to add nodes).
 void unpublish_index();

@@ -184,6 +184,11 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
     if (g_overflowed) {
         out.dropped = true;
         out.bounds.clear();
+        if (last) {  // (nothing more to read in them: they go now, as they would once read)
+            __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST);
+            free_log(g_log);
+            free_log(g_log_nogil);
+        }
         return;
     }
     if (last) {

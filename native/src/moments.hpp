@@ -96,8 +96,9 @@ inline uint32_t raw_of(uint32_t seen) { return seen & ~kHeld; }
 inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
     uint32_t now = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
     if (__builtin_expect(raw_of(seen) != now, 0)) {
-        // (seq_cst: ordered after a no-GIL event's count of itself, as freeze()'s waiter
-        // needs; a plain load on x86-64, and only when the moment moved)
+        // (seq_cst, as no-GIL events order their loads after their count of themselves; a
+        // plain load on x86-64, and only when the moment moved. The run's last snapshot turns
+        // logging off while no writer runs: see snapshot() below.)
         if ((live != 0 || (seen & kHeld)) && __atomic_load_n(&g_recording, __ATOMIC_SEQ_CST)) {
             append(log, Entry{id, raw_of(seen), live});
         }

@@ -8,12 +8,12 @@
 #include <functional>
 #include <memory>
 #include <new>
-#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "calltree.hpp"
 #include "pages.hpp"
+#include "tracer.hpp"
 
 namespace memlens {
 
@@ -105,17 +105,88 @@ private:
     T* p_;
 };
 
-// Each site's and function's live bytes at each kept moment. Per node and per log (GIL and
-// no-GIL figures, summed), an entry's value holds from the first kept moment after its raw
-// moment; a node's entries come in the order of their moments, the latest of a moment wins.
-// Their changes, collapsed onto the collapsed nodes, are then applied moment by moment: to the
-// node's site (self), and once to each distinct site and function on its path (inclusive, as
-// the run's own inclusive figures count each subtree once per line and function on its path).
+// Each site's and function's live bytes at each kept moment, in two steps.
 //
-// Runs beside the rest of build() (see there): it reads only the first pass's columns and
-// writes only the moments' own.
-void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of,
-                   const std::vector<int32_t>& site_of, size_t fns, Built& out, bool release) {
+// moment_changes(): per log (GIL and no-GIL figures, summed), an entry's value holds from the
+// first kept moment after its raw moment; a node's entries come in the order of their moments.
+// Each entry becomes its node's change since the node's entry before (the first: since 0),
+// {collapsed node, kept moment it first applies to, change}; entries that change nothing, or
+// apply to no kept moment or collapsed node, go. The changes are then sorted by moment in place
+// (a counting sort: at most 257 moments); a node's changes within one moment add up to its
+// latest value there, in any order. With `release` this is done in the snapshot's own entries
+// (a big tree's log holds millions of them); else in a copy. It reads only the first pass's
+// columns, and runs beside the rest of build() (see there).
+//
+// apply_moments(): the changes, moment by moment: to the changed node's site (self), and once
+// to each distinct site and function on its path (inclusive, as the run's own inclusive
+// figures count each subtree once per line and function on its path). A path's distinct sites
+// are its nodes that are the first of their site from the root: `site_up[i]` is the nearest of
+// them at or above node i (found by build()'s walk), so a change climbs only those, not the
+// whole path (a recursion's path repeats few sites: 2^17 call paths on 3.12, ~20 levels each).
+struct MomentChanges {
+    std::vector<moments::Entry> copies[2];
+    std::vector<moments::Entry>* logs[2] = {nullptr, nullptr};
+    std::vector<size_t> begins[2];  // per log: where each moment's changes begin
+};
+
+void moment_changes(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid_of, bool release,
+                    MomentChanges& out) {
+    moments::Snapshot& ms = snap.moments;
+    const size_t kept = ms.bounds.size();
+    out.logs[0] = &ms.gil;
+    out.logs[1] = &ms.nogil;
+    if (kept == 0) {
+        return;
+    }
+    const moments::KeptMoments kept_moment(ms.bounds);
+    PageArray<int64_t> value(n);  // each node's live bytes, as of its entry read last
+    for (int l = 0; l < 2; ++l) {
+        if (!release) {
+            out.copies[l] = *out.logs[l];
+            out.logs[l] = &out.copies[l];
+        }
+        std::vector<moments::Entry>& log = *out.logs[l];
+        std::vector<size_t>& begin = out.begins[l];
+        begin.assign(kept + 1, 0);
+        if (log.empty()) {
+            continue;  // (the no-GIL log, in most runs)
+        }
+        if (l == 1) {
+            value.clear();  // (its figures are apart from the GIL log's)
+        }
+        size_t w = 0;
+        for (const moments::Entry& e : log) {
+            const size_t k = e.node < n ? kept_moment(e.moment) : kept;
+            if (k >= kept) {
+                continue;
+            }
+            const int64_t d = e.live - value[e.node];
+            value[e.node] = e.live;
+            if (d != 0 && fid_of[e.node] >= 0) {
+                log[w++] = moments::Entry{uint32_t(fid_of[e.node]), uint32_t(k), d};
+                ++begin[k + 1];
+            }
+        }
+        log.resize(w);
+        for (size_t k = 0; k < kept; ++k) {
+            begin[k + 1] += begin[k];
+        }
+        std::vector<size_t> next(begin.begin(), begin.end() - 1);
+        for (size_t k = 0; k < kept; ++k) {
+            while (next[k] < begin[k + 1]) {
+                moments::Entry e = log[next[k]];
+                while (e.moment != k) {
+                    std::swap(e, log[next[e.moment]++]);
+                }
+                log[next[k]++] = e;
+            }
+        }
+    }
+}
+
+void apply_moments(SnapshotData& snap, MomentChanges& changes, const std::vector<int32_t>& site_of,
+                   PageArray<int32_t>& site_up, PageArray<int32_t>& func_up, size_t fns, Built& out,
+                   bool release) {
     moments::Snapshot& ms = snap.moments;
     const size_t kept = ms.bounds.size();
     for (const moments::Bound& b : ms.bounds) {
@@ -125,78 +196,27 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
     if (kept == 0) {
         return;
     }
-    // Each log entry becomes its node's change since the node's entry before (the first:
-    // since 0), {collapsed node, kept moment it first applies to, change}; entries that
-    // change nothing, or apply to no kept moment or collapsed node, go. The changes are then
-    // sorted by moment in place (a counting sort: at most 257 moments). A node's changes
-    // within one moment add up to its latest value there, in any order. With `release` this is
-    // done in the snapshot's own entries (a big tree's log holds millions of them); else in a
-    // copy.
-    const moments::KeptMoments kept_moment(ms.bounds);
-    std::vector<moments::Entry> copies[2];
-    std::vector<moments::Entry>* logs[2] = {&ms.gil, &ms.nogil};
-    std::vector<size_t> begins[2];  // per log: where each moment's changes begin
-    {
-        PageArray<int64_t> value(n);  // each node's live bytes, as of its entry read last
-        for (int l = 0; l < 2; ++l) {
-            if (!release) {
-                copies[l] = *logs[l];
-                logs[l] = &copies[l];
-            }
-            std::vector<moments::Entry>& log = *logs[l];
-            std::vector<size_t>& begin = begins[l];
-            begin.assign(kept + 1, 0);
-            if (log.empty()) {
-                continue;  // (the no-GIL log, in most runs)
-            }
-            if (l == 1) {
-                value.clear();  // (its figures are apart from the GIL log's)
-            }
-            size_t w = 0;
-            for (const moments::Entry& e : log) {
-                const size_t k = e.node < n ? kept_moment(e.moment) : kept;
-                if (k >= kept) {
-                    continue;
-                }
-                const int64_t d = e.live - value[e.node];
-                value[e.node] = e.live;
-                if (d != 0 && fid_of[e.node] >= 0) {
-                    log[w++] = moments::Entry{uint32_t(fid_of[e.node]), uint32_t(k), d};
-                    ++begin[k + 1];
-                }
-            }
-            log.resize(w);
-            for (size_t k = 0; k < kept; ++k) {
-                begin[k + 1] += begin[k];
-            }
-            std::vector<size_t> next(begin.begin(), begin.end() - 1);
-            for (size_t k = 0; k < kept; ++k) {
-                while (next[k] < begin[k + 1]) {
-                    moments::Entry e = log[next[k]];
-                    while (e.moment != k) {
-                        std::swap(e, log[next[e.moment]++]);
-                    }
-                    log[next[k]++] = e;
-                }
-            }
-        }
-    }
     const size_t m = out.parent.size(), sites = out.site_file.size();
     PageArray<int64_t> node_delta(m);
     PageArray<uint32_t> node_stamp(m);
     std::vector<int64_t> self(sites), incl(sites), fval(fns);
     std::vector<int64_t> shown_self(sites), shown_incl(sites), shown_f(fns);
-    std::vector<uint32_t> site_stamp(sites), site_walk(sites), f_stamp(fns), f_walk(fns);
+    std::vector<uint32_t> site_stamp(sites), f_stamp(fns);
     std::vector<int32_t> changed_nodes, changed_sites, changed_fns;
-    uint32_t walk = 0;
+    // The next first-of-its-site (function) node above node a's.
+    auto above = [&](PageArray<int32_t>& up, int32_t a) {
+        const int32_t p = out.parent[size_t(a)];
+        return p >= 0 ? up[size_t(p)] : -1;
+    };
     for (size_t k = 0; k < kept; ++k) {
         const uint32_t stamp = uint32_t(k + 1);
         changed_nodes.clear();
         changed_sites.clear();
         changed_fns.clear();
         for (int l = 0; l < 2; ++l) {
-            const std::vector<moments::Entry>& log = *logs[l];
-            for (size_t i = begins[l][k]; i < begins[l][k + 1]; ++i) {
+            const std::vector<moments::Entry>& log = *changes.logs[l];
+            const std::vector<size_t>& begin = changes.begins[l];
+            for (size_t i = begin.empty() ? 0 : begin[k]; i < (begin.empty() ? 0 : begin[k + 1]); ++i) {
                 const size_t c = log[i].node;
                 if (node_stamp[c] != stamp) {
                     node_stamp[c] = stamp;
@@ -207,31 +227,25 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
             }
         }
         for (int32_t c : changed_nodes) {
-            int64_t d = node_delta[size_t(c)];
+            const int64_t d = node_delta[size_t(c)];
             if (d == 0) {
                 continue;
             }
-            size_t own = size_t(site_of[size_t(c)]);
-            self[own] += d;
-            ++walk;
-            for (int32_t a = c; a >= 0; a = out.parent[size_t(a)]) {
-                size_t s = size_t(site_of[size_t(a)]);
-                if (site_walk[s] != walk) {
-                    site_walk[s] = walk;
-                    incl[s] += d;
-                    if (site_stamp[s] != stamp) {
-                        site_stamp[s] = stamp;
-                        changed_sites.push_back(int32_t(s));
-                    }
+            self[size_t(site_of[size_t(c)])] += d;
+            for (int32_t a = site_up[size_t(c)]; a >= 0; a = above(site_up, a)) {
+                const size_t s = size_t(site_of[size_t(a)]);
+                incl[s] += d;
+                if (site_stamp[s] != stamp) {
+                    site_stamp[s] = stamp;
+                    changed_sites.push_back(int32_t(s));
                 }
-                int32_t f = out.function[size_t(a)];
-                if (f >= 0 && size_t(f) < fns && f_walk[size_t(f)] != walk) {
-                    f_walk[size_t(f)] = walk;
-                    fval[size_t(f)] += d;
-                    if (f_stamp[size_t(f)] != stamp) {
-                        f_stamp[size_t(f)] = stamp;
-                        changed_fns.push_back(f);
-                    }
+            }
+            for (int32_t a = func_up[size_t(c)]; a >= 0; a = above(func_up, a)) {
+                const size_t f = size_t(out.function[size_t(a)]);
+                fval[f] += d;
+                if (f_stamp[f] != stamp) {
+                    f_stamp[f] = stamp;
+                    changed_fns.push_back(int32_t(f));
                 }
             }
         }
@@ -265,8 +279,10 @@ void build_moments(SnapshotData& snap, size_t n, const std::vector<int32_t>& fid
 }
 
 // A job run by a thread of its own, beside the caller's work; by the caller, in finish(), when
-// no thread could be started. The thread starts with every signal blocked (the program's
-// handlers run in its own threads), and is always joined, even when the caller's work throws.
+// no thread could be started. The thread is memlens's: paused from its first instruction (what
+// it allocates is not the program's, as for the caller: the checkpoint thread, or the thread
+// ending the run), and started with every signal blocked (the program's handlers run in its
+// own threads). It is always joined, even when the caller's work throws.
 class Beside {
 public:
     template <typename F>
@@ -275,8 +291,11 @@ public:
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &previous);
         try {
-            thread_ = std::thread([this] { run(); });
-        } catch (const std::system_error&) {
+            thread_ = std::thread([this] {
+                set_thread_paused(true);
+                run();
+            });
+        } catch (...) {
             // (one thread then: finish() runs the job)
         }
         pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -340,6 +359,23 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     };
     constexpr size_t kPlaces = 4096;
     std::vector<Place> places(kPlaces);
+    // For the moments (apply_moments): each collapsed node's nearest node at or above it that
+    // is the first of its site (function) from the root, or -1. A new node is the first of its
+    // site unless one of the firsts above its parent has that site: the few distinct sites of
+    // its parent's path, not the whole path. (A node without a function is the first of none.)
+    const bool with_moments = !snap.moments.bounds.empty();
+    PageArray<int32_t> site_up(with_moments ? n : 0), func_up(with_moments ? n : 0);
+    auto up_of = [&](PageArray<int32_t>& up, int32_t fid, int32_t parent, auto same) {
+        int32_t a = parent >= 0 ? up[size_t(parent)] : -1;
+        const int32_t head = a;
+        for (; a >= 0; a = out.parent[size_t(a)] >= 0 ? up[size_t(out.parent[size_t(a)])] : -1) {
+            if (same(a)) {
+                up[size_t(fid)] = head;
+                return;
+            }
+        }
+        up[size_t(fid)] = fid;
+    };
 
     for (size_t id = 0; id < n; ++id) {
         const SnapshotNode& nd = snap.nodes[id];
@@ -366,12 +402,21 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             int32_t fid = node_key->find(inherited, site, &slot);
             if (fid < 0) {
                 fid = int32_t(out.parent.size());
+                const int32_t fn = function_of_code[nd.code];
                 out.parent.push_back(inherited);
                 out.file.push_back(file);
                 out.line.push_back(line);
-                out.function.push_back(function_of_code[nd.code]);
+                out.function.push_back(fn);
                 site_of.push_back(site);
                 node_key->add(slot, fid);
+                if (with_moments) {
+                    up_of(site_up, fid, inherited, [&](int32_t a) { return site_of[size_t(a)] == site; });
+                    if (fn >= 0 && fn < functions) {
+                        up_of(func_up, fid, inherited, [&](int32_t a) { return out.function[size_t(a)] == fn; });
+                    } else {
+                        func_up[size_t(fid)] = inherited >= 0 ? func_up[size_t(inherited)] : -1;
+                    }
+                }
             }
             fid_of[id] = fid;
         }
@@ -421,10 +466,13 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         free_now(snap.nodes);
         free_now(snap.vars);
     }
-    // The moments need only the first pass's columns, which nothing changes from here on, and
-    // write columns of their own: a second thread builds them while this one sums subtrees
-    // (a big tree's collapse takes less wall time: 2^17 call paths, benchmarks/README.md).
-    Beside moments([&] { build_moments(snap, n, fid_of, site_of, fns, out, release); });
+    // The moments' changes need only the first pass's columns, which nothing changes from here
+    // on: a second thread makes them while this one sums subtrees (benchmarks/README.md).
+    Beside moments([&] {
+        MomentChanges changes;
+        moment_changes(snap, n, fid_of, release, changes);
+        apply_moments(snap, changes, site_of, site_up, func_up, fns, out, release);
+    });
 
     // Subtree sums, in place of the self figures (a big tree's second copy of them was its
     // largest transient): a collapsed node's parent always precedes it. Each node's self

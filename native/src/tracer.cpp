@@ -158,6 +158,8 @@ std::string start(const Options& options) {
     g_run.stack_reads = g_run.frames_read = g_run.exit_watches_dropped = 0;
     g_duration = 0;
     g_peak_rss = 0;
+    g_finished = false;  // (a forked child's copy of its parent's, whose run was ending)
+    g_frozen = Frozen::kNo;
     ++g_run.generation;
     stacks_stale();
     sampling::g_thread_counter.store(0);  // per-thread seeds are seed + thread order

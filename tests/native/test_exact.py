@@ -292,6 +292,35 @@ def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_m
     assert len(moments["site"]) > 0
 
 
+def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
+    """A checkpoint builds its run while the program runs, on memlens's own (paused) thread:
+    neither it nor the thread that builds the moments beside it is traced (C allocations
+    included: the helper allocates through libstdc++, which is interposed)."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        kept = []
+        for _ in range(5):
+            kept.append(programs.pieces(200))
+            time.sleep(0.03)  # (moments: the timeline ticks every 10 ms)
+        paused = _tracer.set_thread_paused(True)
+        try:
+            snap = _tracer.snapshot()
+            before = _tracer.snapshot().info["allocations"]
+            n = len(snap.codes)
+            files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
+            built = snap.build(files, functions, n)
+            after = _tracer.snapshot().info["allocations"]
+        finally:
+            _tracer.set_thread_paused(paused)
+    finally:
+        _tracer.stop()
+    _tracer.reset()
+    assert len(kept) == 5
+    assert len(built["moments"]["t"]) > 1
+    assert after == before
+
+
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
     """The tracer sums lines and functions natively; the importers from a tree with
     memlens.calltree.once_per_path: both must be the same definition."""
