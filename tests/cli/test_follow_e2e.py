@@ -129,6 +129,16 @@ def test_forkserver_workers_are_followed_not_the_server(tmp_path: Path) -> None:
     assert all("multiprocessing.forkserver" in " ".join(p.command) for p in processes[1:])
 
 
+def test_a_forkserver_worker_has_memlens_signal_watcher(tmp_path: Path) -> None:
+    """A fork server's child drops the server's wakeup descriptor before it runs the task
+    loop; memlens's watcher (which interrupts a wait the SIGTERM handler would never run
+    after) is started then: else a pool terminating a worker just as it blocked on the
+    queue's lock waited for it for ever (the run above, about once in 200 under load)."""
+    proc, _, _ = run_o(tmp_path, "forkserver_watched.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "watched True\n"
+
+
 def test_python_subprocess_is_followed_and_the_users_sitecustomize_still_runs(
     tmp_path: Path,
 ) -> None:

@@ -443,6 +443,41 @@ def _watch_signals() -> None:
     from memlens.tracing import runner
 
     runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
+    if any(part.startswith(_FORKSERVER) for part in _command):
+        # A fork server's child: the wakeup descriptor is still the server's now (so no
+        # thread of ours was started), and the child drops it (signal.set_wakeup_fd(-1))
+        # before it runs the program's code. Watched again once it has: multiprocessing runs
+        # its after-fork callbacks in the child after that. Without it, a pool terminating
+        # this worker as it blocked on the pool's queue lock could send its SIGTERM just
+        # before the wait began: the handler waited for a main thread that never woke, and
+        # the pool for the worker (about 1 run in 200 under load).
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            _SERVED.pid = os.getpid()
+            util.register_after_fork(_SERVED, _watch_served)
+
+
+class _Served:
+    """What a fork server's child registers its after-fork callback with (held here: the
+    registry keeps its objects weakly), and the process that registered it."""
+
+    __slots__ = ("__weakref__", "pid")
+
+    def __init__(self) -> None:
+        self.pid = 0
+
+
+_SERVED = _Served()
+
+
+def _watch_served(served: _Served) -> None:
+    """In a fork server's child, once it has dropped the server's wakeup descriptor: watched
+    again (not in its own children, which multiprocessing also runs this in: their start
+    watched them)."""
+    if served.pid == os.getpid() and _own is not None:
+        from memlens.tracing import runner
+
+        runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
 
 
 def _before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
