@@ -198,12 +198,17 @@ def start_child() -> None:
             return
         argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
         command = ("python", *argv[1:])
-        if code.startswith(_FORKSERVER):
+        if _is_fork_server(code):
             enable(config, traced=False, command=command)  # its children are followed
             return
         _begin(config, config["parent"], command)
     except Exception as exc:  # noqa: BLE001 - the program must run whatever happens here
         say(f"memlens: this process is not followed: {exc}")
+
+
+def _is_fork_server(code: str) -> bool:
+    """Whether ``code`` (a ``-c`` argument) starts multiprocessing's fork server."""
+    return code.removeprefix("import sys; ").startswith(_FORKSERVER)  # (3.14's has the import)
 
 
 #: The signals that end a child: held while it starts being followed.
@@ -443,7 +448,7 @@ def _watch_signals() -> None:
     from memlens.tracing import runner
 
     runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
-    if any(part.startswith(_FORKSERVER) for part in _command):
+    if any(_is_fork_server(part) for part in _command):
         # A fork server's child: the wakeup descriptor is still the server's now (so no
         # thread of ours was started), and the child drops it (signal.set_wakeup_fd(-1))
         # before it runs the program's code. Watched again once it has: multiprocessing runs
