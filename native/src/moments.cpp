@@ -29,7 +29,7 @@ void free_log(Log& log) {
 // nothing), as when a call's frame or temporaries came and went within one moment (most of a
 // big tree's entries on 3.10). A node's entries are in the log in the order of their moments,
 // so one pass with the position of each node's last kept entry does it.
-void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
+void compact(Log& log, const KeptMoments& kept_of, uint32_t nodes) {
     size_t n = log.size();
     if (n == 0) {
         return;
@@ -41,7 +41,6 @@ void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
     if (last == nullptr) {
         return;  // no compaction this time
     }
-    const KeptMoments kept_of(bounds);
     size_t w = 0;
     for (size_t i = 0; i < n; ++i) {
         Entry e = log.at(i);
@@ -77,12 +76,11 @@ void compact(Log& log, const std::vector<Bound>& bounds, uint32_t nodes) {
 
 // With `take`, each of the log's chunks is freed once copied (the log is then empty): the
 // entries are not held twice at once.
-void copy(Log& log, const std::vector<Bound>& bounds, std::vector<Entry>& out, bool take) {
+void copy(Log& log, const KeptMoments& kept_of, std::vector<Entry>& out, bool take) {
     size_t n = log.size();
-    const KeptMoments kept_of(bounds);
     for (size_t i = 0; i < n; ++i) {
         const Entry& e = log.at(i);
-        if (kept_of(e.moment) < bounds.size()) {
+        if (kept_of(e.moment) < kept_of.size()) {
             out.push_back(e);
         }
         if (take && (i + 1 == n || (i + 1) % kChunkEntries == 0)) {
@@ -181,34 +179,34 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
             out.bounds.push_back(Bound{__atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1, now, traced_total()});
         }
     }
+    if (last) {
+        // (No writer runs now, and none appends after: see snapshot() in the header.)
+        __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST);
+    }
     if (g_overflowed) {
         out.dropped = true;
         out.bounds.clear();
         if (last) {  // (nothing more to read in them: they go now, as they would once read)
-            __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST);
             free_log(g_log);
             free_log(g_log_nogil);
         }
         return;
     }
-    if (last) {
-        // (No writer runs now, and none appends after: see snapshot() in the header.)
-        __atomic_store_n(&g_recording, false, __ATOMIC_SEQ_CST);
-    }
-    compact(g_log, out.bounds, nodes);
-    compact(g_log_nogil, out.bounds, nodes);
+    const KeptMoments kept_of(out.bounds);
+    compact(g_log, kept_of, nodes);
+    compact(g_log_nogil, kept_of, nodes);
     out.gil.reserve(g_log.size() + nodes);  // the log, and one pending entry per node
     out.nogil.reserve(g_log_nogil.size() + nogil_nodes);
-    copy(g_log, out.bounds, out.gil, last);
-    copy(g_log_nogil, out.bounds, out.nogil, last);
+    copy(g_log, kept_of, out.gil, last);
+    copy(g_log_nogil, kept_of, out.nogil, last);
     if (last) {
         g_overflowed = true;  // a later snapshot has no log to read: its moments say dropped
     }
 }
 
 void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live) {
-    // A node that never changed after the first moment began and holds nothing held nothing
-    // at any moment (most nodes of a big tree: frames that only call).
+    // A node that holds nothing now and logged nothing but 0 held nothing since (most nodes
+    // of a big tree: frames that only call, or came and went within a moment).
     if ((live != 0 || (seen & kHeld)) && kept_of(raw_of(seen)) < kept_of.size()) {
         out.push_back(Entry{id, raw_of(seen), live});
     }

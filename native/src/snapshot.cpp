@@ -93,6 +93,7 @@ public:
     PageArray& operator=(const PageArray&) = delete;
     ~PageArray() { free_pages(p_, n_ * sizeof(T)); }
     T& operator[](size_t i) { return p_[i]; }
+    const T& operator[](size_t i) const { return p_[i]; }
     // Back to zeros (the pages given back, fresh ones met when next written).
     void clear() {
         if (p_) {
@@ -104,6 +105,14 @@ private:
     size_t n_;
     T* p_;
 };
+
+// For the moments: in `up`, each collapsed node's nearest node at or above it that is the first
+// of its site (or function) from the root, or -1 (build() fills it in its first pass). The
+// next such node above `a`'s.
+int32_t first_above(const PageArray<int32_t>& up, const std::vector<int32_t>& parent, int32_t a) {
+    const int32_t p = parent[size_t(a)];
+    return p >= 0 ? up[size_t(p)] : -1;
+}
 
 // Each site's and function's live bytes at each kept moment, in two steps.
 //
@@ -121,7 +130,7 @@ private:
 // to each distinct site and function on its path (inclusive, as the run's own inclusive
 // figures count each subtree once per line and function on its path). A path's distinct sites
 // are its nodes that are the first of their site from the root: `site_up[i]` is the nearest of
-// them at or above node i (found by build()'s walk), so a change climbs only those, not the
+// them at or above node i (found by build()'s first pass), so a change climbs only those, not the
 // whole path (a recursion's path repeats few sites: 2^17 call paths on 3.12, ~20 levels each).
 struct MomentChanges {
     std::vector<moments::Entry> copies[2];
@@ -203,11 +212,6 @@ void apply_moments(SnapshotData& snap, MomentChanges& changes, const std::vector
     std::vector<int64_t> shown_self(sites), shown_incl(sites), shown_f(fns);
     std::vector<uint32_t> site_stamp(sites), f_stamp(fns);
     std::vector<int32_t> changed_nodes, changed_sites, changed_fns;
-    // The next first-of-its-site (function) node above node a's.
-    auto above = [&](PageArray<int32_t>& up, int32_t a) {
-        const int32_t p = out.parent[size_t(a)];
-        return p >= 0 ? up[size_t(p)] : -1;
-    };
     for (size_t k = 0; k < kept; ++k) {
         const uint32_t stamp = uint32_t(k + 1);
         changed_nodes.clear();
@@ -216,7 +220,7 @@ void apply_moments(SnapshotData& snap, MomentChanges& changes, const std::vector
         for (int l = 0; l < 2; ++l) {
             const std::vector<moments::Entry>& log = *changes.logs[l];
             const std::vector<size_t>& begin = changes.begins[l];
-            for (size_t i = begin.empty() ? 0 : begin[k]; i < (begin.empty() ? 0 : begin[k + 1]); ++i) {
+            for (size_t i = begin[k]; i < begin[k + 1]; ++i) {
                 const size_t c = log[i].node;
                 if (node_stamp[c] != stamp) {
                     node_stamp[c] = stamp;
@@ -232,7 +236,7 @@ void apply_moments(SnapshotData& snap, MomentChanges& changes, const std::vector
                 continue;
             }
             self[size_t(site_of[size_t(c)])] += d;
-            for (int32_t a = site_up[size_t(c)]; a >= 0; a = above(site_up, a)) {
+            for (int32_t a = site_up[size_t(c)]; a >= 0; a = first_above(site_up, out.parent, a)) {
                 const size_t s = size_t(site_of[size_t(a)]);
                 incl[s] += d;
                 if (site_stamp[s] != stamp) {
@@ -240,7 +244,7 @@ void apply_moments(SnapshotData& snap, MomentChanges& changes, const std::vector
                     changed_sites.push_back(int32_t(s));
                 }
             }
-            for (int32_t a = func_up[size_t(c)]; a >= 0; a = above(func_up, a)) {
+            for (int32_t a = func_up[size_t(c)]; a >= 0; a = first_above(func_up, out.parent, a)) {
                 const size_t f = size_t(out.function[size_t(a)]);
                 fval[f] += d;
                 if (f_stamp[f] != stamp) {
@@ -359,8 +363,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     };
     constexpr size_t kPlaces = 4096;
     std::vector<Place> places(kPlaces);
-    // For the moments (apply_moments): each collapsed node's nearest node at or above it that
-    // is the first of its site (function) from the root, or -1. A new node is the first of its
+    // For the moments (apply_moments, first_above()). A new node is the first of its
     // site unless one of the firsts above its parent has that site: the few distinct sites of
     // its parent's path, not the whole path. (A node without a function is the first of none.)
     const bool with_moments = !snap.moments.bounds.empty();
@@ -368,7 +371,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     auto up_of = [&](PageArray<int32_t>& up, int32_t fid, int32_t parent, auto same) {
         int32_t a = parent >= 0 ? up[size_t(parent)] : -1;
         const int32_t head = a;
-        for (; a >= 0; a = out.parent[size_t(a)] >= 0 ? up[size_t(out.parent[size_t(a)])] : -1) {
+        for (; a >= 0; a = first_above(up, out.parent, a)) {
             if (same(a)) {
                 up[size_t(fid)] = head;
                 return;
