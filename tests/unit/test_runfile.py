@@ -277,18 +277,24 @@ def test_round_trip(tmp_path: Path, run: Run) -> None:
     assert reader.read_info(path) == run.info
 
 
+def with_chain_tree(run: Run, count: int) -> Run:
+    """``run`` with a call tree of ``count`` nodes, each the caller of the next, in its first
+    file, with figures that differ from node to node."""
+    path = next(iter(run.files))
+    nodes = [
+        CallNode(i, i - 1, path, 1 + i % 5, "<module>", 10 * i, i, 5 * i, 7 * i)
+        for i in range(count)
+    ]
+    return replace(run, call_tree=CallTree.from_nodes(nodes))
+
+
 def test_columns_cut_in_many_parts_read_back_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Columns go in parts of at most TREE_PART values (2^20), each compressed from a slice of
     # the column: with parts of 3 values, every column of this tree spans four.
     monkeypatch.setattr(writer, "TREE_PART", 3)
-    run = sample_run()
-    path = next(iter(run.files))
-    nodes = [
-        CallNode(i, i - 1, path, 1 + i % 5, "<module>", 10 * i, i, 5 * i, 7 * i) for i in range(10)
-    ]
-    run = replace(run, call_tree=CallTree.from_nodes(nodes))
+    run = with_chain_tree(sample_run(), 10)
     out = tmp_path / "parts.mlrun"
     writer.write(run, out)
     con = sqlite3.connect(out)
@@ -311,12 +317,7 @@ def test_a_big_trees_parts_compressed_by_two_threads_are_those_of_one(
     assert writer._compressed_all(raws) == [writer._compressed(r) for r in raws]
     # A whole run, every table's parts through the two threads (the threshold lowered).
     monkeypatch.setattr(writer, "PARALLEL_BYTES", 0)
-    run = sample_run()
-    path = next(iter(run.files))
-    nodes = [
-        CallNode(i, i - 1, path, 1 + i % 5, "<module>", 10 * i, i, 5 * i, 7 * i) for i in range(50)
-    ]
-    run = replace(run, call_tree=CallTree.from_nodes(nodes))
+    run = with_chain_tree(sample_run(), 50)
     out = tmp_path / "two.mlrun"
     writer.write(run, out)
     assert reader.read(out) == run

@@ -445,9 +445,7 @@ def _watch_signals() -> None:
     :func:`memlens.tracing.runner.watch_signals`); a main thread that still has not taken it
     after :data:`KICK_LIMIT_S` seconds (busy in a long C call, which plain Python would not
     have waited for) is ended by the signal's default action."""
-    from memlens.tracing import runner
-
-    runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
+    _watch()
     if any(_is_fork_server(part) for part in _command):
         # A fork server's child: the wakeup descriptor is still the server's now (so no
         # thread of ours was started), and the child drops it (signal.set_wakeup_fd(-1))
@@ -480,9 +478,13 @@ def _watch_served(served: _Served) -> None:
     again (not in its own children, which multiprocessing also runs this in: their start
     watched them)."""
     if served.pid == os.getpid() and _own is not None:
-        from memlens.tracing import runner
+        _watch()
 
-        runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
+
+def _watch() -> None:
+    from memlens.tracing import runner
+
+    runner.watch_signals(_ending_handler, lambda: _handled, KICK_LIMIT_S)
 
 
 def _before_exec(path: str, argv: Sequence[str], env: Mapping[str, str]) -> Exec:
