@@ -131,7 +131,8 @@ struct RootInfo {
 };
 
 struct Walk {
-    const std::vector<int32_t>* target_of;
+    const std::vector<int32_t>* node_site;
+    const std::vector<int32_t>* target_of_site;
     PyObject* ndarray;
     uint32_t per_target;
     uint64_t max_visits;
@@ -162,10 +163,14 @@ uint32_t node_of(uintptr_t p) {
 
 void check(Walk& w, uintptr_t block, uint32_t entry, Via via) {
     uint32_t node = node_of(block);
-    if (node >= w.target_of->size()) {
+    if (node >= w.node_site->size()) {
         return;
     }
-    int32_t t = (*w.target_of)[node];
+    int32_t site = (*w.node_site)[node];
+    if (site < 0 || size_t(site) >= w.target_of_site->size()) {
+        return;
+    }
+    int32_t t = (*w.target_of_site)[size_t(site)];
     if (t < 0 || w.samples[size_t(t)] >= w.per_target) {
         return;
     }
@@ -520,19 +525,21 @@ Chain describe_path(const Walk& w, const Found& f) {
 }  // namespace
 
 void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, const std::vector<PyObject*>& everything,
-          const std::vector<int32_t>& target_of_node, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
+          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site, PyObject* ndarray,
+          uint32_t per_target, uint64_t max_visits,
           double max_seconds, Result& out) {
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
     auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(max_seconds));
     out = Result{};
     Walk w;
-    w.target_of = &target_of_node;
+    w.node_site = &node_site;
+    w.target_of_site = &target_of_site;
     w.ndarray = ndarray;
     w.per_target = per_target ? per_target : 1;
     w.max_visits = max_visits < UINT32_MAX - 1 ? max_visits : UINT32_MAX - 1;
     int32_t targets = 0;
-    for (int32_t t : target_of_node) {
+    for (int32_t t : target_of_site) {
         targets = t + 1 > targets ? t + 1 : targets;
     }
     w.samples.assign(size_t(targets), 0);

@@ -62,12 +62,14 @@ struct Result {
     uint64_t bytes = 0;  // the most memory the walk's own tables took
 };
 
-// `skip`: objects the walk must not enter (memlens's own modules). `target_of_node[n]`: the
-// target a node's blocks count for (-1: none). `ndarray`: numpy's
+// `skip`: objects the walk must not enter (memlens's own modules). `node_site[n]`: the site
+// (line) of node n (-1: none); `target_of_site[s]`: the target a site's blocks count for (-1:
+// none). The walk looks a node's target up when it meets one of its blocks: nothing is made
+// per node (a big call tree has a few hundred thousand). `ndarray`: numpy's
 // array type when numpy is loaded (its data is the array's buffer), else nullptr. Requires the
 // GIL; the calling thread should be paused (the walk's memory is not the program's).
 void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, const std::vector<PyObject*>& everything,
-          const std::vector<int32_t>& target_of_node, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
+          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
           double max_seconds, Result& out);
 
 }  // namespace memlens::holders

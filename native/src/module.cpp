@@ -211,7 +211,8 @@ NB_MODULE(_tracer, m) {
 
     m.def(
         "holders",
-        [](nb::list roots, nb::list skip, nb::list everything, nb::bytes target_of_node, nb::handle ndarray,
+        [](nb::list roots, nb::list skip, nb::list everything, nb::bytes node_site, nb::bytes target_of_site,
+           nb::handle ndarray,
            uint32_t per_target, uint64_t max_visits, double max_seconds) {
             std::vector<memlens::holders::Root> rs;
             for (nb::handle r : roots) {
@@ -226,9 +227,9 @@ NB_MODULE(_tracer, m) {
             for (nb::handle o : skip) {
                 skipped.push_back(o.ptr());
             }
-            std::vector<int32_t> targets = int32s(target_of_node);
+            std::vector<int32_t> sites = int32s(node_site), targets = int32s(target_of_site);
             memlens::holders::Result r;
-            memlens::holders::find(rs, skipped, all, targets, ndarray.is_none() ? nullptr : ndarray.ptr(), per_target,
+            memlens::holders::find(rs, skipped, all, sites, targets, ndarray.is_none() ? nullptr : ndarray.ptr(), per_target,
                                    max_visits, max_seconds, r);
             nb::list chains;
             for (const auto& c : r.chains) {
@@ -248,9 +249,11 @@ NB_MODULE(_tracer, m) {
             d["bytes"] = r.bytes;
             return d;
         },
-        nb::arg("roots"), nb::arg("skip"), nb::arg("everything"), nb::arg("target_of_node"), nb::arg("ndarray").none(),
+        nb::arg("roots"), nb::arg("skip"), nb::arg("everything"), nb::arg("node_site"), nb::arg("target_of_site"),
+        nb::arg("ndarray").none(),
         nb::arg("per_target"), nb::arg("max_visits"), nb::arg("max_seconds"),
-        "What holds the objects of the target nodes: a walk of the object graph from `roots` "
+        "What holds the objects of the target sites (node_site, target_of_site: int32 arrays, -1 "
+        "for none): a walk of the object graph from `roots` "
         "((object, kind, name, tier) tuples, by tier), never entering `skip`, then from the objects of "
         "`everything` they do not reach. "
         "Requires the tracer's tables (before reset()); the calling thread should be paused.");

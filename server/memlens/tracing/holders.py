@@ -124,13 +124,14 @@ def find(
     if not chosen:
         return ()
     node_site = built["node_site"]
-    # Each node's target (its site's rank among the chosen, -1 if none): a list indexed by site
-    # read by map() goes at C speed (a big call tree has a few hundred thousand nodes). A node
-    # with no line (the root) has site -1, which reads the spare last slot.
-    target_of_site = [-1] * (len(live) + 1)
+    # Each site's target (its rank among the chosen, -1 if none). The walk finds a node's target
+    # through its site when it meets one of its blocks: nothing per node is made here (a big
+    # call tree has a few hundred thousand nodes).
+    target_of_site = array("i", [-1]) * len(live)
     for t, site in enumerate(chosen):
         target_of_site[site] = t
-    target_of_node = array("i", map(target_of_site.__getitem__, node_site))
+    node_sites = node_site.tobytes()
+    targets = target_of_site.tobytes()
 
     def where(node: int) -> tuple[str, int]:
         site = node_site[node] if 0 <= node < len(node_site) else -1
@@ -144,7 +145,7 @@ def find(
     budget = max(TIME_SHARE * duration_s, MIN_SECONDS)
     visits = MAX_VISITS if max_visits is None else max_visits
     answer = _tracer.holders(
-        root_list, skip, [], target_of_node.tobytes(), ndarray, SAMPLES, visits, budget
+        root_list, skip, [], node_sites, targets, ndarray, SAMPLES, visits, budget
     )
     found = {t for t, _ in answer["chains"]}
     if answer["complete"] and len(found) < len(chosen):
@@ -153,8 +154,8 @@ def find(
         everything = gc.get_objects()
         try:
             answer = _tracer.holders(
-                root_list, skip, everything, target_of_node.tobytes(), ndarray, SAMPLES,
-                visits, budget,
+                root_list, skip, everything, node_sites, targets, ndarray, SAMPLES, visits,
+                budget,
             )  # fmt: skip
         finally:
             del everything
