@@ -363,11 +363,11 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     };
     constexpr size_t kPlaces = 4096;
     std::vector<Place> places(kPlaces);
-    // For the moments (apply_moments, first_above()). A new node is the first of its
-    // site unless one of the firsts above its parent has that site: the few distinct sites of
-    // its parent's path, not the whole path. (A node without a function is the first of none.)
-    const bool with_moments = !snap.moments.bounds.empty();
-    PageArray<int32_t> site_up(with_moments ? n : 0), func_up(with_moments ? n : 0);
+    // For the inclusive figures and the moments (first_above()). A new node is the first of
+    // its site unless one of the firsts above its parent has that site: the few distinct sites
+    // of its parent's path, not the whole path. (A node without a function is the first of
+    // none.)
+    PageArray<int32_t> site_up(n), func_up(n);
     auto up_of = [&](PageArray<int32_t>& up, int32_t fid, int32_t parent, auto same) {
         int32_t a = parent >= 0 ? up[size_t(parent)] : -1;
         const int32_t head = a;
@@ -412,13 +412,11 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
                 out.function.push_back(fn);
                 site_of.push_back(site);
                 node_key->add(slot, fid);
-                if (with_moments) {
-                    up_of(site_up, fid, inherited, [&](int32_t a) { return site_of[size_t(a)] == site; });
-                    if (fn >= 0 && fn < functions) {
-                        up_of(func_up, fid, inherited, [&](int32_t a) { return out.function[size_t(a)] == fn; });
-                    } else {
-                        func_up[size_t(fid)] = inherited >= 0 ? func_up[size_t(inherited)] : -1;
-                    }
+                up_of(site_up, fid, inherited, [&](int32_t a) { return site_of[size_t(a)] == site; });
+                if (fn >= 0 && fn < functions) {
+                    up_of(func_up, fid, inherited, [&](int32_t a) { return out.function[size_t(a)] == fn; });
+                } else {
+                    func_up[size_t(fid)] = inherited >= 0 ? func_up[size_t(inherited)] : -1;
                 }
             }
             fid_of[id] = fid;
@@ -477,96 +475,39 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         apply_moments(snap, changes, site_of, site_up, func_up, fns, out, release);
     });
 
-    // Subtree sums, in place of the self figures (a big tree's second copy of them was its
-    // largest transient): a collapsed node's parent always precedes it. Each node's self
-    // figures are its subtree's less its children's subtrees (exact: integers), found again
-    // when the walk enters it and written back then.
+    // The sites' self figures; then subtree sums, in place of the self figures (a big tree's
+    // second copy of them was its largest transient): a collapsed node's parent always
+    // precedes it.
     std::vector<Sums>& sub = out.self;
+    out.site_self.assign(sites, Sums{});
+    out.site_incl.assign(sites, Sums{});
+    out.function_incl.assign(fns, Sums{});
+    for (size_t i = 0; i < m; ++i) {
+        out.site_self[size_t(site_of[i])].add(sub[i]);
+    }
     for (size_t i = m; i-- > 0;) {
         if (out.parent[i] >= 0) {
             sub[size_t(out.parent[i])].add(sub[i]);
         }
     }
-    // Children lists (compressed), then a depth-first walk that counts each subtree once per
-    // site and per function on its path.
-    std::vector<uint32_t> first(m + 1, 0), kids(m);
-    std::vector<uint32_t> roots;
+    // Inclusive figures count each subtree once per site and per function on its path: at the
+    // path's first node of that site or function (site_up/func_up name it: first_above()). In
+    // the same pass, in order, each node goes back to its self figures: its subtree less its
+    // children's, which come after it (its own slot is still its subtree when it is reached).
+    // Passes in node order, where a depth-first walk went from node to scattered node.
     for (size_t i = 0; i < m; ++i) {
+        const Sums whole = sub[i];
+        if (site_up[i] == int32_t(i)) {
+            out.site_incl[size_t(site_of[i])].add(whole);
+        }
+        const int32_t fn = out.function[i];
+        if (fn >= 0 && size_t(fn) < fns && func_up[i] == int32_t(i)) {
+            out.function_incl[size_t(fn)].add(whole);
+        }
         if (out.parent[i] >= 0) {
-            ++first[size_t(out.parent[i]) + 1];
-        } else {
-            roots.push_back(uint32_t(i));
+            sub[size_t(out.parent[i])].subtract(whole);
         }
     }
-    for (size_t i = 0; i < m; ++i) {
-        first[i + 1] += first[i];
-    }
-    {
-        std::vector<uint32_t> fill(first.begin(), first.end() - 1);
-        for (size_t i = 0; i < m; ++i) {
-            if (out.parent[i] >= 0) {
-                kids[fill[size_t(out.parent[i])]++] = uint32_t(i);
-            }
-        }
-    }
-    out.site_self.assign(sites, Sums{});
-    out.site_incl.assign(sites, Sums{});
-    out.function_incl.assign(fns, Sums{});
-    std::vector<uint32_t> site_active(sites, 0), func_active(out.function_incl.size(), 0);
-    struct Frame {
-        uint32_t node;
-        uint32_t next_child;
-    };
-    std::vector<Frame> walk;
-    // (A node's children are entered next: what entering one reads besides its figures, which
-    // its parent's self_of() has just read, is fetched meanwhile. A big tree's nodes are
-    // scattered, a recursive descent's children made far apart: each was a cache miss in turn.)
-    auto self_of = [&](uint32_t i) {
-        Sums own = sub[i];
-        for (uint32_t k = first[i]; k < first[i + 1]; ++k) {
-            const uint32_t child = kids[k];
-            own.subtract(sub[child]);
-            __builtin_prefetch(&site_of[child]);
-            __builtin_prefetch(&out.function[child]);
-            __builtin_prefetch(&first[child]);
-        }
-        return own;
-    };
-    auto enter = [&](uint32_t i) {
-        uint32_t site = uint32_t(site_of[i]);
-        int32_t fn = out.function[i];
-        Sums own = self_of(i);
-        out.site_self[site].add(own);
-        if (site_active[site]++ == 0) {
-            out.site_incl[site].add(sub[i]);
-        }
-        if (fn >= 0 && size_t(fn) < func_active.size() && func_active[size_t(fn)]++ == 0) {
-            out.function_incl[size_t(fn)].add(sub[i]);
-        }
-        // Back to its self figures: its subtree sum is not read again (its parent, entered
-        // before it, has had its own; its children read theirs).
-        out.self[i] = own;
-        walk.push_back(Frame{i, first[i]});
-    };
-    for (uint32_t r : roots) {
-        enter(r);
-        while (!walk.empty()) {
-            Frame& top = walk.back();
-            if (top.next_child < first[top.node + 1]) {
-                enter(kids[top.next_child++]);
-                continue;
-            }
-            uint32_t i = top.node;
-            walk.pop_back();
-            --site_active[uint32_t(site_of[i])];
-            int32_t fn = out.function[i];
-            if (fn >= 0 && size_t(fn) < func_active.size()) {
-                --func_active[size_t(fn)];
-            }
-        }
-    }
-    free_now(kids);
-    free_now(first);
     moments.finish();
 }
 
