@@ -66,6 +66,23 @@ def recurse(depth: int) -> list[bytearray]:
     return recurse(depth - 1) + [bytearray(MIB)]  # @rec
 
 
+def zig(depth: int, kept: list[bytearray]) -> None:
+    """Recursion through two functions and three lines taking turns (zig, zag, zig...): a line
+    or function recurs on a path with others between."""
+    kept.append(bytearray(1000 + depth))  # @zig_own
+    if depth > 0:
+        if depth % 3:
+            zag(depth - 1, kept)  # @zig_zag
+        else:
+            zig(depth - 1, kept)  # @zig_zig
+
+
+def zag(depth: int, kept: list[bytearray]) -> None:
+    kept.append(bytearray(2000 + depth))  # @zag_own
+    if depth > 0:
+        zig(depth - 1, kept)  # @zag_zig
+
+
 def pieces(count: int) -> list[bytearray]:
     kept = []
     for _ in range(count):

@@ -324,7 +324,13 @@ def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
 def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> None:
     """The tracer sums lines and functions natively; the importers from a tree with
     memlens.calltree.once_per_path: both must be the same definition."""
-    run, _ = profile(lambda: (programs.recurse(4), programs.outer()))
+    run, _ = profile(
+        lambda: (
+            programs.recurse(4),
+            programs.outer(),
+            [programs.zig(depth, []) for depth in range(12)],
+        )
+    )
     tree = run.call_tree
     columns = ("alloc_bytes", "peak_bytes")
     inclusive = [tree.inclusive(c) for c in columns]
@@ -337,6 +343,17 @@ def test_line_and_function_sums_are_the_call_trees_counted_once_per_path() -> No
     }
     assert by_line == recorded
     assert by_line[(str(SRC), line_of("rec"))][0] < 7 * MIB  # the recursion is in it
+    # Lines and functions that recur with others between them on a path count it once too.
+    zig_zag = by_line[(str(SRC), line_of("zig_zag"))][0]
+    assert (
+        0
+        < zig_zag
+        < sum(
+            s.alloc_bytes
+            for k, s in _lines(run).items()
+            if k[1] in (line_of("zig_own"), line_of("zag_own"))
+        )
+    )
     own: dict[tuple[str, int], int] = {}
     for site, alloc in zip(sites, tree.alloc_bytes, strict=True):
         own[site] = own.get(site, 0) + alloc
