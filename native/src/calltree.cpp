@@ -232,6 +232,23 @@ uint32_t intern_tagged(uint32_t parent, uint32_t tag, uint32_t code, int32_t off
     return id;
 }
 
+// A chunk's nodes and tags fill whole pages (mapped page-aligned), before its pointers.
+static_assert(offsetof(Chunk, nogil) % 4096 == 0, "a chunk's nodes and tags end on a page");
+
+void give_back(uint32_t c) {
+    Chunk* chunk = c > 0 && c < kChunks ? g_chunks[c] : nullptr;
+    if (!chunk) {
+        return;
+    }
+    madvise(chunk, offsetof(Chunk, nogil), MADV_DONTNEED);
+    if (chunk->nogil) {
+        madvise(chunk->nogil, kChunkSize * sizeof(NogilFigures), MADV_DONTNEED);
+    }
+    if (chunk->vars) {
+        madvise(chunk->vars, kChunkSize * sizeof(Variances), MADV_DONTNEED);
+    }
+}
+
 uint32_t nogil_capacity() {
     uint32_t n = 0;
     for (uint32_t c = 0; c <= (size() >> kChunkBits) && c < kChunks; ++c) {

@@ -110,6 +110,13 @@ void warm(const uint32_t* tags, int n);
 void unpublish_index();
 void free_unpublished();
 
+// The run's last snapshot (tracer.hpp, snapshot) hands chunk `c`'s memory back to the system
+// once it has copied it (its nodes, tags, no-GIL figures and variances read as zeros from then
+// on): what is left of the run until stop() (the holders' search, events of other threads)
+// reads no node, and an event that still writes to one costs a page of memory, no harm.
+// Chunk 0 (the root's) is kept.
+void give_back(uint32_t c);
+
 // The no-GIL figures of a node (created on first use). Under g_table_lock.
 NogilFigures* nogil(uint32_t id);
 // The variances of a node (sampling mode).

@@ -34,8 +34,9 @@ namespace {
 
 bool g_forked_child = false;
 bool g_finished = false;  // finish() was called: the run's time, peak RSS and timeline are final
-// freeze() was called: the next snapshot takes the moments' log (kFrozen), and has (kLogFreed).
-enum class Frozen { kNo, kFrozen, kLogFreed } g_frozen = Frozen::kNo;
+// freeze() was called: the next snapshot is the last (kFrozen): it takes the moments' log and
+// the call tree's memory; it has been taken (kTaken).
+enum class Frozen { kNo, kFrozen, kTaken } g_frozen = Frozen::kNo;
 bool g_watching = false;
 bool g_native_installed = false;
 std::chrono::steady_clock::time_point g_start_time;
@@ -326,29 +327,35 @@ void snapshot(SnapshotData& out) {
     if (n == 0) {
         return;
     }
+    // A frozen run's next snapshot is its last: it takes the moments' logs, and gives each
+    // chunk of the call tree back once copied (calltree::give_back: the tree and its copy are
+    // not both held at once, a big tree's peak). A snapshot after it has no call tree.
+    const bool last = g_frozen == Frozen::kFrozen;
+    const uint32_t copied = g_frozen == Frozen::kTaken ? 0 : n;
     {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
-        out.nodes.resize(n);
-        out.sums.resize(n);
+        // (Filled as copied, not zeroed first: the copy's pages are touched as the chunks
+        // they come from are given back.)
+        out.nodes.reserve(copied);
+        out.sums.reserve(copied);
         if (g_run.sampling) {
-            out.vars.resize(n);
+            out.vars.reserve(copied);
         }
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
         // (Once the run is finished, its end: the last moment ends there, as the run does.)
         // (A frozen run's next snapshot is its last with moments: it takes their logs.)
-        moments::snapshot(ms, n, calltree::nogil_capacity(),
-                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration,
-                          g_frozen == Frozen::kFrozen);
-        if (g_frozen == Frozen::kFrozen) {
-            g_frozen = Frozen::kLogFreed;
+        moments::snapshot(ms, copied, calltree::nogil_capacity(),
+                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration, last);
+        if (last) {
+            g_frozen = Frozen::kTaken;
         }
         const moments::KeptMoments kept_of(ms.bounds);
-        for (uint32_t id = 0; id < n; ++id) {
+        for (uint32_t id = 0; id < copied; ++id) {
             const Node& nd = calltree::node(id);
-            out.nodes[id] = SnapshotNode{nd.parent, nd.code, nd.offset};
-            Sums& sums = out.sums[id];
+            out.nodes.push_back(SnapshotNode{nd.parent, nd.code, nd.offset});
+            Sums& sums = out.sums.emplace_back();
             bool at_peak_now = nd.fig.epoch != epoch;  // unchanged since the latest peak
             sums.alloc_bytes = nd.fig.alloc_bytes;
             sums.alloc_count = nd.fig.alloc_count;
@@ -371,7 +378,10 @@ void snapshot(SnapshotData& out) {
             }
             if (g_run.sampling) {
                 const Variances& v = calltree::vars(id);
-                out.vars[id] = SumVars{v.alloc, v.live, at_peak_now ? v.live : v.peak};
+                out.vars.push_back(SumVars{v.alloc, v.live, at_peak_now ? v.live : v.peak});
+            }
+            if (last && (((id + 1) & (calltree::kChunkSize - 1)) == 0 || id + 1 == copied)) {
+                calltree::give_back(id >> calltree::kChunkBits);
             }
         }
         out.peak_traced_bytes = g_run.peak;

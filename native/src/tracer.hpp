@@ -52,9 +52,10 @@ void finish();
 // add call paths, is freed (a big tree's peak memory is at that snapshot: 2^17 call paths
 // on 3.10, 16 MB less). Blocks are still tracked until stop() (the block tables stay exact
 // for the holders' search), but a call path no thread's cache knows goes to the root. The
-// next snapshot is the run's last with moments: once it has read the moments' log, nothing is
-// logged and the log is freed (later snapshots say their moments were dropped). Requires the
-// GIL.
+// next snapshot is the run's last: once it has read the moments' log, nothing is logged and
+// the log is freed (later snapshots say their moments were dropped), and each chunk of the
+// call tree is given back to the system once copied (calltree::give_back; later snapshots
+// have no call tree). Requires the GIL.
 void freeze();
 bool is_active();
 // True when any domain's current allocator is one of our hooks.

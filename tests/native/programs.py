@@ -83,6 +83,19 @@ def zag(depth: int, kept: list[bytearray]) -> None:
         zig(depth - 1, kept)  # @zag_zig
 
 
+def _path(level: int, path: int) -> bytearray:
+    if level == 0:
+        return bytearray(32)  # @path_leaf
+    if path & 1:
+        return _path(level - 1, path >> 1)
+    return _path(level - 1, path >> 1)
+
+
+def paths(levels: int) -> list[bytearray]:
+    """A bytearray at the end of each of 2^levels distinct call paths (a big call tree)."""
+    return [_path(levels, p) for p in range(2**levels)]
+
+
 def pieces(count: int) -> list[bytearray]:
     kept = []
     for _ in range(count):

@@ -263,8 +263,9 @@ def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_m
     """freeze() (memlens's own runs call it after finish(), before the last snapshot) frees the
     call tree's index: blocks are still tracked until stop(), but no call path is added
     (allocations go to the root unless a thread's cache knows their place). The snapshot
-    that follows still has every node and the run's moments, then frees their log: a later
-    snapshot says its moments were dropped. The run stops and is reset as usual."""
+    that follows still has every node and the run's moments, then frees their log and gives
+    the tree's memory back: a later snapshot says its moments were dropped and has no call
+    tree, though it still counts the allocations. The run stops and is reset as usual."""
     gc.collect()
     _tracer.start("exact", 0, 0, 10.0, True, True)
     try:
@@ -282,7 +283,8 @@ def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_m
         _tracer.stop()
     _tracer.reset()
     assert (len(kept), len(deeper)) == (300, 6)
-    assert later.info["nodes"] == last.info["nodes"]
+    assert last.info["nodes"] > 20
+    assert later.info["nodes"] == 0
     assert later.info["allocations"] > last.info["allocations"]
     assert (last.info["moments_dropped"], later.info["moments_dropped"]) == (False, True)
     n = len(last.codes)
@@ -290,6 +292,50 @@ def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_m
     moments = last.build(files, functions, n)["moments"]
     assert len(moments["t"]) > 1
     assert len(moments["site"]) > 0
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for text in f:
+            if text.startswith("VmRSS:"):
+                return int(text.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_the_last_snapshot_gives_the_call_tree_back_as_it_copies_it() -> None:
+    """The run's last snapshot (after freeze()) hands each chunk of the call tree back to the
+    system once it has copied it: a big tree and its copy are never held at once. Its figures
+    are those of a snapshot taken just before (every chunk copied before it went)."""
+    gc.collect()
+    _tracer.start("exact", 0, 0, 10.0, True, True)
+    try:
+        kept = programs.paths(16)
+        paused = _tracer.set_thread_paused(True)
+        try:
+            _tracer.finish()
+            before = _tracer.snapshot()
+            _tracer.freeze()
+            rss = _rss_bytes()
+            last = _tracer.snapshot()
+            grown = _rss_bytes() - rss
+        finally:
+            _tracer.set_thread_paused(paused)
+    finally:
+        _tracer.stop()
+    _tracer.reset()
+    assert len(kept) == 2**16
+    nodes = last.info["nodes"]
+    assert nodes == before.info["nodes"] > 8 * 16384  # (chunks of 16384 nodes)
+    # The copy takes 52 bytes a node; the chunks it gave back held 68.
+    assert grown < nodes * 52 // 2
+    n = len(last.codes)
+    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
+    built = [s.build(files, functions, n) for s in (before, last)]
+    for part in ("sites", "sites_incl", "functions"):
+        assert built[0][part] == built[1][part], part
+    leaf = built[1]["sites"]["line"].index(line_of("path_leaf"))
+    assert built[1]["sites"]["live_count"][leaf] >= 2**16
 
 
 def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
