@@ -112,9 +112,11 @@ void free_unpublished();
 
 // The run's last snapshot (tracer.hpp, snapshot) hands chunk `c`'s memory back to the system
 // once it has copied it (its nodes, tags, no-GIL figures and variances read as zeros from then
-// on): what is left of the run until stop() (the holders' search, events of other threads)
-// reads no node, and an event that still writes to one costs a page of memory, no harm.
-// Chunk 0 (the root's) is kept.
+// on; the chunk stays mapped until destroy()). Nothing that runs until stop() depends on what
+// a node holds: the holders' search reads the block map, not nodes; a stack walk reads a tag
+// and gets the root (the tree is frozen); an event that still charges a node (a free, another
+// thread's allocation on a cached path) updates figures nobody reads again and logs nothing
+// (moments are off), at the cost of the page it writes. Chunk 0 (the root's) is kept.
 void give_back(uint32_t c);
 
 // The no-GIL figures of a node (created on first use). Under g_table_lock.

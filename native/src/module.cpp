@@ -268,7 +268,8 @@ NB_MODULE(_tracer, m) {
     m.def("freeze", &memlens::freeze,
           "After finish(), before the run's last snapshot: frees the call tree's index; blocks "
           "are still tracked until stop(), but call paths no thread's cache knows go to the "
-          "root. The next snapshot is the last with moments (it frees their log).");
+          "root. The next snapshot is the last: it frees the moments' log and gives the call "
+          "tree's memory back as it copies it (later snapshots have no moments and no call tree).");
     m.def(
         "snapshot",
         []() {

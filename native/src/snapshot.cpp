@@ -106,9 +106,9 @@ private:
     T* p_;
 };
 
-// For the moments: in `up`, each collapsed node's nearest node at or above it that is the first
-// of its site (or function) from the root, or -1 (build() fills it in its first pass). The
-// next such node above `a`'s.
+// For the inclusive figures and the moments: in `up`, each collapsed node's nearest node at or
+// above it that is the first of its site (or function) from the root, or -1 (build() fills it
+// in its first pass). The next such node above `a`'s.
 int32_t first_above(const PageArray<int32_t>& up, const std::vector<int32_t>& parent, int32_t a) {
     const int32_t p = parent[size_t(a)];
     return p >= 0 ? up[size_t(p)] : -1;

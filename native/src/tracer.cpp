@@ -213,7 +213,11 @@ void stop() {
     g_run.active.store(false);
     wait_for_nogil_events();
     g_finished = false;
-    g_frozen = Frozen::kNo;
+    // (A tree given back stays so until reset() frees it, or the next start(): a snapshot
+    // meanwhile has no call tree, not one read as zeros.)
+    if (g_frozen != Frozen::kTaken) {
+        g_frozen = Frozen::kNo;
+    }
     if (g_native_installed) {
         native::uninstall();
     }
