@@ -532,3 +532,59 @@ def test_checkpoints_never_become_the_programs_main_thread(tmp_path: Path) -> No
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "True\n"
+
+
+#: A big call tree (2^15 distinct paths, several of the tree's chunks) and a thread that goes on
+#: allocating and freeing, on known paths and new ones, while the run is built and written
+#: (the run's last snapshot gives the tree's chunks back as it copies them).
+STILL_ALLOCATING = """\
+import sys
+import threading
+import time
+
+sys.setrecursionlimit(10_000)
+
+
+def walk(level, path):
+    if level == 0:
+        return bytearray(32)  # @leaf
+    if path & 1:
+        return walk(level - 1, path >> 1)
+    return walk(level - 1, path >> 1)
+
+
+def churn():
+    kept = []
+    n = 0
+    while True:
+        kept.append([walk(8, n + i) for i in range(64)])
+        n += 64
+        if len(kept) > 40:
+            del kept[:20]
+
+
+threading.Thread(target=churn, daemon=True).start()
+paths = [walk(15, p) for p in range(2**15)]
+time.sleep(0.05)
+print(len(paths))
+"""
+
+
+@pytest.mark.parametrize("mode", [("--exact",), ("--sample", "4KiB", "--seed", "7")])
+def test_a_thread_allocating_while_a_big_tree_is_written(
+    tmp_path: Path, mode: tuple[str, ...]
+) -> None:
+    """The program's other thread still allocates and frees while memlens takes the last
+    snapshot, builds and writes the run (charging nodes whose memory the snapshot gave back):
+    the run is written, the program's output and exit code are plain python's, and the kept
+    objects are on their line."""
+    script = tmp_path / "still.py"
+    script.write_text(STILL_ALLOCATING)
+    done = memlens("run", "--no-report", *mode, str(script), cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "32768\n"), done.stderr[-2000:]
+    run = latest_run(tmp_path)
+    number = STILL_ALLOCATING.splitlines().index("        return bytearray(32)  # @leaf") + 1
+    leaf = run.files[str(script)].lines[number]
+    # Every kept bytearray (an object and its buffer) at least, whatever the thread did.
+    assert leaf.live_count >= 2 * 2**15 * 0.9
+    assert leaf.incl_live_bytes >= leaf.live_bytes
