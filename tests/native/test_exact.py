@@ -41,6 +41,13 @@ def stats(run: Run, tag: str) -> LineStats:
     return line(run, SRC, tag)
 
 
+def built(snap: Any, codes: int, release: bool = False) -> dict[str, Any]:
+    """``snap.build()`` with each of the first ``codes`` code ids in one file and a function
+    of its own."""
+    files, functions = array("i", [0] * codes).tobytes(), array("i", range(codes)).tobytes()
+    return snap.build(files, functions, codes, release=release)
+
+
 def near(value: int, expected: int, rel: float = 0.01, slack: int = 4096) -> bool:
     return abs(value - expected) <= max(expected * rel, slack)
 
@@ -238,25 +245,24 @@ def test_a_snapshot_built_with_release_frees_its_nodes_and_builds_the_same() -> 
     _tracer.reset()
     assert len(kept) == 200
     n = len(snap.codes)
-    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
     nodes = snap.info["nodes"]
-    plain = again.build(files, functions, n)
-    released = snap.build(files, functions, n, release=True)
+    plain = built(again, n)
+    released = built(snap, n, release=True)
     assert snap.info["nodes"] == nodes > 0
 
-    def columns(built: dict[str, Any]) -> dict[str, Any]:
+    def columns(result: dict[str, Any]) -> dict[str, Any]:
         return {
             part: value.tolist()
             if not isinstance(value, dict)
             else {k: v.tolist() for k, v in value.items()}
-            for part, value in built.items()
+            for part, value in result.items()
         }
 
     # (every column: the self figures summed in the snapshot's own, the moments' log freed)
     assert columns(released) == columns(plain)
     assert len(plain["moments"]["site"]) > 0
     with pytest.raises(ValueError, match="release=True already"):
-        snap.build(files, functions, n)
+        built(snap, n)
 
 
 def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_moments() -> None:
@@ -287,9 +293,7 @@ def test_a_frozen_run_adds_no_call_path_and_its_next_snapshot_is_the_last_with_m
     assert later.info["nodes"] == 0
     assert later.info["allocations"] > last.info["allocations"]
     assert (last.info["moments_dropped"], later.info["moments_dropped"]) == (False, True)
-    n = len(last.codes)
-    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
-    moments = last.build(files, functions, n)["moments"]
+    moments = built(last, len(last.codes))["moments"]
     assert len(moments["t"]) > 1
     assert len(moments["site"]) > 0
 
@@ -342,13 +346,12 @@ def test_the_last_snapshot_gives_the_call_tree_back_as_it_copies_it(
     # variances in sampling mode).
     assert grown < nodes * 52 // 2
     n = len(last.codes)
-    files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
-    built = [s.build(files, functions, n) for s in (before, last)]
+    both = [built(s, n) for s in (before, last)]
     for part in ("sites", "sites_incl", "functions"):
         for column in ("alloc_bytes", "alloc_count"):
-            assert built[0][part][column] == built[1][part][column], (part, column)
-    leaf = built[1]["sites"]["line"].index(line_of("path_leaf"))
-    assert built[1]["sites"]["alloc_count"][leaf] >= 2**16
+            assert both[0][part][column] == both[1][part][column], (part, column)
+    leaf = both[1]["sites"]["line"].index(line_of("path_leaf"))
+    assert both[1]["sites"]["alloc_count"][leaf] >= 2**16
 
 
 def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
@@ -366,9 +369,7 @@ def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
         try:
             snap = _tracer.snapshot()
             before = _tracer.snapshot().info["allocations"]
-            n = len(snap.codes)
-            files, functions = array("i", [0] * n).tobytes(), array("i", range(n)).tobytes()
-            built = snap.build(files, functions, n)
+            collapsed = built(snap, len(snap.codes))
             after = _tracer.snapshot().info["allocations"]
         finally:
             _tracer.set_thread_paused(paused)
@@ -376,7 +377,7 @@ def test_a_build_while_tracing_records_nothing_of_its_own() -> None:
         _tracer.stop()
     _tracer.reset()
     assert len(kept) == 5
-    assert len(built["moments"]["t"]) > 1
+    assert len(collapsed["moments"]["t"]) > 1
     assert after == before
 
 
