@@ -6,6 +6,7 @@
 #include <link.h>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -68,6 +69,7 @@ struct ThreadStack {
     compat::Frame** scratch;
     int scratch_cap;
     uint64_t walks;
+    uint64_t watch_look;  // `walks` when update_trust() next looks for levels to watch
     LeafCache leaf_cache;  // valid for this generation and death count (cleared with them)
     uint64_t trust_epoch;  // g_trust_epoch when its trusted levels were last extended
     PyThreadState** tstate;  // this thread's instance of the interpreter's current-state
@@ -99,6 +101,8 @@ namespace {
 
 // A frame that stayed in place over this many walks of its thread gets its code watched.
 constexpr uint64_t kWatchAfter = 16;
+// How often (in walks of its thread) update_trust() looks for levels to watch.
+constexpr uint64_t kWatchLook = 4;
 
 // ThreadStack::hot_caller when the innermost level is the only one (its caller is not checked).
 Frame* const kAnyCaller = reinterpret_cast<Frame*>(uintptr_t{1});
@@ -411,7 +415,13 @@ void update_trust(ThreadStack* s, int from, int depth) {
     // Levels in place long enough get their code watched. A level whose code is watched,
     // asked for or dropped already is looked at again only kWatchAfter walks later (a
     // recursive descent, whose watch was dropped, had each of its levels' codes looked up at
-    // every allocation).
+    // every allocation). The levels are looked at every kWatchLook walks (a watch is asked
+    // for that many walks late at most): a stack whose top changes at every allocation is
+    // walked as often as it allocates, and the look cost as much as the rest of the walk.
+    if (s->walks < s->watch_look) {
+        return;
+    }
+    s->watch_look = s->walks + kWatchLook;
     for (int i = from; i < depth; ++i) {
         Level& lv = s->levels[i];
         if (s->walks - lv.since >= kWatchAfter) {
@@ -980,6 +990,153 @@ __attribute__((noinline)) uint32_t walk_kept(ThreadStack* s, PyThreadState* ts, 
     return node;
 }
 
+// How many cached levels below the innermost one walk_near() looks through for a caller, and
+// how many frames it takes above the one found.
+constexpr int kNearLevels = 32;
+constexpr int kNearFrames = 32;
+
+// The frame below `fr` in its chain that walk() would make the next level (entry frames and
+// frames without code are skipped), or nullptr. `fr` must be alive: in the current chain.
+inline Frame* caller_frame(Frame* fr) {
+    Frame* p = compat::frame_prev(fr);
+    while (p && (compat::frame_shim(p) || !compat::frame_code(p))) {
+        p = compat::frame_prev(p);
+    }
+    return p;
+}
+
+// Whether the caller of `fr` (alive) is `expected`, as walk() would find it: one compare when
+// they are adjacent, the usual case.
+inline bool called_from(Frame* fr, Frame* expected) {
+    return compat::frame_prev(fr) == expected || caller_frame(fr) == expected;
+}
+
+// The level among [lowest, s->len) whose frame is `fr`, from the innermost; or lowest - 1.
+inline int level_of(const ThreadStack* s, Frame* fr, int lowest) {
+    int c = s->len - 1;
+    while (c >= lowest && s->levels[c].frame != fr) {
+        --c;
+    }
+    return c;
+}
+
+// walk() where the stack changed near its top only: the current frame `f`, or a caller of it
+// a few frames down, was called by the frame of one of the cached levels near the innermost
+// one (level c: after calls, a return, or a return and calls), and every level below it is in
+// place. Those levels are checked with one compare each against the cached addresses (as
+// callers_unchanged() does), instead of reading the chain down to the trusted levels and
+// comparing afterwards; only level c (at its position now) and the frames above it get their
+// nodes. Anything else is left to walk(): false. Otherwise sets `*out` and returns true.
+//
+// A level's frame is read only once it was found in the chain (alive): level c's is the
+// caller of the lowest new frame, and each level's frame is found as the caller of the one
+// above it. The trusted levels (3.12+, watching exits) are not read, but the highest of them
+// must be in place and the caller of the lowest checked one (as walk() checks); without
+// trusted levels, the chain must end below level 0.
+__attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allocate, uint32_t* out) {
+    if (!f || compat::frame_shim(f) || compat::frame_incomplete(f) || !compat::frame_code(f)) {
+        return false;
+    }
+    const bool watching = compat::kMonitoring && g_monitoring;
+    const int base = watching ? s->trusted : 0;
+    const int lowest = std::max(base - 1, std::max(s->len - 1 - kNearLevels, 0));
+    // The new frames above level c, innermost first.
+    Frame* fresh[kNearFrames];
+    int n = 0;
+    Frame* g = f;
+    int c;
+    do {
+        if (n == kNearFrames) {
+            return false;
+        }
+        fresh[n++] = g;
+        if (!(g = caller_frame(g))) {
+            return false;
+        }
+    } while ((c = level_of(s, g, lowest)) < lowest);
+    Level* lv = s->levels;
+    if (!compat::frame_runs(g, lv[c].code)) {
+        return false;
+    }
+    if (watching && compat::frame_at_resume(f)) {
+        *out = kNotTheProgram;  // (as walk(): nothing is kept)
+        return true;
+    }
+    // Levels [base, c) in place, each the caller of the one above it; level c is `g`.
+    for (int i = c; i > base; --i) {
+        if (!called_from(lv[i].frame, lv[i - 1].frame) || !same_place(lv[i - 1], lv[i - 1].frame)) {
+            return false;
+        }
+    }
+    if (base > 0) {
+        Frame* top = lv[base - 1].frame;
+        if (c >= base ? !called_from(lv[base].frame, top) || !same_place(lv[base - 1], top) : !same_place(lv[c], g)) {
+            return false;
+        }
+    } else if (caller_frame(lv[0].frame) != nullptr) {
+        return false;
+    }
+    if (c + 1 + n > s->cap && !grow(s->levels, s->cap, c + 1 + n)) {
+        return false;
+    }
+    lv = s->levels;
+    ++g_run.stack_reads;
+    g_run.frames_read += uint64_t(c + 1 + n - base);
+    const int len = s->len;
+    // Level c at its position now.
+    Level& caller = lv[c];
+    if (uintptr_t pos = compat::frame_pos(g); pos != caller.pos) {
+        uint32_t node = c ? lv[c - 1].node : kRootNode;
+        if (!caller.transparent) {
+            int off = compat::frame_offset(g, caller.code);
+            node = calltree::intern(node, caller.code_id, off < 0 ? 0 : off);
+        }
+        caller.pos = pos;
+        caller.node = node;
+    }
+    // The new frames, from the lowest.
+    int depth = c + 1;
+    uint32_t parent = caller.node;
+    for (int j = n - 1; j >= 0; --j) {
+        Frame* fr = fresh[j];
+        PyCodeObject* co = compat::frame_code(fr);
+        Level& level = lv[depth];
+        const bool known = depth < s->code_known && level.code == co;
+        uint32_t code = known ? level.code_id : codes::id_of(co, may_allocate, compat::frame_globals(fr));
+        if (code == codes::kNone) {
+            break;  // a code object we cannot name: charge its caller (as walk())
+        }
+        if (!known) {
+            level.transparent = codes::transparent(code);
+        }
+        if (!level.transparent) {
+            int off = compat::frame_offset(fr, co);
+            parent = calltree::intern(parent, code, off < 0 ? 0 : off);
+        }
+        if (depth >= len || level.frame != fr || level.code != co) {
+            level.since = s->walks;
+        }
+        level.frame = fr;
+        level.code = co;
+        level.code_id = code;
+        level.pos = compat::frame_pos(fr);
+        level.node = parent;
+        ++depth;
+        if (s->code_known < depth) {
+            s->code_known = depth;
+        }
+    }
+    s->len = depth;
+    if (s->trusted >= depth) {
+        s->trusted = depth - 1;
+    }
+    if (watching) {
+        update_trust(s, base, depth);
+    }
+    *out = parent;
+    return true;
+}
+
 // at_moved_position() where neither the level nor the leaf cache knows the position: the code
 // and completeness are checked (a full walk if they changed), out of line.
 __attribute__((noinline)) uint32_t at_unknown_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil,
@@ -1027,7 +1184,7 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
     if (s->generation != g_run.generation) {
         s->generation = g_run.generation;
         s->len = s->trusted = s->code_known = 0;
-        s->walks = s->walks_at_exit = s->window_saved = 0;
+        s->walks = s->walks_at_exit = s->window_saved = s->watch_look = 0;
         s->window_exits = 0;
         std::memset(&s->leaf_cache, 0, sizeof(s->leaf_cache));
     }
@@ -1064,6 +1221,13 @@ __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool
         } else if (f == leaf.frame && compat::frame_runs(f, leaf.code) && !compat::frame_incomplete(f) &&
                    callers_unchanged(s, compat::frame_prev(f))) {
             return at_leaf_position(s, leaf, f);
+        }
+        uint32_t node;
+        if (gil && walk_near(s, f, may_allocate, &node)) {
+            if constexpr (compat::kMonitoring) {
+                keep_hot(s, epoch);
+            }
+            return node;
         }
     }
     if constexpr (compat::kMonitoring) {

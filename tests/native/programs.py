@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 MIB = 1024 * 1024
 
@@ -134,6 +135,40 @@ def two_calls(depth: int) -> tuple[list[bytearray], list[bytearray]]:
     first = pieces_below(depth, 1000)  # @first_call
     second = pieces_below(depth, 2000)  # @second_call
     return first, second
+
+
+def descend(level: int, path: int, lines: tuple[bool, ...], events: tuple[bool, ...]) -> Any:
+    """One path of branching_descent: a bytearray of 1000 + ``path`` bytes made ``level`` calls
+    down, each call made from one of two lines as ``lines[level]`` says. Only where
+    ``events[level]`` says so does a frame allocate (a big int, or on 3.13+ a free-listed block
+    reused) before its call: so the innermost frame of the stack's last event before the leaf
+    is sometimes many frames above it, sometimes right below it."""
+    if level == 0:
+        return path, bytearray(1000 + path)  # @descent_leaf
+    if events[level]:
+        junk = (1 << 100) + level  # @descent_int
+        del junk
+    if lines[level]:
+        return descend(level - 1, path, lines, events)  # @descent_one
+    return descend(level - 1, path, lines, events)  # @descent_zero
+
+
+def branching_descent(levels: int) -> list[tuple[int, bytearray]]:
+    """2^levels call paths through two call lines per level: each path, taken once, ends in
+    an allocation of its own size. Path after path, the frames take the last path's places
+    (same addresses, same code) while some callers below have moved to their other line;
+    nothing is allocated between paths (the next event is in the new path, maybe deep)."""
+    n = 2**levels
+    lines = [
+        (False, *((p >> (lvl - 1)) & 1 == 1 for lvl in range(1, levels + 1))) for p in range(n)
+    ]
+    events = [
+        (False, *((p * 7919 >> lvl) % 3 == 0 for lvl in range(1, levels + 1))) for p in range(n)
+    ]
+    out: list[Any] = [None] * n
+    for i in range(n):  # (i < 256: small ints, made by no allocation)
+        out[i] = descend(levels, i, lines[i], events[i])
+    return out
 
 
 def alt_a() -> tuple[bytearray, bytearray]:

@@ -146,6 +146,36 @@ def test_a_caller_that_moved_on_is_seen_deep_in_the_stack() -> None:
     assert near(one.incl_alloc_bytes + two.incl_alloc_bytes, piece.incl_alloc_bytes, rel=0.05)
 
 
+def test_every_path_of_a_branching_descent_gets_its_own_nodes() -> None:
+    """2^8 call paths, 8 levels down through two call lines per level: every leaf allocation
+    is charged under exactly the call lines its path took. A new path's frames take the last
+    one's places, so the stack cache must see which caller moved on, however many frames
+    below the innermost one it is and wherever the last event was."""
+    levels = 8
+    run, kept = profile(lambda: programs.branching_descent(levels))
+    assert len(kept) == 2**levels
+    nodes = {n.id: n for n in run.call_tree}
+    one, zero = line_of("descent_one"), line_of("descent_zero")
+    seen: dict[tuple[int, ...], int] = {}
+    for n in run.call_tree:
+        if n.line != line_of("descent_leaf") or n.alloc_count == 0:
+            continue
+        lines: list[int] = []
+        up = nodes.get(n.parent)
+        while up is not None and up.line in (one, zero):
+            lines.append(up.line)
+            up = nodes.get(up.parent)
+        seen[tuple(lines)] = seen.get(tuple(lines), 0) + n.alloc_bytes
+    # Each path's calls, innermost first, as a tuple of lines; its leaf's bytes: its
+    # bytearray's 1000 + path bytes, the object and the tuple returned, and now and then the
+    # interpreter's own work on that line (a second path's bytearray would add 1000 more).
+    for path, data in kept:
+        lines = tuple(one if (path >> (lvl - 1)) & 1 else zero for lvl in range(1, levels + 1))
+        assert lines in seen, f"path {path:#x} has no leaf node"
+        assert len(data) <= seen[lines] < len(data) + 900, (path, seen[lines])
+    assert len(seen) == 2**levels
+
+
 def test_a_frame_that_runs_another_function_in_the_same_place_is_charged_right() -> None:
     """Two functions called in turn from one line 30 frames down reuse one frame (same address,
     same caller): every allocation goes to the line of the function running, not to a place
