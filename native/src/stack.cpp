@@ -1058,6 +1058,9 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
     if (!compat::frame_runs(g, lv[c].code)) {
         return false;
     }
+    // (The tags the path of level c starts from: fetched while the levels below are checked.)
+    calltree::prefetch_tag(c ? lv[c - 1].node : kRootNode);
+    calltree::prefetch_tag(lv[c].node);
     if (watching && compat::frame_at_resume(f)) {
         *out = kNotTheProgram;  // (as walk(): nothing is kept)
         return true;
@@ -1083,21 +1086,23 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
     ++g_run.stack_reads;
     g_run.frames_read += uint64_t(c + 1 + n - base);
     const int len = s->len;
-    // Level c at its position now.
+    // First the code ids and path tags of level c (at its position now, if it moved) and of
+    // the new frames, so that their index slots and nodes are fetched at once (as walk()
+    // does: in a big tree each is a cache miss); then they are interned in order.
     Level& caller = lv[c];
-    if (uintptr_t pos = compat::frame_pos(g); pos != caller.pos) {
-        uint32_t node = c ? lv[c - 1].node : kRootNode;
-        if (!caller.transparent) {
-            int off = compat::frame_offset(g, caller.code);
-            node = calltree::intern(node, caller.code_id, off < 0 ? 0 : off);
-        }
-        caller.pos = pos;
-        caller.node = node;
+    const uintptr_t pos = compat::frame_pos(g);
+    const bool moved = pos != caller.pos && !caller.transparent;
+    const uint32_t below = c ? lv[c - 1].node : kRootNode;
+    int warming = 0;
+    uint32_t tag = moved ? calltree::tag_of(below) : calltree::tag_of(caller.node);
+    if (moved) {
+        int off = compat::frame_offset(g, caller.code);
+        tag = calltree::child_tag(tag, caller.code_id, off < 0 ? 0 : off);
+        caller.tag = tag;
+        s->tags[warming++] = tag;
     }
-    // The new frames, from the lowest.
     int depth = c + 1;
-    uint32_t parent = caller.node;
-    for (int j = n - 1; j >= 0; --j) {
+    for (int j = n - 1; j >= 0; --j, ++depth) {
         Frame* fr = fresh[j];
         PyCodeObject* co = compat::frame_code(fr);
         Level& level = lv[depth];
@@ -1109,22 +1114,56 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
         if (!known) {
             level.transparent = codes::transparent(code);
         }
+        level.code_id = code;  // (level.code, compared above, is set below)
         if (!level.transparent) {
             int off = compat::frame_offset(fr, co);
-            parent = calltree::intern(parent, code, off < 0 ? 0 : off);
+            tag = calltree::child_tag(tag, code, off < 0 ? 0 : off);
+            level.tag = tag;
+            s->tags[warming++] = tag;
+            if (warming == ThreadStack::kWarmed) {
+                calltree::warm(s->tags, warming);
+                warming = 0;
+            }
         }
-        if (depth >= len || level.frame != fr || level.code != co) {
+    }
+    if (warming > 1) {
+        calltree::warm(s->tags, warming);
+    }
+    // (Interning fails only out of memory or ids, or once the tree is frozen, answering the
+    // root: the levels after it go under the root, whose tag intern() finds itself.)
+    bool interned = true;
+    uint32_t parent = caller.node;
+    if (pos != caller.pos) {
+        parent = below;
+        if (!caller.transparent) {
+            int off = compat::frame_offset(g, caller.code);
+            parent = calltree::intern_tagged(below, caller.tag, caller.code_id, off < 0 ? 0 : off);
+            interned = parent != kRootNode;
+        }
+        caller.pos = pos;
+        caller.node = parent;
+    }
+    for (int i = c + 1, j = n - 1; i < depth; ++i, --j) {
+        Frame* fr = fresh[j];
+        PyCodeObject* co = compat::frame_code(fr);
+        Level& level = lv[i];
+        if (!level.transparent) {
+            int off = compat::frame_offset(fr, co);
+            off = off < 0 ? 0 : off;
+            parent = interned ? calltree::intern_tagged(parent, level.tag, level.code_id, off)
+                              : calltree::intern(parent, level.code_id, off);
+            interned = interned && parent != kRootNode;
+        }
+        if (i >= len || level.frame != fr || level.code != co) {
             level.since = s->walks;
         }
         level.frame = fr;
         level.code = co;
-        level.code_id = code;
         level.pos = compat::frame_pos(fr);
         level.node = parent;
-        ++depth;
-        if (s->code_known < depth) {
-            s->code_known = depth;
-        }
+    }
+    if (s->code_known < depth) {
+        s->code_known = depth;
     }
     s->len = depth;
     if (s->trusted >= depth) {
