@@ -5,10 +5,10 @@ reader never sees half a file; the final run of a program even on a full disk
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3  # (the sqlite3 package without what it adds: see schema.py)
 import _thread  # (not threading: nothing of it is needed)
 import errno
 import os
-import sqlite3
 import sys
 import zlib
 from array import array
