@@ -101,7 +101,7 @@ namespace {
 
 // A frame that stayed in place over this many walks of its thread gets its code watched.
 constexpr uint64_t kWatchAfter = 16;
-// How often (in walks of its thread) update_trust() looks for levels to watch.
+// How often (in stack lookups of its thread) update_trust() looks for levels to watch.
 constexpr uint64_t kWatchLook = 4;
 
 // ThreadStack::hot_caller when the innermost level is the only one (its caller is not checked).
@@ -415,9 +415,10 @@ void update_trust(ThreadStack* s, int from, int depth) {
     // Levels in place long enough get their code watched. A level whose code is watched,
     // asked for or dropped already is looked at again only kWatchAfter walks later (a
     // recursive descent, whose watch was dropped, had each of its levels' codes looked up at
-    // every allocation). The levels are looked at every kWatchLook walks (a watch is asked
-    // for that many walks late at most): a stack whose top changes at every allocation is
-    // walked as often as it allocates, and the look cost as much as the rest of the walk.
+    // every allocation). The levels are looked at once in kWatchLook of the thread's stack
+    // lookups at most (`walks` counts them all; a watch is asked for a few lookups late): a
+    // stack whose top changes at every allocation is walked as often as it allocates, and the
+    // look cost as much as the rest of walk_near().
     if (s->walks < s->watch_look) {
         return;
     }
@@ -1084,7 +1085,6 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
     }
     lv = s->levels;
     ++g_run.stack_reads;
-    g_run.frames_read += uint64_t(c + 1 + n - base);
     const int len = s->len;
     // First the code ids and path tags of level c (at its position now, if it moved) and of
     // the new frames, so that their index slots and nodes are fetched at once (as walk()
@@ -1165,6 +1165,7 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
     if (s->code_known < depth) {
         s->code_known = depth;
     }
+    g_run.frames_read += uint64_t(depth - base);
     s->len = depth;
     if (s->trusted >= depth) {
         s->trusted = depth - 1;
