@@ -724,6 +724,62 @@ inline void keep_frame(ThreadStack* s, Level& lv, Frame* fr) {
     }
 }
 
+// The first of re-interning a level's two passes (walk(), walk_near()): level `lv` for frame
+// `fr`, running `co`, gets its code id (kept when `known`: the level's cached code is `co`
+// and still named; without the GIL an unknown code gets none) and its transparency, and,
+// unless transparent, its path tag (`tag` extended with it, which needs no node), queued in
+// s->tags so that the index slots and nodes of all the levels are fetched at once. Returns
+// the code id, codes::kNone for a code object that cannot be named (the levels stop below it).
+inline uint32_t tag_level(ThreadStack* s, Level& lv, bool known, Frame* fr, PyCodeObject* co, bool gil, bool may_allocate,
+                          uint32_t& tag, int& warming) {
+    uint32_t code = known ? lv.code_id
+                    : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr))
+                          : codes::kNone;
+    if (code == codes::kNone) {
+        return code;
+    }
+    // A transparent frame (see codes::kTransparent) shares its caller's node. (A code's flag
+    // never changes: a level whose code id is kept keeps it too.)
+    if (!known) {
+        lv.transparent = codes::transparent(code);
+    }
+    lv.code_id = code;  // (lv.code, compared by the caller, is set by place_level())
+    if (!lv.transparent) {
+        int off = compat::frame_offset(fr, co);
+        tag = calltree::child_tag(tag, code, off < 0 ? 0 : off);
+        lv.tag = tag;
+        s->tags[warming++] = tag;
+        if (warming == ThreadStack::kWarmed) {
+            calltree::warm(s->tags, warming);
+            warming = 0;
+        }
+    }
+    return code;
+}
+
+// The second pass: level `lv` (`was_level`: it was within the stack's depth) gets frame `fr`,
+// running `co`, and its node under `parent`, which is returned. (Interning fails only out of
+// memory or ids, or once the tree is frozen, answering the root: `interned` turns false, and
+// the levels after it go under the root, whose tag intern() finds itself.)
+inline uint32_t place_level(ThreadStack* s, Level& lv, bool was_level, Frame* fr, PyCodeObject* co, uint32_t parent,
+                            bool& interned) {
+    uint32_t node = parent;
+    if (!lv.transparent) {
+        int off = compat::frame_offset(fr, co);
+        off = off < 0 ? 0 : off;
+        node = interned ? calltree::intern_tagged(parent, lv.tag, lv.code_id, off) : calltree::intern(parent, lv.code_id, off);
+        interned = interned && node != kRootNode;
+    }
+    if (!was_level || lv.frame != fr || lv.code != co) {
+        lv.since = s->walks;
+    }
+    lv.frame = fr;
+    lv.code = co;
+    lv.pos = compat::frame_pos(fr);
+    lv.node = node;
+    return node;
+}
+
 // The node of the current stack by reading the frames above the trusted levels (all of them
 // on 3.10 and 3.11), re-interning the levels that changed.
 __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool gil, bool may_allocate) {
@@ -819,28 +875,9 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
             PyCodeObject* co = compat::frame_code(fr);
             Level& lv = s->levels[i];
             const bool known = i < s->code_known && lv.code == co;
-            uint32_t code = known ? lv.code_id
-                            : gil ? codes::id_of(co, may_allocate, compat::frame_globals(fr))
-                                  : codes::kNone;
-            if (code == codes::kNone) {
+            if (tag_level(s, lv, known, fr, co, gil, may_allocate, tag, warming) == codes::kNone) {
                 depth = i;  // a code object we cannot name: charge its caller
                 break;
-            }
-            // A transparent frame (see codes::kTransparent) shares its caller's node. (A code's
-            // flag never changes: a level whose code id is kept keeps it too.)
-            if (!known) {
-                lv.transparent = codes::transparent(code);
-            }
-            lv.code_id = code;  // (lv.code, compared above, is set below)
-            if (!lv.transparent) {
-                int off = compat::frame_offset(fr, co);
-                tag = calltree::child_tag(tag, code, off < 0 ? 0 : off);
-                lv.tag = tag;
-                s->tags[warming++] = tag;
-                if (warming == ThreadStack::kWarmed) {
-                    calltree::warm(s->tags, warming);
-                    warming = 0;
-                }
             }
         }
         if (warming > 1) {
@@ -849,27 +886,7 @@ __attribute__((noinline)) uint32_t walk(ThreadStack* s, PyThreadState* ts, bool 
         bool interned = true;  // every level so far got its node (tags computed above hold)
         for (int i = k; i < depth; ++i) {
             Frame* fr = s->scratch[frames - 1 - i];
-            PyCodeObject* co = compat::frame_code(fr);
-            Level& lv = s->levels[i];
-            uint32_t node = parent;
-            if (!lv.transparent) {
-                int off = compat::frame_offset(fr, co);
-                off = off < 0 ? 0 : off;
-                // (Interning fails only out of memory or ids, or once the tree is frozen,
-                // answering the root: the levels after it go under the root, whose tag
-                // intern() finds itself.)
-                node = interned ? calltree::intern_tagged(parent, lv.tag, lv.code_id, off)
-                                : calltree::intern(parent, lv.code_id, off);
-                interned = interned && node != kRootNode;
-            }
-            if (i >= len || lv.frame != fr || lv.code != co) {
-                lv.since = s->walks;
-            }
-            lv.frame = fr;
-            lv.code = co;
-            lv.pos = compat::frame_pos(fr);
-            lv.node = node;
-            parent = node;
+            parent = place_level(s, s->levels[i], i < len, fr, compat::frame_code(fr), parent, interned);
         }
         s->len = depth;
         if (s->code_known < depth) {
@@ -1107,31 +1124,14 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
         PyCodeObject* co = compat::frame_code(fr);
         Level& level = lv[depth];
         const bool known = depth < s->code_known && level.code == co;
-        uint32_t code = known ? level.code_id : codes::id_of(co, may_allocate, compat::frame_globals(fr));
-        if (code == codes::kNone) {
+        if (tag_level(s, level, known, fr, co, true, may_allocate, tag, warming) == codes::kNone) {
             break;  // a code object we cannot name: charge its caller (as walk())
-        }
-        if (!known) {
-            level.transparent = codes::transparent(code);
-        }
-        level.code_id = code;  // (level.code, compared above, is set below)
-        if (!level.transparent) {
-            int off = compat::frame_offset(fr, co);
-            tag = calltree::child_tag(tag, code, off < 0 ? 0 : off);
-            level.tag = tag;
-            s->tags[warming++] = tag;
-            if (warming == ThreadStack::kWarmed) {
-                calltree::warm(s->tags, warming);
-                warming = 0;
-            }
         }
     }
     if (warming > 1) {
         calltree::warm(s->tags, warming);
     }
-    // (Interning fails only out of memory or ids, or once the tree is frozen, answering the
-    // root: the levels after it go under the root, whose tag intern() finds itself.)
-    bool interned = true;
+    bool interned = true;  // (see place_level())
     uint32_t parent = caller.node;
     if (pos != caller.pos) {
         parent = below;
@@ -1144,23 +1144,7 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
         caller.node = parent;
     }
     for (int i = c + 1, j = n - 1; i < depth; ++i, --j) {
-        Frame* fr = fresh[j];
-        PyCodeObject* co = compat::frame_code(fr);
-        Level& level = lv[i];
-        if (!level.transparent) {
-            int off = compat::frame_offset(fr, co);
-            off = off < 0 ? 0 : off;
-            parent = interned ? calltree::intern_tagged(parent, level.tag, level.code_id, off)
-                              : calltree::intern(parent, level.code_id, off);
-            interned = interned && parent != kRootNode;
-        }
-        if (i >= len || level.frame != fr || level.code != co) {
-            level.since = s->walks;
-        }
-        level.frame = fr;
-        level.code = co;
-        level.pos = compat::frame_pos(fr);
-        level.node = parent;
+        parent = place_level(s, lv[i], i < len, fresh[j], compat::frame_code(fresh[j]), parent, interned);
     }
     if (s->code_known < depth) {
         s->code_known = depth;
