@@ -521,13 +521,18 @@ uint32_t node_of_block(uintptr_t p) {
 PyObject* g_pending_dict = nullptr;
 uint64_t g_pending_generation = 0;
 
+// The pending dict's own keys table (its address), or 0: none, or the dict is a past run's.
+inline uintptr_t pending_keys() {
+    return g_pending_generation == g_run.generation ? compat::own_keys(g_pending_dict) : 0;
+}
+
 // A dict made just before (its keys table is set now): a table of its own that CPython took
 // from its free list of keys (no object, no event of its own) moves to the dict's line.
 // Tables shared with other dicts (split tables: a class's instances) stay where they are.
 __attribute__((noinline)) void dict_made() noexcept {
     PyObject* mp = g_pending_dict;
+    uintptr_t keys = pending_keys();
     g_pending_dict = nullptr;
-    uintptr_t keys = g_pending_generation == g_run.generation ? compat::own_keys(mp) : 0;
     if (!keys) {
         return;
     }
@@ -596,8 +601,7 @@ MEMLENS_HOT int ref_event(PyObject* op, compat::RefEvent event, void* data) {
             // Sampling: dict_made() would look the keys table up only to find it untracked,
             // unless the sample filter has its address (one load here instead of that path,
             // ~100 instructions a dict).
-            PyObject* mp = g_pending_dict;
-            uintptr_t keys = g_pending_generation == g_run.generation ? compat::own_keys(mp) : 0;
+            uintptr_t keys = pending_keys();
             if (!keys || !blocks::filter_hit(keys)) {
                 g_pending_dict = nullptr;
                 return on_ref_event(op, event);
