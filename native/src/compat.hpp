@@ -10,6 +10,8 @@
 //   frame_pos(f)             -> the frame's instruction position as a plain integer, cheap to
 //                               compare (changes whenever the frame executes an instruction)
 //   frame_offset(f, code)    -> index (code units) of the last instruction executed
+//   pos_offset(code, pos)    -> frame_offset() of a position frame_pos() gave for a frame
+//                               running `code` (-1: not a position in it; 3.11+)
 //   frame_shim(f)            -> true for frames owned by the C stack (3.12+ entry shims) or,
 //                               3.14+, by the interpreter itself
 //   frame_incomplete(f)      -> true for a frame still being set up (only the innermost can be)
@@ -157,6 +159,7 @@ inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet();
 inline Frame* current_frame(PyThreadState* ts) { return ts->cframe ? ts->cframe->current_frame : nullptr; }
 inline Frame* frame_prev(Frame* f) { return f->previous; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline PyObject* frame_executable(Frame* f) { return reinterpret_cast<PyObject*>(f->f_code); }
 inline bool frame_runs(Frame* f, PyCodeObject* co) { return f->f_code == co; }
 inline uintptr_t frame_pos(Frame* f) { return reinterpret_cast<uintptr_t>(f->prev_instr); }
 inline int frame_offset(Frame* f, PyCodeObject* co) {
@@ -179,6 +182,7 @@ inline PyThreadState* unchecked_tstate() { return _PyThreadState_UncheckedGet();
 inline Frame* current_frame(PyThreadState* ts) { return ts->frame; }
 inline Frame* frame_prev(Frame* f) { return f->f_back; }
 inline PyCodeObject* frame_code(Frame* f) { return f->f_code; }
+inline PyObject* frame_executable(Frame* f) { return reinterpret_cast<PyObject*>(f->f_code); }
 inline bool frame_runs(Frame* f, PyCodeObject* co) { return f->f_code == co; }
 inline uintptr_t frame_pos(Frame* f) { return static_cast<uintptr_t>(static_cast<intptr_t>(f->f_lasti)); }
 inline int frame_offset(Frame* f, PyCodeObject*) { return f->f_lasti < 0 ? 0 : f->f_lasti; }
@@ -193,7 +197,15 @@ inline PyObject* frame_globals(Frame* f) { return f->f_globals; }
 #if PY_VERSION_HEX >= 0x030B0000
 inline PyObject* code_qualname(PyCodeObject* co) { return co->co_qualname; }
 constexpr int kLineTable = 311;
+inline int pos_offset(PyCodeObject* co, uintptr_t pos) {
+    const auto first = reinterpret_cast<uintptr_t>(_PyCode_CODE(co));
+    if (pos < first || pos >= first + uintptr_t(Py_SIZE(co)) * sizeof(_Py_CODEUNIT)) {
+        return -1;
+    }
+    return static_cast<int>((pos - first) / sizeof(_Py_CODEUNIT));
+}
 #else
+inline int pos_offset(PyCodeObject*, uintptr_t) { return -1; }
 inline PyObject* code_qualname(PyCodeObject* co) { return co->co_name; }
 constexpr int kLineTable = 310;
 #endif

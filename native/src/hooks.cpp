@@ -520,6 +520,11 @@ uint32_t node_of_block(uintptr_t p) {
 // destroys it, so it is alive whenever it is looked at.
 PyObject* g_pending_dict = nullptr;
 uint64_t g_pending_generation = 0;
+// Sampling: where the pending dict was made (the thread, its frame and position then). Its
+// block is rarely a sampled one, so when its keys table is, the table's line is found from
+// these (stack::node_at), not from the dict's block.
+const ThreadState* g_pending_thread = nullptr;
+stack::Place g_pending_place{};
 
 // The pending dict's own keys table (its address), or 0: none, or the dict is a past run's.
 inline uintptr_t pending_keys() {
@@ -541,12 +546,38 @@ __attribute__((noinline)) void dict_made() noexcept {
         return;  // (sampling: nearly always)
     }
     uint32_t here = node_of_block(compat::block_of(mp));
-    if (here == UINT32_MAX || here == there) {
+    if (here == UINT32_MAX && g_run.sampling && g_pending_thread == &t_state) {
+        // (Not the thread's node at this event: it may be another frame's, e.g. a generator's
+        // that the dict's maker resumed. The frame the dict was made in, if still on the
+        // stack, is at the place it was made.)
+        here = stack::node_at(t_state, g_pending_place);
+    }
+    if (here == UINT32_MAX || here == there) {  // (UINT32_MAX: also kNotTheProgram)
         return;
     }
     Forgotten old = forget(keys, true, true);
     if (old.tracked) {
         adopt(keys, old.size, old.in_map, here);
+    }
+}
+
+// Sampling: the place where the calling thread makes a dict now, kept for dict_made() (read
+// through the thread's current-state slot, with loads only: no call, so that ref_event() saves
+// no registers; a thread whose stack cache has no slot yet keeps no place).
+inline void keep_dict_place(ThreadState& t) {
+    g_pending_thread = &t;
+    auto** slot = static_cast<PyThreadState**>(t.tstate_slot);
+    PyThreadState* ts = slot ? *slot : nullptr;
+    compat::Frame* f = ts ? compat::current_frame(ts) : nullptr;
+    stack::Place& place = g_pending_place;
+    place.frame = f;
+    if (f) {
+        compat::Frame* caller = compat::frame_prev(f);
+        place.pos = compat::frame_pos(f);
+        place.executable = compat::frame_executable(f);
+        place.globals = compat::frame_globals(f);
+        place.caller = caller;
+        place.caller_pos = caller ? compat::frame_pos(caller) : 0;
     }
 }
 
@@ -563,6 +594,9 @@ inline int on_ref_event(PyObject* op, compat::RefEvent event) {
     if (Py_IS_TYPE(op, &PyDict_Type) && !t.paused) {
         g_pending_dict = op;
         g_pending_generation = g_run.generation;
+        if (g_run.sampling) {
+            keep_dict_place(t);
+        }
     }
     uintptr_t block = compat::block_of(op);
     if (block == t.last_block) {
@@ -584,6 +618,8 @@ __attribute__((noinline)) int ref_event_full(PyObject* op, compat::RefEvent even
         } else if (!t.in_hook && g_run.active.load(std::memory_order_relaxed)) {
             InHook hook(t);
             dict_made();
+        } else {
+            g_pending_thread = nullptr;  // (its place holds only until the next event)
         }
     }
     on_ref_event(op, event);

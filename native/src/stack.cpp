@@ -176,6 +176,7 @@ ThreadStack* new_stack(ThreadState& t) {
         return nullptr;
     }
     s->tstate = thread_state_slot();
+    t.tstate_slot = s->tstate;
     t.stack = s;
     pthread_setspecific(g_key, s);
     return s;
@@ -1288,6 +1289,57 @@ MEMLENS_HOT uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
         }
     }
     return leaf_node_full(t, gil, may_allocate);
+}
+
+namespace {
+
+// The node of level `i` at position `pos` of its code (UINT32_MAX: not a position in it).
+uint32_t level_node_at(ThreadStack* s, int i, uintptr_t pos) {
+    const Level& lv = s->levels[i];
+    if (lv.pos == pos) {
+        return lv.node;
+    }
+    const int off = compat::pos_offset(lv.code, pos);
+    if (off < 0) {
+        return UINT32_MAX;  // another code runs in that frame's place now
+    }
+    const uint32_t parent = i ? s->levels[i - 1].node : kRootNode;
+    return lv.transparent ? parent : calltree::intern(parent, lv.code_id, off);
+}
+
+}  // namespace
+
+uint32_t node_at(ThreadState& t, const Place& place) {
+    if constexpr (compat::kLineTable < 311) {
+        return UINT32_MAX;
+    }
+    auto* ex = place.frame ? static_cast<PyObject*>(place.executable) : nullptr;
+    if (!ex || !PyCode_Check(ex) || leaf_node(t, true, true) == kNotTheProgram || !t.stack) {
+        return UINT32_MAX;
+    }
+    auto* co = reinterpret_cast<PyCodeObject*>(ex);
+    ThreadStack* s = t.stack;
+    // (The frames are compared with the levels' frames, which are on the stack: never read.)
+    const int i = level_of(s, static_cast<Frame*>(const_cast<void*>(place.frame)), 0);
+    if (i >= 0 && s->levels[i].code == co) {
+        return level_node_at(s, i, place.pos);
+    }
+    const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;
+    if (c < 0) {
+        return UINT32_MAX;
+    }
+    // The frame returned to its caller, which is on the stack at level c: the place goes under
+    // that level at the position it had (its call), as walk() would have put it.
+    const uint32_t parent = level_node_at(s, c, place.caller_pos);
+    const int off = compat::pos_offset(co, place.pos);
+    if (parent == UINT32_MAX || off < 0) {
+        return UINT32_MAX;
+    }
+    const uint32_t code = codes::id_of(co, true, static_cast<PyObject*>(place.globals));
+    if (code == codes::kNone || codes::transparent(code)) {
+        return parent;
+    }
+    return calltree::intern(parent, code, off);
 }
 
 void free_thread(ThreadState& t) {

@@ -30,6 +30,28 @@ constexpr uint32_t kNotTheProgram = UINT32_MAX;
 // registration would allocate.
 uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate);
 
+// Where a thread's Python code was at a moment (with the GIL): its innermost frame, that
+// frame's position, what it executes (a code object, checked by node_at()) and its globals,
+// and the frame below it with its position. Read with a few loads (hooks.cpp), for a place
+// whose node may be wanted a moment later (node_at). Opaque here (compat::Frame, PyObject).
+struct Place {
+    const void* frame;
+    uintptr_t pos;
+    void* executable;
+    void* globals;
+    const void* caller;
+    uintptr_t caller_pos;
+};
+
+// The node of `place`, taken by the calling thread (with the GIL) a moment ago, as leaf_node()
+// would have answered then, the frames below as they are now (the cache is brought up to
+// date first). Its frame may have returned since (it is not read again): then the place is
+// interned under its caller's level, while that one is on the stack. Valid only while no
+// Python object has died since the place was taken, so that its code object and globals are
+// alive (the reference tracer's events tell). UINT32_MAX where neither frame is on the stack
+// (or for another thread's place); always before 3.11, where a position is an offset.
+uint32_t node_at(ThreadState& t, const Place& place);
+
 // Finds where the interpreter keeps the calling thread's current thread state (its own
 // thread-local variable), so that every thread's allocations read it with one load instead of
 // a call into the interpreter (see stack.cpp). Requires the GIL; releases it for a moment.

@@ -126,6 +126,9 @@ struct ThreadState {
     // The block this thread's last tracked allocation returned, until an object is made in it
     // (3.13+: an object made in another block was reused, e.g. from a free list; hooks.cpp).
     uintptr_t last_block;
+    // This thread's instance of the interpreter's current-state variable (a PyThreadState**,
+    // the one its stack cache reads: stack.cpp), or nullptr: ask the interpreter.
+    void* tstate_slot;
 };
 inline MEMLENS_TLS ThreadState t_state;
 

@@ -88,6 +88,50 @@ def test_reused_dicts_and_their_keys_tables_go_to_the_line_that_makes_them(tmp_p
     ns["store"].clear()
 
 
+#: DICTS with each stored dict made by a helper, which has returned by the next object event.
+DICTS_BY_HELPER = """\
+store = []
+
+
+def rows(n):
+    for i in range(n):
+        yield {"sku": i % 100}  # @yield
+
+
+def make(v):
+    return {"qty": v}  # @make
+
+
+def main(n):
+    for row in rows(n):
+        store.append(make(row["sku"]))
+"""
+
+SAMPLED = {"mode": "sampling", "sample_interval": 4096, "seed": 7}
+
+
+@needs_ref_tracer
+@pytest.mark.parametrize(("program", "maker"), [(DICTS, "store"), (DICTS_BY_HELPER, "make")])
+@pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampling"])
+def test_a_reused_keys_table_goes_to_the_line_that_made_its_dict(
+    tmp_path: Path, program: str, maker: str, sampled: bool
+) -> None:
+    # A keys table's line is where its dict was made, also when sampling, where the dict's own
+    # block is rarely a sampled one; by the next object event the maker may have resumed a
+    # generator (DICTS) or returned (DICTS_BY_HELPER), so the place is taken when the dict is.
+    ns, path = load(tmp_path, program)
+    run = profile(lambda: ns["main"](N), **(SAMPLED if sampled else {}))
+    made, yielded = line(run, path, maker), line(run, path, "yield")
+    kept = N * sys.getsizeof({"qty": 0})  # the dicts and their tables
+    if sampled:  # (an estimate: ~2,200 samples, a few percent either way)
+        assert 0.7 * kept <= made.live_bytes <= 1.6 * kept
+        assert yielded.live_bytes <= 0.05 * kept
+    else:  # (less a table or two that was not reused: the first ones made)
+        assert made.live_bytes >= kept - 2 * sys.getsizeof({"sku": 0})
+        assert yielded.live_bytes <= 2 * sys.getsizeof({"sku": 0})
+    ns["store"].clear()
+
+
 @needs_ref_tracer
 def test_without_reuse_tracking_the_yielding_line_keeps_everything(tmp_path: Path) -> None:
     # What every Python before 3.13 shows (the comparison docs/how-it-works.md makes).
