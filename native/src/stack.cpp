@@ -1293,7 +1293,9 @@ MEMLENS_HOT uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
 
 namespace {
 
-// The node of level `i` at position `pos` of its code (UINT32_MAX: not a position in it).
+// The node of level `i` at position `pos` of its code (UINT32_MAX: not a position in it),
+// through the thread's leaf cache (a program that keeps making dicts at one place asks for it
+// again and again).
 uint32_t level_node_at(ThreadStack* s, int i, uintptr_t pos) {
     const Level& lv = s->levels[i];
     if (lv.pos == pos) {
@@ -1304,7 +1306,18 @@ uint32_t level_node_at(ThreadStack* s, int i, uintptr_t pos) {
         return UINT32_MAX;  // another code runs in that frame's place now
     }
     const uint32_t parent = i ? s->levels[i - 1].node : kRootNode;
-    return lv.transparent ? parent : calltree::intern(parent, lv.code_id, off);
+    if (lv.transparent) {
+        return parent;
+    }
+    LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
+    if (leaf_entry_matches(e, pos, parent, lv.code_id)) {
+        return e.node;
+    }
+    const uint32_t node = calltree::intern(parent, lv.code_id, off);
+    if (node != kRootNode) {
+        e = LeafCache::Entry{pos, lv.code_id, parent, node};
+    }
+    return node;
 }
 
 }  // namespace
