@@ -535,6 +535,7 @@ inline uintptr_t pending_keys() {
 // from its free list of keys (no object, no event of its own) moves to the dict's line.
 // Tables shared with other dicts (split tables: a class's instances) stay where they are.
 __attribute__((noinline)) void dict_made() noexcept {
+    stack::ScheduleHold hold;  // (the GIL stays held until the table is moved)
     PyObject* mp = g_pending_dict;
     uintptr_t keys = pending_keys();
     g_pending_dict = nullptr;

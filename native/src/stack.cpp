@@ -83,6 +83,8 @@ struct ThreadStack {
     uint64_t hot_epoch;
     compat::Frame* hot_frame;
     compat::Frame* hot_caller;
+    stack::Level* hot_leaf;  // the innermost level (levels move only in a walk, then kept anew)
+    uint32_t hot_parent;     // the node of the level below it (kRootNode: none), trusted
     // 3.12+, what the watched frames' exits cost and what trusting levels saves, over the
     // thread's latest exits (on_frame_exit): exits reported, frames the stack lookups since
     // the window began did not read (each lookup counted with the levels trusted at the next
@@ -254,7 +256,15 @@ bool set_exit_events(PyCodeObject* co, long events) {
 // Schedules apply_requests() unless it is scheduled already. Not under g_intern_lock: from 3.13
 // Py_AddPendingCall takes a mutex that, when contended, waits with the GIL released, and a
 // thread holding the spinlock while it waits for the GIL again would stall every other one.
+// While above 0 (ScheduleHold, with the GIL), the pending call is not asked for: owed instead.
+int g_schedule_held = 0;
+bool g_schedule_owed = false;
+
 void schedule_requests() {
+    if (g_schedule_held > 0) {
+        g_schedule_owed = true;
+        return;
+    }
     {
         Guard g(g_intern_lock);
         if (g_pending) {
@@ -993,8 +1003,10 @@ inline bool only_position_moved(const ThreadStack* s, Frame* f, bool gil) {
 // before them): the fast path's facts, if only_position_moved() can hold from now on.
 void keep_hot(ThreadStack* s, uint64_t epoch) {
     if (g_monitoring && s->tstate && s->len > 0 && s->trusted == s->len - 1) {
-        s->hot_frame = s->levels[s->len - 1].frame;
+        s->hot_leaf = &s->levels[s->len - 1];
+        s->hot_frame = s->hot_leaf->frame;
         s->hot_caller = s->len >= 2 ? s->levels[s->len - 2].frame : kAnyCaller;
+        s->hot_parent = s->len >= 2 ? s->levels[s->len - 2].node : kRootNode;
         s->hot_epoch = epoch;
     } else {
         s->hot_epoch = 0;
@@ -1198,6 +1210,26 @@ inline uint32_t at_moved_position(ThreadStack* s, PyThreadState* ts, Frame* f, b
     return at_unknown_position(s, ts, f, gil, may_allocate, epoch);
 }
 
+// at_moved_position() on leaf_node()'s fast path, with the innermost level and its parent's
+// node as keep_hot() kept them (a few loads fewer on every allocation).
+inline uint32_t at_hot_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
+                                uint64_t epoch) {
+    Level& leaf = *s->hot_leaf;
+    uintptr_t pos = compat::frame_pos(f);
+    if (pos == leaf.pos) {
+        return leaf.node;
+    }
+    if (!leaf.transparent) {
+        const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
+        if (leaf_entry_matches(e, pos, s->hot_parent, leaf.code_id)) {
+            leaf.pos = pos;
+            leaf.node = e.node;
+            return e.node;
+        }
+    }
+    return at_unknown_position(s, ts, f, gil, may_allocate, epoch);
+}
+
 // leaf_node() from the start: the thread's cache brought up to date, then the checks below.
 __attribute__((noinline)) uint32_t leaf_node_full(ThreadState& t, bool gil, bool may_allocate) {
     ThreadStack* s = t.stack;
@@ -1283,7 +1315,7 @@ MEMLENS_HOT uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate) {
                 asm("" : "+r"(hot));
                 if (compat::frame_prev(hot) == s->hot_caller || s->hot_caller == kAnyCaller) {
                     ++s->walks;
-                    return at_moved_position(s, ts, hot, gil, may_allocate, epoch);
+                    return at_hot_position(s, ts, hot, gil, may_allocate, epoch);
                 }
             }
         }
@@ -1322,7 +1354,16 @@ uint32_t level_node_at(ThreadStack* s, int i, uintptr_t pos) {
 
 }  // namespace
 
-uint32_t node_at(ThreadState& t, const Place& place) {
+ScheduleHold::ScheduleHold() { ++g_schedule_held; }
+
+ScheduleHold::~ScheduleHold() {
+    if (--g_schedule_held == 0 && g_schedule_owed) {
+        g_schedule_owed = false;
+        schedule_requests();
+    }
+}
+
+uint32_t node_at(ThreadState& t, const Place place) {
     if constexpr (compat::kLineTable < 311) {
         return UINT32_MAX;
     }
@@ -1334,7 +1375,12 @@ uint32_t node_at(ThreadState& t, const Place& place) {
     ThreadStack* s = t.stack;
     // (The frames are compared with the levels' frames, which are on the stack: never read.)
     const int i = level_of(s, static_cast<Frame*>(const_cast<void*>(place.frame)), 0);
-    if (i >= 0 && s->levels[i].code == co) {
+    // The frame still on the stack, running the code: the same call, unless the maker returned
+    // and a later call of the same code took its place, which its caller shows (the level below
+    // is the recorded caller at another position: another call site). A caller found through
+    // an entry frame is not checked.
+    if (i >= 0 && s->levels[i].code == co &&
+        (i == 0 || s->levels[i - 1].frame != place.caller || s->levels[i - 1].pos == place.caller_pos)) {
         return level_node_at(s, i, place.pos);
     }
     const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;

@@ -48,9 +48,21 @@ struct Place {
 // date first). Its frame may have returned since (it is not read again): then the place is
 // interned under its caller's level, while that one is on the stack. Valid only while no
 // Python object has died since the place was taken, so that its code object and globals are
-// alive (the reference tracer's events tell). UINT32_MAX where neither frame is on the stack
-// (or for another thread's place); always before 3.11, where a position is an offset.
-uint32_t node_at(ThreadState& t, const Place& place);
+// alive (the reference tracer's events tell; see ScheduleHold). UINT32_MAX where neither frame
+// is on the stack; always on 3.10, where a position is an offset (the reference tracer that
+// asks exists from 3.13 on).
+uint32_t node_at(ThreadState& t, const Place place);
+
+// While one lives (with the GIL), the frame-exit watches that stack lookups ask for are queued,
+// and the pending call that sets them is asked for when it ends: asking (Py_AddPendingCall)
+// may wait for a lock with the GIL released, and another thread could then end objects that
+// the caller holds borrowed (node_at's code and globals, hooks.cpp's pending dict).
+struct ScheduleHold {
+    ScheduleHold();
+    ~ScheduleHold();
+    ScheduleHold(const ScheduleHold&) = delete;
+    ScheduleHold& operator=(const ScheduleHold&) = delete;
+};
 
 // Finds where the interpreter keeps the calling thread's current thread state (its own
 // thread-local variable), so that every thread's allocations read it with one load instead of

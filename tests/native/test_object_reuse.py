@@ -109,6 +109,28 @@ def main(n):
 
 SAMPLED = {"mode": "sampling", "sample_interval": 4096, "seed": 7}
 
+#: DICTS_BY_HELPER's helper called from two lines in turn: its second call's frame takes the
+#: first one's place on the frame stack before the first dict's table is looked at.
+DICTS_BY_TWO_CALLS = """\
+first, second = [], []
+
+
+def rows(n):
+    for i in range(n):
+        yield {"sku": i % 100}  # @yield
+
+
+def make(v):
+    return {"qty": v}
+
+
+def main(n):
+    for row in rows(n):
+        v = row["sku"]
+        first.append(make(v))  # @first
+        second.append(make(v))  # @second
+"""
+
 
 @needs_ref_tracer
 @pytest.mark.parametrize(("program", "maker"), [(DICTS, "store"), (DICTS_BY_HELPER, "make")])
@@ -130,6 +152,26 @@ def test_a_reused_keys_table_goes_to_the_line_that_made_its_dict(
         assert made.live_bytes >= kept - 2 * sys.getsizeof({"sku": 0})
         assert yielded.live_bytes <= 2 * sys.getsizeof({"sku": 0})
     ns["store"].clear()
+
+
+@needs_ref_tracer
+@pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampling"])
+def test_a_reused_keys_table_goes_to_the_call_that_made_its_dict(
+    tmp_path: Path, sampled: bool
+) -> None:
+    # Each call site holds what its calls made (inclusive figures), not the later call's.
+    ns, path = load(tmp_path, DICTS_BY_TWO_CALLS)
+    run = profile(lambda: ns["main"](N), **(SAMPLED if sampled else {}))
+    kept = N * sys.getsizeof({"qty": 0})
+    for site in ("first", "second"):
+        held = line(run, path, site).incl_live_bytes
+        if sampled:
+            assert 0.7 * kept <= held <= 1.4 * kept, site
+        else:
+            assert held >= kept - 2 * sys.getsizeof({"sku": 0}), site
+    assert line(run, path, "yield").live_bytes <= 0.05 * kept
+    ns["first"].clear()
+    ns["second"].clear()
 
 
 @needs_ref_tracer
