@@ -27,6 +27,7 @@
 #include "compat.hpp"
 #include "sampling.hpp"
 #include "stack.hpp"
+#include "stack_cache.hpp"
 #include "state.hpp"
 
 namespace memlens::hooks {
@@ -159,7 +160,7 @@ constexpr Block domain_block(int domain) { return domain == 0 ? Block::Raw : Blo
 
 // The node a block made now is charged to, or stack::kNotTheProgram.
 inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
-    uint32_t node = stack::leaf_node(t, gil, kind == Block::Python || kind == Block::Pymalloc);
+    uint32_t node = stack::leaf_node_inline(t, gil, kind == Block::Python || kind == Block::Pymalloc);
     if (kind == Block::Native && node != stack::kNotTheProgram) {
         node = calltree::intern(node, kNativeCode, 0);
     }
@@ -473,29 +474,53 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
 // tracked one moves to the line making the object now (or, for a paused thread, whose work is
 // not traced, leaves the run); an untracked builtin object's block is taken in (exact mode).
 // Returns 0 (the reference tracer's answer: ref_event's tail call).
+__attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintptr_t block, blocks::PageBlock b) noexcept;
+
+// A reused block of the pymalloc map charged to `node` from now on: its live figures move.
+__attribute__((noinline)) int recharged(ThreadState& t, blocks::PageBlock b, uint32_t node) noexcept {
+    InHook hook(t);
+    uint32_t was = b.node();
+    b.charge(node);
+    calltree::free_at(was, int64_t(b.size()), 1);
+    calltree::move_in_at(node, int64_t(b.size()), 1);
+    return 0;
+}
+
+// Its common case first: a block of the pymalloc map reused where the thread's stack cache
+// knows the node without a lookup (stack::leaf_node_known), which calls nothing, so this path
+// saves no registers; the others are tail calls.
 __attribute__((noinline)) MEMLENS_HOT int reused(ThreadState& t, PyObject* op, uintptr_t block) noexcept {
     if (!g_run.sampling && !t.paused && g_map) {
         if (blocks::PageBlock b = blocks::page_block(block)) {
-            // A block of the pymalloc map (the common case: a free list handing back a tuple,
-            // a float, a dict): its slot is charged to the line making the object now, in
-            // place. (The slot stays valid meanwhile: its arena holds the object being made.)
-            {
-                InHook hook(t);
-                uint32_t node = node_for(t, true, Block::Python);
-                if (node != stack::kNotTheProgram) {
-                    uint32_t was = b.node();
-                    if (was != node) {
-                        b.charge(node);
-                        calltree::free_at(was, int64_t(b.size()), 1);
-                        calltree::move_in_at(node, int64_t(b.size()), 1);
-                    }
-                    return 0;
-                }
+            uint32_t node;
+            if (!stack::leaf_node_known(t, &node)) {
+                return reused_mapped(t, op, block, b);
             }
-            return reused_elsewhere(t, op, block, true);
+            return b.node() != node ? recharged(t, b, node) : 0;
         }
     }
     return reused_elsewhere(t, op, block, false);
+}
+
+// reused() for a block of the pymalloc map whose node needs a stack lookup.
+__attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintptr_t block, blocks::PageBlock b) noexcept {
+    // A block of the pymalloc map (the common case: a free list handing back a tuple, a float,
+    // a dict): its slot is charged to the line making the object now, in place. (The slot
+    // stays valid meanwhile: its arena holds the object being made.)
+    {
+        InHook hook(t);
+        uint32_t node = node_for(t, true, Block::Python);
+        if (node != stack::kNotTheProgram) {
+            uint32_t was = b.node();
+            if (was != node) {
+                b.charge(node);
+                calltree::free_at(was, int64_t(b.size()), 1);
+                calltree::move_in_at(node, int64_t(b.size()), 1);
+            }
+            return 0;
+        }
+    }
+    return reused_elsewhere(t, op, block, true);
 }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
