@@ -47,7 +47,9 @@ bool page_put_new(uintptr_t p, size_t size, uint32_t node);
 
 // Remembers a pymalloc block of `size` bytes (1..512) charged to `node`. Creates the page's
 // side array when needed. False when out of memory (the caller then uses the table).
-inline bool page_put(uintptr_t p, size_t size, uint32_t node) {
+// page_put() where the block's page is known to hold blocks of its class already (no call):
+// false, with nothing done, otherwise.
+inline bool page_put_known(uintptr_t p, size_t size, uint32_t node) {
     if (p < kAddressLimit && size - 1 < compat::kPymallocSmall) {
         if (uintptr_t* leaf = g_top[p >> kLeafBits]) {
             uintptr_t e = leaf[(p >> kPageBits) & ((uintptr_t{1} << (kLeafBits - kPageBits)) - 1)];
@@ -59,7 +61,11 @@ inline bool page_put(uintptr_t p, size_t size, uint32_t node) {
             }
         }
     }
-    return page_put_new(p, size, node);
+    return false;
+}
+
+inline bool page_put(uintptr_t p, size_t size, uint32_t node) {
+    return page_put_known(p, size, node) || page_put_new(p, size, node);
 }
 
 // Whether `p` lies in a page known to hold pymalloc blocks of `size`'s class (so a realloc's
