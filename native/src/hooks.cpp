@@ -193,6 +193,14 @@ __attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t s
     count_alloc(node, w, gil);
 }
 
+// record_full() of a pymalloc block in exact mode, with the GIL, whose node is known.
+__attribute__((noinline)) void record_at(uintptr_t p, size_t size, uint32_t node) {
+    ++g_run.allocations;
+    ++g_run.samples;
+    put_exact(p, size, true, node);
+    calltree::alloc_at(node, int64_t(size), 1);
+}
+
 // Records a block just allocated (or the new block of a realloc). Its common case first: exact
 // mode, with the GIL, a pymalloc block of a page the block map knows, the node known to the
 // thread's stack cache without a lookup, the node's moment current. That path calls nothing,
@@ -208,6 +216,7 @@ MEMLENS_HOT void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Bloc
             calltree::on_alloc(n.fig, g_run.total, int64_t(size), 1);
             return;
         }
+        return record_at(p, size, node);  // (the node is known: not looked up again)
     }
     record_full(t, p, size, gil, kind);
 }
