@@ -632,6 +632,7 @@ inline void keep_dict_place(ThreadState& t) {
         place.globals = compat::frame_globals(f);
         place.caller = caller;
         place.caller_pos = caller ? compat::frame_pos(caller) : 0;
+        place.caller_entry = caller && compat::frame_shim(caller);
     }
 }
 

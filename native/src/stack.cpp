@@ -1245,10 +1245,11 @@ uint32_t node_at(ThreadState& t, const Place place) {
     const int i = level_of(s, static_cast<Frame*>(const_cast<void*>(place.frame)), 0);
     // The frame still on the stack, running the code: the same call, unless the maker returned
     // and a later call of the same code took its place, which its caller shows (the level below
-    // is the recorded caller at another position: another call site). A caller found through
-    // an entry frame is not checked.
+    // is not the recorded caller, or is at another position: another call site). A caller
+    // found through an entry frame (C code between) is not checked.
+    const bool same_caller = i > 0 && s->levels[i - 1].frame == place.caller;
     if (i >= 0 && s->levels[i].code == co &&
-        (i == 0 || s->levels[i - 1].frame != place.caller || s->levels[i - 1].pos == place.caller_pos)) {
+        (i == 0 || place.caller_entry || (same_caller && s->levels[i - 1].pos == place.caller_pos))) {
         return level_node_at(s, i, place.pos);
     }
     const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;

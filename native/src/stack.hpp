@@ -41,6 +41,7 @@ struct Place {
     void* globals;
     const void* caller;
     uintptr_t caller_pos;
+    bool caller_entry;  // the caller is an entry frame (C code called the frame), not a level
 };
 
 // The node of `place`, taken by the calling thread (with the GIL) a moment ago, as leaf_node()
