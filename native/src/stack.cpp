@@ -1082,8 +1082,6 @@ __attribute__((noinline)) bool walk_near(ThreadStack* s, Frame* f, bool may_allo
     return true;
 }
 
-}  // namespace
-
 // at_moved_position() where neither the level nor the leaf cache knows the position: the code
 // and completeness are checked (a full walk if they changed), out of line.
 __attribute__((noinline)) uint32_t at_unknown_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil,
@@ -1094,8 +1092,6 @@ __attribute__((noinline)) uint32_t at_unknown_position(ThreadStack* s, PyThreadS
     }
     return walk_kept(s, ts, gil, may_allocate, epoch);
 }
-
-namespace {
 
 // ... and then its node. At the cached position it runs the cached code (a position names its
 // code), complete; so it does at a position the leaf cache knows in the level's code under the

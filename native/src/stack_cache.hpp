@@ -107,13 +107,13 @@ inline bool leaf_entry_matches(const LeafCache::Entry& e, uintptr_t pos, uint32_
 
 // leaf_node() past its common case (stack.cpp): the cache brought up to date.
 uint32_t leaf_node_full(ThreadState& t, bool gil, bool may_allocate);
-// leaf_node()'s common case where the innermost frame is at a position that neither its level
-// nor the leaf cache knows (stack.cpp).
-uint32_t at_unknown_position(ThreadStack* s, PyThreadState* ts, Frame* f, bool gil, bool may_allocate,
-                             uint64_t epoch);
 
-// 3.12+: leaf_node_inline()'s common case alone, which calls nothing: true with the node in
-// `*node`; false where leaf_node() must be asked (and nothing was counted).
+// 3.12+: the common case of leaf_node(), with nothing to bring up to date and no call: the
+// innermost frame is the cached one, called from the cached caller, every level below it
+// trusted (the facts its last full look kept, still current: ThreadStack::hot_epoch), at the
+// position of its level or one the leaf cache knows under the kept parent node. True with the
+// node in `*node` (counted as a lookup); false where leaf_node_full() must be asked (nothing
+// counted), and always on 3.10 and 3.11. With the GIL.
 inline bool leaf_node_known(ThreadState& t, uint32_t* node) {
     if constexpr (compat::kMonitoring) {
         ThreadStack* s = t.stack;
@@ -123,7 +123,11 @@ inline bool leaf_node_known(ThreadState& t, uint32_t* node) {
             PyThreadState* ts = *s->tstate;
             Frame* f = ts ? compat::current_frame(ts) : nullptr;
             if (__builtin_expect(f == hot, 1)) {
-                asm("" : "+r"(hot));  // (see leaf_node_inline)
+                // The frame is read through `hot` from here, whose address the cache holds, so
+                // those reads wait for the predicted branch only, not for the current frame's
+                // own chain of loads (thread state, then frame): opaque to the compiler, which
+                // would otherwise read through `f`, equal after the test.
+                asm("" : "+r"(hot));
                 if (compat::frame_prev(hot) == s->hot_caller || s->hot_caller == kAnyCaller) {
                     Level& leaf = *s->hot_leaf;
                     const uintptr_t pos = compat::frame_pos(hot);
@@ -149,44 +153,11 @@ inline bool leaf_node_known(ThreadState& t, uint32_t* node) {
     return false;
 }
 
-// 3.12+: the common case of leaf_node(), with nothing to bring up to date: the innermost frame
-// is the cached one, called from the cached caller, every level below it trusted (the facts
-// its last full look kept, still current: ThreadStack::hot_epoch), at the position of its
-// level or one the leaf cache knows under the kept parent node. Anything else, and 3.10 and
-// 3.11, leaf_node_full().
+// leaf_node(): its common case inline (leaf_node_known, with the GIL), the rest in stack.cpp.
 inline uint32_t leaf_node_inline(ThreadState& t, bool gil, bool may_allocate) {
-    if constexpr (compat::kMonitoring) {
-        ThreadStack* s = t.stack;
-        const uint64_t epoch = __atomic_load_n(&g_stack_epoch, __ATOMIC_ACQUIRE);
-        if (__builtin_expect(s && gil && s->hot_epoch == epoch, 1)) {
-            Frame* hot = s->hot_frame;
-            PyThreadState* ts = *s->tstate;
-            Frame* f = ts ? compat::current_frame(ts) : nullptr;
-            if (__builtin_expect(f == hot, 1)) {
-                // The frame is read through `hot` from here, whose address the cache holds, so
-                // those reads wait for the predicted branch only, not for the current frame's
-                // own chain of loads (thread state, then frame): opaque to the compiler, which
-                // would otherwise read through `f`, equal after the test.
-                asm("" : "+r"(hot));
-                if (compat::frame_prev(hot) == s->hot_caller || s->hot_caller == kAnyCaller) {
-                    ++s->walks;
-                    Level& leaf = *s->hot_leaf;
-                    const uintptr_t pos = compat::frame_pos(hot);
-                    if (pos == leaf.pos) {
-                        return leaf.node;
-                    }
-                    if (!leaf.transparent) {
-                        const LeafCache::Entry& e = s->leaf_cache.entries[LeafCache::slot(pos)];
-                        if (leaf_entry_matches(e, pos, s->hot_parent, leaf.code_id)) {
-                            leaf.pos = pos;
-                            leaf.node = e.node;
-                            return e.node;
-                        }
-                    }
-                    return at_unknown_position(s, ts, hot, gil, may_allocate, epoch);
-                }
-            }
-        }
+    uint32_t node;
+    if (gil && leaf_node_known(t, &node)) {
+        return node;
     }
     return leaf_node_full(t, gil, may_allocate);
 }
