@@ -167,6 +167,14 @@ inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
     return node;
 }
 
+// A block recorded at `node` in exact mode, with the GIL (no lock). `in_map`: a pymalloc block.
+inline void record_exact(uintptr_t p, size_t size, bool in_map, uint32_t node) {
+    ++g_run.allocations;
+    ++g_run.samples;
+    put_exact(p, size, in_map, node);
+    calltree::alloc_at(node, int64_t(size), 1);
+}
+
 // record() past its common case.
 __attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     NogilEvent event(gil);
@@ -179,10 +187,7 @@ __attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t s
         return;
     }
     if (gil && !g_run.sampling) {  // the common case: no lock
-        ++g_run.allocations;
-        ++g_run.samples;
-        put_exact(p, size, kind == Block::Pymalloc, node);
-        calltree::alloc_at(node, int64_t(size), 1);
+        record_exact(p, size, kind == Block::Pymalloc, node);
         return;
     }
     sampling::Weight w = sampling::weight(size);
@@ -193,13 +198,8 @@ __attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t s
     count_alloc(node, w, gil);
 }
 
-// record_full() of a pymalloc block in exact mode, with the GIL, whose node is known.
-__attribute__((noinline)) void record_at(uintptr_t p, size_t size, uint32_t node) {
-    ++g_run.allocations;
-    ++g_run.samples;
-    put_exact(p, size, true, node);
-    calltree::alloc_at(node, int64_t(size), 1);
-}
+// record_exact() of a pymalloc block, out of line (record()'s tail call).
+__attribute__((noinline)) void record_at(uintptr_t p, size_t size, uint32_t node) { record_exact(p, size, true, node); }
 
 // Records a block just allocated (or the new block of a realloc). Its common case first: exact
 // mode, with the GIL, a pymalloc block of a page the block map knows, the node known to the
@@ -535,20 +535,15 @@ __attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintpt
     // A block of the pymalloc map (the common case: a free list handing back a tuple, a float,
     // a dict): its slot is charged to the line making the object now, in place. (The slot
     // stays valid meanwhile: its arena holds the object being made.)
+    uint32_t node;
     {
         InHook hook(t);
-        uint32_t node = node_for(t, true, Block::Python);
-        if (node != stack::kNotTheProgram) {
-            uint32_t was = b.node();
-            if (was != node) {
-                b.charge(node);
-                calltree::free_at(was, int64_t(b.size()), 1);
-                calltree::move_in_at(node, int64_t(b.size()), 1);
-            }
-            return 0;
-        }
+        node = node_for(t, true, Block::Python);
     }
-    return reused_elsewhere(t, op, block, true);
+    if (node == stack::kNotTheProgram) {
+        return reused_elsewhere(t, op, block, true);
+    }
+    return b.node() != node ? recharged(t, b, node) : 0;
 }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
