@@ -89,13 +89,13 @@ inline void append(Log& log, const Entry& e) {
 constexpr uint32_t kHeld = uint32_t{1} << 31;
 inline uint32_t raw_of(uint32_t seen) { return seen & ~kHeld; }
 
+// Whether touch() of a node that saw raw moment `seen` has nothing to do.
+inline bool current(uint32_t seen) { return raw_of(seen) == __atomic_load_n(&g_moment, __ATOMIC_RELAXED); }
+
 // Called before the live bytes of node `id` change: `seen` is kept by the caller beside the
 // figures, `live` their value now. An entry that would change nothing (0 after 0, or after
 // nothing: nodes start with nothing) is not logged: a call's frame or temporaries that came
 // and went within one moment, most of a big call tree's entries on 3.10.
-// Whether touch() of a node that saw raw moment `seen` has nothing to do.
-inline bool current(uint32_t seen) { return raw_of(seen) == __atomic_load_n(&g_moment, __ATOMIC_RELAXED); }
-
 inline void touch(uint32_t& seen, uint32_t id, int64_t live, Log& log) {
     uint32_t now = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
     if (__builtin_expect(raw_of(seen) != now, 0)) {
