@@ -158,9 +158,13 @@ enum class Block { Python, Pymalloc, Raw, Native };
 // What a block of Python's allocator domain D is (before the block map is considered).
 constexpr Block domain_block(int domain) { return domain == 0 ? Block::Raw : Block::Python; }
 
-// The node a block made now is charged to, or stack::kNotTheProgram.
-inline uint32_t node_for(ThreadState& t, bool gil, Block kind) {
-    uint32_t node = stack::leaf_node_inline(t, gil, kind == Block::Python || kind == Block::Pymalloc);
+// The node a block made now is charged to, or stack::kNotTheProgram. `known_missed`: the
+// caller asked stack::leaf_node_known() already, which had no answer (its checks are not made
+// twice).
+inline uint32_t node_for(ThreadState& t, bool gil, Block kind, bool known_missed = false) {
+    const bool may_allocate = kind == Block::Python || kind == Block::Pymalloc;
+    uint32_t node = known_missed ? stack::leaf_node_full(t, gil, may_allocate)
+                                 : stack::leaf_node_inline(t, gil, may_allocate);
     if (kind == Block::Native && node != stack::kNotTheProgram) {
         node = calltree::intern(node, kNativeCode, 0);
     }
@@ -175,14 +179,14 @@ inline void record_exact(uintptr_t p, size_t size, bool in_map, uint32_t node) {
     calltree::alloc_at(node, int64_t(size), 1);
 }
 
-// record() past its common case.
-__attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
+// record() past its common case (`known_missed`: as for node_for()).
+__attribute__((noinline)) void record_full(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind, bool known_missed) {
     NogilEvent event(gil);
     if (!event.live()) {
         return;
     }
     sampling::thread_refresh(t);
-    uint32_t node = node_for(t, gil, kind);
+    uint32_t node = node_for(t, gil, kind, known_missed);
     if (node == stack::kNotTheProgram) {
         return;
     }
@@ -207,8 +211,10 @@ __attribute__((noinline)) void record_at(uintptr_t p, size_t size, uint32_t node
 // so it saves no registers; the rest is a tail call.
 MEMLENS_HOT void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Block kind) {
     uint32_t node;
-    if (gil && kind == Block::Pymalloc && !g_run.sampling && t.generation == g_run.generation &&
-        stack::leaf_node_known(t, &node)) {
+    if (gil && kind == Block::Pymalloc && !g_run.sampling && t.generation == g_run.generation) {
+        if (!stack::leaf_node_known(t, &node)) {
+            return record_full(t, p, size, gil, kind, true);
+        }
         auto& n = calltree::node(node);
         if (moments::current(n.moment) && blocks::page_put_known(p, size, node)) {
             ++g_run.allocations;
@@ -218,7 +224,7 @@ MEMLENS_HOT void record(ThreadState& t, uintptr_t p, size_t size, bool gil, Bloc
         }
         return record_at(p, size, node);  // (the node is known: not looked up again)
     }
-    record_full(t, p, size, gil, kind);
+    record_full(t, p, size, gil, kind, false);
 }
 
 struct Forgotten {
@@ -538,7 +544,7 @@ __attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintpt
     uint32_t node;
     {
         InHook hook(t);
-        node = node_for(t, true, Block::Python);
+        node = node_for(t, true, Block::Python, true);  // (reused() asked leaf_node_known())
     }
     if (node == stack::kNotTheProgram) {
         return reused_elsewhere(t, op, block, true);
