@@ -49,7 +49,8 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         ("--sample",),
         {
             "metavar": "BYTES",
-            "help": "sampling mode: mean bytes between samples, e.g. 128KiB (near-zero overhead)",
+            "help": "sampling mode: mean bytes between samples, e.g. 128KiB (a fraction of exact "
+            "mode's overhead)",
         },
     ),
     (
