@@ -159,8 +159,8 @@ enum class Block { Python, Pymalloc, Raw, Native };
 constexpr Block domain_block(int domain) { return domain == 0 ? Block::Raw : Block::Python; }
 
 // The node a block made now is charged to, or stack::kNotTheProgram. `known_missed`: the
-// caller asked stack::leaf_node_known() already, which had no answer (its checks are not made
-// twice).
+// caller, holding the GIL, asked stack::leaf_node_known() already, which had no answer (its
+// checks are not made twice).
 inline uint32_t node_for(ThreadState& t, bool gil, Block kind, bool known_missed = false) {
     const bool may_allocate = kind == Block::Python || kind == Block::Pymalloc;
     uint32_t node = known_missed ? stack::leaf_node_full(t, gil, may_allocate)
