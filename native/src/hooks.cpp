@@ -634,6 +634,15 @@ inline void keep_dict_place(ThreadState& t) {
         place.caller = caller;
         place.caller_pos = caller ? compat::frame_pos(caller) : 0;
         place.caller_entry = caller && compat::frame_shim(caller);
+        // (The caller's caller: for a maker and its caller that both returned by then.)
+        compat::Frame* grand = caller && !place.caller_entry ? compat::frame_prev(caller) : nullptr;
+        if (grand && compat::frame_shim(grand)) {
+            grand = nullptr;
+        }
+        place.caller_executable = caller ? compat::frame_executable(caller) : nullptr;
+        place.caller_globals = caller ? compat::frame_globals(caller) : nullptr;
+        place.grand = grand;
+        place.grand_pos = grand ? compat::frame_pos(grand) : 0;
     }
 }
 

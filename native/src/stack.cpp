@@ -1216,6 +1216,34 @@ uint32_t level_node_at(ThreadStack* s, int i, uintptr_t pos) {
     return node;
 }
 
+// The node of `pos` in code `co` (globals `globals`: alive, as node_at's place) under `parent`
+// (`parent` itself for transparent code), or UINT32_MAX.
+uint32_t interned_at(uint32_t parent, PyCodeObject* co, uintptr_t pos, void* globals) {
+    const int off = compat::pos_offset(co, pos);
+    if (off < 0) {
+        return UINT32_MAX;
+    }
+    const uint32_t code = codes::id_of(co, true, static_cast<PyObject*>(globals));
+    if (code == codes::kNone || codes::transparent(code)) {
+        return parent;
+    }
+    return calltree::intern(parent, code, off);
+}
+
+// node_at() where the place's caller returned too: its node, under its own caller's level (on
+// the stack, at the position it had), or UINT32_MAX.
+uint32_t returned_caller_node(ThreadStack* s, const Place& place) {
+    auto* ex = static_cast<PyObject*>(place.caller_executable);
+    if (!place.grand || !ex || !PyCode_Check(ex)) {
+        return UINT32_MAX;
+    }
+    const int g = level_of(s, static_cast<Frame*>(const_cast<void*>(place.grand)), 0);
+    const uint32_t parent = g >= 0 ? level_node_at(s, g, place.grand_pos) : UINT32_MAX;
+    return parent == UINT32_MAX ? UINT32_MAX
+                                : interned_at(parent, reinterpret_cast<PyCodeObject*>(ex), place.caller_pos,
+                                              place.caller_globals);
+}
+
 }  // namespace
 
 ScheduleHold::ScheduleHold() { ++g_schedule_held; }
@@ -1248,22 +1276,20 @@ uint32_t node_at(ThreadState& t, const Place place) {
         (i == 0 || place.caller_entry || (same_caller && s->levels[i - 1].pos == place.caller_pos))) {
         return level_node_at(s, i, place.pos);
     }
-    const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;
-    if (c < 0) {
-        return UINT32_MAX;
-    }
     // The frame returned to its caller, which is on the stack at level c: the place goes under
-    // that level at the position it had (its call), as walk() would have put it.
-    const uint32_t parent = level_node_at(s, c, place.caller_pos);
-    const int off = compat::pos_offset(co, place.pos);
-    if (parent == UINT32_MAX || off < 0) {
-        return UINT32_MAX;
+    // that level at the position it had (its call), as walk() would have put it. Unless that
+    // caller returned too and another frame took its place (another code, or the same code
+    // called from elsewhere, which the level below shows): then under the caller's caller.
+    const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;
+    uint32_t parent = UINT32_MAX;
+    if (c >= 0 && (c == 0 || !place.grand ||
+                   (s->levels[c - 1].frame == place.grand && s->levels[c - 1].pos == place.grand_pos))) {
+        parent = level_node_at(s, c, place.caller_pos);
     }
-    const uint32_t code = codes::id_of(co, true, static_cast<PyObject*>(place.globals));
-    if (code == codes::kNone || codes::transparent(code)) {
-        return parent;
+    if (parent == UINT32_MAX) {
+        parent = returned_caller_node(s, place);
     }
-    return calltree::intern(parent, code, off);
+    return parent == UINT32_MAX ? UINT32_MAX : interned_at(parent, co, place.pos, place.globals);
 }
 
 void free_thread(ThreadState& t) {

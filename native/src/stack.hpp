@@ -32,8 +32,9 @@ uint32_t leaf_node(ThreadState& t, bool gil, bool may_allocate);
 
 // Where a thread's Python code was at a moment (with the GIL): its innermost frame, that
 // frame's position, what it executes (a code object, checked by node_at()) and its globals,
-// and the frame below it with its position. Read with a few loads (hooks.cpp), for a place
-// whose node may be wanted a moment later (node_at). Opaque here (compat::Frame, PyObject).
+// the frame below it with its position, what it executes and its globals, and the frame below
+// that one with its position. Read with a few loads (hooks.cpp), for a place whose node may be
+// wanted a moment later (node_at). Opaque here (compat::Frame, PyObject).
 struct Place {
     const void* frame;
     uintptr_t pos;
@@ -42,6 +43,10 @@ struct Place {
     const void* caller;
     uintptr_t caller_pos;
     bool caller_entry;  // the caller is an entry frame (C code called the frame), not a level
+    void* caller_executable;
+    void* caller_globals;
+    const void* grand;  // the caller's caller (nullptr: none, or an entry frame)
+    uintptr_t grand_pos;
 };
 
 // The node of `place`, taken by the calling thread (with the GIL) a moment ago, as leaf_node()

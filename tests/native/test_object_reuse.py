@@ -154,13 +154,47 @@ def test_a_reused_keys_table_goes_to_the_line_that_made_its_dict(
     ns["store"].clear()
 
 
+# The same helper called through two functions in turn: by the next object event the maker
+# and its caller have returned, and the other function's frames took their places.
+DICTS_BY_TWO_CALLERS = """\
+first, second = [], []
+
+
+def rows(n):
+    for i in range(n):
+        yield {"sku": i % 100}  # @yield
+
+
+def make(v):
+    return {"qty": v}
+
+
+def via_a(v):
+    return make(v)
+
+
+def via_b(v):
+    return make(v)
+
+
+def main(n):
+    for row in rows(n):
+        v = row["sku"]
+        first.append(via_a(v))  # @first
+        second.append(via_b(v))  # @second
+"""
+
+
 @needs_ref_tracer
+@pytest.mark.parametrize(
+    "program", [DICTS_BY_TWO_CALLS, DICTS_BY_TWO_CALLERS], ids=["sites", "callers"]
+)
 @pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampling"])
 def test_a_reused_keys_table_goes_to_the_call_that_made_its_dict(
-    tmp_path: Path, sampled: bool
+    tmp_path: Path, program: str, sampled: bool
 ) -> None:
     # Each call site holds what its calls made (inclusive figures), not the later call's.
-    ns, path = load(tmp_path, DICTS_BY_TWO_CALLS)
+    ns, path = load(tmp_path, program)
     run = profile(lambda: ns["main"](N), **(SAMPLED if sampled else {}))
     kept = N * sys.getsizeof({"qty": 0})
     for site in ("first", "second"):
