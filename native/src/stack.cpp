@@ -1266,14 +1266,20 @@ uint32_t node_at(ThreadState& t, const Place place) {
     auto* co = reinterpret_cast<PyCodeObject*>(ex);
     ThreadStack* s = t.stack;
     // (The frames are compared with the levels' frames, which are on the stack: never read.)
+    const Level* lv = s->levels;
+    // Whether the frame at `level` was called from `frame` at `pos`, as the place was kept.
+    auto called_from = [&](int level, const void* frame, uintptr_t pos) {
+        return level > 0 && lv[level - 1].frame == frame && lv[level - 1].pos == pos;
+    };
     const int i = level_of(s, static_cast<Frame*>(const_cast<void*>(place.frame)), 0);
     // The frame still on the stack, running the code: the same call, unless the maker returned
     // and a later call of the same code took its place, which its caller shows (the level below
-    // is not the recorded caller, or is at another position: another call site). A caller
-    // found through an entry frame (C code between) is not checked.
-    const bool same_caller = i > 0 && s->levels[i - 1].frame == place.caller;
-    if (i >= 0 && s->levels[i].code == co &&
-        (i == 0 || place.caller_entry || (same_caller && s->levels[i - 1].pos == place.caller_pos))) {
+    // is not the recorded caller, or is at another position: another call site), or its
+    // caller's caller does (the same caller called again from elsewhere).
+    const bool maker_here =
+        i >= 0 && lv[i].code == co && (i == 0 || place.caller_entry || called_from(i, place.caller, place.caller_pos));
+    // (A caller's caller that was not kept, an entry frame, is not checked.)
+    if (maker_here && (i == 0 || place.caller_entry || !place.grand || called_from(i - 1, place.grand, place.grand_pos))) {
         return level_node_at(s, i, place.pos);
     }
     // The frame returned to its caller, which is on the stack at level c: the place goes under
@@ -1281,13 +1287,18 @@ uint32_t node_at(ThreadState& t, const Place place) {
     // caller returned too and another frame took its place (another code, or the same code
     // called from elsewhere, which the level below shows): then under the caller's caller.
     const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;
-    uint32_t parent = UINT32_MAX;
-    if (c >= 0 && (c == 0 || !place.grand ||
-                   (s->levels[c - 1].frame == place.grand && s->levels[c - 1].pos == place.grand_pos))) {
-        parent = level_node_at(s, c, place.caller_pos);
-    }
+    const bool caller_here = c >= 0 && (c == 0 || !place.grand || called_from(c, place.grand, place.grand_pos));
+    uint32_t parent = caller_here ? level_node_at(s, c, place.caller_pos) : UINT32_MAX;
     if (parent == UINT32_MAX) {
         parent = returned_caller_node(s, place);
+    }
+    // Neither found as the place was kept (a generator resumed from elsewhere since, say): the
+    // levels holding its frames now.
+    if (parent == UINT32_MAX && maker_here) {
+        return level_node_at(s, i, place.pos);
+    }
+    if (parent == UINT32_MAX && c >= 0 && !caller_here) {
+        parent = level_node_at(s, c, place.caller_pos);
     }
     return parent == UINT32_MAX ? UINT32_MAX : interned_at(parent, co, place.pos, place.globals);
 }

@@ -184,10 +184,16 @@ def main(n):
         second.append(via_b(v))  # @second
 """
 
+# One wrapper called from two sites in turn: by the next object event the wrapper's second
+# call runs in the first one's frame, at the same position; only the site below tells them apart.
+DICTS_BY_ONE_WRAPPER = DICTS_BY_TWO_CALLERS.replace("via_b(v))", "via_a(v))")
+
 
 @needs_ref_tracer
 @pytest.mark.parametrize(
-    "program", [DICTS_BY_TWO_CALLS, DICTS_BY_TWO_CALLERS], ids=["sites", "callers"]
+    "program",
+    [DICTS_BY_TWO_CALLS, DICTS_BY_TWO_CALLERS, DICTS_BY_ONE_WRAPPER],
+    ids=["sites", "callers", "wrapper"],
 )
 @pytest.mark.parametrize("sampled", [False, True], ids=["exact", "sampling"])
 def test_a_reused_keys_table_goes_to_the_call_that_made_its_dict(
