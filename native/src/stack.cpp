@@ -1267,8 +1267,9 @@ uint32_t node_at(ThreadState& t, const Place place) {
     ThreadStack* s = t.stack;
     // (The frames are compared with the levels' frames, which are on the stack: never read.)
     const Level* lv = s->levels;
-    // Whether the frame at `level` was called from `frame` at `pos`, as the place was kept.
-    auto called_from = [&](int level, const void* frame, uintptr_t pos) {
+    // Whether the level below `level` is `frame` at `pos` (it called the frame at `level` from
+    // there), as the place was kept.
+    auto level_below_is = [&](int level, const void* frame, uintptr_t pos) {
         return level > 0 && lv[level - 1].frame == frame && lv[level - 1].pos == pos;
     };
     const int i = level_of(s, static_cast<Frame*>(const_cast<void*>(place.frame)), 0);
@@ -1277,9 +1278,9 @@ uint32_t node_at(ThreadState& t, const Place place) {
     // is not the recorded caller, or is at another position: another call site), or its
     // caller's caller does (the same caller called again from elsewhere).
     const bool maker_here =
-        i >= 0 && lv[i].code == co && (i == 0 || place.caller_entry || called_from(i, place.caller, place.caller_pos));
+        i >= 0 && lv[i].code == co && (i == 0 || place.caller_entry || level_below_is(i, place.caller, place.caller_pos));
     // (A caller's caller that was not kept, an entry frame, is not checked.)
-    if (maker_here && (i == 0 || place.caller_entry || !place.grand || called_from(i - 1, place.grand, place.grand_pos))) {
+    if (maker_here && (i == 0 || place.caller_entry || !place.grand || level_below_is(i - 1, place.grand, place.grand_pos))) {
         return level_node_at(s, i, place.pos);
     }
     // The frame returned to its caller, which is on the stack at level c: the place goes under
@@ -1287,7 +1288,7 @@ uint32_t node_at(ThreadState& t, const Place place) {
     // caller returned too and another frame took its place (another code, or the same code
     // called from elsewhere, which the level below shows): then under the caller's caller.
     const int c = place.caller ? level_of(s, static_cast<Frame*>(const_cast<void*>(place.caller)), 0) : -1;
-    const bool caller_here = c >= 0 && (c == 0 || !place.grand || called_from(c, place.grand, place.grand_pos));
+    const bool caller_here = c >= 0 && (c == 0 || !place.grand || level_below_is(c, place.grand, place.grand_pos));
     uint32_t parent = caller_here ? level_node_at(s, c, place.caller_pos) : UINT32_MAX;
     if (parent == UINT32_MAX) {
         parent = returned_caller_node(s, place);
