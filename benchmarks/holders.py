@@ -2,9 +2,10 @@
 on a program that holds a million live records (``workloads/live_records.py``: 4 million
 objects) and on the other big-live-set workloads, beside the run's own time.
 
-Usage: ``python benchmarks/holders.py [--python PYTHON] [--repeat N] [--only NAME ...]``
+Usage: ``python benchmarks/holders.py [--python PYTHON] [--repeat N] [--only NAME ...]
+[--sample BYTES]``
 
-``memlens run --exact`` with and without ``--no-holders``, in rounds as ``run.py`` measures
+``memlens run --exact`` (``--sample BYTES``: sampling mode) with and without ``--no-holders``, in rounds as ``run.py`` measures
 (the median over rounds of CPU time divided by plain's in the same round); then one more run
 that reports the search itself: objects visited, its time, its memory, whether it ended by
 finding every line's samples, by walking everything, or by its bounds.
@@ -45,22 +46,25 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--sample", default=None, help="sampling mode at this interval (e.g. 128KiB)")
     args = ap.parse_args()
+    mode = ["--sample", args.sample] if args.sample else ["--exact"]
+    label = "sampling" if args.sample else "exact"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.mlrun")
-        memlens = [args.python, "-m", "memlens", "run", "--no-report", "--exact", "-o", out]
+        memlens = [args.python, "-m", "memlens", "run", "--no-report", *mode, "-o", out]
         cfgs = {
             "plain": [args.python],
-            "exact-no-holders": [*memlens, "--no-holders"],
-            "exact": memlens,
+            "no-holders": [*memlens, "--no-holders"],
+            "holders": memlens,
         }
         for name in args.only or WORKLOADS:
             script = os.path.join(harness.HERE, "workloads", f"{name}.py")
             r = harness.compare(cfgs, script, args.repeat)
-            without, with_ = r["exact-no-holders"], r["exact"]
+            without, with_ = r["no-holders"], r["holders"]
             share = (with_["cpu_ratio"] - without["cpu_ratio"]) / without["cpu_ratio"]
             proc = subprocess.run(
-                [args.python, "-c", STATS, "--no-report", "--exact", "-o", out, script],
+                [args.python, "-c", STATS, "--no-report", *mode, "-o", out, script],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -77,8 +81,8 @@ def main() -> int:
                 for w in walks
             )
             print(
-                f"{name:13s} plain {r['plain']['cpu_s']:5.2f}s cpu | exact --no-holders "
-                f"{without['cpu_ratio'] - 1:+7.1%} | exact {with_['cpu_ratio'] - 1:+7.1%} | "
+                f"{name:13s} plain {r['plain']['cpu_s']:5.2f}s cpu | {label} --no-holders "
+                f"{without['cpu_ratio'] - 1:+7.1%} | {label} {with_['cpu_ratio'] - 1:+7.1%} | "
                 f"the search: {share:+.1%} of the run's time, rss x{with_['rss_bytes'] / without['rss_bytes']:.2f} | "
                 f"{walk}",
                 flush=True,

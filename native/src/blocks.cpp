@@ -264,4 +264,13 @@ bool table_get(uintptr_t p, Entry* out) {
 
 size_t table_count() { return g_table.count; }
 
+void table_nodes(void (*visit)(uint32_t node, void* arg), void* arg) {
+    const Table& t = g_table;
+    for (size_t i = 0; t.slots && i <= t.mask; ++i) {
+        if (t.slots[i].key) {
+            visit(uint32_t(t.slots[i].val >> kSizeBits), arg);
+        }
+    }
+}
+
 }  // namespace memlens::blocks

@@ -163,6 +163,8 @@ bool table_take(uintptr_t p, Entry* out);
 // What the table holds for `p` (it stays there): false when nothing.
 bool table_get(uintptr_t p, Entry* out);
 size_t table_count();
+// Calls visit(node, arg) for each block the table holds.
+void table_nodes(void (*visit)(uint32_t node, void* arg), void* arg);
 
 // Whether the table may hold `p` (one load; read without the lock).
 extern uint8_t g_filter[size_t{1} << 16];

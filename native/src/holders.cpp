@@ -140,7 +140,8 @@ struct Walk {
     std::vector<RootInfo> roots;
     Seen seen;
     std::vector<uint32_t> samples;  // per target
-    size_t short_targets = 0;       // targets with fewer than per_target samples
+    std::vector<uint32_t> wanted;   // per target: per_target, or fewer when it has fewer blocks
+    size_t short_targets = 0;       // targets with fewer samples than wanted
     std::vector<Found> found;
     uint32_t current = kNone;  // the entry being expanded
     size_t unchecked = 0;      // entries from here on are not checked yet
@@ -171,11 +172,11 @@ void check(Walk& w, uintptr_t block, uint32_t entry, Via via) {
         return;
     }
     int32_t t = (*w.target_of_site)[size_t(site)];
-    if (t < 0 || w.samples[size_t(t)] >= w.per_target) {
+    if (t < 0 || w.samples[size_t(t)] >= w.wanted[size_t(t)]) {
         return;
     }
     w.found.push_back(Found{t, entry, via});
-    if (++w.samples[size_t(t)] == w.per_target) {
+    if (++w.samples[size_t(t)] == w.wanted[size_t(t)]) {
         --w.short_targets;
     }
 }
@@ -524,9 +525,27 @@ Chain describe_path(const Walk& w, const Found& f) {
 
 }  // namespace
 
+std::vector<int32_t> table_blocks(const std::vector<int32_t>& node_site, size_t sites) {
+    struct Count {
+        const std::vector<int32_t>* node_site;
+        std::vector<int32_t> per_site;
+    } c{&node_site, std::vector<int32_t>(sites, 0)};
+    Guard g(g_table_lock);
+    blocks::table_nodes(
+        [](uint32_t node, void* arg) {
+            auto& c = *static_cast<Count*>(arg);
+            int32_t site = node < c.node_site->size() ? (*c.node_site)[node] : -1;
+            if (site >= 0 && size_t(site) < c.per_site.size() && c.per_site[size_t(site)] < INT32_MAX) {
+                ++c.per_site[size_t(site)];
+            }
+        },
+        &c);
+    return std::move(c.per_site);
+}
+
 void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, const std::vector<PyObject*>& everything,
-          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site, PyObject* ndarray,
-          uint32_t per_target, uint64_t max_visits,
+          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site,
+          const std::vector<int32_t>& tracked, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
           double max_seconds, Result& out) {
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
@@ -543,7 +562,16 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
         targets = t + 1 > targets ? t + 1 : targets;
     }
     w.samples.assign(size_t(targets), 0);
+    w.wanted.assign(size_t(targets), w.per_target);
     w.short_targets = size_t(targets);
+    for (size_t t = 0; t < tracked.size() && t < w.wanted.size(); ++t) {
+        if (tracked[t] >= 0 && uint32_t(tracked[t]) < w.wanted[t]) {
+            w.wanted[t] = uint32_t(tracked[t]);
+            if (w.wanted[t] == 0) {
+                --w.short_targets;  // (nothing of it to find)
+            }
+        }
+    }
     if (!w.seen.init()) {
         return;
     }

@@ -65,11 +65,20 @@ struct Result {
 // `skip`: objects the walk must not enter (memlens's own modules). `node_site[n]`: the site
 // (line) of node n (-1: none); `target_of_site[s]`: the target a site's blocks count for (-1:
 // none). The walk looks a node's target up when it meets one of its blocks: nothing is made
-// per node (a big call tree has a few hundred thousand). `ndarray`: numpy's
-// array type when numpy is loaded (its data is the array's buffer), else nullptr. Requires the
-// GIL; the calling thread should be paused (the walk's memory is not the program's).
+// per node (a big call tree has a few hundred thousand). `tracked[t]`: how many live blocks
+// target t has in the tracer's tables (empty: unknown), so that a target with fewer than
+// `per_target` (one big buffer; in sampling mode, the few sampled blocks of a line) is done
+// once they are all found, and the walk stops there instead of going on to its bounds.
+// `ndarray`: numpy's array type when numpy is loaded (its data is the array's buffer), else
+// nullptr. Requires the GIL; the calling thread should be paused (the walk's memory is not the
+// program's).
 void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, const std::vector<PyObject*>& everything,
-          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
+          const std::vector<int32_t>& node_site, const std::vector<int32_t>& target_of_site,
+          const std::vector<int32_t>& tracked, PyObject* ndarray, uint32_t per_target, uint64_t max_visits,
           double max_seconds, Result& out);
+
+// How many blocks of each of `sites` sites the address table holds (`node_site` as for find):
+// in sampling mode, every block tracked (the sampled ones). Requires the GIL.
+std::vector<int32_t> table_blocks(const std::vector<int32_t>& node_site, size_t sites);
 
 }  // namespace memlens::holders

@@ -213,7 +213,7 @@ NB_MODULE(_tracer, m) {
         "holders",
         [](nb::list roots, nb::list skip, nb::list everything, nb::bytes node_site, nb::bytes target_of_site,
            nb::handle ndarray,
-           uint32_t per_target, uint64_t max_visits, double max_seconds) {
+           uint32_t per_target, uint64_t max_visits, double max_seconds, nb::bytes tracked) {
             std::vector<memlens::holders::Root> rs;
             for (nb::handle r : roots) {
                 nb::tuple t = nb::borrow<nb::tuple>(r);
@@ -229,8 +229,8 @@ NB_MODULE(_tracer, m) {
             }
             std::vector<int32_t> sites = int32s(node_site), targets = int32s(target_of_site);
             memlens::holders::Result r;
-            memlens::holders::find(rs, skipped, all, sites, targets, ndarray.is_none() ? nullptr : ndarray.ptr(), per_target,
-                                   max_visits, max_seconds, r);
+            memlens::holders::find(rs, skipped, all, sites, targets, int32s(tracked),
+                                   ndarray.is_none() ? nullptr : ndarray.ptr(), per_target, max_visits, max_seconds, r);
             nb::list chains;
             for (const auto& c : r.chains) {
                 nb::list hops;
@@ -251,12 +251,22 @@ NB_MODULE(_tracer, m) {
         },
         nb::arg("roots"), nb::arg("skip"), nb::arg("everything"), nb::arg("node_site"), nb::arg("target_of_site"),
         nb::arg("ndarray").none(),
-        nb::arg("per_target"), nb::arg("max_visits"), nb::arg("max_seconds"),
+        nb::arg("per_target"), nb::arg("max_visits"), nb::arg("max_seconds"), nb::arg("tracked") = nb::bytes(""),
         "What holds the objects of the target sites (node_site, target_of_site: int32 arrays, -1 "
         "for none): a walk of the object graph from `roots` "
         "((object, kind, name, tier) tuples, by tier), never entering `skip`, then from the objects of "
-        "`everything` they do not reach. "
+        "`everything` they do not reach. `tracked`: per target, how many live blocks it has (int32; "
+        "a target with fewer than per_target is done once they are found). "
         "Requires the tracer's tables (before reset()); the calling thread should be paused.");
+    m.def(
+        "table_blocks",
+        [](nb::bytes node_site, size_t sites) {
+            std::vector<int32_t> counts = memlens::holders::table_blocks(int32s(node_site), sites);
+            return nb::bytes(reinterpret_cast<const char*>(counts.data()), counts.size() * sizeof(int32_t));
+        },
+        nb::arg("node_site"), nb::arg("sites"),
+        "How many blocks of each site the address table holds, as an int32 array (node_site as for "
+        "holders()): in sampling mode, the sampled blocks still live. Requires the tracer's tables.");
     m.def("start", &start, nb::arg("mode") = "exact", nb::arg("sample_interval") = 0, nb::arg("seed") = 0,
           nb::arg("timeline_interval_ms") = 10.0, nb::arg("watch_exits") = true, nb::arg("native") = true,
           nb::arg("track_reuse") = true,

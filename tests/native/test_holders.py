@@ -244,6 +244,49 @@ def test_the_walk_s_bounds(module: Any) -> None:
     assert (hit.outcome, hit.hops) == ("budget", ())
 
 
+FEW_BLOCKS = """\
+KEPT = None
+NOISE = None
+
+
+def work():
+    global KEPT, NOISE
+    KEPT = (bytes(200_000), bytes(200_000), bytes(200_000))  # @kept
+    NOISE = [str(i) * 20 for i in range(100_000)]  # @noise
+"""
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"mode": "sampling", "sample_interval": 64 * 1024, "seed": 7}]
+)
+def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
+    module: Any, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+) -> None:
+    """A line holding fewer live blocks than SAMPLES (a tuple of three buffers; in sampling mode,
+    the sampled ones of most lines) is done once they are all found: the walk stops there, a
+    few thousand objects in, instead of going through every object the program holds (the
+    100,000 strings, then every module) to its bounds, as it did when each line waited for
+    SAMPLES of its blocks."""
+    mod, path = module(FEW_BLOCKS)
+    answers: list[dict[str, Any]] = []
+    walk = holders._tracer.holders
+
+    def counted(*args: Any) -> dict[str, Any]:
+        answers.append(walk(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(holders._tracer, "holders", counted)
+    run = run_of(mod.work, **options)
+    kept = paths_of(run, path, "kept")
+    assert {h.outcome for h in kept} == {"found"}
+    assert 1 <= sum(h.objects for h in kept) < holders.SAMPLES
+    noise = paths_of(run, path, "noise")
+    assert sum(h.objects for h in noise) == holders.SAMPLES
+    assert answers
+    assert answers[0]["complete"]
+    assert answers[0]["visited"] < 20_000, answers[0]["visited"]
+
+
 def test_lines_not_live_at_exit_are_not_looked_for(module: Any) -> None:
     mod, path = module(
         """\

@@ -11,7 +11,10 @@ objects. Its bounds: at most
 :data:`TIME_SHARE` of the run's duration (at least :data:`MIN_SECONDS`). When every module
 and thread has been walked and a line's objects are still missing, the objects the garbage
 collector tracks (``gc.get_objects()``) are walked from those that nothing else reaches: what
-C code holds, and reference cycles not freed yet.
+C code holds, and reference cycles not freed yet. A line with fewer live blocks than
+:data:`SAMPLES` (one big buffer, a list and its items; in sampling mode, the few sampled
+blocks of most lines) is done once the walk has found them all: without that, one such line
+kept every walk going to its bounds.
 
 Nothing of the program runs: the walk holds the GIL, calls no Python code and takes no
 reference; the only Python objects made are the answer's (and that list of GC objects, when
@@ -113,10 +116,12 @@ def find(
     lines: int = LINES,
     min_live: int = MIN_LIVE_BYTES,
     max_visits: int | None = None,
+    sampling: bool = False,
 ) -> tuple[HeldBy, ...]:
     """What holds the heaviest live lines of a run being built (``built``: the native build
     of its snapshot, taken with the tracer's tables still in place; ``paths``: its file ids'
-    paths), in the order of ``paths`` and lines."""
+    paths; ``sampling``: a sampling run's, whose lines have only their sampled blocks tracked),
+    in the order of ``paths`` and lines."""
     sites = built["sites"]
     live = sites["live_bytes"]
     ranked = sorted((i for i in range(len(live)) if live[i] >= min_live), key=lambda i: -live[i])
@@ -132,6 +137,13 @@ def find(
         target_of_site[site] = t
     node_sites = node_site.tobytes()
     targets = target_of_site.tobytes()
+    # How many live blocks each chosen line has in the tracer's tables: all of them in exact
+    # mode (the snapshot's count), the sampled ones in sampling mode (counted in the table).
+    if sampling:
+        counts: Sequence[int] = array("i", _tracer.table_blocks(node_sites, len(live)))
+    else:
+        counts = sites.get("live_count", ())
+    tracked = array("i", [min(counts[s], SAMPLES) for s in chosen] if counts else ()).tobytes()
 
     def where(node: int) -> tuple[str, int]:
         site = node_site[node] if 0 <= node < len(node_site) else -1
@@ -145,7 +157,7 @@ def find(
     budget = max(TIME_SHARE * duration_s, MIN_SECONDS)
     visits = MAX_VISITS if max_visits is None else max_visits
     answer = _tracer.holders(
-        root_list, skip, [], node_sites, targets, ndarray, SAMPLES, visits, budget
+        root_list, skip, [], node_sites, targets, ndarray, SAMPLES, visits, budget, tracked
     )
     found = {t for t, _ in answer["chains"]}
     if answer["complete"] and len(found) < len(chosen):
@@ -155,7 +167,7 @@ def find(
         try:
             answer = _tracer.holders(
                 root_list, skip, everything, node_sites, targets, ndarray, SAMPLES, visits,
-                budget,
+                budget, tracked,
             )  # fmt: skip
         finally:
             del everything

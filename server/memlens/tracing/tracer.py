@@ -335,7 +335,7 @@ def stop(
         snap = _tracer.snapshot()
         parts = _collapse(snap, session)
         wanted = session.holders if holders is None else holders
-        held = _holders(parts, float(snap.info["duration_s"])) if wanted else ()
+        held = _holders(parts, float(snap.info["duration_s"]), session.mode) if wanted else ()
     finally:
         _tracer.stop()
         _tracer.set_thread_paused(paused)
@@ -356,13 +356,13 @@ def stop(
     return run
 
 
-def _holders(parts: _Parts, duration_s: float) -> tuple[HeldBy, ...]:
+def _holders(parts: _Parts, duration_s: float, mode: str) -> tuple[HeldBy, ...]:
     """What holds the run's live lines; nothing (and one line saying why) if the search fails:
     it never costs the run."""
     from memlens.tracing import holders
 
     try:
-        return holders.find(parts.built, parts.paths, duration_s)
+        return holders.find(parts.built, parts.paths, duration_s, sampling=mode == "sampling")
     except Exception as exc:  # noqa: BLE001 - the run is written whatever happens here
         print(f"memlens: what holds the live lines was not recorded: {exc}", file=sys.stderr)
         return ()
