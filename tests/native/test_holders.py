@@ -6,6 +6,7 @@ cycles, which need a fresh process: tests/cli/test_holders_e2e.py.)"""
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import textwrap
@@ -251,7 +252,7 @@ NOISE = None
 
 def work():
     global KEPT, NOISE
-    KEPT = (bytes(200_000), bytes(200_000), bytes(200_000))  # @kept
+    KEPT = b"x" * 1_000_000  # @kept
     NOISE = [str(i) * 20 for i in range(100_000)]  # @noise
 """
 
@@ -262,24 +263,26 @@ def work():
 def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
     module: Any, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
 ) -> None:
-    """A line holding fewer live blocks than SAMPLES (a tuple of three buffers; in sampling mode,
-    the sampled ones of most lines) is done once they are all found: the walk stops there, a
-    few thousand objects in, instead of going through every object the program holds (the
-    100,000 strings, then every module) to its bounds, as it did when each line waited for
-    SAMPLES of its blocks."""
+    """A line holding fewer live blocks than SAMPLES (one buffer here; in sampling mode, the
+    sampled ones of most lines) is done once they are all found: the walk stops there, a few
+    thousand objects in, instead of going through every object the program holds (the 100,000
+    strings, then every module) to its bounds, as it did when each line waited for SAMPLES of
+    its blocks. (Only the two lines are looked for: from 3.13 the line running the profiled
+    function is charged memlens's own objects made before it stops, which no module the walk
+    enters holds.)"""
     mod, path = module(FEW_BLOCKS)
     answers: list[dict[str, Any]] = []
-    walk = holders._tracer.holders
+    walk, find = holders._tracer.holders, holders.find
 
     def counted(*args: Any) -> dict[str, Any]:
         answers.append(walk(*args))
         return answers[-1]
 
     monkeypatch.setattr(holders._tracer, "holders", counted)
+    monkeypatch.setattr(holders, "find", functools.partial(find, min_live=500_000))
     run = run_of(mod.work, **options)
-    kept = paths_of(run, path, "kept")
-    assert {h.outcome for h in kept} == {"found"}
-    assert 1 <= sum(h.objects for h in kept) < holders.SAMPLES
+    (kept,) = paths_of(run, path, "kept")
+    assert (kept.outcome, kept.objects) == ("found", 1)
     noise = paths_of(run, path, "noise")
     assert sum(h.objects for h in noise) == holders.SAMPLES
     assert answers
