@@ -6,6 +6,7 @@
 
 #include <structmember.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -139,9 +140,14 @@ struct Walk {
     std::vector<Entry> entries;
     std::vector<RootInfo> roots;
     Seen seen;
-    std::vector<uint32_t> samples;  // per target
-    std::vector<uint32_t> wanted;   // per target: per_target, or fewer when it has fewer blocks
-    size_t short_targets = 0;       // targets with fewer samples than wanted
+    std::vector<uint32_t> samples;  // per target: paths kept (at most per_target)
+    // Per target: the blocks it has in the tracer's tables, when fewer than per_target (else
+    // UINT32_MAX), and the distinct ones of them met so far: a block met twice (a keys table
+    // that instances share, an array's data met through its views) counts once towards them.
+    std::vector<uint32_t> tracked;
+    std::vector<std::vector<uintptr_t>> met;
+    std::vector<bool> done;   // per target: its samples, or all its blocks, found
+    size_t short_targets = 0;  // targets not done
     std::vector<Found> found;
     uint32_t current = kNone;  // the entry being expanded
     size_t unchecked = 0;      // entries from here on are not checked yet
@@ -172,11 +178,20 @@ void check(Walk& w, uintptr_t block, uint32_t entry, Via via) {
         return;
     }
     int32_t t = (*w.target_of_site)[size_t(site)];
-    if (t < 0 || w.samples[size_t(t)] >= w.wanted[size_t(t)]) {
+    if (t < 0 || w.done[size_t(t)]) {
         return;
     }
     w.found.push_back(Found{t, entry, via});
-    if (++w.samples[size_t(t)] == w.wanted[size_t(t)]) {
+    bool all_met = false;
+    if (uint32_t tracked = w.tracked[size_t(t)]; tracked != UINT32_MAX) {
+        std::vector<uintptr_t>& met = w.met[size_t(t)];
+        if (std::find(met.begin(), met.end(), block) == met.end()) {
+            met.push_back(block);
+        }
+        all_met = met.size() >= tracked;
+    }
+    if (++w.samples[size_t(t)] == w.per_target || all_met) {
+        w.done[size_t(t)] = true;
         --w.short_targets;
     }
 }
@@ -562,13 +577,16 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
         targets = t + 1 > targets ? t + 1 : targets;
     }
     w.samples.assign(size_t(targets), 0);
-    w.wanted.assign(size_t(targets), w.per_target);
+    w.tracked.assign(size_t(targets), UINT32_MAX);
+    w.met.resize(size_t(targets));
+    w.done.assign(size_t(targets), false);
     w.short_targets = size_t(targets);
-    for (size_t t = 0; t < tracked.size() && t < w.wanted.size(); ++t) {
-        if (tracked[t] >= 0 && uint32_t(tracked[t]) < w.wanted[t]) {
-            w.wanted[t] = uint32_t(tracked[t]);
-            if (w.wanted[t] == 0) {
-                --w.short_targets;  // (nothing of it to find)
+    for (size_t t = 0; t < tracked.size() && t < w.tracked.size(); ++t) {
+        if (tracked[t] >= 0 && uint32_t(tracked[t]) < w.per_target) {
+            w.tracked[t] = uint32_t(tracked[t]);
+            if (tracked[t] == 0) {
+                w.done[t] = true;  // (nothing of it to find)
+                --w.short_targets;
             }
         }
     }

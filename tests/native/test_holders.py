@@ -290,6 +290,33 @@ def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
     assert answers[0]["visited"] < 20_000, answers[0]["visited"]
 
 
+def test_a_block_met_twice_counts_once_towards_a_line_s_blocks(module: Any) -> None:
+    """Two views of an array, met before the array itself, lead to its data twice: that is
+    one of the array line's two blocks, not two, and the walk goes on to the array object
+    (it stopped there when each meeting counted as one of the line's blocks)."""
+    np = pytest.importorskip("numpy")
+    mod, path = module(
+        """\
+        import numpy as np
+
+        V1 = V2 = HOLDER = None
+
+
+        def work():
+            global V1, V2, HOLDER
+            array = np.zeros(100_000)  # @array
+            V1, V2 = array[:], array[:]  # @views
+            HOLDER = {"a": array}  # @holder
+        """
+    )
+    run = run_of(mod.work)
+    assert isinstance(mod.HOLDER["a"], np.ndarray)
+    found = paths_of(run, path, "array")
+    assert {h.outcome for h in found} == {"found"}
+    ends = {(h.hops[-1].kind, h.hops[-1].name, h.hops[-1].type) for h in found}
+    assert ("key", "'a'", "numpy.ndarray") in ends, ends
+
+
 def test_lines_not_live_at_exit_are_not_looked_for(module: Any) -> None:
     mod, path = module(
         """\

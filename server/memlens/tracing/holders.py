@@ -143,7 +143,10 @@ def find(
         counts: Sequence[int] = array("i", _tracer.table_blocks(node_sites, len(live)))
     else:
         counts = sites.get("live_count", ())
-    tracked = array("i", [min(counts[s], SAMPLES) for s in chosen] if counts else ()).tobytes()
+    # (-1: not known; 0: none, a line whose memory the tables do not hold block by block.)
+    per_target = [max(-1, min(counts[s], SAMPLES)) for s in chosen] if counts else []
+    tracked = array("i", per_target).tobytes()
+    findable = sum(1 for n in per_target if n != 0) if per_target else len(chosen)
 
     def where(node: int) -> tuple[str, int]:
         site = node_site[node] if 0 <= node < len(node_site) else -1
@@ -160,7 +163,7 @@ def find(
         root_list, skip, [], node_sites, targets, ndarray, SAMPLES, visits, budget, tracked
     )
     found = {t for t, _ in answer["chains"]}
-    if answer["complete"] and len(found) < len(chosen):
+    if answer["complete"] and len(found) < findable:
         # Some lines' objects are reached from no module or thread: walk again, from the
         # objects the collector tracks that nothing reaches.
         everything = gc.get_objects()
