@@ -184,7 +184,8 @@ def find(
         file, line = paths[sites["file"][site]], sites["line"][site]
         chains = by_target.get(t)
         if not chains:
-            outcome = "unreached" if answer["complete"] else "budget"
+            none = per_target and per_target[t] == 0  # (nothing of it any walk could meet)
+            outcome = "unreached" if answer["complete"] or none else "budget"
             out.append(HeldBy(file, line, 0, outcome))
             continue
         for hops, objects in group(chains):
