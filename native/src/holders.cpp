@@ -143,7 +143,7 @@ struct Walk {
     std::vector<uint32_t> samples;  // per target: paths kept (at most per_target)
     // Per target: the blocks it has in the tracer's tables, when fewer than per_target (else
     // UINT32_MAX), and the distinct ones of them met so far: a block met twice (a keys table
-    // that instances share, an array's data met through its views) counts once towards them.
+    // that instances share, an array's data met through its views) is kept once.
     std::vector<uint32_t> tracked;
     std::vector<std::vector<uintptr_t>> met;
     std::vector<bool> done;   // per target: its samples, or all its blocks, found
@@ -181,15 +181,18 @@ void check(Walk& w, uintptr_t block, uint32_t entry, Via via) {
     if (t < 0 || w.done[size_t(t)]) {
         return;
     }
-    w.found.push_back(Found{t, entry, via});
     bool all_met = false;
     if (uint32_t tracked = w.tracked[size_t(t)]; tracked != UINT32_MAX) {
+        // A line with few blocks: each is kept once, by the first path that meets it (more
+        // paths to the same block would use up the samples before the other blocks).
         std::vector<uintptr_t>& met = w.met[size_t(t)];
-        if (std::find(met.begin(), met.end(), block) == met.end()) {
-            met.push_back(block);
+        if (std::find(met.begin(), met.end(), block) != met.end()) {
+            return;
         }
+        met.push_back(block);
         all_met = met.size() >= tracked;
     }
+    w.found.push_back(Found{t, entry, via});
     if (++w.samples[size_t(t)] == w.per_target || all_met) {
         w.done[size_t(t)] = true;
         --w.short_targets;

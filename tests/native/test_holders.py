@@ -290,18 +290,19 @@ def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
     assert answers[0]["visited"] < 20_000, answers[0]["visited"]
 
 
-def test_a_block_met_twice_counts_once_towards_a_line_s_blocks(
+def test_a_block_met_again_is_kept_once_towards_a_line_s_blocks(
     module: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two views of an array, met before the array itself, lead to its data twice: that is
-    one of the array line's two blocks, not two, and the walk goes on to the array object
-    (it stopped there when each meeting counted as one of the line's blocks)."""
+    """Five views of an array (module globals), met before the array itself (held one step
+    further), lead to its data five times: that is one of the array line's two blocks, kept
+    once, and the walk goes on to the array object (it stopped before it when each meeting
+    counted as one of the line's blocks, or took one of the five samples)."""
     np = pytest.importorskip("numpy")
     mod, path = module(
         """\
         import numpy as np
 
-        V1 = V2 = HOLDER = None
+        V1 = V2 = V3 = V4 = V5 = HOLDER = None
         # (numpy keeps the small blocks of freed arrays' shapes for the next arrays: with
         # some kept, the profiled array takes no block of its own for its shape.)
         _warm = [np.zeros(10) for _ in range(8)]
@@ -309,9 +310,9 @@ def test_a_block_met_twice_counts_once_towards_a_line_s_blocks(
 
 
         def work():
-            global V1, V2, HOLDER
+            global V1, V2, V3, V4, V5, HOLDER
             array = np.zeros(100_000)  # @array
-            V1, V2 = array[:], array[:]  # @views
+            V1, V2, V3, V4, V5 = (array[:] for _ in range(5))  # @views
             HOLDER = {"a": array}  # @holder
         """
     )
