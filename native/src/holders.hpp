@@ -68,8 +68,8 @@ struct Result {
 // per node (a big call tree has a few hundred thousand). `tracked[t]`: how many live blocks
 // target t has in the tracer's tables (empty: unknown), so that a target with fewer than
 // `per_target` (one big buffer; in sampling mode, the few sampled blocks of a line) is done
-// once they are all found (a block met twice counts once), and the walk stops there instead of
-// going on to its bounds.
+// once they are all found (a block met again is kept once, by the first path that met it), and
+// the walk stops there instead of going on to its bounds.
 // `ndarray`: numpy's array type when numpy is loaded (its data is the array's buffer), else
 // nullptr. Requires the GIL; the calling thread should be paused (the walk's memory is not the
 // program's).

@@ -57,6 +57,21 @@ def _time_enough(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(holders, "MIN_SECONDS", 10.0)
 
 
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Each walk the runs make: what it was given and what it answered (the real walk's)."""
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    walk = holders._tracer.holders
+
+    def recorded(*args: Any) -> dict[str, Any]:
+        answer = walk(*args)
+        seen.append((args, answer))
+        return answer
+
+    monkeypatch.setattr(holders._tracer, "holders", recorded)
+    return seen
+
+
 def run_of(fn: Any, **options: Any) -> Run:
     gc.collect()
     with memlens.profile(**options) as p:
@@ -261,7 +276,10 @@ def work():
     "options", [{}, {"mode": "sampling", "sample_interval": 64 * 1024, "seed": 7}]
 )
 def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
-    module: Any, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+    module: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    walks: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    options: dict[str, Any],
 ) -> None:
     """A line holding fewer live blocks than SAMPLES (one buffer here; in sampling mode, the
     sampled ones of most lines) is done once they are all found: the walk stops there, a few
@@ -271,27 +289,20 @@ def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
     function is charged memlens's own objects made before it stops, which no module the walk
     enters holds.)"""
     mod, path = module(FEW_BLOCKS)
-    answers: list[dict[str, Any]] = []
-    walk, find = holders._tracer.holders, holders.find
-
-    def counted(*args: Any) -> dict[str, Any]:
-        answers.append(walk(*args))
-        return answers[-1]
-
-    monkeypatch.setattr(holders._tracer, "holders", counted)
-    monkeypatch.setattr(holders, "find", functools.partial(find, min_live=500_000))
+    monkeypatch.setattr(holders, "find", functools.partial(holders.find, min_live=500_000))
     run = run_of(mod.work, **options)
     (kept,) = paths_of(run, path, "kept")
     assert (kept.outcome, kept.objects) == ("found", 1)
     noise = paths_of(run, path, "noise")
     assert sum(h.objects for h in noise) == holders.SAMPLES
-    assert answers
-    assert answers[0]["complete"]
-    assert answers[0]["visited"] < 20_000, answers[0]["visited"]
+    assert walks
+    answer = walks[0][1]
+    assert answer["complete"]
+    assert answer["visited"] < 20_000, answer["visited"]
 
 
 def test_a_block_met_again_is_kept_once_towards_a_line_s_blocks(
-    module: Any, monkeypatch: pytest.MonkeyPatch
+    module: Any, walks: list[tuple[tuple[Any, ...], dict[str, Any]]]
 ) -> None:
     """Five views of an array (module globals), met before the array itself (held one step
     further), lead to its data five times: that is one of the array line's two blocks, kept
@@ -316,17 +327,10 @@ def test_a_block_met_again_is_kept_once_towards_a_line_s_blocks(
             HOLDER = {"a": array}  # @holder
         """
     )
-    counts: list[list[int]] = []
-    walk = holders._tracer.holders
-
-    def counted(*args: Any) -> dict[str, Any]:
-        counts.append(list(array("i", args[9])))
-        return walk(*args)
-
-    monkeypatch.setattr(holders._tracer, "holders", counted)
     run = run_of(mod.work)
     assert isinstance(mod.HOLDER["a"], np.ndarray)
-    assert counts[0][0] == 2  # the heaviest line, the array's: its object and data (the premise)
+    tracked = array("i", walks[0][0][9])
+    assert tracked[0] == 2  # the heaviest line, the array's: its object and data (the premise)
     found = paths_of(run, path, "array")
     assert {h.outcome for h in found} == {"found"}
     ends = {(h.hops[-1].kind, h.hops[-1].name, h.hops[-1].type) for h in found}

@@ -109,9 +109,8 @@ def main(n):
 
 SAMPLED = {"mode": "sampling", "sample_interval": 4096, "seed": 7}
 
-#: DICTS_BY_HELPER's helper called from two lines in turn: its second call's frame takes the
-#: first one's place on the frame stack before the first dict's table is looked at.
-DICTS_BY_TWO_CALLS = """\
+#: The beginning of the programs below: rows yielded, and a helper that makes a dict.
+TWO_SITES = """\
 first, second = [], []
 
 
@@ -124,12 +123,20 @@ def make(v):
     return {"qty": v}
 
 
+"""
+
+#: DICTS_BY_HELPER's helper called from two lines in turn: its second call's frame takes the
+#: first one's place on the frame stack before the first dict's table is looked at.
+DICTS_BY_TWO_CALLS = (
+    TWO_SITES
+    + """\
 def main(n):
     for row in rows(n):
         v = row["sku"]
         first.append(make(v))  # @first
         second.append(make(v))  # @second
 """
+)
 
 
 @needs_ref_tracer
@@ -156,19 +163,9 @@ def test_a_reused_keys_table_goes_to_the_line_that_made_its_dict(
 
 # The same helper called through two functions in turn: by the next object event the maker
 # and its caller have returned, and the other function's frames took their places.
-DICTS_BY_TWO_CALLERS = """\
-first, second = [], []
-
-
-def rows(n):
-    for i in range(n):
-        yield {"sku": i % 100}  # @yield
-
-
-def make(v):
-    return {"qty": v}
-
-
+DICTS_BY_TWO_CALLERS = (
+    TWO_SITES
+    + """\
 def via_a(v):
     return make(v)
 
@@ -183,6 +180,7 @@ def main(n):
         first.append(via_a(v))  # @first
         second.append(via_b(v))  # @second
 """
+)
 
 # One wrapper called from two sites in turn: by the next object event the wrapper's second
 # call runs in the first one's frame, at the same position; only the site below tells them apart.
