@@ -23,6 +23,8 @@ from warning about that, which ``filterwarnings = error`` would turn into a fail
 
 from __future__ import annotations
 
+import sys
+
 from memlens._version import __version__
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs every profiled program
@@ -129,9 +131,15 @@ def stop(
     process's ``sys.argv``, 0, True). ``holders``: whether the run records what holds its live
     lines (default: as :func:`start` was told).
     """
-    from memlens.tracing import tracer
+    # Looked up rather than imported while tracing: an import statement allocates, and that
+    # would be charged to the caller's line before tracer.stop() pauses this thread.
+    tracer = sys.modules.get("memlens.tracing.tracer")
+    if tracer is None:  # not tracing: its stop() says so
+        from memlens.tracing import tracer as imported
 
-    return tracer.stop(command=command, exit_code=exit_code, complete=complete, holders=holders)
+        tracer = imported
+    run: Run = tracer.stop(command=command, exit_code=exit_code, complete=complete, holders=holders)
+    return run
 
 
 def load_ipython_extension(ipython: object) -> None:

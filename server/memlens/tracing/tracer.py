@@ -245,20 +245,27 @@ def start(
     )
     session.save_to = save_to
     _last_saved = save_to
+    # What memlens does from here until it returns to the program is not the program's: this
+    # thread is paused across it (on 3.12+, the objects of the calls that share sys.monitoring,
+    # the checkpoint thread's start: 2-20 KB that were charged to the line that started tracing).
+    paused = _tracer.set_thread_paused(True)
     try:
-        _tracer.start(
-            mode, interval, seed or 0, timeline_interval_ms, watch_exits, native, track_reuse
-        )
-    except RuntimeError as exc:
-        raise MemlensError(str(exc)) from None
-    _session = session
-    cuda.enabled = gpu
-    _watch_imports()
-    _share_monitoring()
-    if checkpoint is not None:
-        _start_checkpoints(
-            session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
-        )
+        try:
+            _tracer.start(
+                mode, interval, seed or 0, timeline_interval_ms, watch_exits, native, track_reuse
+            )
+        except RuntimeError as exc:
+            raise MemlensError(str(exc)) from None
+        _session = session
+        cuda.enabled = gpu
+        _watch_imports()
+        _share_monitoring()
+        if checkpoint is not None:
+            _start_checkpoints(
+                session, os.fspath(checkpoint), checkpoint_interval_s, command, on_checkpoint, amend
+            )
+    finally:
+        _tracer.set_thread_paused(paused)
 
 
 def start_checkpoints(
@@ -321,14 +328,20 @@ def stop(
     session = _session
     if session is None:
         raise MemlensError("memlens is not tracing")
+    # (Paused first: what memlens does from here is not the program's, as in start().)
+    paused = _tracer.set_thread_paused(True)
     _session = None
-    _stop_checkpoints()
+    try:
+        _stop_checkpoints()
+    except BaseException:
+        _tracer.set_thread_paused(paused)
+        raise
     if session.pid != os.getpid() or _tracer.is_forked_child():
         _tracer.stop()
+        _tracer.set_thread_paused(paused)
         _unwatch_imports()
         _unshare_monitoring()
         raise MemlensError("this process was forked from a traced parent and was not traced")
-    paused = _tracer.set_thread_paused(True)
     try:
         _tracer.finish()  # the run's time and timeline end with the program
         _tracer.freeze()  # what served to record more goes before the last snapshot
