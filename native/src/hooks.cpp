@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstring>
 #include <map>
@@ -25,6 +26,7 @@
 #include "blocks.hpp"
 #include "calltree.hpp"
 #include "compat.hpp"
+#include "free_lists.h"
 #include "sampling.hpp"
 #include "stack.hpp"
 #include "stack_cache.hpp"
@@ -551,6 +553,30 @@ __attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintpt
     }
     return b.node() != node ? recharged(t, b, node) : 0;
 }
+
+// free_listed()'s visit: a free-listed block's node and weight, if it is tracked.
+void list_block(void* arg, uintptr_t block) {
+    auto& out = *static_cast<std::vector<FreeListed>*>(arg);
+    uint32_t node = 0;
+    uint64_t size = 0;
+    if (blocks::PageBlock b = g_map ? blocks::page_block(block) : blocks::PageBlock{}) {
+        node = b.node();
+        size = b.size();
+    } else {
+        blocks::Entry e{};
+        if (!blocks::filter_hit(block) || !blocks::table_get(block, &e)) {
+            return;  // untracked (made before the run, or not sampled)
+        }
+        node = e.node;
+        size = e.size;
+    }
+    if (out.size() < out.capacity()) {  // (no reallocation: see free_listed)
+        sampling::Weight w = sampling::weight(size);
+        out.push_back(FreeListed{node, w.bytes, w.count, w.var});
+    }
+}
+
+void count_entry(void* arg, uintptr_t) { ++*static_cast<size_t*>(arg); }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
 uint32_t node_of_block(uintptr_t p) {
@@ -1342,6 +1368,29 @@ bool pymalloc_in_use() {
 bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.ours.malloc && a.ctx == &d; }
 
 }  // namespace
+
+size_t free_listed_entries() {
+    size_t n = 0;
+    memlens_free_listed_blocks(count_entry, &n);
+    return n;
+}
+
+void free_listed(std::vector<FreeListed>& out) {
+    out.clear();
+    memlens_free_listed_blocks(list_block, &out);
+    std::sort(out.begin(), out.end(), [](const FreeListed& a, const FreeListed& b) { return a.node < b.node; });
+    size_t kept = 0;
+    for (const FreeListed& f : out) {
+        if (kept && out[kept - 1].node == f.node) {
+            out[kept - 1].bytes += f.bytes;
+            out[kept - 1].count += f.count;
+            out[kept - 1].var += f.var;
+        } else {
+            out[kept++] = f;
+        }
+    }
+    out.resize(kept);  // (shrinks: frees nothing)
+}
 
 void start_run() {
     g_gil_countdown.rng = mix(g_run.opts.seed ^ 0xD1B54A32D192ED03ULL) | 1;

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memlens::hooks {
 
@@ -36,6 +38,22 @@ bool pymalloc_map();
 // the GIL.
 const char* object_reuse();
 std::string numpy_attach(void* api_capsule);
+// What the tracked blocks that CPython's free lists hold now (free_lists.h: dead objects kept
+// for reuse) weigh on a node's live figures (sampling mode: their estimate and its variance).
+struct FreeListed {
+    uint32_t node;
+    int64_t bytes;
+    int64_t count;
+    double var;
+};
+// How many entries CPython's free lists hold now (an upper bound on free_listed()'s). With the
+// GIL.
+size_t free_listed_entries();
+// Those blocks by node, into `out` (in node order, one entry a node), which has room for
+// free_listed_entries() entries: nothing is allocated or freed here, where a free would take
+// g_table_lock again. Their blocks stay tracked: the next object made in one is charged to
+// its line. With the GIL and g_table_lock held.
+void free_listed(std::vector<FreeListed>& out);
 // Draws the MEM/OBJ sampling countdown of a new run.
 void start_run();
 // Frees what a run kept (not while tracing).

@@ -336,6 +336,13 @@ void snapshot(SnapshotData& out) {
     // not both held at once, a big tree's peak). A snapshot after it has no call tree.
     const bool last = g_frozen == Frozen::kFrozen;
     const uint32_t copied = g_frozen == Frozen::kTaken ? 0 : n;
+    // What CPython's free lists hold is dead: no line keeps it live, now (its blocks stay
+    // tracked, and live at the moments before). (Room made, and freed, outside the lock: a
+    // free under it would take it again.)
+    std::vector<hooks::FreeListed> dead;
+    if (copied) {
+        dead.reserve(hooks::free_listed_entries());
+    }
     {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
@@ -356,18 +363,25 @@ void snapshot(SnapshotData& out) {
             g_frozen = Frozen::kTaken;
         }
         const moments::KeptMoments kept_of(ms.bounds);
+        if (copied) {
+            hooks::free_listed(dead);
+        }
+        size_t next_dead = 0;
         for (uint32_t id = 0; id < copied; ++id) {
             const Node& nd = calltree::node(id);
             out.nodes.push_back(SnapshotNode{nd.parent, nd.code, nd.offset});
             Sums& sums = out.sums.emplace_back();
             bool at_peak_now = nd.fig.epoch != epoch;  // unchanged since the latest peak
+            const hooks::FreeListed none{id, 0, 0, 0.0};
+            const hooks::FreeListed& gone =
+                next_dead < dead.size() && dead[next_dead].node == id ? dead[next_dead++] : none;
             sums.alloc_bytes = nd.fig.alloc_bytes;
             sums.alloc_count = nd.fig.alloc_count;
-            sums.live_bytes = nd.fig.live_bytes;
-            sums.live_count = nd.fig.live_count;
+            sums.live_bytes = nd.fig.live_bytes - gone.bytes;
+            sums.live_count = nd.fig.live_count - gone.count;
             sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
             if (!ms.dropped) {
-                moments::pending(ms.gil, kept_of, id, nd.moment, nd.fig.live_bytes);
+                moments::pending(ms.gil, kept_of, id, nd.moment, nd.fig.live_bytes - gone.bytes);
             }
             if (const NogilFigures* nf = calltree::nogil_if_any(id)) {
                 const Figures* f = &nf->fig;
@@ -382,7 +396,7 @@ void snapshot(SnapshotData& out) {
             }
             if (g_run.sampling) {
                 const Variances& v = calltree::vars(id);
-                out.vars.push_back(SumVars{v.alloc, v.live, at_peak_now ? v.live : v.peak});
+                out.vars.push_back(SumVars{v.alloc, v.live - gone.var, at_peak_now ? v.live : v.peak});
             }
             if (last && (((id + 1) & (calltree::kChunkSize - 1)) == 0 || id + 1 == copied)) {
                 calltree::give_back(id >> calltree::kChunkBits);

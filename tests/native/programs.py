@@ -197,3 +197,24 @@ def peak_then_drop() -> bytearray:
     del big
     small = bytearray(2 * MIB)  # @peak_small
     return small
+
+
+def free_listed(n: int) -> list[tuple[int, int, int]]:
+    """Objects of the types CPython keeps on free lists, made `n` to a line and dropped at the
+    return (the lists fill up and keep their last ones), and 1,000 tuples that stay alive."""
+    pairs = []
+    for i in range(n):
+        pairs.append((i, -i))  # @fl_tuples
+    halves = []
+    for i in range(n):
+        halves.append(i * 0.5)  # @fl_floats
+    dicts = []
+    for _ in range(n):
+        dicts.append({})  # @fl_dicts
+    lists = []
+    for i in range(n):
+        lists.append([i])  # @fl_lists
+    alive = []
+    for i in range(1000):
+        alive.append((i, i, i))  # @fl_alive
+    return alive
