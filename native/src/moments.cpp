@@ -162,7 +162,7 @@ size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw) {
     return size_t(it - bounds.begin());
 }
 
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last) {
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra) {
     // `out` is empty, and its vectors only grow within the capacity reserved here: nothing is
     // freed while g_table_lock is held (see compact).
     {
@@ -175,8 +175,9 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
         // (or as it ended), whatever changed after the latest boundary.
         out.bounds.reserve(g_kept + 1);
         out.bounds.assign(g_bounds, g_bounds + g_kept);
+        out.open = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
         if (g_kept > 0 && now > g_bounds[g_kept - 1].t) {
-            out.bounds.push_back(Bound{__atomic_load_n(&g_moment, __ATOMIC_RELAXED) + 1, now, traced_total()});
+            out.bounds.push_back(Bound{out.open + 1, now, traced_total()});
         }
     }
     if (last) {
@@ -195,7 +196,7 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
     const KeptMoments kept_of(out.bounds);
     compact(g_log, kept_of, nodes);
     compact(g_log_nogil, kept_of, nodes);
-    out.gil.reserve(g_log.size() + nodes);  // the log, and one pending entry per node
+    out.gil.reserve(g_log.size() + nodes + extra);  // the log, and the pending entries
     out.nogil.reserve(g_log_nogil.size() + nogil_nodes);
     copy(g_log, kept_of, out.gil, last);
     copy(g_log_nogil, kept_of, out.nogil, last);
@@ -210,6 +211,15 @@ void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, u
     if ((live != 0 || (seen & kHeld)) && kept_of(raw_of(seen)) < kept_of.size()) {
         out.push_back(Entry{id, raw_of(seen), live});
     }
+}
+
+void pending_less(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live,
+                  int64_t dead, uint32_t open) {
+    if (dead != 0 && raw_of(seen) != open) {
+        pending(out, kept_of, id, seen, live);  // until the moment open now
+        seen = open | (live != 0 ? kHeld : 0);
+    }
+    pending(out, kept_of, id, seen, live - dead);
 }
 
 void reset() {

@@ -153,16 +153,23 @@ struct Snapshot {
     std::vector<Entry> gil, nogil;
     double peak_t = -1;    // when the latest peak happened (-1: no peak yet)
     bool dropped = false;  // the log overflowed: no moments
+    uint32_t open = 0;     // the raw moment open at the snapshot (its last kept moment's)
 };
 // `nogil_nodes`: how many nodes may have no-GIL figures (pending entries of that log).
 // `last`: the run's last snapshot with moments (tracer.cpp, freeze): nothing is logged from
 // now on, and the logs are freed as they are read (they are not held twice at once). The
 // writers of both logs are kept out meanwhile (the GIL and g_table_lock held), and see that
 // nothing is logged before they next append.
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last);
+// `extra`: room for that many more pending entries of the GIL log (pending_less).
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra = 0);
 // Adds the entry of a node's current figures (`seen`: as touch() keeps it) when it matters to
 // a kept moment and changes something.
 void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live);
+// pending() for a node `dead` bytes of whose `live` bytes are known dead now (CPython's free
+// lists hold them): they count until the moment open now (`open`: Snapshot::open), which ends
+// with the rest. (When they died is not known; the moments before keep what they held.)
+void pending_less(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live,
+                  int64_t dead, uint32_t open);
 
 // Drops everything (start, reset); not while tracing.
 void reset();

@@ -355,17 +355,17 @@ void snapshot(SnapshotData& out) {
         }
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
+        if (copied) {
+            hooks::free_listed(dead);
+        }
         // (Once the run is finished, its end: the last moment ends there, as the run does.)
         // (A frozen run's next snapshot is its last with moments: it takes their logs.)
         moments::snapshot(ms, copied, calltree::nogil_capacity(),
-                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration, last);
+                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration, last, dead.size());
         if (last) {
             g_frozen = Frozen::kTaken;
         }
         const moments::KeptMoments kept_of(ms.bounds);
-        if (copied) {
-            hooks::free_listed(dead);
-        }
         size_t next_dead = 0;
         for (uint32_t id = 0; id < copied; ++id) {
             const Node& nd = calltree::node(id);
@@ -381,7 +381,7 @@ void snapshot(SnapshotData& out) {
             sums.live_count = nd.fig.live_count - gone.count;
             sums.peak_bytes = at_peak_now ? nd.fig.live_bytes : nd.fig.peak_bytes;
             if (!ms.dropped) {
-                moments::pending(ms.gil, kept_of, id, nd.moment, nd.fig.live_bytes - gone.bytes);
+                moments::pending_less(ms.gil, kept_of, id, nd.moment, nd.fig.live_bytes, gone.bytes, ms.open);
             }
             if (const NogilFigures* nf = calltree::nogil_if_any(id)) {
                 const Figures* f = &nf->fig;

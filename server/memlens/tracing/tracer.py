@@ -337,8 +337,10 @@ def stop(
         _tracer.set_thread_paused(paused)
         raise
     if session.pid != os.getpid() or _tracer.is_forked_child():
-        _tracer.stop()
-        _tracer.set_thread_paused(paused)
+        try:
+            _tracer.stop()
+        finally:
+            _tracer.set_thread_paused(paused)
         _unwatch_imports()
         _unshare_monitoring()
         raise MemlensError("this process was forked from a traced parent and was not traced")
@@ -350,8 +352,12 @@ def stop(
         wanted = session.holders if holders is None else holders
         held = _holders(parts, float(snap.info["duration_s"]), session.mode) if wanted else ()
     finally:
-        _tracer.stop()
-        _tracer.set_thread_paused(paused)
+        try:
+            _tracer.stop()
+        finally:
+            _tracer.set_thread_paused(
+                paused
+            )  # (a paused thread would record nothing in a later run)
     _unwatch_imports()
     _unshare_monitoring()
     gpu = cuda.take()  # PyTorch's CUDA memory, once the tracer has stopped (untraced)
