@@ -215,7 +215,9 @@ void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, u
 
 void pending_less(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live,
                   int64_t dead, uint32_t open) {
-    if (dead != 0 && raw_of(seen) != open) {
+    // (Where no kept moment follows the open one, as when a boundary came after the snapshot's
+    // time was read, the entry at `seen` stands for the last moment: it has the rest.)
+    if (dead != 0 && raw_of(seen) != open && kept_of(open) < kept_of.size()) {
         pending(out, kept_of, id, seen, live);  // until the moment open now
         seen = open | (live != 0 ? kHeld : 0);
     }

@@ -355,9 +355,8 @@ def stop(
         try:
             _tracer.stop()
         finally:
-            _tracer.set_thread_paused(
-                paused
-            )  # (a paused thread would record nothing in a later run)
+            # (Given back whatever happens: a paused thread records nothing in a later run.)
+            _tracer.set_thread_paused(paused)
     _unwatch_imports()
     _unshare_monitoring()
     gpu = cuda.take()  # PyTorch's CUDA memory, once the tracer has stopped (untraced)
