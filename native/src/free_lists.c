@@ -19,6 +19,26 @@ typedef void (*Visit)(void* arg, uintptr_t block);
 static uintptr_t gc_block(const void* op) { return (uintptr_t)op - sizeof(PyGC_Head); }
 
 #if PY_VERSION_HEX < 0x030E0000
+// Tuples, before 3.14: a list per length (heads[first..end)), linked through each tuple's
+// first item.
+static void visit_tuples(PyTupleObject* const* heads, int first, int end, Visit visit, void* arg) {
+    for (int i = first; i < end; ++i) {
+        PyTupleObject* op = heads[i];
+        for (int n = 0; op && n < MEMLENS_MAX_ENTRIES; ++n) {
+            visit(arg, gc_block(op));
+            op = (PyTupleObject*)op->ob_item[0];
+        }
+    }
+}
+
+// Floats, before 3.14: linked through their type's field.
+static void visit_floats(PyFloatObject* f, Visit visit, void* arg) {
+    for (int n = 0; f && n < MEMLENS_MAX_ENTRIES; ++n) {
+        visit(arg, (uintptr_t)f);
+        f = (PyFloatObject*)Py_TYPE(f);
+    }
+}
+
 // An array of `count` entries (at most `limit`).
 static void visit_array(void* const* items, int count, int limit, int gc, Visit visit, void* arg) {
     if (count > limit) {
@@ -83,20 +103,8 @@ void memlens_free_listed_blocks(Visit visit, void* arg) {
 #elif PY_VERSION_HEX >= 0x030D0000
 #  if defined(WITH_FREELISTS) && !defined(Py_GIL_DISABLED)
     struct _Py_object_freelists* fl = &interp->object_state.freelists;
-    // Tuples: a list per size, linked through each tuple's first item.
-    for (int i = 0; i < PyTuple_NFREELISTS; ++i) {
-        PyTupleObject* op = fl->tuples.items[i];
-        for (int n = 0; op && n < MEMLENS_MAX_ENTRIES; ++n) {
-            visit(arg, gc_block(op));
-            op = (PyTupleObject*)op->ob_item[0];
-        }
-    }
-    // Floats: linked through their type's field.
-    PyFloatObject* f = fl->floats.items;
-    for (int n = 0; f && n < MEMLENS_MAX_ENTRIES; ++n) {
-        visit(arg, (uintptr_t)f);
-        f = (PyFloatObject*)Py_TYPE(f);
-    }
+    visit_tuples(fl->tuples.items, 0, PyTuple_NFREELISTS, visit, arg);  // (index: the length less one)
+    visit_floats(fl->floats.items, visit, arg);
     visit_array((void* const*)fl->lists.items, fl->lists.numfree, PyList_MAXFREELIST, 1, visit, arg);
     visit_array((void* const*)fl->dicts.items, fl->dicts.numfree, PyDict_MAXFREELIST, 1, visit, arg);
     visit_array((void* const*)fl->dictkeys.items, fl->dictkeys.numfree, PyDict_MAXFREELIST, 0, visit, arg);
@@ -105,24 +113,13 @@ void memlens_free_listed_blocks(Visit visit, void* arg) {
     // 3.10 to 3.12: the interpreter's per-type states.
 #  if PyTuple_MAXSAVESIZE > 0
 #    if PY_VERSION_HEX >= 0x030B0000
-    const int first = 0, lists = PyTuple_NFREELISTS;  // index: the size less one
+    visit_tuples(interp->tuple.free_list, 0, PyTuple_NFREELISTS, visit, arg);  // (index: the length less one)
 #    else
-    const int first = 1, lists = PyTuple_MAXSAVESIZE;  // index: the size (0: the empty tuple, alive)
+    visit_tuples(interp->tuple.free_list, 1, PyTuple_MAXSAVESIZE, visit, arg);  // (0: the empty tuple, alive)
 #    endif
-    for (int i = first; i < lists; ++i) {
-        PyTupleObject* op = interp->tuple.free_list[i];
-        for (int n = 0; op && n < MEMLENS_MAX_ENTRIES; ++n) {
-            visit(arg, gc_block(op));
-            op = (PyTupleObject*)op->ob_item[0];
-        }
-    }
 #  endif
 #  if PY_VERSION_HEX < 0x030B0000 || PyFloat_MAXFREELIST > 0  // (3.10 always has one)
-    PyFloatObject* f = interp->float_state.free_list;
-    for (int n = 0; f && n < MEMLENS_MAX_ENTRIES; ++n) {
-        visit(arg, (uintptr_t)f);
-        f = (PyFloatObject*)Py_TYPE(f);
-    }
+    visit_floats(interp->float_state.free_list, visit, arg);
 #  endif
 #  if PyList_MAXFREELIST > 0
     visit_array((void* const*)interp->list.free_list, interp->list.numfree, PyList_MAXFREELIST, 1, visit, arg);

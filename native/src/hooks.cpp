@@ -554,45 +554,30 @@ __attribute__((noinline)) int reused_mapped(ThreadState& t, PyObject* op, uintpt
     return b.node() != node ? recharged(t, b, node) : 0;
 }
 
-// free_listed()'s visit: a free-listed block's node and weight, if it is tracked.
-void list_block(void* arg, uintptr_t block) {
-    auto& out = *static_cast<std::vector<FreeListed>*>(arg);
-    uint32_t node = 0;
-    uint64_t size = 0;
-    if (blocks::PageBlock b = g_map ? blocks::page_block(block) : blocks::PageBlock{}) {
-        node = b.node();
-        size = b.size();
-    } else {
-        blocks::Entry e{};
-        if (!blocks::filter_hit(block) || !blocks::table_get(block, &e)) {
-            return;  // untracked (made before the run, or not sampled)
-        }
-        node = e.node;
-        size = e.size;
+// A tracked block's node and size (the block stays tracked): false when it is not tracked.
+// The address table is read under g_table_lock, taken here unless the caller holds it.
+bool find_tracked(uintptr_t p, blocks::Entry* out, bool locked) {
+    if (blocks::PageBlock b = g_map ? blocks::page_block(p) : blocks::PageBlock{}) {
+        *out = blocks::Entry{b.node(), b.size()};
+        return true;
     }
-    if (out.size() < out.capacity()) {  // (no reallocation: see free_listed)
-        sampling::Weight w = sampling::weight(size);
-        out.push_back(FreeListed{node, w.bytes, w.count, w.var});
+    if (!blocks::filter_hit(p)) {
+        return false;
     }
+    if (locked) {
+        return blocks::table_get(p, out);
+    }
+    Guard g(g_table_lock);
+    return blocks::table_get(p, out);
 }
-
-void count_entry(void* arg, uintptr_t) { ++*static_cast<size_t*>(arg); }
 
 // The node a tracked block is charged to (the block stays tracked), or UINT32_MAX.
 uint32_t node_of_block(uintptr_t p) {
-    uint32_t node = 0;
-    if (g_map && blocks::page_get(p, &node)) {
-        return node;
-    }
     blocks::Entry e{};
-    if (blocks::filter_hit(p)) {
-        Guard g(g_table_lock);
-        if (blocks::table_get(p, &e)) {
-            return e.node;
-        }
-    }
-    return UINT32_MAX;
+    return find_tracked(p, &e, false) ? e.node : UINT32_MAX;
 }
+
+void collect_block(void* arg, uintptr_t block) { static_cast<std::vector<uintptr_t>*>(arg)->push_back(block); }
 
 // The dict made last (by any thread: object events hold the GIL) and the run it was made
 // in, until the next object event looks at its keys table (set right after the dict is made,
@@ -1369,15 +1354,21 @@ bool is_ours(const PyMemAllocatorEx& a, const Domain& d) { return a.malloc == d.
 
 }  // namespace
 
-size_t free_listed_entries() {
-    size_t n = 0;
-    memlens_free_listed_blocks(count_entry, &n);
-    return n;
+std::vector<uintptr_t> free_listed_blocks() {
+    std::vector<uintptr_t> out;
+    memlens_free_listed_blocks(collect_block, &out);
+    return out;
 }
 
-void free_listed(std::vector<FreeListed>& out) {
+void free_listed(const std::vector<uintptr_t>& listed, std::vector<FreeListed>& out) {
     out.clear();
-    memlens_free_listed_blocks(list_block, &out);
+    for (uintptr_t block : listed) {
+        blocks::Entry e{};
+        if (find_tracked(block, &e, true)) {  // (untracked: made before the run, or not sampled)
+            sampling::Weight w = sampling::weight(e.size);
+            out.push_back(FreeListed{e.node, w.bytes, w.count, w.var});
+        }
+    }
     std::sort(out.begin(), out.end(), [](const FreeListed& a, const FreeListed& b) { return a.node < b.node; });
     size_t kept = 0;
     for (const FreeListed& f : out) {

@@ -46,14 +46,13 @@ struct FreeListed {
     int64_t count;
     double var;
 };
-// How many entries CPython's free lists hold now (an upper bound on free_listed()'s). With the
-// GIL.
-size_t free_listed_entries();
-// Those blocks by node, into `out` (in node order, one entry a node), which has room for
-// free_listed_entries() entries: nothing is allocated or freed here, where a free would take
-// g_table_lock again. Their blocks stay tracked: the next object made in one is charged to
-// its line. With the GIL and g_table_lock held.
-void free_listed(std::vector<FreeListed>& out);
+// The blocks CPython's free lists hold now (free_lists.h). With the GIL.
+std::vector<uintptr_t> free_listed_blocks();
+// What those of `listed` that are tracked weigh, by node (in node order, one entry a node),
+// into `out`, which has room for one entry a block of `listed`: nothing is allocated or freed
+// here, where a free would take g_table_lock again. Their blocks stay tracked: the next
+// object made in one is charged to its line. With the GIL and g_table_lock held.
+void free_listed(const std::vector<uintptr_t>& listed, std::vector<FreeListed>& out);
 // Draws the MEM/OBJ sampling countdown of a new run.
 void start_run();
 // Frees what a run kept (not while tracing).

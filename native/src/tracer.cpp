@@ -337,12 +337,11 @@ void snapshot(SnapshotData& out) {
     const bool last = g_frozen == Frozen::kFrozen;
     const uint32_t copied = g_frozen == Frozen::kTaken ? 0 : n;
     // What CPython's free lists hold is dead: no line keeps it live, now (its blocks stay
-    // tracked, and live at the moments before). (Room made, and freed, outside the lock: a
-    // free under it would take it again.)
+    // tracked, and live at the moments before). (Read, and the room made and freed, outside
+    // the lock: a free under it would take it again.)
+    const std::vector<uintptr_t> listed = copied ? hooks::free_listed_blocks() : std::vector<uintptr_t>{};
     std::vector<hooks::FreeListed> dead;
-    if (copied) {
-        dead.reserve(hooks::free_listed_entries());
-    }
+    dead.reserve(listed.size());
     {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
@@ -355,9 +354,7 @@ void snapshot(SnapshotData& out) {
         }
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
-        if (copied) {
-            hooks::free_listed(dead);
-        }
+        hooks::free_listed(listed, dead);
         // (Once the run is finished, its end: the last moment ends there, as the run does.)
         // (A frozen run's next snapshot is its last with moments: it takes their logs.)
         moments::snapshot(ms, copied, calltree::nogil_capacity(),

@@ -19,6 +19,8 @@ from memlens.runfile import reader
 from memlens.tracing import tracer
 from tests.cli.memlens_cmd import memlens as memlens_command
 
+from .conftest import tagged
+
 #: tracer.start's parameters that memlens run (or attach) alone uses (its launcher, the command
 #: it ran, pointing the store's `latest` at each checkpoint, a process that was running before).
 INTERNAL = {"hidden", "command", "on_checkpoint", "workspace_root", "attached", "sources", "amend"}
@@ -214,7 +216,7 @@ import json, sys
 import memlens
 
 def work():
-    return [0] * 10
+    return [0] * 10  # @work
 
 mode = sys.argv[1]
 figures = {}
@@ -228,12 +230,12 @@ def lines(run):
                 figures[number][1] += s.alloc_bytes
                 figures[number][2] += s.live_bytes
 
-with memlens.profile(mode, 1, timeline_interval_ms=0, checkpoint=sys.argv[2]) as p:  # line 20
+with memlens.profile(mode, 1, timeline_interval_ms=0, checkpoint=sys.argv[2]) as p:  # @with
     x = work()
 lines(p.run)
-memlens.start(mode, 1, timeline_interval_ms=0, checkpoint=sys.argv[2])  # line 23
+memlens.start(mode, 1, timeline_interval_ms=0, checkpoint=sys.argv[2])  # @start
 y = work()
-lines(memlens.stop())  # line 25
+lines(memlens.stop())  # @stop
 print(json.dumps(figures))
 """
 
@@ -261,9 +263,10 @@ def test_memlens_own_start_and_stop_are_not_charged_to_the_calling_lines(
     figures = {int(k): v for k, v in json.loads(proc.stdout).items()}
     # The program's own line is there, from both runs (sampling every byte: every allocation
     # is a sample): the list and its items, twice.
-    assert figures[6][0] >= 2 * 2, figures
-    assert figures[6][1] >= 2 * 88, figures
-    for line in (20, 23, 25):
+    work = figures[tagged(script, "work")]
+    assert work[0] >= 2 * 2, figures
+    assert work[1] >= 2 * 88, figures
+    for line in (tagged(script, tag) for tag in ("with", "start", "stop")):
         if sys.version_info >= (3, 11):
             assert figures.get(line, [0, 0, 0]) == [0, 0, 0], (line, figures)
         else:
