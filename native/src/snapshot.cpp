@@ -368,6 +368,12 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
     // of its parent's path, not the whole path. (A node without a function is the first of
     // none.)
     PageArray<int32_t> site_up(n), func_up(n);
+    // Each collapsed node's first child (its id + 1: 0 none, as fresh pages read) and site.
+    struct FirstChild {
+        int32_t fid1;
+        int32_t site;
+    };
+    auto first_child = std::make_unique<PageArray<FirstChild>>(n);
     auto up_of = [&](PageArray<int32_t>& up, int32_t fid, int32_t parent, auto same) {
         int32_t a = parent >= 0 ? up[size_t(parent)] : -1;
         const int32_t head = a;
@@ -402,7 +408,19 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             }
             const int32_t site = place.site;
             const int32_t line = out.site_line[size_t(site)];
-            int32_t fid = node_key->find(inherited, site, &slot);
+            // A collapsed node's first child is kept beside it, not in node_key: most nodes are
+            // a first child (a new path's nodes are), found or made with no lookup in the
+            // index (whose slots are a cache miss each in a big tree); the index holds the
+            // other children (and the roots).
+            FirstChild* first = inherited >= 0 ? &(*first_child)[size_t(inherited)] : nullptr;
+            int32_t fid = -1;
+            bool indexed = first == nullptr || first->fid1 != 0;
+            if (first != nullptr && first->fid1 != 0 && first->site == site) {
+                fid = first->fid1 - 1;
+                indexed = false;
+            } else if (indexed) {
+                fid = node_key->find(inherited, site, &slot);
+            }
             if (fid < 0) {
                 fid = int32_t(out.parent.size());
                 const int32_t fn = function_of_code[nd.code];
@@ -411,7 +429,11 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
                 out.line.push_back(line);
                 out.function.push_back(fn);
                 site_of.push_back(site);
-                node_key->add(slot, fid);
+                if (indexed) {
+                    node_key->add(slot, fid);
+                } else {
+                    *first = FirstChild{fid + 1, site};
+                }
                 up_of(site_up, fid, inherited, [&](int32_t a) { return site_of[size_t(a)] == site; });
                 if (fn >= 0 && fn < functions) {
                     up_of(func_up, fid, inherited, [&](int32_t a) { return out.function[size_t(a)] == fn; });
@@ -423,6 +445,7 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
         }
     }
     node_key.reset();
+    first_child.reset();
     for (std::vector<int32_t>* v : {&out.parent, &out.file, &out.line, &out.function, &site_of}) {
         v->shrink_to_fit();
     }

@@ -218,3 +218,20 @@ def free_listed(n: int) -> list[tuple[int, int, int]]:
     for i in range(1000):
         alive.append((i, i, i))  # @fl_alive
     return alive
+
+
+def dup_leaf(n: int) -> bytearray:
+    return bytearray(n)  # @dup_leaf
+
+
+def dup_calls() -> list[Any]:
+    """Calls that reach one line through places that differ in the frames only: two calls on
+    one line (two call sites of one line), a comprehension, and calls from C (sorted's key),
+    first and later: each line must be one node under each caller's node."""
+    out: list[Any] = []
+    for _ in range(2):
+        first, second = dup_leaf(1000), dup_leaf(2000)  # @dup_two
+        out += [first, second, dup_leaf(3000)]  # @dup_other
+        out += [dup_leaf(100 * k) for k in (1, 2, 3)]  # @dup_comp
+        out.append(sorted([3, 1, 2], key=lambda x: len(dup_leaf(10 * x))))  # @dup_sorted
+    return out

@@ -148,6 +148,37 @@ def test_inclusive_figures_follow_the_call_tree() -> None:
     assert nodes[parent.parent].line == line_of("outer")
 
 
+def test_a_line_reached_through_several_places_is_one_node_under_its_caller() -> None:
+    """The call tree has one node per line under each caller's node, however many places
+    (call sites on one line, a comprehension, calls from C) reach it, first or later: the
+    collapse finds a node made by an earlier place (a caller's first child or another)."""
+    run, kept = profile(programs.dup_calls)
+    assert len(kept) == 2 * 7
+    children: dict[tuple[int, str, int], int] = {}
+    for n in run.call_tree:
+        key = (n.parent, n.file, n.line)
+        assert key not in children, f"two nodes of line {n.line} under node {n.parent}"
+        children[key] = n.id
+    nodes = {n.id: n for n in run.call_tree}
+    leaf = line_of("dup_leaf")
+
+    def leaf_bytes(tag: str) -> int:
+        """The leaf's bytes under the nodes of the line tagged ``tag``."""
+        return sum(
+            n.alloc_bytes
+            for n in run.call_tree
+            if n.line == leaf and nodes[n.parent].line == line_of(tag)
+        )
+
+    assert 2 * 3000 <= leaf_bytes("dup_two") < 2 * 3000 + 2000
+    assert 2 * 3000 <= leaf_bytes("dup_other") < 2 * 3000 + 2000
+    assert 2 * 600 <= leaf_bytes("dup_comp") < 2 * 600 + 2000
+    two = [
+        n for n in run.call_tree if n.line == leaf and nodes[n.parent].line == line_of("dup_two")
+    ]
+    assert len(two) == 1
+
+
 def test_recursion_counts_each_stack_once() -> None:
     run, result = profile(lambda: programs.recurse(5))
     assert len(result) == 6
