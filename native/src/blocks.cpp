@@ -42,6 +42,42 @@ inline uintptr_t* leaf_of(uintptr_t p, bool create) {
 
 inline size_t side_entries(uint32_t k) { return 255 / k + 1; }
 
+// An entry of a page whose class was guessed (page_adopt), not known from an allocation in it.
+constexpr uintptr_t kGuessedClass = 32;
+
+// A page's side array for class k (zeros), in entry `at` of `leaf`.
+bool new_side(uintptr_t* leaf, size_t at, uint32_t k, bool guessed) {
+    size_t bytes = (side_entries(k) * sizeof(uint32_t) + 63) & ~size_t(63);
+    void* side = std::aligned_alloc(64, bytes);
+    if (!side) {
+        return false;
+    }
+    std::memset(side, 0, bytes);
+    leaf[at] = reinterpret_cast<uintptr_t>(side) | (k - 1) | (guessed ? kGuessedClass : 0);
+    written_pages(leaf)[at / kEntriesPerPage / 64] |= uint64_t{1} << ((at / kEntriesPerPage) % 64);
+    return true;
+}
+
+// Whether a page's side array (its leaf entry `e`) tracks no block.
+bool all_free(uintptr_t e) {
+    const auto* side = reinterpret_cast<const uint32_t*>(e & ~uintptr_t(63));
+    const size_t n = side_entries(uint32_t(e & 31) + 1);
+    for (size_t i = 0; i < n; ++i) {
+        if (side[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Block `p` of `size` bytes charged to `node`, in its page's side array (leaf entry `e`).
+void put_at(uintptr_t e, uintptr_t p, size_t size, uint32_t node) {
+    const uint32_t k = uint32_t(e & 31) + 1;
+    auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
+    const uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
+    side[idx] = ((node + 1) << 4) | uint32_t(k * 16 - size);
+}
+
 // ---------------------------------------------------------------------------------------
 // Address table.
 struct Slot {
@@ -156,24 +192,58 @@ bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
     uintptr_t& e = leaf[at];
     if (!e || (e & 31) + 1 != k) {
         // A page seen for the first time, or a pool that pymalloc emptied and gave another
-        // size class: all its tracked blocks were freed (their entries are 0).
+        // size class: all its tracked blocks were freed (their entries are 0). Not so where
+        // the page's class was a guess (page_adopt) that this block, of the pool's own class,
+        // shows wrong while blocks adopted under it live: they keep the page (this block goes
+        // in the table).
         if (e) {
+            if ((e & kGuessedClass) && !all_free(e)) {
+                return false;
+            }
             std::free(reinterpret_cast<void*>(e & ~uintptr_t(63)));
             e = 0;
         }
-        size_t bytes = (side_entries(k) * sizeof(uint32_t) + 63) & ~size_t(63);
-        void* side = std::aligned_alloc(64, bytes);
-        if (!side) {
+        if (!new_side(leaf, at, k, false)) {
             return false;
         }
-        std::memset(side, 0, bytes);
-        e = reinterpret_cast<uintptr_t>(side) | (k - 1);
-        written_pages(leaf)[at / kEntriesPerPage / 64] |= uint64_t{1} << ((at / kEntriesPerPage) % 64);
     }
-    auto* side = reinterpret_cast<uint32_t*>(e & ~uintptr_t(63));
-    uint32_t idx = (uint32_t((p & 4095) >> 4) * g_reciprocal[k]) >> 16;
-    side[idx] = ((node + 1) << 4) | uint32_t(k * 16 - size);
+    put_at(e, p, size, node);
     return true;
+}
+
+bool page_adopt(uintptr_t p, size_t* size_io, uint32_t node) {
+    const size_t size = *size_io;
+    if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
+        return false;
+    }
+    uintptr_t* leaf = leaf_of(p, true);
+    if (!leaf) {
+        return false;
+    }
+    const uint32_t k = uint32_t((size + 15) / 16);
+    const size_t at = (p >> kPageBits) & (kLeafEntries - 1);
+    uintptr_t& e = leaf[at];
+    if (!e) {
+        // Nothing known of the page: its class is guessed from the object (a block is never
+        // of a smaller class than what it holds, so the guess sets no two of the page's
+        // blocks on one entry, and frees of its other blocks find none of the adopted ones).
+        if (!new_side(leaf, at, k, true)) {
+            return false;
+        }
+    }
+    const uint32_t class_k = uint32_t(e & 31) + 1;
+    if (class_k == k) {
+        put_at(e, p, size, node);
+        return true;
+    }
+    if (!(e & kGuessedClass) && class_k > k) {
+        // The page's class, from a block allocated in it (the pool's): the whole block is
+        // charged, its request size being unknown.
+        *size_io = class_k * 16;
+        put_at(e, p, *size_io, node);
+        return true;
+    }
+    return false;  // (a guess of another object's, or a class too small to hold it: stale)
 }
 
 void arena_freed(uintptr_t p, size_t size) {

@@ -471,9 +471,17 @@ size_t free_listed_size(PyObject* op) {
 // A tracked block whose object now belongs to `node`: its live (and peak) figures move there,
 // without an allocation (the allocator was not called). Its old node's figures were taken back
 // by forget(). `in_map`: it is a pymalloc block (it goes in the block map).
-void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node) {
+// `guessed`: an untracked block, whose size is its object's (blocks::page_adopt).
+void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node, bool guessed = false) {
     if (!g_run.sampling) {
-        put_exact(block, size, in_map, node);
+        if (guessed && in_map) {
+            if (!blocks::page_adopt(block, &size, node)) {
+                Guard g(g_table_lock);
+                table_put_locked(block, node, size, true);
+            }
+        } else {
+            put_exact(block, size, in_map, node);
+        }
         calltree::move_in_at(node, int64_t(size), 1);
         return;
     }
@@ -500,7 +508,7 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
             // A builtin free-listed object was made by the object allocator, so over pymalloc
             // its block is a pymalloc block even when it was untracked (allocated before the
             // run) or in the table: in the map, its next reuse takes the fast path of reused().
-            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node);
+            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node, !old.tracked);
         }
     }
     return 0;

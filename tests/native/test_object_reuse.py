@@ -15,7 +15,7 @@ import pytest
 
 from memlens import _tracer
 
-from .conftest import line, load, profile, tagged
+from .conftest import line, load, profile, profiled, tagged
 
 needs_ref_tracer = pytest.mark.skipif(
     sys.version_info < (3, 13), reason="the reference tracer exists from Python 3.13 on"
@@ -210,6 +210,50 @@ def test_a_reused_keys_table_goes_to_the_call_that_made_its_dict(
     assert line(run, path, "yield").live_bytes <= 0.05 * kept
     ns["first"].clear()
     ns["second"].clear()
+
+
+#: One-digit ints in blocks made for longer ones (a parse sizes its result from the text), on
+#: the int free list, made while memlens does not trace (as before a run), between blocks of
+#: their class that go back to the allocator; then, traced, blocks of that class allocated in
+#: those pages, the ints taken off the free list, and the blocks freed again.
+ODD_BLOCKS = """\
+from memlens import _tracer
+
+ZEROS = "0" * 60
+
+
+def main():
+    paused = _tracer.set_thread_paused(True)
+    hold = [i + 2 * 10**6 for i in range(300)]  # (empties the int free list)
+    ints, between = [], []
+    for i in range(100):
+        ints.append(int(ZEROS + str(10**6 + i)))
+        between.append(int(ZEROS + str(2**40 + i)))
+    del between, ints
+    _tracer.set_thread_paused(paused)
+    kept = [int(ZEROS + str(2**40 + i)) for i in range(100)]  # @kept
+    made = [i + 10**6 for i in range(100)]  # @made
+    del kept
+    return made, hold
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="one-digit ints have a free list from 3.14")
+def test_an_int_reused_in_a_block_of_a_larger_class_loses_no_other_block(tmp_path: Path) -> None:
+    """A free-listed block taken in by reuse has its object's size, not its class: a block of
+    its page allocated under the page's own class must stay found (its free taken back). The
+    page's entries were replaced under a class guessed from the int, and the freed blocks'
+    line kept 100 blocks (6,000 bytes) live for good."""
+    ns, path = load(tmp_path, ODD_BLOCKS)
+    run, (made, _) = profiled(lambda: ns["main"]())
+    kept, made_line = line(run, path, "kept"), line(run, path, "made")
+    assert kept.alloc_count >= 100
+    assert (kept.live_count, kept.live_bytes) == (0, 0)
+    # The ints are charged to the line taking them off the free list (as the whole block of
+    # their page's class, where that class is known), and the list holding them.
+    assert made_line.live_count >= 100
+    assert made_line.live_bytes >= 100 * 28
+    assert len(made) == 100
 
 
 @needs_ref_tracer
