@@ -162,7 +162,8 @@ size_t moment_of(const std::vector<Bound>& bounds, uint32_t raw) {
     return size_t(it - bounds.begin());
 }
 
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra) {
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra,
+              int64_t dead_bytes) {
     // `out` is empty, and its vectors only grow within the capacity reserved here: nothing is
     // freed while g_table_lock is held (see compact).
     {
@@ -177,7 +178,8 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
         out.bounds.assign(g_bounds, g_bounds + g_kept);
         out.open = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
         if (g_kept > 0 && now > g_bounds[g_kept - 1].t) {
-            out.bounds.push_back(Bound{out.open + 1, now, traced_total()});
+            // (Its total, as its lines' figures, without what the free lists hold.)
+            out.bounds.push_back(Bound{out.open + 1, now, std::max<int64_t>(traced_total() - dead_bytes, 0)});
         }
     }
     if (last) {

@@ -161,7 +161,8 @@ struct Snapshot {
 // writers of both logs are kept out meanwhile (the GIL and g_table_lock held), and see that
 // nothing is logged before they next append.
 // `extra`: room for that many more pending entries of the GIL log (pending_less).
-void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra = 0);
+void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, bool last, size_t extra = 0,
+              int64_t dead_bytes = 0);
 // Adds the entry of a node's current figures (`seen`: as touch() keeps it) when it matters to
 // a kept moment and changes something.
 void pending(std::vector<Entry>& out, const KeptMoments& kept_of, uint32_t id, uint32_t seen, int64_t live);

@@ -342,6 +342,7 @@ void snapshot(SnapshotData& out) {
     const std::vector<uintptr_t> listed = copied ? hooks::free_listed_blocks() : std::vector<uintptr_t>{};
     std::vector<hooks::FreeListed> dead;
     dead.reserve(listed.size());
+    int64_t dead_bytes = 0;  // (the run's totals, as the lines' figures, leave them out too)
     {
         // GIL events cannot run (we hold the GIL); events without it hold the table lock.
         Guard g(g_table_lock);
@@ -355,10 +356,14 @@ void snapshot(SnapshotData& out) {
         uint64_t epoch = g_run.epoch;
         moments::Snapshot& ms = out.moments;
         hooks::free_listed(listed, dead);
+        for (const hooks::FreeListed& d : dead) {
+            dead_bytes += d.bytes;
+        }
         // (Once the run is finished, its end: the last moment ends there, as the run does.)
         // (A frozen run's next snapshot is its last with moments: it takes their logs.)
         moments::snapshot(ms, copied, calltree::nogil_capacity(),
-                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration, last, dead.size());
+                          g_run.active.load() && !g_finished ? timeline::elapsed() : g_duration, last, dead.size(),
+                          dead_bytes);
         if (last) {
             g_frozen = Frozen::kTaken;
         }
@@ -400,7 +405,7 @@ void snapshot(SnapshotData& out) {
             }
         }
         out.peak_traced_bytes = g_run.peak;
-        out.current_traced_bytes = traced_total();
+        out.current_traced_bytes = std::max<int64_t>(traced_total() - dead_bytes, 0);
         out.allocations = g_run.allocations;
         out.samples = g_run.samples;
         out.stack_reads = g_run.stack_reads;
@@ -414,6 +419,10 @@ void snapshot(SnapshotData& out) {
     out.mode = int(g_run.opts.mode);
     out.sample_interval = g_run.opts.sample_interval;
     timeline::points(out.timeline);
+    if (!running && !out.timeline.empty()) {  // (its last point: the state at the end)
+        int64_t& end = out.timeline.back().traced_bytes;
+        end = std::max<int64_t>(end - dead_bytes, 0);
+    }
 }
 
 void reset() {

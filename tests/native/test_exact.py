@@ -22,6 +22,7 @@ from memlens import _tracer
 from memlens.calltree import once_per_path
 from memlens.errors import MemlensError
 from memlens.model import LineStats, Run
+from memlens.moment import end_traced
 from memlens.runfile import reader
 from memlens.tracing import tracer
 
@@ -97,6 +98,11 @@ def test_what_the_free_lists_hold_is_not_live(mode: str) -> None:
     kept = stats(run, "fl_alive")
     assert kept.live_count >= len(alive) == 1000
     assert kept.live_bytes >= 1000 * sys.getsizeof((0, 0, 0))
+    # The run's total at its end (the timeline's last point, the last moment's) leaves them
+    # out as the lines do: before, it was above the lines' sum by what the lists held.
+    lines_live = sum(st.live_bytes for sf in run.files.values() for st in sf.lines.values())
+    assert end_traced(run) == lines_live
+    assert run.moments.traced_bytes[-1] == lines_live
 
 
 def test_reallocs_are_matched_to_their_site() -> None:
