@@ -223,6 +223,13 @@ bool page_adopt(uintptr_t p, size_t* size_io, uint32_t node) {
     const uint32_t k = uint32_t((size + 15) / 16);
     const size_t at = (p >> kPageBits) & (kLeafEntries - 1);
     uintptr_t& e = leaf[at];
+    if (e && all_free(e)) {
+        // A page whose class came from blocks that were all freed since: its pool may have
+        // been emptied and given another class by allocations not traced (a paused thread's),
+        // so that class is not trusted.
+        std::free(reinterpret_cast<void*>(e & ~uintptr_t(63)));
+        e = 0;
+    }
     if (!e) {
         // Nothing known of the page: its class is guessed from the object (a block is never
         // of a smaller class than what it holds, so the guess sets no two of the page's
@@ -237,8 +244,9 @@ bool page_adopt(uintptr_t p, size_t* size_io, uint32_t node) {
         return true;
     }
     if (!(e & kGuessedClass) && class_k > k) {
-        // The page's class, from a block allocated in it (the pool's): the whole block is
-        // charged, its request size being unknown.
+        // The page's class, from a block allocated in it and still tracked (the pool's: a
+        // pool holding a block keeps its class): the whole block is charged, its request
+        // size being unknown.
         *size_io = class_k * 16;
         put_at(e, p, *size_io, node);
         return true;

@@ -508,7 +508,9 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
             // A builtin free-listed object was made by the object allocator, so over pymalloc
             // its block is a pymalloc block even when it was untracked (allocated before the
             // run) or in the table: in the map, its next reuse takes the fast path of reused().
-            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node, !old.tracked);
+            // (Its size is then its object's, or what the table had: not its block's class.)
+            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node,
+                  !(old.tracked && old.in_map));
         }
     }
     return 0;

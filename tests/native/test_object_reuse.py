@@ -256,6 +256,96 @@ def test_an_int_reused_in_a_block_of_a_larger_class_loses_no_other_block(tmp_pat
     assert len(made) == 100
 
 
+#: ODD_BLOCKS' ints taken in where a page's class was guessed from a list's block (a list free
+#: list of untraced lists), so that they go in the table; the lists freed; the ints reused
+#: again (from the table into the page, under their own size: it took the page as of their
+#: class, and blocks allocated in it later under the pool's class replaced it).
+ODD_BLOCKS_TABLE = """\
+from memlens import _tracer
+
+ZEROS = "0" * 60
+
+
+def main():
+    paused = _tracer.set_thread_paused(True)
+    hold = [i + 2 * 10**6 for i in range(300)]  # (empties the int free list)
+    hold_lists = [[] for _ in range(300)]  # (empties the list free list)
+    ints, lists, between = [], [], []
+    for i in range(100):
+        lists.append([])
+        ints.append(int(ZEROS + str(10**6 + i)))
+        between.append(int(ZEROS + str(2**40 + i)))
+    del between, ints, lists
+    _tracer.set_thread_paused(paused)
+    taken = [[] for _ in range(80)]  # @taken
+    made = [i + 10**6 for i in range(100)]  # @made
+    del hold_lists, taken, made
+    again = [i + 10**6 for i in range(100)]  # @again
+    kept = [int(ZEROS + str(2**40 + i)) for i in range(3000)]  # @kept
+    del again
+    last = [i + 10**6 for i in range(100)]  # @last
+    del kept
+    return last, hold
+"""
+
+#: ODD_BLOCKS' ints in pages whose class the map knows from blocks of another class, all
+#: freed since, the pool emptied and given the ints' class meanwhile by untraced
+#: allocations (a paused thread's).
+ODD_BLOCKS_STALE = """\
+from memlens import _tracer
+
+ZEROS = "0" * 60
+
+
+def main():
+    anchors, big = [], []
+    for i in range(20000):
+        big.append(b"x" * 60 + str(i).encode())  # @big
+        if i % 50 == 0:
+            anchors.append(3.5 * i)
+    del big
+    paused = _tracer.set_thread_paused(True)
+    hold = [i + 2 * 10**6 for i in range(300)]  # (empties the int free list)
+    ints, between = [], []
+    for i in range(3000):
+        ints.append(int(ZEROS + str(10**6 + i)))
+        between.append(int(ZEROS + str(2**40 + i)))
+    del between
+    del ints[100:]
+    del ints
+    _tracer.set_thread_paused(paused)
+    made = [i + 10**6 for i in range(100)]  # @made
+    kept = [int(ZEROS + str(2**40 + i)) for i in range(6000)]  # @kept
+    del made
+    last = [i + 10**6 for i in range(100)]  # @last
+    del kept
+    return last, hold, anchors
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="one-digit ints have a free list from 3.14")
+@pytest.mark.parametrize(
+    ("source", "freed"),
+    [
+        (ODD_BLOCKS_TABLE, ("taken", "made", "again", "kept")),
+        (ODD_BLOCKS_STALE, ("big", "made", "kept")),
+    ],
+    ids=["through-the-table", "stale-class"],
+)
+def test_ints_reused_in_larger_blocks_leave_nothing_live_once_freed(
+    tmp_path: Path, source: str, freed: tuple[str, ...]
+) -> None:
+    """Two more ways a page's class could be wrong for blocks taken in (found by a review):
+    each left about 100 freed ints live for good (2,744 and 11,088 bytes)."""
+    ns, path = load(tmp_path, source)
+    run, (last, *_) = profiled(lambda: ns["main"]())
+    for tag in freed:
+        s = line(run, path, tag)
+        assert s.alloc_count > 0, tag
+        assert (s.live_count, s.live_bytes) == (0, 0), tag
+    assert line(run, path, "last").live_count >= len(last) == 100
+
+
 @needs_ref_tracer
 def test_without_reuse_tracking_the_yielding_line_keeps_everything(tmp_path: Path) -> None:
     # What every Python before 3.13 shows (the comparison docs/how-it-works.md makes).
