@@ -13,6 +13,7 @@
 
 #include "blocks.hpp"
 #include "compat.hpp"
+#include "hooks.hpp"
 #include "pages.hpp"
 #include "state.hpp"
 
@@ -547,13 +548,29 @@ std::vector<int32_t> table_blocks(const std::vector<int32_t>& node_site, size_t 
     struct Count {
         const std::vector<int32_t>* node_site;
         std::vector<int32_t> per_site;
+        int32_t site_of(uint32_t node) const {
+            int32_t site = node < node_site->size() ? (*node_site)[node] : -1;
+            return site >= 0 && size_t(site) < per_site.size() ? site : -1;
+        }
     } c{&node_site, std::vector<int32_t>(sites, 0)};
+    // (Read before the lock is taken, as a snapshot does: see there.)
+    const std::vector<uintptr_t> listed = hooks::free_listed_blocks();
     Guard g(g_table_lock);
+    // What the free lists hold is tracked but dead: no walk finds it, so it is not counted
+    // (a line whose blocks are mostly there, e.g. tuples dropped by the thousand, wanted
+    // objects it could never find, and the walk went to its bounds).
+    for (uintptr_t block : listed) {
+        blocks::Entry e{};
+        int32_t site = blocks::filter_hit(block) && blocks::table_get(block, &e) ? c.site_of(e.node) : -1;
+        if (site >= 0) {
+            --c.per_site[size_t(site)];
+        }
+    }
     blocks::table_nodes(
         [](uint32_t node, void* arg) {
             auto& c = *static_cast<Count*>(arg);
-            int32_t site = node < c.node_site->size() ? (*c.node_site)[node] : -1;
-            if (site >= 0 && size_t(site) < c.per_site.size() && c.per_site[size_t(site)] < INT32_MAX) {
+            int32_t site = c.site_of(node);
+            if (site >= 0 && c.per_site[size_t(site)] < INT32_MAX) {
                 ++c.per_site[size_t(site)];
             }
         },

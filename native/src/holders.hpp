@@ -79,7 +79,8 @@ void find(const std::vector<Root>& roots, const std::vector<PyObject*>& skip, co
           double max_seconds, Result& out);
 
 // How many blocks of each of `sites` sites the address table holds (`node_site` as for find):
-// in sampling mode, every block tracked (the sampled ones). Requires the GIL.
+// in sampling mode, every block tracked (the sampled ones), less those CPython's free lists
+// hold (dead: no walk finds them). Requires the GIL.
 std::vector<int32_t> table_blocks(const std::vector<int32_t>& node_site, size_t sites);
 
 }  // namespace memlens::holders

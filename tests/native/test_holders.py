@@ -301,6 +301,40 @@ def test_a_line_with_fewer_blocks_than_samples_ends_the_walk_once_found(
     assert answer["visited"] < 20_000, answer["visited"]
 
 
+FREE_LISTED = """\
+KEPT = None
+NOISE = None
+
+
+def work():
+    global KEPT, NOISE
+    rows = [(i, -i, bytearray(600_000) if i == 0 else None) for i in range(5000)]  # @rows
+    KEPT = rows[0][2]
+    del rows
+    NOISE = [str(i) * 20 for i in range(100_000)]  # @noise
+"""
+
+
+def test_a_line_s_free_listed_blocks_are_not_looked_for(
+    module: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    walks: list[tuple[tuple[Any, ...], dict[str, Any]]],
+) -> None:
+    """Sampling mode counts a line's tracked blocks to know when it is done: the 2,000 tuples
+    CPython keeps on its free list (dead, still tracked) counted, so a line with a buffer
+    beside them waited for five objects and the walk went through every object (the 100,000
+    strings, every module) to its bounds. They are left out of the count."""
+    mod, path = module(FREE_LISTED)
+    monkeypatch.setattr(holders, "find", functools.partial(holders.find, min_live=500_000))
+    run = run_of(mod.work, mode="sampling", sample_interval=1, seed=7)
+    # (The buffer is two blocks: the bytearray and its data.)
+    assert sum(h.objects for h in paths_of(run, path, "rows")) == 2
+    assert walks
+    answer = walks[0][1]
+    assert answer["complete"]
+    assert answer["visited"] < 20_000, answer["visited"]
+
+
 def test_a_block_met_again_is_kept_once_towards_a_line_s_blocks(
     module: Any, walks: list[tuple[tuple[Any, ...], dict[str, Any]]]
 ) -> None:
