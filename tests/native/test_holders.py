@@ -315,6 +315,11 @@ def work():
 """
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 13),
+    reason="before 3.13 a block an object of another line reuses stays on its first line "
+    "(docs/how-it-works.md, Free lists): the line may then count blocks no walk from it finds",
+)
 def test_a_line_s_free_listed_blocks_are_not_looked_for(
     module: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -327,8 +332,8 @@ def test_a_line_s_free_listed_blocks_are_not_looked_for(
     mod, path = module(FREE_LISTED)
     monkeypatch.setattr(holders, "find", functools.partial(holders.find, min_live=500_000))
     run = run_of(mod.work, mode="sampling", sample_interval=1, seed=7)
-    # (The buffer is two blocks: the bytearray and its data.)
-    assert sum(h.objects for h in paths_of(run, path, "rows")) == 2
+    found = paths_of(run, path, "rows")
+    assert any(h.outcome == "found" and h.hops[-1].name == "KEPT" for h in found), found
     assert walks
     answer = walks[0][1]
     assert answer["complete"]
