@@ -419,7 +419,9 @@ void snapshot(SnapshotData& out) {
     out.mode = int(g_run.opts.mode);
     out.sample_interval = g_run.opts.sample_interval;
     timeline::points(out.timeline);
-    if (!running && !out.timeline.empty()) {  // (its last point: the state at the end)
+    // The point timeline::stop() took at the end (the run's duration is its time), if it took
+    // one: a full timeline keeps its last sampled point instead, which is left as it was.
+    if (!running && !out.timeline.empty() && out.timeline.back().t == g_duration) {
         int64_t& end = out.timeline.back().traced_bytes;
         end = std::max<int64_t>(end - dead_bytes, 0);
     }
