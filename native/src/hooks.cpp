@@ -474,13 +474,9 @@ size_t free_listed_size(PyObject* op) {
 // `guessed`: an untracked block, whose size is its object's (blocks::page_adopt).
 void adopt(uintptr_t block, size_t size, bool in_map, uint32_t node, bool guessed = false) {
     if (!g_run.sampling) {
-        if (guessed && in_map) {
-            if (!blocks::page_adopt(block, &size, node)) {
-                Guard g(g_table_lock);
-                table_put_locked(block, node, size, true);
-            }
-        } else {
-            put_exact(block, size, in_map, node);
+        // (A guessed block the map does not take goes in the table, as put_exact() puts it.)
+        if (!(guessed && in_map && blocks::page_adopt(block, &size, node))) {
+            put_exact(block, size, in_map && !guessed, node);
         }
         calltree::move_in_at(node, int64_t(size), 1);
         return;
@@ -502,6 +498,7 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
     Forgotten old = forget(block, true, true);
     size_t listed = g_run.sampling ? 0 : free_listed_size(op);
     size_t size = old.tracked ? old.size : listed;
+    const bool mapped = old.tracked && old.in_map;  // (its size is then its block's own)
     if (size && !t.paused && !not_program) {
         uint32_t node = node_for(t, true, Block::Python);
         if (node != stack::kNotTheProgram) {
@@ -509,8 +506,7 @@ __attribute__((noinline)) int reused_elsewhere(ThreadState& t, PyObject* op, uin
             // its block is a pymalloc block even when it was untracked (allocated before the
             // run) or in the table: in the map, its next reuse takes the fast path of reused().
             // (Its size is then its object's, or what the table had: not its block's class.)
-            adopt(block, size, (old.tracked && old.in_map) || (g_map && listed != 0), node,
-                  !(old.tracked && old.in_map));
+            adopt(block, size, mapped || (g_map && listed != 0), node, !mapped);
         }
     }
     return 0;

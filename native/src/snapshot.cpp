@@ -414,10 +414,9 @@ void build(SnapshotData& snap, const std::vector<int32_t>& file_of_code,
             // other children (and the roots).
             FirstChild* first = inherited >= 0 ? &(*first_child)[size_t(inherited)] : nullptr;
             int32_t fid = -1;
-            bool indexed = first == nullptr || first->fid1 != 0;
-            if (first != nullptr && first->fid1 != 0 && first->site == site) {
+            const bool indexed = first == nullptr || first->fid1 != 0;  // (else: no child yet)
+            if (indexed && first != nullptr && first->site == site) {
                 fid = first->fid1 - 1;
-                indexed = false;
             } else if (indexed) {
                 fid = node_key->find(inherited, site, &slot);
             }
