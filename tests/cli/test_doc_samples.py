@@ -21,6 +21,9 @@ pytest.importorskip(
     "memlens.tracing.tracer", reason="needs the native tracer (memlens.tracing.tracer)"
 )
 
+#: Runs of a sample before its differences are reported (see below).
+SAMPLE_TRIES = 3
+
 SAMPLES = [
     sample
     for doc in sample_outputs.DOCS
@@ -41,7 +44,16 @@ def test_each_document_has_its_sample() -> None:
 )
 @pytest.mark.parametrize("sample", SAMPLES, ids=[f"{s.doc}: {s.command}" for s in SAMPLES])
 def test_documented_output_is_what_memlens_prints(sample: sample_outputs.Sample) -> None:
-    problems = sample_outputs.differences(sample.body, sample_outputs.run_sample(sample.command))
+    # A line's growth verdict (grew, kept) is read from when its memory came, in wall time
+    # (memlens.growth): a machine loaded by the other workers that stalls the program in its
+    # last moments, after the index is built, stretches the line's life with nothing added and
+    # turns "grew" into "kept". Such a run is run again; an output that changed for good differs
+    # every time.
+    for _ in range(SAMPLE_TRIES):
+        printed = sample_outputs.run_sample(sample.command)
+        problems = sample_outputs.differences(sample.body, printed)
+        if not problems:
+            break
     assert not problems, "\n".join([*problems, "(./dev docs regenerates the samples)"])
 
 
