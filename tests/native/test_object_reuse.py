@@ -256,6 +256,44 @@ def test_an_int_reused_in_a_block_of_a_larger_class_loses_no_other_block(tmp_pat
     assert len(made) == 100
 
 
+#: Tuples of 8 in blocks of 10's class: a tuple made from a generator is allocated for 10 items
+#: and shrunk to its length in place (pymalloc keeps a block that shrinks by less than a quarter),
+#: then free-listed by its length. Made while paused, between bytes of the same class (128).
+SHRUNK_TUPLES = """\
+from memlens import _tracer
+
+
+def main():
+    paused = _tracer.set_thread_paused(True)
+    hold = [tuple(range(i, i + 8)) for i in range(300)]  # (empties the free list of 8-tuples)
+    tuples, between = [], []
+    for i in range(100):
+        tuples.append(tuple(x for x in range(i, i + 8)))
+        between.append(b"y" * 90 + str(i).encode())
+    del between, tuples
+    _tracer.set_thread_paused(paused)
+    kept = [b"x" * 90 + str(i).encode() for i in range(100)]  # @kept
+    made = [tuple(range(i, i + 8)) for i in range(100)]  # @made
+    del kept
+    return made, hold
+"""
+
+
+@needs_ref_tracer
+def test_a_tuple_reused_in_a_block_it_was_shrunk_in_loses_no_other_block(tmp_path: Path) -> None:
+    """As the ints above, for tuples (3.13+): one shrunk in place sits in a block of a larger
+    class than its length says; taken off the free list in a run, its page's other blocks stay
+    found."""
+    ns, path = load(tmp_path, SHRUNK_TUPLES)
+    run, (made, _) = profiled(lambda: ns["main"]())
+    kept, made_line = line(run, path, "kept"), line(run, path, "made")
+    assert kept.alloc_count >= 100
+    assert (kept.live_count, kept.live_bytes) == (0, 0)
+    assert made_line.live_count >= 100
+    assert made_line.live_bytes >= 100 * (24 + 8 * 8)
+    assert len(made) == 100
+
+
 #: ODD_BLOCKS' ints taken in where a page's class was guessed from a list's block (a list free
 #: list of untraced lists), so that they go in the table; the lists freed; the ints reused
 #: again (from the table into the page, under their own size: it took the page as of their
