@@ -238,24 +238,6 @@ def main():
 """
 
 
-@pytest.mark.skipif(sys.version_info < (3, 14), reason="one-digit ints have a free list from 3.14")
-def test_an_int_reused_in_a_block_of_a_larger_class_loses_no_other_block(tmp_path: Path) -> None:
-    """A free-listed block taken in by reuse has its object's size, not its class: a block of
-    its page allocated under the page's own class must stay found (its free taken back). The
-    page's entries were replaced under a class guessed from the int, and the freed blocks'
-    line kept 100 blocks (6,000 bytes) live for good."""
-    ns, path = load(tmp_path, ODD_BLOCKS)
-    run, (made, _) = profiled(lambda: ns["main"]())
-    kept, made_line = line(run, path, "kept"), line(run, path, "made")
-    assert kept.alloc_count >= 100
-    assert (kept.live_count, kept.live_bytes) == (0, 0)
-    # The ints are charged to the line taking them off the free list (as the whole block of
-    # their page's class, where that class is known), and the list holding them.
-    assert made_line.live_count >= 100
-    assert made_line.live_bytes >= 100 * 28
-    assert len(made) == 100
-
-
 #: Tuples of 8 in blocks of 10's class: a tuple made from a generator is allocated for 10 items
 #: and shrunk to its length in place (pymalloc keeps a block that shrinks by less than a quarter),
 #: then free-listed by its length. Made while paused, between bytes of the same class (128).
@@ -279,18 +261,37 @@ def main():
 """
 
 
-@needs_ref_tracer
-def test_a_tuple_reused_in_a_block_it_was_shrunk_in_loses_no_other_block(tmp_path: Path) -> None:
-    """As the ints above, for tuples (3.13+): one shrunk in place sits in a block of a larger
-    class than its length says; taken off the free list in a run, its page's other blocks stay
-    found."""
-    ns, path = load(tmp_path, SHRUNK_TUPLES)
+@pytest.mark.parametrize(
+    ("source", "size"),
+    [
+        pytest.param(
+            ODD_BLOCKS,
+            28,
+            marks=pytest.mark.skipif(
+                sys.version_info < (3, 14), reason="one-digit ints have a free list from 3.14"
+            ),
+            id="ints",
+        ),
+        pytest.param(SHRUNK_TUPLES, 24 + 8 * 8, marks=needs_ref_tracer, id="shrunk-tuples"),
+    ],
+)
+def test_an_object_reused_in_a_block_of_a_larger_class_loses_no_other_block(
+    tmp_path: Path, source: str, size: int
+) -> None:
+    """A free-listed block taken in by reuse has its object's size, not its class: a block of
+    its page allocated under the page's own class must stay found (its free taken back). The
+    page's entries were replaced under a class guessed from the object, and the freed blocks'
+    line kept 100 blocks live for good (ints, 3.14: 6,000 bytes; tuples of 8 shrunk in place
+    from 10, 3.13: 12,490 bytes)."""
+    ns, path = load(tmp_path, source)
     run, (made, _) = profiled(lambda: ns["main"]())
     kept, made_line = line(run, path, "kept"), line(run, path, "made")
     assert kept.alloc_count >= 100
     assert (kept.live_count, kept.live_bytes) == (0, 0)
+    # The objects are charged to the line taking them off the free list (as the whole block of
+    # their page's class, where that class is known), and the list holding them.
     assert made_line.live_count >= 100
-    assert made_line.live_bytes >= 100 * (24 + 8 * 8)
+    assert made_line.live_bytes >= 100 * size
     assert len(made) == 100
 
 
