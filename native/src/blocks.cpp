@@ -42,6 +42,19 @@ inline uintptr_t* leaf_of(uintptr_t p, bool create) {
 
 inline size_t side_entries(uint32_t k) { return 255 / k + 1; }
 
+// Where the block map keeps block `p`'s page: its leaf (made if need be) and the page's entry
+// in it; no leaf where `p` cannot be a pymalloc block of `size` bytes, or memory ran out.
+struct PageEntry {
+    uintptr_t* leaf;
+    size_t at;
+};
+inline PageEntry page_entry(uintptr_t p, size_t size) {
+    if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
+        return {nullptr, 0};
+    }
+    return {leaf_of(p, true), (p >> kPageBits) & (kLeafEntries - 1)};
+}
+
 // An entry of a page whose class was guessed (page_adopt), not known from an allocation in it.
 constexpr uintptr_t kGuessedClass = 32;
 
@@ -180,15 +193,11 @@ void destroy() {
 }
 
 bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
-    if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
-        return false;
-    }
-    uintptr_t* leaf = leaf_of(p, true);
+    const auto [leaf, at] = page_entry(p, size);
     if (!leaf) {
         return false;
     }
     uint32_t k = uint32_t((size + 15) / 16);
-    const size_t at = (p >> kPageBits) & (kLeafEntries - 1);
     uintptr_t& e = leaf[at];
     if (!e || (e & 31) + 1 != k) {
         // A page seen for the first time, or a pool that pymalloc emptied and gave another
@@ -213,15 +222,11 @@ bool page_put_new(uintptr_t p, size_t size, uint32_t node) {
 
 bool page_adopt(uintptr_t p, size_t* size_io, uint32_t node) {
     const size_t size = *size_io;
-    if (p >= kAddressLimit || size == 0 || size > compat::kPymallocSmall) {
-        return false;
-    }
-    uintptr_t* leaf = leaf_of(p, true);
+    const auto [leaf, at] = page_entry(p, size);
     if (!leaf) {
         return false;
     }
     const uint32_t k = uint32_t((size + 15) / 16);
-    const size_t at = (p >> kPageBits) & (kLeafEntries - 1);
     uintptr_t& e = leaf[at];
     if (e && all_free(e)) {
         // A page whose class came from blocks that were all freed since: its pool may have

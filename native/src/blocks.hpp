@@ -67,12 +67,13 @@ inline bool page_put_known(uintptr_t p, size_t size, uint32_t node) {
 // page_put() for a block CPython took from a free list, untracked until now: `size` is what
 // its object takes, not what the allocator was asked for (a one-digit int may sit in a block
 // made for a longer one), so its class is not known. Its page's is, from a block allocated
-// in it (the block is then charged whole: *size becomes its class's); where none was, it is guessed from `size`, and
-// marked so: a page_put() of another class then leaves the page as it is while blocks adopted
-// under the guess are tracked (that block goes in the table), where a page of a known class
-// would be given the new one (its blocks were all freed). False where neither fits (the
-// caller uses the table). Before, a wrong guess replaced the page's side array, and the
-// blocks tracked in it were forgotten while live: their frees were never taken back.
+// in it (the block is then charged whole: *size becomes its class's); where none was, it is
+// guessed from `size`, and marked so: a page_put() of another class then leaves the page as it
+// is while blocks adopted under the guess are tracked (that block goes in the table), where a
+// page of a known class would be given the new one (its blocks were all freed). False where
+// neither fits (the caller uses the table). Before, a wrong guess replaced the page's side
+// array, and the blocks tracked in it were forgotten while live: their frees were never taken
+// back.
 bool page_adopt(uintptr_t p, size_t* size, uint32_t node);
 
 inline bool page_put(uintptr_t p, size_t size, uint32_t node) {

@@ -178,12 +178,12 @@ void snapshot(Snapshot& out, uint32_t nodes, uint32_t nogil_nodes, double now, b
         out.bounds.assign(g_bounds, g_bounds + g_kept);
         out.open = __atomic_load_n(&g_moment, __ATOMIC_RELAXED);
         if (g_kept > 0 && now > g_bounds[g_kept - 1].t) {
-            // (Its total, as its lines' figures, without what the free lists hold.)
-            out.bounds.push_back(Bound{out.open + 1, now, std::max<int64_t>(traced_total() - dead_bytes, 0)});
-        } else if (g_kept > 0) {
-            // A boundary came after `now` was read (the timeline thread between the caller's
-            // clock and this lock): that moment is the last, its lines' figures are the run as
-            // it stands without the free lists' blocks (pending_less), and so is its total.
+            out.bounds.push_back(Bound{out.open + 1, now, traced_total()});
+        }
+        // The last moment's total, as its lines' figures (pending_less), is without what the
+        // free lists hold: that moment is the one pushed above, or a boundary that came after
+        // `now` was read (the timeline thread between the caller's clock and this lock).
+        if (g_kept > 0) {
             out.bounds.back().traced = std::max<int64_t>(out.bounds.back().traced - dead_bytes, 0);
         }
     }
