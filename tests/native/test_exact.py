@@ -21,7 +21,7 @@ import memlens
 from memlens import _tracer
 from memlens.calltree import once_per_path
 from memlens.errors import MemlensError
-from memlens.model import LineStats, Run
+from memlens.model import CallNode, LineStats, Run
 from memlens.moment import end_traced
 from memlens.runfile import reader
 from memlens.tracing import tracer
@@ -177,21 +177,17 @@ def test_a_line_reached_through_several_places_is_one_node_under_its_caller() ->
     nodes = {n.id: n for n in run.call_tree}
     leaf = line_of("dup_leaf")
 
+    def leaves(tag: str) -> list[CallNode]:
+        """The leaf's nodes under the nodes of the line tagged ``tag``."""
+        return [n for n in run.call_tree if n.line == leaf and nodes[n.parent].line == line_of(tag)]
+
     def leaf_bytes(tag: str) -> int:
-        """The leaf's bytes under the nodes of the line tagged ``tag``."""
-        return sum(
-            n.alloc_bytes
-            for n in run.call_tree
-            if n.line == leaf and nodes[n.parent].line == line_of(tag)
-        )
+        return sum(n.alloc_bytes for n in leaves(tag))
 
     assert 2 * 3000 <= leaf_bytes("dup_two") < 2 * 3000 + 2000
     assert 2 * 3000 <= leaf_bytes("dup_other") < 2 * 3000 + 2000
     assert 2 * 600 <= leaf_bytes("dup_comp") < 2 * 600 + 2000
-    two = [
-        n for n in run.call_tree if n.line == leaf and nodes[n.parent].line == line_of("dup_two")
-    ]
-    assert len(two) == 1
+    assert len(leaves("dup_two")) == 1
 
 
 def test_recursion_counts_each_stack_once() -> None:
